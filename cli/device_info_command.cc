@@ -1,0 +1,34 @@
+#include "cli/device_info_command.h"
+
+#include <iostream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "kernels/backend/backend.h"
+#include "kernels/cuda/device_probe.h"
+
+ABSL_FLAG(std::string, backend, "auto", "Compute backend: auto, cpu or cuda.");
+
+namespace rill::cli {
+
+int RunDeviceInfo(int, char**) {
+  std::cout << "built with CUDA: " << (cuda::BuiltWithCuda() ? "yes" : "no") << "\n";
+  if (cuda::BuiltWithCuda()) std::cout << "linked: " << cuda::LinkedLibraryVersions() << "\n";
+  absl::StatusOr<std::vector<cuda::CudaDeviceInfo>> devices = cuda::ProbeCudaDevices();
+  if (devices.ok()) {
+    for (const cuda::CudaDeviceInfo& d : *devices) {
+      std::cout << "device " << d.index << ": " << d.name << " sm_" << d.compute_major
+                << d.compute_minor << " " << (d.total_memory_bytes >> 20) << " MiB\n";
+    }
+  }
+  absl::StatusOr<kernels::BackendChoice> choice = kernels::ChooseBackend(absl::GetFlag(FLAGS_backend));
+  if (!choice.ok()) {
+    std::cerr << "error: " << choice.status().message() << "\n";
+    return 1;
+  }
+  std::cout << "backend: " << kernels::BackendName(choice->kind) << " (" << choice->description
+            << ")\n";
+  return 0;
+}
+
+}  // namespace rill::cli

@@ -1,0 +1,46 @@
+// The gRPC server shell every Rill frontend runs: standard grpc.health.v1
+// health checking and server reflection on a TCP address. Services register
+// on it before Start().
+#ifndef RILL_FRONTEND_HEALTH_SERVER_H_
+#define RILL_FRONTEND_HEALTH_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+
+namespace rill::frontend {
+
+// Owns a grpc::Server. Start() and Shutdown() may be called from any one
+// thread; Wait() blocks the caller until Shutdown().
+class HealthServer {
+ public:
+  // `address` is host:port; port 0 lets the kernel choose (see port()).
+  explicit HealthServer(std::string address) : address_(std::move(address)) {}
+  ~HealthServer();
+
+  // Services must outlive the server.
+  void AddService(grpc::Service* service) { services_.push_back(service); }
+
+  absl::Status Start();
+  int port() const { return port_; }
+
+  // Overall ("") and per-service health; NOT_SERVING until set otherwise.
+  void SetServing(const std::string& service, bool serving);
+
+  void Shutdown();
+  void Wait();
+
+ private:
+  std::string address_;
+  std::vector<grpc::Service*> services_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace rill::frontend
+
+#endif  // RILL_FRONTEND_HEALTH_SERVER_H_
