@@ -4,10 +4,9 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "cli/common_flags.h"
 #include "kernels/backend/backend.h"
 #include "kernels/cuda/device_probe.h"
-
-ABSL_FLAG(std::string, backend, "auto", "Compute backend: auto, cpu or cuda.");
 
 namespace rill::cli {
 

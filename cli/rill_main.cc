@@ -8,7 +8,9 @@
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "cli/bench_model_command.h"
 #include "cli/device_info_command.h"
+#include "cli/generate_command.h"
 
 namespace {
 
@@ -19,6 +21,12 @@ struct Command {
 };
 
 const Command kCommands[] = {
+    {"generate", "stream a completion of --prompt (--chat, --max_tokens, --temperature, ...)",
+     rill::cli::RunGenerate},
+    {"tokenize", "print the token ids of --prompt", rill::cli::RunTokenize},
+    {"detokenize", "print the text of --ids=1,2,3", rill::cli::RunDetokenize},
+    {"bench-model", "model-runtime throughput: prefill and batched decode tokens/s",
+     rill::cli::RunBenchModel},
     {"device-info", "print the compute backend this machine uses and why",
      rill::cli::RunDeviceInfo},
 };

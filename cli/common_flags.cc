@@ -1,0 +1,9 @@
+#include "cli/common_flags.h"
+
+#include "absl/flags/flag.h"
+
+ABSL_FLAG(std::string, model, "default",
+          "Model: 'default' (SmolLM2-135M-Instruct Q4_1 from the model cache), a .gguf file, "
+          "or a Hugging Face directory (config.json + *.safetensors + tokenizer.json).");
+ABSL_FLAG(int, threads, 0, "CPU threads for the kernels; 0 = all cores.");
+ABSL_FLAG(std::string, backend, "auto", "Compute backend: auto, cpu or cuda.");

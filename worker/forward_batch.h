@@ -1,0 +1,36 @@
+// One step of work for a worker: a ragged batch where every sequence brings
+// a chunk of new tokens (a prefill chunk, or one decode token) and the block
+// table that maps its positions to KV-cache blocks. This is the interface the
+// engine drives each step; the offline CLI uses it too.
+#ifndef RILL_WORKER_FORWARD_BATCH_H_
+#define RILL_WORKER_FORWARD_BATCH_H_
+
+#include <cstdint>
+#include <vector>
+
+namespace rill::worker {
+
+struct SequenceChunk {
+  // New tokens, at positions start_pos .. start_pos + tokens.size() - 1.
+  std::vector<int32_t> tokens;
+  // Tokens of this sequence already in the KV cache (its context before this chunk).
+  int32_t start_pos = 0;
+  // Cache block ids for positions [0, start_pos + tokens.size()): position p
+  // lives in block block_table[p / block_size], slot p % block_size.
+  std::vector<int32_t> block_table;
+  // Logits for every new token (prompt logprobs, tests) instead of the last only.
+  bool all_logits = false;
+};
+
+struct ForwardBatch {
+  std::vector<SequenceChunk> sequences;
+};
+
+struct ForwardOutput {
+  // Per sequence: [n][vocab] row-major, n = tokens.size() if all_logits else 1.
+  std::vector<std::vector<float>> logits;
+};
+
+}  // namespace rill::worker
+
+#endif  // RILL_WORKER_FORWARD_BATCH_H_

@@ -1,0 +1,54 @@
+// A decoder-only language model that runs one ragged batch per call over a
+// paged KV cache. Implementations: Llama family (llama.cc) and GPT-2 family
+// (gpt2.cc). Thread: one step thread per model (Forward is not reentrant; it
+// uses the model's scratch buffers and the shared thread pool).
+#ifndef RILL_WORKER_MODELS_CAUSAL_LM_H_
+#define RILL_WORKER_MODELS_CAUSAL_LM_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/cpu/thread_pool.h"
+#include "worker/forward_batch.h"
+#include "worker/kv_cache.h"
+#include "worker/loader/checkpoint.h"
+
+namespace rill::worker {
+
+class CausalLm {
+ public:
+  virtual ~CausalLm() = default;
+
+  const loader::ModelConfig& config() const { return checkpoint_->config(); }
+  const loader::Checkpoint& checkpoint() const { return *checkpoint_; }
+
+  // The KV cache layout this model needs for `num_blocks` blocks.
+  KvCacheShape CacheShape(int num_blocks, int block_size) const;
+
+  // Computes the batch's logits and writes the new tokens' K/V into `cache`.
+  // InvalidArgument (and no cache writes) when a token id is out of range, a
+  // block table is too short or names a block past the cache, or a position
+  // exceeds the context length.
+  absl::Status Forward(const ForwardBatch& batch, PagedKvCache* cache, ForwardOutput* out);
+
+ protected:
+  CausalLm(std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool)
+      : checkpoint_(std::move(checkpoint)), pool_(pool) {}
+
+  // Forward after validation. `positions`/`seq_of_token` are per batch token.
+  virtual absl::Status ForwardValidated(const ForwardBatch& batch, PagedKvCache* cache,
+                                        ForwardOutput* out) = 0;
+
+  std::shared_ptr<const loader::Checkpoint> checkpoint_;
+  cpu::ThreadPool* pool_;
+};
+
+// Builds the model for the checkpoint's architecture ("llama" family or "gpt2").
+// `pool` must outlive the model.
+absl::StatusOr<std::unique_ptr<CausalLm>> CreateCausalLm(
+    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool);
+
+}  // namespace rill::worker
+
+#endif  // RILL_WORKER_MODELS_CAUSAL_LM_H_

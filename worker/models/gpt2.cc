@@ -1,0 +1,145 @@
+#include "worker/models/gpt2.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/ops.h"
+#include "worker/models/layers.h"
+
+namespace rill::worker {
+namespace {
+
+struct Gpt2Layer {
+  std::vector<float> ln1_w, ln1_b, ln2_w, ln2_b;
+  cpu::WeightMatrix qkv, proj, fc, fc_proj;
+  std::vector<float> qkv_b, proj_b, fc_b, fc_proj_b;
+};
+
+class Gpt2 : public CausalLm {
+ public:
+  Gpt2(std::shared_ptr<const loader::Checkpoint> ckpt, cpu::ThreadPool* pool)
+      : CausalLm(std::move(ckpt), pool) {}
+
+  absl::Status Bind() {
+    const loader::ModelConfig& c = config();
+    const loader::Checkpoint& ck = checkpoint();
+    if (c.num_heads <= 0 || c.num_kv_heads != c.num_heads || c.head_dim <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(ck.path(), ": bad head configuration for gpt2"));
+    }
+    const int64_t h = c.hidden_size, f = c.intermediate_size;
+    std::vector<absl::Status> results;
+    auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, cpu::WeightMatrix* w) {
+      absl::StatusOr<cpu::WeightMatrix> m = BindMatrix(ck, name, rows, cols);
+      if (m.ok()) *w = *m;
+      results.push_back(m.status());
+    };
+    auto vector = [&](const std::string& name, int64_t n, std::vector<float>* v) {
+      absl::StatusOr<std::vector<float>> x = LoadVector(ck, name, n);
+      if (x.ok()) *v = std::move(*x);
+      results.push_back(x.status());
+    };
+    matrix("token_embd", c.vocab_size, h, &embed_);
+    matrix("pos_embd", c.max_position_embeddings, h, &pos_embed_);
+    if (ck.Find("output") != nullptr) {
+      matrix("output", c.vocab_size, h, &head_);
+    } else {
+      head_ = embed_;
+    }
+    vector("output_norm", h, &lnf_w_);
+    vector("output_norm.bias", h, &lnf_b_);
+    layers_.resize(c.num_layers);
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      const std::string p = absl::StrCat("blk.", i, ".");
+      Gpt2Layer& L = layers_[i];
+      vector(p + "attn_norm", h, &L.ln1_w);
+      vector(p + "attn_norm.bias", h, &L.ln1_b);
+      vector(p + "ffn_norm", h, &L.ln2_w);
+      vector(p + "ffn_norm.bias", h, &L.ln2_b);
+      matrix(p + "attn_qkv", 3 * h, h, &L.qkv);
+      vector(p + "attn_qkv.bias", 3 * h, &L.qkv_b);
+      matrix(p + "attn_output", h, h, &L.proj);
+      vector(p + "attn_output.bias", h, &L.proj_b);
+      matrix(p + "ffn_up", f, h, &L.fc);
+      vector(p + "ffn_up.bias", f, &L.fc_b);
+      matrix(p + "ffn_down", h, f, &L.fc_proj);
+      vector(p + "ffn_down.bias", h, &L.fc_proj_b);
+    }
+    for (const absl::Status& s : results) {
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+ protected:
+  absl::Status ForwardValidated(const ForwardBatch& batch, PagedKvCache* cache,
+                                ForwardOutput* out) override {
+    const loader::ModelConfig& c = config();
+    const BatchLayout layout = LayoutBatch(batch);
+    const int64_t n = layout.num_tokens, h = c.hidden_size, f = c.intermediate_size;
+    const float eps = static_cast<float>(c.layer_norm_eps);
+    x_.resize(n * h);
+    xn_.resize(n * h);
+    qkv_.resize(n * 3 * h);
+    q_.resize(n * h);
+    k_.resize(n * h);
+    v_.resize(n * h);
+    attn_.resize(n * h);
+    fc_.resize(n * f);
+    tmp_.resize(n * h);
+
+    EmbedTokens(embed_, layout.tokens, x_.data(), pool_);
+    EmbedTokens(pos_embed_, layout.positions, tmp_.data(), pool_);
+    cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      const Gpt2Layer& L = layers_[l];
+      cpu::LayerNorm(x_.data(), L.ln1_w.data(), L.ln1_b.data(), n, h, eps, xn_.data());
+      cpu::MatMul(L.qkv, xn_.data(), n, qkv_.data(), pool_);
+      AddBiasRows(qkv_.data(), L.qkv_b.data(), n, 3 * h);
+      for (int64_t t = 0; t < n; ++t) {  // Split [q | k | v] per token.
+        const float* row = qkv_.data() + t * 3 * h;
+        std::copy(row, row + h, q_.data() + t * h);
+        std::copy(row + h, row + 2 * h, k_.data() + t * h);
+        std::copy(row + 2 * h, row + 3 * h, v_.data() + t * h);
+      }
+      WriteKv(batch, layout, l, k_.data(), v_.data(), cache);
+      AttendAll(batch, layout, l, q_.data(), c.num_heads, cache, attn_.data(), pool_);
+      cpu::MatMul(L.proj, attn_.data(), n, tmp_.data(), pool_);
+      AddBiasRows(tmp_.data(), L.proj_b.data(), n, h);
+      cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
+
+      cpu::LayerNorm(x_.data(), L.ln2_w.data(), L.ln2_b.data(), n, h, eps, xn_.data());
+      cpu::MatMul(L.fc, xn_.data(), n, fc_.data(), pool_);
+      AddBiasRows(fc_.data(), L.fc_b.data(), n, f);
+      cpu::Gelu(fc_.data(), n * f, fc_.data());
+      cpu::MatMul(L.fc_proj, fc_.data(), n, tmp_.data(), pool_);
+      AddBiasRows(tmp_.data(), L.fc_proj_b.data(), n, h);
+      cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
+    }
+    std::vector<float> rows = GatherLogitRows(layout, x_.data(), h);
+    const int64_t nr = rows.size() / h;
+    cpu::LayerNorm(rows.data(), lnf_w_.data(), lnf_b_.data(), nr, h, eps, rows.data());
+    ProjectLogits(batch, rows, head_, out, pool_);
+    return absl::OkStatus();
+  }
+
+ private:
+  cpu::WeightMatrix embed_, pos_embed_, head_;
+  std::vector<float> lnf_w_, lnf_b_;
+  std::vector<Gpt2Layer> layers_;
+  std::vector<float> x_, xn_, qkv_, q_, k_, v_, attn_, fc_, tmp_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CausalLm>> CreateGpt2(
+    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool) {
+  auto model = std::make_unique<Gpt2>(std::move(checkpoint), pool);
+  absl::Status s = model->Bind();
+  if (!s.ok()) return s;
+  return std::unique_ptr<CausalLm>(std::move(model));
+}
+
+}  // namespace rill::worker

@@ -1,0 +1,224 @@
+#include "worker/models/layers.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/paged_attention.h"
+#include "kernels/cpu/quant_types.h"
+
+namespace rill::worker {
+namespace {
+
+absl::StatusOr<cpu::QuantType> KernelType(const loader::Checkpoint& ckpt,
+                                          const std::string& name, loader::GgmlType type) {
+  absl::StatusOr<cpu::QuantType> t = cpu::QuantTypeFromId(static_cast<int32_t>(type));
+  if (!t.ok()) {
+    return absl::UnimplementedError(absl::StrCat(ckpt.path(), ": tensor ", name, " has type ",
+                                                 std::string(loader::GgmlTypeName(type)),
+                                                 ", which the CPU kernels do not run"));
+  }
+  return *t;
+}
+
+}  // namespace
+
+absl::StatusOr<cpu::WeightMatrix> BindMatrix(const loader::Checkpoint& ckpt,
+                                             const std::string& name, int64_t rows,
+                                             int64_t cols) {
+  absl::StatusOr<const loader::TensorRef*> ref = ckpt.Get(name);
+  if (!ref.ok()) return ref.status();
+  const loader::TensorRef& t = **ref;
+  if (t.ne.size() != 2 || t.ne[0] != cols || t.ne[1] != rows) {
+    std::string shape;
+    for (int64_t d : t.ne) absl::StrAppend(&shape, shape.empty() ? "" : "x", d);
+    return absl::InvalidArgumentError(absl::StrCat(ckpt.path(), ": tensor ", name,
+                                                   " has shape [", shape, "], expected [", cols,
+                                                   "x", rows, "] (ggml order)"));
+  }
+  absl::StatusOr<cpu::QuantType> type = KernelType(ckpt, name, t.type);
+  if (!type.ok()) return type.status();
+  if (!cpu::CanDequantize(*type) || cols % cpu::BlockElems(*type) != 0) {
+    return absl::UnimplementedError(
+        absl::StrCat(ckpt.path(), ": tensor ", name, " cannot be used as a weight matrix"));
+  }
+  cpu::WeightMatrix w;
+  w.type = *type;
+  w.rows = rows;
+  w.cols = cols;
+  w.data = t.data;
+  w.row_stride_bytes = cpu::RowBytes(*type, cols);
+  if (w.row_stride_bytes * rows != t.nbytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ckpt.path(), ": tensor ", name, " has an unexpected byte size"));
+  }
+  return w;
+}
+
+absl::StatusOr<std::vector<float>> LoadVector(const loader::Checkpoint& ckpt,
+                                              const std::string& name, int64_t n) {
+  absl::StatusOr<const loader::TensorRef*> ref = ckpt.Get(name);
+  if (!ref.ok()) return ref.status();
+  const loader::TensorRef& t = **ref;
+  int64_t count = 1;
+  for (int64_t d : t.ne) count *= d;
+  if (count != n) {
+    return absl::InvalidArgumentError(absl::StrCat(ckpt.path(), ": tensor ", name, " has ",
+                                                   count, " elements, expected ", n));
+  }
+  absl::StatusOr<cpu::QuantType> type = KernelType(ckpt, name, t.type);
+  if (!type.ok()) return type.status();
+  if (!cpu::CanDequantize(*type) || n % cpu::BlockElems(*type) != 0) {
+    return absl::UnimplementedError(
+        absl::StrCat(ckpt.path(), ": tensor ", name, " cannot be read as a vector"));
+  }
+  std::vector<float> out(n);
+  cpu::DequantizeRow(*type, t.data, out.data(), n);
+  return out;
+}
+
+BatchLayout LayoutBatch(const ForwardBatch& batch) {
+  BatchLayout layout;
+  layout.seq_begin.push_back(0);
+  for (const SequenceChunk& seq : batch.sequences) {
+    const int64_t begin = layout.num_tokens;
+    for (size_t i = 0; i < seq.tokens.size(); ++i) {
+      layout.tokens.push_back(seq.tokens[i]);
+      layout.positions.push_back(seq.start_pos + static_cast<int32_t>(i));
+    }
+    layout.num_tokens += seq.tokens.size();
+    layout.seq_begin.push_back(layout.num_tokens);
+    if (seq.all_logits) {
+      for (int64_t r = begin; r < layout.num_tokens; ++r) layout.logit_rows.push_back(r);
+    } else {
+      layout.logit_rows.push_back(layout.num_tokens - 1);
+    }
+  }
+  return layout;
+}
+
+void EmbedTokens(const cpu::WeightMatrix& table, const std::vector<int32_t>& tokens, float* x,
+                 cpu::ThreadPool* pool) {
+  const int64_t width = table.cols;
+  pool->ParallelFor(tokens.size(), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const uint8_t* row =
+          static_cast<const uint8_t*>(table.data) + tokens[t] * table.row_stride_bytes;
+      cpu::DequantizeRow(table.type, row, x + t * width, width);
+    }
+  });
+}
+
+void WriteKv(const ForwardBatch& batch, const BatchLayout& layout, int layer, const float* k,
+             const float* v, PagedKvCache* cache) {
+  const KvCacheShape& shape = cache->shape();
+  const int64_t kv_dim = static_cast<int64_t>(shape.num_kv_heads) * shape.head_dim;
+  float* keys = cache->keys(layer);
+  float* values = cache->values(layer);
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceChunk& seq = batch.sequences[s];
+    for (int64_t t = layout.seq_begin[s]; t < layout.seq_begin[s + 1]; ++t) {
+      const int32_t pos = layout.positions[t];
+      const int64_t block = seq.block_table[pos / shape.block_size];
+      const int64_t slot = block * shape.block_size + pos % shape.block_size;
+      std::memcpy(keys + slot * kv_dim, k + t * kv_dim, kv_dim * sizeof(float));
+      std::memcpy(values + slot * kv_dim, v + t * kv_dim, kv_dim * sizeof(float));
+    }
+  }
+}
+
+void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer, const float* q,
+               int num_heads, PagedKvCache* cache, float* out, cpu::ThreadPool* pool) {
+  const KvCacheShape& shape = cache->shape();
+  const int64_t q_dim = static_cast<int64_t>(num_heads) * shape.head_dim;
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceChunk& seq = batch.sequences[s];
+    const int64_t begin = layout.seq_begin[s];
+    cpu::PagedAttentionArgs args;
+    args.q = q + begin * q_dim;
+    args.out = out + begin * q_dim;
+    args.k_cache = cache->keys(layer);
+    args.v_cache = cache->values(layer);
+    args.block_table = seq.block_table.data();
+    args.block_table_len = static_cast<int64_t>(seq.block_table.size());
+    args.block_size = shape.block_size;
+    args.start_pos = seq.start_pos;
+    args.n_q = static_cast<int64_t>(seq.tokens.size());
+    args.context_len = args.start_pos + args.n_q;
+    args.num_heads = num_heads;
+    args.num_kv_heads = shape.num_kv_heads;
+    args.head_dim = shape.head_dim;
+    args.pool = pool;
+    cpu::PagedAttention(args);
+  }
+}
+
+absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const loader::ModelConfig& cfg) {
+  const int64_t half = cfg.head_dim / 2;
+  std::vector<float> inv_freq(half);
+  const loader::RopeScaling& sc = cfg.rope_scaling;
+  for (int64_t i = 0; i < half; ++i) {
+    double f = std::pow(cfg.rope_theta, -2.0 * i / cfg.head_dim);
+    switch (sc.type) {
+      case loader::RopeScaling::Type::kNone:
+        break;
+      case loader::RopeScaling::Type::kLinear:
+        f /= sc.factor;
+        break;
+      case loader::RopeScaling::Type::kLlama3: {
+        // Llama 3.1: long wavelengths are slowed by `factor`, short ones
+        // kept, and the band in between interpolated smoothly.
+        const double old_ctx = static_cast<double>(sc.original_max_position_embeddings);
+        const double low_wavelen = old_ctx / sc.low_freq_factor;
+        const double high_wavelen = old_ctx / sc.high_freq_factor;
+        const double wavelen = 2.0 * M_PI / f;
+        if (wavelen > low_wavelen) {
+          f /= sc.factor;
+        } else if (wavelen >= high_wavelen) {
+          const double smooth =
+              (old_ctx / wavelen - sc.low_freq_factor) / (sc.high_freq_factor - sc.low_freq_factor);
+          f = (1.0 - smooth) * f / sc.factor + smooth * f;
+        }
+        break;
+      }
+      default:
+        return absl::UnimplementedError(
+            "this RoPE scaling type is not supported (supported: none, linear, llama3)");
+    }
+    inv_freq[i] = static_cast<float>(f);
+  }
+  return inv_freq;
+}
+
+void AddBiasRows(float* x, const float* bias, int64_t n_rows, int64_t dim) {
+  for (int64_t r = 0; r < n_rows; ++r) cpu::Add(x + r * dim, bias, dim, x + r * dim);
+}
+
+std::vector<float> GatherLogitRows(const BatchLayout& layout, const float* hidden,
+                                   int64_t width) {
+  std::vector<float> rows(layout.logit_rows.size() * width);
+  for (size_t i = 0; i < layout.logit_rows.size(); ++i) {
+    std::memcpy(rows.data() + i * width, hidden + layout.logit_rows[i] * width,
+                width * sizeof(float));
+  }
+  return rows;
+}
+
+void ProjectLogits(const ForwardBatch& batch, const std::vector<float>& rows,
+                   const cpu::WeightMatrix& head, ForwardOutput* out, cpu::ThreadPool* pool) {
+  const int64_t n = rows.size() / head.cols;
+  std::vector<float> logits(n * head.rows);
+  cpu::MatMul(head, rows.data(), n, logits.data(), pool);
+  out->logits.assign(batch.sequences.size(), {});
+  int64_t row = 0;
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const int64_t count = batch.sequences[s].all_logits ? batch.sequences[s].tokens.size() : 1;
+    out->logits[s].assign(logits.begin() + row * head.rows,
+                          logits.begin() + (row + count) * head.rows);
+    row += count;
+  }
+}
+
+}  // namespace rill::worker

@@ -1,0 +1,74 @@
+// Building blocks shared by the model definitions: binding checkpoint tensors
+// to kernel operands, the flattened view of a ragged batch, embedding lookup,
+// paged-KV writes, attention per sequence, and the logits head.
+#ifndef RILL_WORKER_MODELS_LAYERS_H_
+#define RILL_WORKER_MODELS_LAYERS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/thread_pool.h"
+#include "worker/forward_batch.h"
+#include "worker/kv_cache.h"
+#include "worker/loader/checkpoint.h"
+
+namespace rill::worker {
+
+// A weight matrix [rows = out features][cols = in features] straight from the
+// checkpoint's memory (quantized blocks are never dequantized at load).
+absl::StatusOr<cpu::WeightMatrix> BindMatrix(const loader::Checkpoint& ckpt,
+                                             const std::string& name, int64_t rows,
+                                             int64_t cols);
+
+// A vector of n floats (norm weights, biases), converted to f32 if stored as
+// f16/bf16. NotFound when absent.
+absl::StatusOr<std::vector<float>> LoadVector(const loader::Checkpoint& ckpt,
+                                              const std::string& name, int64_t n);
+
+// The batch flattened token by token.
+struct BatchLayout {
+  int64_t num_tokens = 0;
+  std::vector<int32_t> tokens;     // [num_tokens]
+  std::vector<int32_t> positions;  // [num_tokens]
+  std::vector<int64_t> seq_begin;  // [num_sequences + 1] offsets into tokens
+  // Token rows whose logits are wanted, in output order, and per sequence how many.
+  std::vector<int64_t> logit_rows;
+};
+BatchLayout LayoutBatch(const ForwardBatch& batch);
+
+// x[t] = row tokens[t] of the embedding table, as floats.
+void EmbedTokens(const cpu::WeightMatrix& table, const std::vector<int32_t>& tokens,
+                 float* x, cpu::ThreadPool* pool);
+
+// Stores each token's K and V rows ([num_tokens][kv_dim]) into the layer's
+// blocks at its position.
+void WriteKv(const ForwardBatch& batch, const BatchLayout& layout, int layer, const float* k,
+             const float* v, PagedKvCache* cache);
+
+// Causal attention of every sequence's new tokens over its cached context
+// (including the tokens just written). q/out: [num_tokens][num_heads * head_dim].
+void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer,
+               const float* q, int num_heads, PagedKvCache* cache, float* out,
+               cpu::ThreadPool* pool);
+
+// Rotary frequencies per pair index i < head_dim/2, with the config's scaling.
+absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const loader::ModelConfig& cfg);
+
+// x[r] += bias for each of n_rows rows of width dim.
+void AddBiasRows(float* x, const float* bias, int64_t n_rows, int64_t dim);
+
+// The rows of `hidden` ([num_tokens][width]) named by layout.logit_rows.
+std::vector<float> GatherLogitRows(const BatchLayout& layout, const float* hidden,
+                                   int64_t width);
+
+// out->logits[s] = head(rows of sequence s); rows as from GatherLogitRows
+// (after the final norm).
+void ProjectLogits(const ForwardBatch& batch, const std::vector<float>& rows,
+                   const cpu::WeightMatrix& head, ForwardOutput* out, cpu::ThreadPool* pool);
+
+}  // namespace rill::worker
+
+#endif  // RILL_WORKER_MODELS_LAYERS_H_

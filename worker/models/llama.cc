@@ -1,0 +1,167 @@
+#include "worker/models/llama.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/ops.h"
+#include "worker/models/layers.h"
+
+namespace rill::worker {
+namespace {
+
+struct LlamaLayer {
+  std::vector<float> attn_norm, ffn_norm;
+  cpu::WeightMatrix q, k, v, o, gate, up, down;
+  std::vector<float> q_bias, k_bias, v_bias;  // empty unless attention_bias
+};
+
+class Llama : public CausalLm {
+ public:
+  Llama(std::shared_ptr<const loader::Checkpoint> ckpt, cpu::ThreadPool* pool)
+      : CausalLm(std::move(ckpt), pool) {}
+
+  absl::Status Bind() {
+    const loader::ModelConfig& c = config();
+    const loader::Checkpoint& ck = checkpoint();
+    if (c.num_heads <= 0 || c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0 ||
+        c.head_dim <= 0 || c.head_dim % 2 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(ck.path(), ": bad head configuration (",
+                                                     c.num_heads, " heads, ", c.num_kv_heads,
+                                                     " kv heads, head_dim ", c.head_dim, ")"));
+    }
+    const int64_t h = c.hidden_size, qd = c.num_heads * c.head_dim,
+                  kvd = c.num_kv_heads * c.head_dim, f = c.intermediate_size;
+    auto matrix = [&](const std::string& name, int64_t rows, int64_t cols,
+                      cpu::WeightMatrix* w) -> absl::Status {
+      absl::StatusOr<cpu::WeightMatrix> m = BindMatrix(ck, name, rows, cols);
+      if (!m.ok()) return m.status();
+      *w = *m;
+      return absl::OkStatus();
+    };
+    auto vector = [&](const std::string& name, int64_t n, std::vector<float>* v) -> absl::Status {
+      absl::StatusOr<std::vector<float>> x = LoadVector(ck, name, n);
+      if (!x.ok()) return x.status();
+      *v = std::move(*x);
+      return absl::OkStatus();
+    };
+    absl::Status s = matrix("token_embd", c.vocab_size, h, &embed_);
+    if (!s.ok()) return s;
+    if (ck.Find("output") != nullptr) {
+      s = matrix("output", c.vocab_size, h, &head_);
+    } else {
+      head_ = embed_;
+    }
+    if (!s.ok()) return s;
+    if (!(s = vector("output_norm", h, &output_norm_)).ok()) return s;
+    layers_.resize(c.num_layers);
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      const std::string p = absl::StrCat("blk.", i, ".");
+      LlamaLayer& L = layers_[i];
+      for (absl::Status st :
+           {vector(p + "attn_norm", h, &L.attn_norm), vector(p + "ffn_norm", h, &L.ffn_norm),
+            matrix(p + "attn_q", qd, h, &L.q), matrix(p + "attn_k", kvd, h, &L.k),
+            matrix(p + "attn_v", kvd, h, &L.v), matrix(p + "attn_output", h, qd, &L.o),
+            matrix(p + "ffn_gate", f, h, &L.gate), matrix(p + "ffn_up", f, h, &L.up),
+            matrix(p + "ffn_down", h, f, &L.down)}) {
+        if (!st.ok()) return st;
+      }
+      if (ck.Find(p + "attn_q.bias") != nullptr) {
+        for (absl::Status st : {vector(p + "attn_q.bias", qd, &L.q_bias),
+                                vector(p + "attn_k.bias", kvd, &L.k_bias),
+                                vector(p + "attn_v.bias", kvd, &L.v_bias)}) {
+          if (!st.ok()) return st;
+        }
+      }
+    }
+    absl::StatusOr<std::vector<float>> inv_freq = RopeInverseFrequencies(c);
+    if (!inv_freq.ok()) return inv_freq.status();
+    inv_freq_ = std::move(*inv_freq);
+    if (ck.Find("rope_freqs") != nullptr) {
+      // llama.cpp's GGUF form of Llama-3.1 scaling: per-pair divisors of the
+      // base frequencies, stored instead of the rope_scaling parameters.
+      std::vector<float> divisors;
+      if (!(s = vector("rope_freqs", c.head_dim / 2, &divisors)).ok()) return s;
+      for (size_t i = 0; i < divisors.size(); ++i) inv_freq_[i] /= divisors[i];
+    }
+    return absl::OkStatus();
+  }
+
+ protected:
+  absl::Status ForwardValidated(const ForwardBatch& batch, PagedKvCache* cache,
+                                ForwardOutput* out) override {
+    const loader::ModelConfig& c = config();
+    const BatchLayout layout = LayoutBatch(batch);
+    const int64_t n = layout.num_tokens, h = c.hidden_size, hd = c.head_dim,
+                  qd = c.num_heads * hd, kvd = c.num_kv_heads * hd, f = c.intermediate_size;
+    const float eps = static_cast<float>(c.rms_norm_eps);
+
+    x_.resize(n * h);
+    xn_.resize(n * h);
+    q_.resize(n * qd);
+    k_.resize(n * kvd);
+    v_.resize(n * kvd);
+    attn_.resize(n * qd);
+    gate_.resize(n * f);
+    up_.resize(n * f);
+    tmp_.resize(n * h);
+    const cpu::RopeLayout rope =
+        c.rope_interleaved ? cpu::RopeLayout::kInterleaved : cpu::RopeLayout::kNeox;
+
+    EmbedTokens(embed_, layout.tokens, x_.data(), pool_);
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      const LlamaLayer& L = layers_[l];
+      cpu::RmsNorm(x_.data(), L.attn_norm.data(), n, h, eps, xn_.data());
+      cpu::MatMul(L.q, xn_.data(), n, q_.data(), pool_);
+      cpu::MatMul(L.k, xn_.data(), n, k_.data(), pool_);
+      cpu::MatMul(L.v, xn_.data(), n, v_.data(), pool_);
+      if (!L.q_bias.empty()) {
+        AddBiasRows(q_.data(), L.q_bias.data(), n, qd);
+        AddBiasRows(k_.data(), L.k_bias.data(), n, kvd);
+        AddBiasRows(v_.data(), L.v_bias.data(), n, kvd);
+      }
+      cpu::Rope(q_.data(), n, qd, c.num_heads, hd, hd, layout.positions.data(), inv_freq_.data(),
+                rope);
+      cpu::Rope(k_.data(), n, kvd, c.num_kv_heads, hd, hd, layout.positions.data(),
+                inv_freq_.data(), rope);
+      WriteKv(batch, layout, l, k_.data(), v_.data(), cache);
+      AttendAll(batch, layout, l, q_.data(), c.num_heads, cache, attn_.data(), pool_);
+      cpu::MatMul(L.o, attn_.data(), n, tmp_.data(), pool_);
+      cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
+
+      cpu::RmsNorm(x_.data(), L.ffn_norm.data(), n, h, eps, xn_.data());
+      cpu::MatMul(L.gate, xn_.data(), n, gate_.data(), pool_);
+      cpu::MatMul(L.up, xn_.data(), n, up_.data(), pool_);
+      cpu::SwiGlu(gate_.data(), up_.data(), n * f, gate_.data());
+      cpu::MatMul(L.down, gate_.data(), n, tmp_.data(), pool_);
+      cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
+    }
+    std::vector<float> rows = GatherLogitRows(layout, x_.data(), h);
+    const int64_t nr = rows.size() / h;
+    cpu::RmsNorm(rows.data(), output_norm_.data(), nr, h, eps, rows.data());
+    ProjectLogits(batch, rows, head_, out, pool_);
+    return absl::OkStatus();
+  }
+
+ private:
+  cpu::WeightMatrix embed_, head_;
+  std::vector<float> output_norm_;
+  std::vector<LlamaLayer> layers_;
+  std::vector<float> inv_freq_;
+  // Scratch, reused across steps (sized to the largest batch seen).
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CausalLm>> CreateLlama(
+    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool) {
+  auto model = std::make_unique<Llama>(std::move(checkpoint), pool);
+  absl::Status s = model->Bind();
+  if (!s.ok()) return s;
+  return std::unique_ptr<CausalLm>(std::move(model));
+}
+
+}  // namespace rill::worker

@@ -1,0 +1,50 @@
+// Turns one row of logits into the next token: greedy, or temperature with
+// top-k / top-p / min-p filtering, from a per-request seeded generator so a
+// seeded request gives the same tokens alone or in any batch.
+#ifndef RILL_WORKER_SAMPLER_H_
+#define RILL_WORKER_SAMPLER_H_
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace rill::worker {
+
+struct SamplingConfig {
+  float temperature = 1.0f;  // 0 = greedy
+  int top_k = 0;             // 0 or negative = all tokens
+  float top_p = 1.0f;        // nucleus mass in (0, 1]
+  float min_p = 0.0f;        // drop tokens below min_p * p(max)
+  uint64_t seed = 0;
+};
+
+// InvalidArgument naming the field when a value is out of range.
+absl::Status ValidateSamplingConfig(const SamplingConfig& config);
+
+struct SampledToken {
+  int32_t token = -1;
+  float logprob = 0.0f;  // log-softmax of the raw logits (before filtering)
+};
+
+// Per-sequence sampler state. Not thread-safe; one per request.
+class Sampler {
+ public:
+  explicit Sampler(const SamplingConfig& config) : config_(config), rng_(config.seed) {}
+
+  SampledToken Sample(const float* logits, int64_t vocab_size);
+
+ private:
+  SamplingConfig config_;
+  std::mt19937_64 rng_;
+  std::vector<int32_t> order_;  // scratch
+  std::vector<float> probs_;    // scratch
+};
+
+// log-softmax of logits[token] over the row.
+float LogProbOf(const float* logits, int64_t vocab_size, int32_t token);
+
+}  // namespace rill::worker
+
+#endif  // RILL_WORKER_SAMPLER_H_
