@@ -1,6 +1,8 @@
 // The C++ forward pass against the independent numpy reference
 // (tests/reference/): tiny random models in every HF and GGUF form, fresh
 // weights each run, and the real default model.
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -27,6 +29,8 @@ using rill::testing::TestTempDir;
 constexpr char kReference[] = "tests/reference/reference_model.py";
 constexpr char kCompare[] = "tests/reference/compare_logits.py";
 constexpr char kMakeTiny[] = "tests/reference/make_tiny_models.py";
+// Relative L2 error of the default model's logits per position.
+constexpr double kDefaultModelThreshold = 1e-3;
 
 // Writes [n][vocab] logits in the reference's raw format (+ .json sidecar).
 void WriteLogits(const std::string& path, const std::vector<float>& logits, int64_t vocab,
@@ -156,6 +160,37 @@ INSTANTIATE_TEST_SUITE_P(
       }
       return name;
     });
+
+}  // namespace
+}  // namespace rill::worker
+
+namespace rill::worker {
+namespace {
+
+// The real default model (Q4_1 weights): logits over a 64-token prompt and a
+// 64-token greedy continuation, on several prompts.
+TEST(DefaultModelParityTest, LogitsAndGreedyMatchReference) {
+  const std::string path = rill::testing::DefaultModelPath();
+  if (access(path.c_str(), R_OK) != 0) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  const uint32_t seed = std::random_device{}();
+  std::cout << "prompt seed " << seed << "\n";
+  std::mt19937 rng(seed);
+  // Random ids from the ordinary part of the vocabulary and one fixed text prompt
+  // ("The capital of France is" in SmolLM2's tokenizer) padded with more text ids.
+  std::vector<std::vector<int32_t>> prompts;
+  prompts.push_back({504, 3575, 282, 4649, 314});
+  for (int i = 0; i < 4; ++i) {
+    std::uniform_int_distribution<int32_t> dist(200, 49000);
+    std::vector<int32_t> p(64);
+    for (int32_t& t : p) t = dist(rng);
+    prompts.push_back(p);
+  }
+  for (const std::vector<int32_t>& prompt : prompts) {
+    bool passed = false;
+    std::string report = CompareWithReference(path, prompt, 64, kDefaultModelThreshold, &passed);
+    EXPECT_TRUE(passed) << "prompt " << absl::StrJoin(prompt, ",") << ":\n" << report;
+  }
+}
 
 }  // namespace
 }  // namespace rill::worker

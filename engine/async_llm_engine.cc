@@ -1,0 +1,377 @@
+#include "engine/async_llm_engine.h"
+
+#include <functional>
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+
+namespace rill::engine {
+namespace {
+
+constexpr size_t kFinishedStatusesKept = 10000;
+
+RequestStatus StatusOf(RequestState s) {
+  switch (s) {
+    case RequestState::kWaiting:
+    case RequestState::kPreempted: return RequestStatus::kWaiting;
+    case RequestState::kRunning: return RequestStatus::kRunning;
+    case RequestState::kFinishedStopped:
+    case RequestState::kFinishedLength: return RequestStatus::kCompleted;
+    case RequestState::kFinishedAborted: return RequestStatus::kCancelled;
+    case RequestState::kFinishedError: return RequestStatus::kFailed;
+  }
+  return RequestStatus::kFailed;
+}
+
+bool IsFinal(RequestStatus s) {
+  return s == RequestStatus::kCompleted || s == RequestStatus::kCancelled ||
+         s == RequestStatus::kFailed;
+}
+
+}  // namespace
+
+const char* RequestStatusName(RequestStatus s) {
+  switch (s) {
+    case RequestStatus::kWaiting: return "WAITING";
+    case RequestStatus::kRunning: return "RUNNING";
+    case RequestStatus::kCompleted: return "COMPLETED";
+    case RequestStatus::kCancelled: return "CANCELLED";
+    case RequestStatus::kFailed: return "FAILED";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(
+    const EngineArgs& args, std::unique_ptr<ModelExecutor> executor,
+    std::unique_ptr<tokenizer::BpeTokenizer> tokenizer) {
+  if (executor == nullptr) return absl::InvalidArgumentError("no model executor");
+  const int64_t context = executor->model_config().max_position_embeddings;
+  if (args.max_model_len > 0 && context > 0 && args.max_model_len > context) {
+    return absl::InvalidArgumentError(absl::StrCat("max_model_len ", args.max_model_len,
+                                                   " exceeds the model's context length of ",
+                                                   context));
+  }
+  SchedulerConfig sched;
+  sched.max_num_seqs = args.max_num_seqs;
+  sched.max_num_batched_tokens = args.max_num_batched_tokens;
+  sched.max_model_len = args.max_model_len > 0 ? args.max_model_len : (context > 0 ? context : 2048);
+  sched.policy = args.scheduling_policy;
+  if (absl::Status s = ValidateSchedulerConfig(sched); !s.ok()) return s;
+  EngineArgs fixed = args;
+  fixed.max_model_len = sched.max_model_len;
+  auto engine = std::unique_ptr<AsyncLLMEngine>(
+      new AsyncLLMEngine(fixed, std::move(executor), std::move(tokenizer)));
+  engine->Start();
+  return engine;
+}
+
+AsyncLLMEngine::AsyncLLMEngine(const EngineArgs& args, std::unique_ptr<ModelExecutor> executor,
+                               std::unique_ptr<tokenizer::BpeTokenizer> tokenizer)
+    : args_(args),
+      executor_(std::move(executor)),
+      tokenizer_(std::move(tokenizer)),
+      outputs_(tokenizer_.get()) {
+  SchedulerConfig sched;
+  sched.max_num_seqs = args.max_num_seqs;
+  sched.max_num_batched_tokens = args.max_num_batched_tokens;
+  sched.max_model_len = args.max_model_len;
+  sched.policy = args.scheduling_policy;
+  core_ = std::make_unique<EngineCore>(executor_.get(), sched, args.enable_prefix_caching);
+  config_.model.path = args.model;
+  config_.model.config = executor_->model_config();
+  config_.model.max_model_len = core_->scheduler().config().max_model_len;
+  config_.cache.block_size = executor_->block_size();
+  config_.cache.num_blocks = executor_->num_blocks();
+  config_.cache.kv_cache_bytes = executor_->kv_cache_bytes();
+  config_.cache.enable_prefix_caching = args.enable_prefix_caching;
+  config_.parallel.tensor_parallel_size = executor_->tensor_parallel_size();
+  config_.parallel.threads = executor_->num_threads();
+  config_.scheduler = core_->scheduler().config();
+  config_.decoding.eos_token_ids = core_->eos_token_ids();
+}
+
+AsyncLLMEngine::~AsyncLLMEngine() { Stop(); }
+
+void AsyncLLMEngine::Start() {
+  if (running_.exchange(true)) return;
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = false;
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void AsyncLLMEngine::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!thread_.joinable()) return;
+    stop_ = true;
+  }
+  thread_.join();
+  running_ = false;
+  // Commands that raced with the stop: run them and abort what they added,
+  // so no stream waits forever.
+  std::deque<Command> late;
+  {
+    absl::MutexLock lock(&mu_);
+    late.swap(commands_);
+  }
+  for (Command& c : late) c();
+  for (const std::string& id : core_->scheduler().UnfinishedIds()) (void)core_->AbortRequest(id);
+  Deliver(core_->TakePendingOutputs());
+}
+
+void AsyncLLMEngine::Post(Command command) {
+  absl::MutexLock lock(&mu_);
+  commands_.push_back(std::move(command));
+}
+
+absl::Status AsyncLLMEngine::RunOnLoop(std::function<absl::Status()> command) {
+  if (!running_) return absl::FailedPreconditionError("the engine loop is not running");
+  auto done = std::make_shared<absl::Notification>();
+  auto status = std::make_shared<absl::Status>();
+  Post([command = std::move(command), done, status] {
+    *status = command();
+    done->Notify();
+  });
+  done->WaitForNotification();
+  return *status;
+}
+
+void AsyncLLMEngine::SetStatus(const std::string& id, RequestStatus status) {
+  absl::MutexLock lock(&mu_);
+  auto it = status_.find(id);
+  if (it == status_.end() || IsFinal(it->second)) return;
+  it->second = status;
+  if (!IsFinal(status)) return;
+  --num_unfinished_;
+  finished_ids_.push_back(id);
+  while (finished_ids_.size() > kFinishedStatusesKept) {
+    auto old = status_.find(finished_ids_.front());
+    if (old != status_.end() && IsFinal(old->second)) status_.erase(old);
+    finished_ids_.pop_front();
+  }
+}
+
+void AsyncLLMEngine::Deliver(const std::vector<EngineCoreOutput>& outputs) {
+  for (const EngineCoreOutput& o : outputs) {
+    SetStatus(o.request_id, StatusOf(o.state));
+    outputs_.Process(o);
+  }
+}
+
+absl::StatusOr<std::shared_ptr<RequestOutputStream>> AsyncLLMEngine::Generate(
+    const Prompt& prompt, const SamplingParams& params, const std::string& request_id,
+    int priority, absl::Time arrival_time, const std::string& lora_name) {
+  auto stream = std::make_shared<RequestOutputStream>(request_id);
+  if (absl::Status s = AddRequest(prompt, params, request_id, priority, arrival_time, lora_name,
+                                  stream);
+      !s.ok()) {
+    return s;
+  }
+  return stream;
+}
+
+absl::Status AsyncLLMEngine::GenerateWithCallback(const Prompt& prompt,
+                                                  const SamplingParams& params,
+                                                  const std::string& request_id,
+                                                  OutputCallback callback, int priority,
+                                                  absl::Time arrival_time) {
+  if (!callback) return absl::InvalidArgumentError("callback is empty");
+  auto stream = std::make_shared<RequestOutputStream>(request_id, std::move(callback));
+  return AddRequest(prompt, params, request_id, priority, arrival_time, "", std::move(stream));
+}
+
+absl::Status AsyncLLMEngine::AddRequest(const Prompt& prompt, const SamplingParams& params,
+                                        const std::string& request_id, int priority,
+                                        absl::Time arrival, const std::string& lora_name,
+                                        std::shared_ptr<RequestOutputStream> stream) {
+  if (absl::Status dead = DeadError(); !dead.ok()) return dead;
+  if (!running_) return absl::UnavailableError("the engine is not running");
+  if (request_id.empty()) return absl::InvalidArgumentError("request_id is empty");
+  std::vector<int32_t> ids = prompt.token_ids;
+  if (!prompt.is_tokens) {
+    if (tokenizer_ == nullptr) {
+      return absl::InvalidArgumentError("text prompts need a tokenizer; send token ids");
+    }
+    ids = tokenizer_->Encode(prompt.text, /*add_special_tokens=*/true);
+  }
+  auto request = std::make_unique<Request>(request_id, ids, params);
+  request->priority = priority;
+  request->times.arrival = arrival == absl::InfinitePast() ? absl::Now() : arrival;
+  request->lora_name = lora_name;
+  request->lora_key = lora_name.empty() ? 0 : std::hash<std::string>()(lora_name);
+  if (absl::Status s = core_->Validate(*request); !s.ok()) return s;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = status_.find(request_id);
+    if (it != status_.end() && !IsFinal(it->second)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("request id '", request_id, "' is already in use"));
+    }
+    status_[request_id] = RequestStatus::kWaiting;
+    ++num_unfinished_;
+  }
+  auto holder = std::make_shared<std::unique_ptr<Request>>(std::move(request));
+  Post([this, holder, stream, text = prompt.is_tokens ? "" : prompt.text] {
+    Request& r = **holder;
+    outputs_.AddRequest(r.request_id, text, r.prompt_token_ids, r.params, r.times.arrival, stream);
+    const std::string id = r.request_id;
+    if (absl::Status s = core_->AddRequest(std::move(*holder)); !s.ok()) {
+      SetStatus(id, RequestStatus::kFailed);
+      outputs_.Finish(id, RequestState::kFinishedError, s.ToString());
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status AsyncLLMEngine::Abort(const std::string& request_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = status_.find(request_id);
+    if (it == status_.end() || IsFinal(it->second)) {
+      return absl::NotFoundError(absl::StrCat("no unfinished request '", request_id, "'"));
+    }
+  }
+  // NotFound here means it finished meanwhile: nothing to do.
+  Post([this, request_id] { (void)core_->AbortRequest(request_id); });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RequestStatus> AsyncLLMEngine::GetRequestStatus(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = status_.find(id);
+  if (it == status_.end()) return absl::NotFoundError(absl::StrCat("unknown request '", id, "'"));
+  return it->second;
+}
+
+int AsyncLLMEngine::GetNumUnfinishedRequests() const {
+  absl::MutexLock lock(&mu_);
+  return num_unfinished_;
+}
+
+absl::Status AsyncLLMEngine::CheckHealth() const {
+  if (absl::Status dead = DeadError(); !dead.ok()) return dead;
+  if (!running_) return absl::UnavailableError("the engine loop is not running");
+  return absl::OkStatus();
+}
+
+bool AsyncLLMEngine::Errored() const { return !DeadError().ok(); }
+
+absl::Status AsyncLLMEngine::DeadError() const {
+  absl::MutexLock lock(&mu_);
+  return dead_error_;
+}
+
+absl::Status AsyncLLMEngine::ResetPrefixCache() {
+  return RunOnLoop([this] {
+    core_->block_manager().ResetPrefixCache();
+    return absl::OkStatus();
+  });
+}
+
+absl::Status AsyncLLMEngine::Sleep(int level) {
+  if (level < 0 || level > 2) return absl::InvalidArgumentError("sleep level must be 0, 1 or 2");
+  return RunOnLoop([this, level] {
+    sleeping_ = true;
+    return core_->Sleep(level);
+  });
+}
+
+absl::Status AsyncLLMEngine::WakeUp() {
+  return RunOnLoop([this] {
+    absl::Status s = core_->WakeUp();
+    if (s.ok()) sleeping_ = false;
+    return s;
+  });
+}
+
+EngineStats AsyncLLMEngine::GetStats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void AsyncLLMEngine::PublishStats() {
+  EngineStats s;
+  s.num_running = core_->scheduler().num_running();
+  s.num_waiting = core_->scheduler().num_waiting();
+  s.kv_usage = core_->block_manager().Usage();
+  s.prefix_cache_hit_rate = core_->block_manager().stats().HitRate();
+  s.prompt_tokens = core_->stats().prompt_tokens;
+  s.generation_tokens = core_->stats().generation_tokens;
+  s.steps = core_->stats().steps;
+  s.preemptions = core_->stats().preemptions;
+  absl::MutexLock lock(&mu_);
+  stats_ = s;
+}
+
+EngineStats AsyncLLMEngine::DoLogStats() {
+  absl::MutexLock lock(&mu_);
+  const EngineStats s = stats_;
+  const absl::Time now = absl::Now();
+  const double dt = std::max(1e-9, absl::ToDoubleSeconds(now - last_logged_time_));
+  LOG(INFO) << absl::StrFormat(
+      "engine: %d running, %d waiting, KV cache %.1f%% used, prefix cache hit rate %.1f%%, "
+      "prompt %.1f tokens/s, generation %.1f tokens/s, %d preemptions",
+      s.num_running, s.num_waiting, 100.0 * s.kv_usage, 100.0 * s.prefix_cache_hit_rate,
+      (s.prompt_tokens - last_logged_.prompt_tokens) / dt,
+      (s.generation_tokens - last_logged_.generation_tokens) / dt, s.preemptions);
+  last_logged_ = s;
+  last_logged_time_ = now;
+  return s;
+}
+
+void AsyncLLMEngine::Loop() {
+  absl::Time last_log = absl::Now();
+  while (true) {
+    const bool has_work = !sleeping_ && core_->HasUnfinished() && !Errored();
+    std::deque<Command> commands;
+    bool stop = false;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || !commands_.empty();
+      };
+      if (!has_work) {
+        const absl::Duration wait = args_.log_stats_interval > absl::ZeroDuration()
+                                        ? args_.log_stats_interval
+                                        : absl::InfiniteDuration();
+        mu_.AwaitWithTimeout(absl::Condition(&ready), wait);
+      }
+      commands.swap(commands_);
+      stop = stop_;
+    }
+    for (Command& c : commands) c();
+    if (stop) break;
+    if (!sleeping_ && core_->HasUnfinished() && !Errored()) {
+      absl::StatusOr<std::vector<EngineCoreOutput>> outs = core_->Step();
+      if (outs.ok()) {
+        Deliver(*outs);
+      } else {
+        LOG(ERROR) << "engine step failed; failing all requests: " << outs.status();
+        {
+          absl::MutexLock lock(&mu_);
+          dead_error_ = absl::UnavailableError(
+              absl::StrCat("engine is dead: ", outs.status().ToString()));
+        }
+        Deliver(core_->FailAll(outs.status()));
+      }
+    } else {
+      Deliver(core_->TakePendingOutputs());
+    }
+    PublishStats();
+    if (args_.log_stats_interval > absl::ZeroDuration() &&
+        absl::Now() - last_log >= args_.log_stats_interval) {
+      DoLogStats();
+      last_log = absl::Now();
+    }
+  }
+  for (const std::string& id : core_->scheduler().UnfinishedIds()) (void)core_->AbortRequest(id);
+  Deliver(core_->TakePendingOutputs());
+  PublishStats();
+}
+
+}  // namespace rill::engine

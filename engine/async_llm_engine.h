@@ -1,0 +1,155 @@
+// The in-process engine API (vLLM's AsyncLLMEngine shape). A background loop
+// thread owns the scheduler, KV blocks and executor; every public method is
+// thread-safe and talks to the loop through a command queue, so callers
+// never run model code. Generate returns a stream immediately after
+// validation (bad params, too-long prompts and duplicate ids fail there).
+#ifndef RILL_ENGINE_ASYNC_LLM_ENGINE_H_
+#define RILL_ENGINE_ASYNC_LLM_ENGINE_H_
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/engine_args.h"
+#include "engine/engine_core.h"
+#include "engine/model_executor.h"
+#include "engine/output_processor.h"
+#include "engine/output_stream.h"
+#include "frontend/tokenizer/bpe_tokenizer.h"
+
+namespace rill::engine {
+
+// A prompt as text (tokenized with the model's tokenizer, special tokens
+// added) or as token ids.
+struct Prompt {
+  Prompt(std::string text) : text(std::move(text)) {}  // NOLINT: implicit by design.
+  Prompt(const char* text) : text(text) {}            // NOLINT
+  Prompt(std::vector<int32_t> ids) : token_ids(std::move(ids)), is_tokens(true) {}  // NOLINT
+  std::string text;
+  std::vector<int32_t> token_ids;
+  bool is_tokens = false;
+};
+
+enum class RequestStatus { kWaiting, kRunning, kCompleted, kCancelled, kFailed };
+const char* RequestStatusName(RequestStatus status);
+
+struct EngineStats {
+  int num_running = 0;
+  int num_waiting = 0;
+  double kv_usage = 0.0;
+  double prefix_cache_hit_rate = 0.0;
+  int64_t prompt_tokens = 0;
+  int64_t generation_tokens = 0;
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+};
+
+class AsyncLLMEngine {
+ public:
+  // Loads the model (LocalModelExecutor) and its tokenizer and starts the loop.
+  static absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> Create(const EngineArgs& args);
+  // With a given executor (tests, other executors); `tokenizer` may be null
+  // (text prompts are then rejected and outputs carry no text).
+  static absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> Create(
+      const EngineArgs& args, std::unique_ptr<ModelExecutor> executor,
+      std::unique_ptr<tokenizer::BpeTokenizer> tokenizer);
+
+  ~AsyncLLMEngine();  // Stops the loop; unfinished requests end as "abort".
+
+  absl::StatusOr<std::shared_ptr<RequestOutputStream>> Generate(
+      const Prompt& prompt, const SamplingParams& params, const std::string& request_id,
+      int priority = 0, absl::Time arrival_time = absl::InfinitePast(),
+      const std::string& lora_name = "");
+  // As Generate, delivering outputs to `callback` on the loop thread.
+  absl::Status GenerateWithCallback(const Prompt& prompt, const SamplingParams& params,
+                                    const std::string& request_id, OutputCallback callback,
+                                    int priority = 0,
+                                    absl::Time arrival_time = absl::InfinitePast());
+
+  // Ends the request within one step ("abort"); NotFound if not unfinished.
+  absl::Status Abort(const std::string& request_id);
+
+  absl::StatusOr<RequestStatus> GetRequestStatus(const std::string& request_id) const;
+  int GetNumUnfinishedRequests() const;
+  const loader::ModelConfig& GetModelConfig() const { return executor_->model_config(); }
+  const EngineConfig& GetEngineConfig() const { return config_; }
+  const tokenizer::BpeTokenizer* GetTokenizer() const { return tokenizer_.get(); }
+
+  // OK while the loop runs and no step has failed; else the cause.
+  absl::Status CheckHealth() const;
+  bool IsRunning() const { return running_.load(); }
+  bool IsStopped() const { return !running_.load(); }
+  bool Errored() const;
+  absl::Status DeadError() const;  // OK unless Errored().
+
+  absl::Status ResetPrefixCache();
+  // Stops scheduling; level >= 1 also preempts running requests and drops
+  // the KV cache. New requests queue until WakeUp.
+  absl::Status Sleep(int level = 1);
+  absl::Status WakeUp();
+  bool IsSleeping() const { return sleeping_.load(); }
+
+  // Logs one line (running/waiting, KV usage, prefix hit rate, tokens/s
+  // since the last call) and returns the numbers.
+  EngineStats DoLogStats();
+  EngineStats GetStats() const;
+
+  // Starts / stops the loop thread (Create starts it). Stop aborts what is
+  // unfinished; Start after Stop resumes serving.
+  void Start();
+  void Stop();
+
+ private:
+  using Command = std::function<void()>;
+
+  AsyncLLMEngine(const EngineArgs& args, std::unique_ptr<ModelExecutor> executor,
+                 std::unique_ptr<tokenizer::BpeTokenizer> tokenizer);
+  absl::Status AddRequest(const Prompt& prompt, const SamplingParams& params,
+                          const std::string& request_id, int priority, absl::Time arrival,
+                          const std::string& lora_name,
+                          std::shared_ptr<RequestOutputStream> stream);
+  void Post(Command command);
+  // Runs `command` on the loop and waits for its status.
+  absl::Status RunOnLoop(std::function<absl::Status()> command);
+  void Loop();
+  void Deliver(const std::vector<EngineCoreOutput>& outputs);
+  void SetStatus(const std::string& id, RequestStatus status);
+  void PublishStats();
+
+  const EngineArgs args_;
+  std::unique_ptr<ModelExecutor> executor_;
+  std::unique_ptr<tokenizer::BpeTokenizer> tokenizer_;
+  EngineConfig config_;
+  // Loop-thread state.
+  std::unique_ptr<EngineCore> core_;
+  OutputProcessor outputs_;
+  absl::Time last_log_ = absl::Now();
+
+  std::thread thread_;
+  std::atomic<bool> running_{false};
+  std::atomic<bool> sleeping_{false};
+
+  mutable absl::Mutex mu_;
+  std::deque<Command> commands_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status dead_error_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, RequestStatus> status_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> finished_ids_ ABSL_GUARDED_BY(mu_);  // Oldest first, capped.
+  int num_unfinished_ ABSL_GUARDED_BY(mu_) = 0;
+  EngineStats stats_ ABSL_GUARDED_BY(mu_);
+  EngineStats last_logged_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_logged_time_ ABSL_GUARDED_BY(mu_) = absl::Now();
+};
+
+}  // namespace rill::engine
+
+#endif  // RILL_ENGINE_ASYNC_LLM_ENGINE_H_

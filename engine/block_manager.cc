@@ -1,0 +1,162 @@
+#include "engine/block_manager.h"
+
+#include <glog/logging.h>
+
+namespace rill::engine {
+namespace {
+
+uint64_t Mix(uint64_t h, uint64_t v) {
+  // splitmix64 finalizer over a running combination: cheap, well spread.
+  uint64_t x = h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
+}  // namespace
+
+BlockManager::BlockManager(int num_blocks, int block_size, bool enable_prefix_caching)
+    : block_size_(block_size), prefix_caching_(enable_prefix_caching), blocks_(num_blocks) {
+  CHECK_GT(num_blocks, 0);
+  CHECK_GT(block_size, 0);
+  for (int32_t b = 0; b < num_blocks; ++b) {
+    blocks_[b].free_pos = free_.insert(free_.end(), b);
+    blocks_[b].in_free = true;
+  }
+}
+
+double BlockManager::Usage() const {
+  return 1.0 - static_cast<double>(free_.size()) / blocks_.size();
+}
+
+uint64_t BlockManager::HashBlock(uint64_t parent_hash, absl::Span<const int32_t> tokens,
+                                 uint64_t extra_key) {
+  uint64_t h = Mix(parent_hash, extra_key);
+  for (int32_t t : tokens) h = Mix(h, static_cast<uint32_t>(t));
+  return Mix(h, tokens.size());
+}
+
+std::vector<int32_t> BlockManager::FindCachedPrefix(absl::Span<const int32_t> tokens,
+                                                    uint64_t extra_key) const {
+  std::vector<int32_t> out;
+  if (!prefix_caching_ || tokens.empty()) return out;
+  const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / block_size_;
+  uint64_t parent = 0;
+  for (int64_t i = 0; i < max_blocks; ++i) {
+    const uint64_t h = HashBlock(parent, tokens.subspan(i * block_size_, block_size_), extra_key);
+    auto it = cached_.find(h);
+    if (it == cached_.end()) break;
+    out.push_back(it->second);
+    parent = h;
+  }
+  return out;
+}
+
+void BlockManager::RemoveFromFree(int32_t b) {
+  Block& block = blocks_[b];
+  CHECK(block.in_free);
+  free_.erase(block.free_pos);
+  block.in_free = false;
+}
+
+int32_t BlockManager::PopFree() {
+  CHECK(!free_.empty());
+  const int32_t b = free_.front();
+  RemoveFromFree(b);
+  Block& block = blocks_[b];
+  if (block.has_hash) {
+    auto it = cached_.find(block.hash);
+    if (it != cached_.end() && it->second == b) cached_.erase(it);
+    block.has_hash = false;
+  }
+  return b;
+}
+
+bool BlockManager::Allocate(int64_t seq_id, int64_t num_total_tokens,
+                            const std::vector<int32_t>& cached_prefix) {
+  auto it = seqs_.find(seq_id);
+  const bool is_new = it == seqs_.end() || it->second.blocks.empty();
+  const std::vector<int32_t>& prefix = is_new ? cached_prefix : std::vector<int32_t>{};
+  const int64_t have = is_new ? static_cast<int64_t>(prefix.size())
+                              : static_cast<int64_t>(it->second.blocks.size());
+  const int64_t needed = std::max<int64_t>(0, BlocksFor(num_total_tokens) - have);
+  // Cached prefix blocks nobody holds sit in the free queue; taking them
+  // shrinks what is left for the new blocks.
+  int64_t prefix_in_free = 0;
+  for (int32_t b : prefix) prefix_in_free += blocks_[b].in_free ? 1 : 0;
+  if (needed + prefix_in_free > static_cast<int64_t>(free_.size())) return false;
+
+  Sequence& seq = seqs_[seq_id];
+  for (int32_t b : prefix) {
+    Block& block = blocks_[b];
+    CHECK(block.has_hash) << "cached prefix block " << b << " was evicted";
+    if (block.in_free) RemoveFromFree(b);
+    ++block.ref_count;
+    seq.blocks.push_back(b);
+    seq.hashes.push_back(block.hash);
+  }
+  for (int64_t i = 0; i < needed; ++i) {
+    const int32_t b = PopFree();
+    blocks_[b].ref_count = 1;
+    seq.blocks.push_back(b);
+  }
+  return true;
+}
+
+void BlockManager::CacheFullBlocks(int64_t seq_id, absl::Span<const int32_t> tokens,
+                                   int64_t num_computed_tokens, uint64_t extra_key) {
+  if (!prefix_caching_) return;
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return;
+  Sequence& seq = it->second;
+  const int64_t full = std::min<int64_t>(num_computed_tokens / block_size_, seq.blocks.size());
+  CHECK_LE(full * block_size_, static_cast<int64_t>(tokens.size()));
+  for (int64_t i = seq.hashes.size(); i < full; ++i) {
+    const uint64_t parent = i == 0 ? 0 : seq.hashes[i - 1];
+    const uint64_t h = HashBlock(parent, tokens.subspan(i * block_size_, block_size_), extra_key);
+    seq.hashes.push_back(h);
+    Block& block = blocks_[seq.blocks[i]];
+    // A duplicate of an already cached block stays private to this sequence.
+    if (block.has_hash || cached_.contains(h)) continue;
+    block.has_hash = true;
+    block.hash = h;
+    cached_[h] = seq.blocks[i];
+  }
+}
+
+void BlockManager::Free(int64_t seq_id) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return;
+  const std::vector<int32_t>& table = it->second.blocks;
+  for (auto b = table.rbegin(); b != table.rend(); ++b) {
+    Block& block = blocks_[*b];
+    CHECK_GT(block.ref_count, 0);
+    if (--block.ref_count > 0) continue;
+    block.free_pos = block.has_hash ? free_.insert(free_.end(), *b) : free_.insert(free_.begin(), *b);
+    block.in_free = true;
+  }
+  seqs_.erase(it);
+}
+
+const std::vector<int32_t>& BlockManager::BlockTable(int64_t seq_id) const {
+  static const std::vector<int32_t>* const kEmpty = new std::vector<int32_t>();
+  auto it = seqs_.find(seq_id);
+  return it == seqs_.end() ? *kEmpty : it->second.blocks;
+}
+
+void BlockManager::RecordQuery(int64_t queried_tokens, int64_t hit_tokens) {
+  ++stats_.queries;
+  stats_.queried_tokens += queried_tokens;
+  stats_.hit_tokens += hit_tokens;
+}
+
+void BlockManager::ResetPrefixCache() {
+  cached_.clear();
+  for (Block& block : blocks_) block.has_hash = false;
+  LOG(INFO) << "prefix cache reset";
+}
+
+}  // namespace rill::engine

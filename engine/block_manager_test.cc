@@ -1,0 +1,173 @@
+#include "engine/block_manager.h"
+
+#include <numeric>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace rill::engine {
+namespace {
+
+std::vector<int32_t> Iota(int n, int32_t start = 100) {
+  std::vector<int32_t> v(n);
+  std::iota(v.begin(), v.end(), start);
+  return v;
+}
+
+TEST(BlockManagerTest, AllocateAndFree) {
+  BlockManager bm(8, 4, /*enable_prefix_caching=*/false);
+  EXPECT_EQ(bm.num_free_blocks(), 8);
+  ASSERT_TRUE(bm.Allocate(1, 9));  // 3 blocks.
+  EXPECT_EQ(bm.BlockTable(1).size(), 3u);
+  EXPECT_EQ(bm.num_free_blocks(), 5);
+  EXPECT_DOUBLE_EQ(bm.Usage(), 3.0 / 8);
+  ASSERT_TRUE(bm.Allocate(1, 12));  // Still 3.
+  EXPECT_EQ(bm.BlockTable(1).size(), 3u);
+  ASSERT_TRUE(bm.Allocate(1, 13));
+  EXPECT_EQ(bm.BlockTable(1).size(), 4u);
+  // Too many: nothing changes.
+  EXPECT_FALSE(bm.Allocate(2, 17));
+  EXPECT_FALSE(bm.HasSequence(2) && !bm.BlockTable(2).empty());
+  EXPECT_EQ(bm.num_free_blocks(), 4);
+  ASSERT_TRUE(bm.Allocate(2, 16));
+  EXPECT_EQ(bm.num_free_blocks(), 0);
+  // Blocks are distinct across sequences.
+  std::vector<int32_t> all = bm.BlockTable(1);
+  all.insert(all.end(), bm.BlockTable(2).begin(), bm.BlockTable(2).end());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(std::unique(all.begin(), all.end()), all.end());
+  for (int32_t b : bm.BlockTable(1)) EXPECT_EQ(bm.ref_count(b), 1);
+  bm.Free(1);
+  EXPECT_EQ(bm.num_free_blocks(), 4);
+  bm.Free(2);
+  EXPECT_EQ(bm.num_free_blocks(), 8);
+  EXPECT_DOUBLE_EQ(bm.Usage(), 0.0);
+  bm.Free(3);  // Unknown: no-op.
+  EXPECT_TRUE(bm.BlockTable(3).empty());
+}
+
+TEST(BlockManagerTest, PrefixHitSharesBlocksAndCountsRefs) {
+  BlockManager bm(16, 4, true);
+  const std::vector<int32_t> prompt = Iota(10);  // 2 full blocks + 2 tokens.
+  EXPECT_TRUE(bm.FindCachedPrefix(prompt, 0).empty());
+  ASSERT_TRUE(bm.Allocate(1, 10));
+  // Not cached until the step that computed them is done.
+  EXPECT_TRUE(bm.FindCachedPrefix(prompt, 0).empty());
+  bm.CacheFullBlocks(1, prompt, 10, 0);
+  EXPECT_EQ(bm.num_cached_blocks(), 2);
+
+  std::vector<int32_t> hit = bm.FindCachedPrefix(prompt, 0);
+  ASSERT_EQ(hit.size(), 2u);
+  EXPECT_EQ(hit[0], bm.BlockTable(1)[0]);
+  EXPECT_EQ(hit[1], bm.BlockTable(1)[1]);
+  ASSERT_TRUE(bm.Allocate(2, 10, hit));
+  EXPECT_EQ(bm.ref_count(hit[0]), 2);
+  EXPECT_EQ(bm.ref_count(hit[1]), 2);
+  EXPECT_NE(bm.BlockTable(2)[2], bm.BlockTable(1)[2]);
+  EXPECT_EQ(bm.num_free_blocks(), 16 - 4);
+
+  // Partial hit: same first block, different second.
+  std::vector<int32_t> other = prompt;
+  other[5] = 7;
+  EXPECT_EQ(bm.FindCachedPrefix(other, 0).size(), 1u);
+  // Every token of a block counts, the last one included.
+  for (int pos : {0, 3, 4, 7}) {
+    std::vector<int32_t> changed = prompt;
+    changed[pos] = 5;
+    EXPECT_EQ(bm.FindCachedPrefix(changed, 0).size(), static_cast<size_t>(pos / 4)) << pos;
+  }
+  // A different extra key (LoRA adapter) shares nothing.
+  EXPECT_TRUE(bm.FindCachedPrefix(prompt, 42).empty());
+  // Never the last token: an exactly-8-token prompt reuses only 1 block.
+  EXPECT_EQ(bm.FindCachedPrefix(Iota(8), 0).size(), 1u);
+  EXPECT_EQ(bm.FindCachedPrefix(Iota(9), 0).size(), 2u);
+
+  bm.Free(1);
+  EXPECT_EQ(bm.ref_count(hit[0]), 1);
+  bm.Free(2);
+  EXPECT_EQ(bm.ref_count(hit[0]), 0);
+  EXPECT_EQ(bm.num_free_blocks(), 16);
+  // Freed cached blocks stay reusable.
+  EXPECT_EQ(bm.FindCachedPrefix(prompt, 0), hit);
+  ASSERT_TRUE(bm.Allocate(3, 10, hit));
+  EXPECT_EQ(bm.ref_count(hit[0]), 1);
+  EXPECT_EQ(bm.num_free_blocks(), 13);
+}
+
+TEST(BlockManagerTest, AllocateCountsFreeCachedPrefixBlocks) {
+  BlockManager bm(4, 4, true);
+  const std::vector<int32_t> prompt = Iota(9);
+  ASSERT_TRUE(bm.Allocate(1, 9));
+  bm.CacheFullBlocks(1, prompt, 9, 0);
+  bm.Free(1);
+  std::vector<int32_t> hit = bm.FindCachedPrefix(prompt, 0);
+  ASSERT_EQ(hit.size(), 2u);
+  // 2 reused (free) + 3 new = 5 > 4 blocks.
+  EXPECT_FALSE(bm.Allocate(2, 20, hit));
+  EXPECT_EQ(bm.num_free_blocks(), 4);
+  EXPECT_EQ(bm.FindCachedPrefix(prompt, 0), hit);
+  EXPECT_TRUE(bm.Allocate(2, 16, hit));
+  EXPECT_EQ(bm.num_free_blocks(), 0);
+}
+
+TEST(BlockManagerTest, LruEvictsOldestCachedAndUncachedFirst) {
+  BlockManager bm(6, 2, true);
+  const std::vector<int32_t> a = Iota(5, 100);  // 2 full blocks.
+  const std::vector<int32_t> b = Iota(5, 200);
+  ASSERT_TRUE(bm.Allocate(1, 5));
+  bm.CacheFullBlocks(1, a, 5, 0);
+  bm.Free(1);  // a released first: oldest.
+  ASSERT_TRUE(bm.Allocate(2, 5));
+  bm.CacheFullBlocks(2, b, 5, 0);
+  bm.Free(2);
+  EXPECT_EQ(bm.num_cached_blocks(), 4);
+  EXPECT_EQ(bm.FindCachedPrefix(a, 0).size(), 2u);
+  EXPECT_EQ(bm.FindCachedPrefix(b, 0).size(), 2u);
+  // 2 blocks: served by the two uncached (partial tail) blocks first.
+  ASSERT_TRUE(bm.Allocate(3, 4));
+  EXPECT_EQ(bm.num_cached_blocks(), 4);
+  // One more: evicts a's tail block (a's head is kept longer).
+  ASSERT_TRUE(bm.Allocate(4, 2));
+  EXPECT_EQ(bm.num_cached_blocks(), 3);
+  EXPECT_EQ(bm.FindCachedPrefix(a, 0).size(), 1u);
+  EXPECT_EQ(bm.FindCachedPrefix(b, 0).size(), 2u);
+  ASSERT_TRUE(bm.Allocate(5, 2));
+  EXPECT_TRUE(bm.FindCachedPrefix(a, 0).empty());
+  EXPECT_EQ(bm.FindCachedPrefix(b, 0).size(), 2u);
+  // A hit moves b out of the free queue, so it is not evicted while used.
+  std::vector<int32_t> hit = bm.FindCachedPrefix(b, 0);
+  ASSERT_TRUE(bm.Allocate(6, 4, hit));
+  EXPECT_EQ(bm.num_free_blocks(), 0);
+  EXPECT_FALSE(bm.Allocate(7, 1));
+  EXPECT_EQ(bm.FindCachedPrefix(b, 0).size(), 2u);
+}
+
+TEST(BlockManagerTest, ResetPrefixCacheAndStats) {
+  BlockManager bm(8, 4, true);
+  const std::vector<int32_t> p = Iota(12);
+  ASSERT_TRUE(bm.Allocate(1, 12));
+  bm.CacheFullBlocks(1, p, 12, 0);
+  bm.RecordQuery(12, 0);
+  std::vector<int32_t> hit = bm.FindCachedPrefix(p, 0);
+  EXPECT_EQ(hit.size(), 2u);
+  bm.RecordQuery(12, 8);
+  EXPECT_EQ(bm.stats().queries, 2);
+  EXPECT_DOUBLE_EQ(bm.stats().HitRate(), 8.0 / 24);
+  bm.ResetPrefixCache();
+  EXPECT_EQ(bm.num_cached_blocks(), 0);
+  EXPECT_TRUE(bm.FindCachedPrefix(p, 0).empty());
+  bm.Free(1);
+  EXPECT_EQ(bm.num_free_blocks(), 8);
+}
+
+TEST(BlockManagerTest, DisabledCachingNeverHits) {
+  BlockManager bm(8, 4, false);
+  const std::vector<int32_t> p = Iota(12);
+  ASSERT_TRUE(bm.Allocate(1, 12));
+  bm.CacheFullBlocks(1, p, 12, 0);
+  EXPECT_EQ(bm.num_cached_blocks(), 0);
+  EXPECT_TRUE(bm.FindCachedPrefix(p, 0).empty());
+}
+
+}  // namespace
+}  // namespace rill::engine

@@ -1,0 +1,56 @@
+// How to build an AsyncLLMEngine (EngineArgs) and what it ended up with
+// (EngineConfig, sectioned like vLLM's: model / cache / parallel / scheduler
+// / decoding).
+#ifndef RILL_ENGINE_ENGINE_ARGS_H_
+#define RILL_ENGINE_ENGINE_ARGS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+#include "engine/scheduler.h"
+#include "worker/loader/checkpoint.h"
+
+namespace rill::engine {
+
+struct EngineArgs {
+  std::string model = "default";  // See ResolveModelPath.
+  int num_kv_blocks = 0;          // 0: as many as fit in kv_cache_bytes.
+  int64_t kv_cache_bytes = int64_t{512} << 20;
+  int block_size = 16;
+  int max_num_seqs = 64;
+  int max_num_batched_tokens = 2048;
+  int64_t max_model_len = 0;  // 0: the model's context length.
+  SchedulingPolicy scheduling_policy = SchedulingPolicy::kFcfs;
+  int threads = 0;  // 0 = all cores.
+  bool enable_prefix_caching = true;
+  // Log stats (DoLogStats) from the loop this often; zero disables.
+  absl::Duration log_stats_interval = absl::ZeroDuration();
+};
+
+struct EngineConfig {
+  struct Model {
+    std::string path;
+    loader::ModelConfig config;
+    int64_t max_model_len = 0;
+  } model;
+  struct Cache {
+    int block_size = 0;
+    int num_blocks = 0;
+    int64_t kv_cache_bytes = 0;
+    bool enable_prefix_caching = true;
+  } cache;
+  struct Parallel {
+    int tensor_parallel_size = 1;
+    int threads = 1;
+  } parallel;
+  SchedulerConfig scheduler;
+  struct Decoding {
+    std::vector<int32_t> eos_token_ids;
+    std::string detokenizer = "incremental";
+  } decoding;
+};
+
+}  // namespace rill::engine
+
+#endif  // RILL_ENGINE_ENGINE_ARGS_H_

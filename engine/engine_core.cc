@@ -1,0 +1,189 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/logits_processor.h"
+
+namespace rill::engine {
+namespace {
+
+SchedulerConfig Clamp(SchedulerConfig c, const loader::ModelConfig& model) {
+  if (model.max_position_embeddings > 0) {
+    c.max_model_len = std::min<int64_t>(c.max_model_len, model.max_position_embeddings);
+  }
+  return c;
+}
+
+EngineCoreOutput OutputFor(const Request& r) {
+  EngineCoreOutput o;
+  o.request_id = r.request_id;
+  o.state = r.state;
+  o.stop_reason = r.stop_reason;
+  o.times = r.times;
+  o.num_cached_tokens = r.num_cached_prompt_tokens;
+  o.num_preemptions = r.num_preemptions;
+  return o;
+}
+
+}  // namespace
+
+EngineCore::EngineCore(ModelExecutor* executor, SchedulerConfig scheduler,
+                       bool enable_prefix_caching)
+    : executor_(executor),
+      blocks_(executor->num_blocks(), executor->block_size(), enable_prefix_caching),
+      scheduler_(Clamp(scheduler, executor->model_config()), &blocks_),
+      vocab_size_(executor->model_config().vocab_size) {
+  const loader::ModelConfig& m = executor->model_config();
+  for (int64_t id : m.eos_token_ids) eos_ids_.push_back(static_cast<int32_t>(id));
+  if (m.eos_token_id >= 0 &&
+      std::find(eos_ids_.begin(), eos_ids_.end(), m.eos_token_id) == eos_ids_.end()) {
+    eos_ids_.push_back(static_cast<int32_t>(m.eos_token_id));
+  }
+}
+
+absl::Status EngineCore::AddRequest(std::unique_ptr<Request> r) {
+  if (absl::Status s = Validate(*r); !s.ok()) return s;
+  return scheduler_.AddRequest(std::move(r));
+}
+
+absl::Status EngineCore::Validate(const Request& req) const {
+  const Request* r = &req;
+  if (absl::Status s = ValidateSamplingParams(r->params, vocab_size_); !s.ok()) return s;
+  for (int32_t t : r->prompt_token_ids) {
+    if (t < 0 || t >= vocab_size_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt_token_ids: ", t, " is not a token id (vocabulary of ", vocab_size_, ")"));
+    }
+  }
+  return scheduler_.CheckFits(req);
+}
+
+absl::Status EngineCore::AbortRequest(const std::string& request_id) {
+  std::unique_ptr<Request> r = scheduler_.FinishRequest(request_id, RequestState::kFinishedAborted);
+  if (r == nullptr) return absl::NotFoundError(absl::StrCat("no unfinished request '", request_id, "'"));
+  r->times.finished = absl::Now();
+  pending_.push_back(OutputFor(*r));
+  return absl::OkStatus();
+}
+
+std::vector<EngineCoreOutput> EngineCore::TakePendingOutputs() {
+  std::vector<EngineCoreOutput> out;
+  out.swap(pending_);
+  return out;
+}
+
+std::vector<EngineCoreOutput> EngineCore::FailAll(const absl::Status& status) {
+  std::vector<EngineCoreOutput> out = TakePendingOutputs();
+  for (const std::string& id : scheduler_.UnfinishedIds()) {
+    std::unique_ptr<Request> r = scheduler_.FinishRequest(id, RequestState::kFinishedError);
+    r->times.finished = absl::Now();
+    EngineCoreOutput& o = out.emplace_back(OutputFor(*r));
+    o.error = status.ToString();
+  }
+  return out;
+}
+
+EngineCoreOutput EngineCore::Advance(Request* r, const float* logits_in) {
+  std::vector<float> logits(logits_in, logits_in + vocab_size_);
+  ProcessLogits(*r, eos_ids_, logits.data(), vocab_size_);
+  const worker::SampledToken tok = r->sampler.Sample(logits.data(), vocab_size_);
+  const absl::Time now = absl::Now();
+  r->output_token_ids.push_back(tok.token);
+  r->output_logprobs.push_back(tok.logprob);
+  r->cumulative_logprob += tok.logprob;
+  if (r->times.first_token == absl::InfinitePast()) r->times.first_token = now;
+  r->times.last_token = now;
+  ++stats_.generation_tokens;
+
+  EngineCoreOutput o;
+  o.new_token_ids = {tok.token};
+  o.new_logprobs = {tok.logprob};
+  if (r->params.logprobs > 0) {
+    o.new_top_logprobs.push_back(TopKLogprobs(logits.data(), vocab_size_, r->params.logprobs));
+  }
+  const int num_out = static_cast<int>(r->output_token_ids.size());
+  const bool past_min = num_out >= r->params.min_tokens;
+  const auto& stops = r->params.stop_token_ids;
+  std::optional<RequestState> end;
+  if (past_min && !r->params.ignore_eos &&
+      std::find(eos_ids_.begin(), eos_ids_.end(), tok.token) != eos_ids_.end()) {
+    end = RequestState::kFinishedStopped;
+  } else if (past_min && std::find(stops.begin(), stops.end(), tok.token) != stops.end()) {
+    end = RequestState::kFinishedStopped;
+    r->stop_reason = tok.token;
+  } else if (num_out >= r->params.max_tokens ||
+             r->num_tokens() >= scheduler_.config().max_model_len) {
+    end = RequestState::kFinishedLength;
+  }
+  std::unique_ptr<Request> done;
+  if (end.has_value()) {
+    r->times.finished = now;
+    done = scheduler_.FinishRequest(r->request_id, *end);
+    r = done.get();
+  }
+  EngineCoreOutput base = OutputFor(*r);
+  base.new_token_ids = std::move(o.new_token_ids);
+  base.new_logprobs = std::move(o.new_logprobs);
+  base.new_top_logprobs = std::move(o.new_top_logprobs);
+  return base;
+}
+
+absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
+  std::vector<EngineCoreOutput> outputs = TakePendingOutputs();
+  const int64_t preempted_before = scheduler_.num_preemptions();
+  SchedulerOutput plan = scheduler_.Schedule(absl::Now());
+  stats_.preemptions += scheduler_.num_preemptions() - preempted_before;
+  if (plan.empty()) return outputs;
+
+  worker::ForwardBatch batch;
+  batch.sequences.reserve(plan.chunks.size());
+  for (const ScheduledChunk& c : plan.chunks) {
+    worker::SequenceChunk& s = batch.sequences.emplace_back();
+    s.start_pos = static_cast<int32_t>(c.start_pos);
+    s.tokens.reserve(c.num_tokens);
+    for (int64_t i = 0; i < c.num_tokens; ++i) s.tokens.push_back(c.request->token_at(c.start_pos + i));
+    s.block_table = blocks_.BlockTable(c.request->seq_no);
+  }
+  worker::ForwardOutput fwd;
+  if (absl::Status s = executor_->Execute(batch, &fwd); !s.ok()) return s;
+  if (fwd.logits.size() != plan.chunks.size()) {
+    return absl::InternalError(absl::StrCat("executor returned ", fwd.logits.size(),
+                                            " logits rows for ", plan.chunks.size(), " sequences"));
+  }
+  ++stats_.steps;
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ScheduledChunk& c = plan.chunks[i];
+    Request* r = c.request;
+    r->num_computed_tokens = c.start_pos + c.num_tokens;
+    const bool is_decode = c.num_tokens == 1 && !r->output_token_ids.empty() &&
+                           r->num_computed_tokens == r->num_tokens();
+    if (!is_decode) stats_.prompt_tokens += c.num_tokens;
+    const int bs = blocks_.block_size();
+    if (blocks_.prefix_caching() && c.start_pos / bs != r->num_computed_tokens / bs) {
+      blocks_.CacheFullBlocks(r->seq_no, r->AllTokens(), r->num_computed_tokens, r->lora_key);
+    }
+    // Partial prefill: the logits of a chunk that does not reach the end are unused.
+    if (r->num_computed_tokens < r->num_tokens()) continue;
+    const std::vector<float>& row = fwd.logits[i];
+    if (static_cast<int64_t>(row.size()) < vocab_size_) {
+      return absl::InternalError("executor returned a short logits row");
+    }
+    outputs.push_back(Advance(r, row.data() + row.size() - vocab_size_));
+  }
+  return outputs;
+}
+
+absl::Status EngineCore::Sleep(int level) {
+  if (level >= 1) {
+    scheduler_.PreemptAll();
+    blocks_.ResetPrefixCache();
+  }
+  return executor_->Sleep(level);
+}
+
+absl::Status EngineCore::WakeUp() { return executor_->WakeUp(); }
+
+}  // namespace rill::engine

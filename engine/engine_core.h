@@ -1,0 +1,98 @@
+// The synchronous heart of the engine: admission, one Step() = schedule ->
+// execute -> sample -> stop checks, and aborts. Single-threaded; the
+// AsyncLLMEngine loop thread drives it (tests drive it directly).
+#ifndef RILL_ENGINE_ENGINE_CORE_H_
+#define RILL_ENGINE_ENGINE_CORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/block_manager.h"
+#include "engine/model_executor.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+
+namespace rill::engine {
+
+// What one request produced in one step (or its end).
+struct EngineCoreOutput {
+  std::string request_id;
+  std::vector<int32_t> new_token_ids;
+  std::vector<float> new_logprobs;
+  std::vector<TopLogprobs> new_top_logprobs;  // Empty unless params.logprobs > 0.
+  RequestState state = RequestState::kRunning;
+  bool finished() const { return IsFinished(state); }
+  std::optional<int32_t> stop_reason;
+  std::string error;  // For FINISHED_ERROR.
+  RequestTimes times;
+  int64_t num_cached_tokens = 0;
+  int num_preemptions = 0;
+};
+
+struct EngineCoreStats {
+  int64_t steps = 0;
+  int64_t prompt_tokens = 0;      // Prefill tokens computed (recompute included).
+  int64_t generation_tokens = 0;  // Tokens sampled.
+  int64_t preemptions = 0;
+};
+
+class EngineCore {
+ public:
+  // `executor` must outlive the core. scheduler.max_model_len is clamped to
+  // the model's context length.
+  EngineCore(ModelExecutor* executor, SchedulerConfig scheduler, bool enable_prefix_caching);
+
+  // Validates sampling params and token ids (InvalidArgument naming the
+  // field), then the scheduler's admission checks.
+  absl::Status AddRequest(std::unique_ptr<Request> request);
+  // All admission checks except the duplicate id; thread-safe (reads only
+  // immutable configuration).
+  absl::Status Validate(const Request& request) const;
+
+  // Finishes the request as aborted and frees its blocks; its final output
+  // comes from the next Step (or TakePendingOutputs). NotFound if unknown.
+  absl::Status AbortRequest(const std::string& request_id);
+
+  // One engine step. A failing Execute is returned as is; the scheduled
+  // requests are then in an unknown state and the caller should FailAll.
+  absl::StatusOr<std::vector<EngineCoreOutput>> Step();
+
+  // Finishes every unfinished request with FINISHED_ERROR and `status`.
+  std::vector<EngineCoreOutput> FailAll(const absl::Status& status);
+
+  // Outputs of aborts since the last Step.
+  std::vector<EngineCoreOutput> TakePendingOutputs();
+
+  // Level >= 1 preempts all running requests and drops the prefix cache
+  // before the executor may drop the KV cache.
+  absl::Status Sleep(int level);
+  absl::Status WakeUp();
+
+  bool HasUnfinished() const { return scheduler_.num_unfinished() > 0; }
+  const Scheduler& scheduler() const { return scheduler_; }
+  BlockManager& block_manager() { return blocks_; }
+  const EngineCoreStats& stats() const { return stats_; }
+  ModelExecutor* executor() { return executor_; }
+  const std::vector<int32_t>& eos_token_ids() const { return eos_ids_; }
+
+ private:
+  // Appends the sampled token and applies stop checks; returns the output.
+  EngineCoreOutput Advance(Request* r, const float* logits);
+
+  ModelExecutor* executor_;
+  BlockManager blocks_;
+  Scheduler scheduler_;
+  std::vector<int32_t> eos_ids_;
+  int64_t vocab_size_;
+  EngineCoreStats stats_;
+  std::vector<EngineCoreOutput> pending_;
+};
+
+}  // namespace rill::engine
+
+#endif  // RILL_ENGINE_ENGINE_CORE_H_

@@ -1,0 +1,63 @@
+#include "engine/local_model_executor.h"
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace rill::engine {
+
+absl::StatusOr<std::unique_ptr<LocalModelExecutor>> LocalModelExecutor::Create(
+    const LocalExecutorOptions& options) {
+  if (options.block_size < 1) return absl::InvalidArgumentError("block_size must be >= 1");
+  auto ex = std::unique_ptr<LocalModelExecutor>(new LocalModelExecutor());
+  ex->block_size_ = options.block_size;
+  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
+      loader::LoadCheckpoint(options.model_path);
+  if (!ckpt.ok()) return ckpt.status();
+  ex->checkpoint_ = std::move(*ckpt);
+  ex->pool_ = std::make_unique<cpu::ThreadPool>(options.threads);
+  absl::StatusOr<std::unique_ptr<worker::CausalLm>> model =
+      worker::CreateCausalLm(ex->checkpoint_, ex->pool_.get());
+  if (!model.ok()) return model.status();
+  ex->model_ = std::move(*model);
+  int num_blocks = options.num_blocks;
+  if (num_blocks <= 0) {
+    const worker::KvCacheShape one = ex->model_->CacheShape(1, options.block_size);
+    const int64_t block_bytes = int64_t{2} * one.num_layers * one.block_size *
+                                one.num_kv_heads * one.head_dim * sizeof(float);
+    num_blocks = static_cast<int>(options.kv_cache_bytes / block_bytes);
+    if (num_blocks < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("kv_cache_bytes ", options.kv_cache_bytes,
+                                                     " is smaller than one KV block (",
+                                                     block_bytes, " bytes)"));
+    }
+  }
+  ex->num_blocks_ = num_blocks;
+  if (absl::Status s = ex->WakeUp(); !s.ok()) return s;
+  LOG(INFO) << "local executor: " << options.model_path << ", " << num_blocks << " KV blocks of "
+            << options.block_size << " tokens (" << (ex->cache_->bytes() >> 20) << " MiB), "
+            << ex->pool_->num_threads() << " threads";
+  return ex;
+}
+
+absl::Status LocalModelExecutor::Execute(const worker::ForwardBatch& batch,
+                                         worker::ForwardOutput* out) {
+  if (cache_ == nullptr) return absl::FailedPreconditionError("executor is asleep");
+  return model_->Forward(batch, cache_.get(), out);
+}
+
+absl::Status LocalModelExecutor::Sleep(int level) {
+  if (level >= 1) cache_.reset();  // Weights stay mapped; level 2 could drop them too.
+  return absl::OkStatus();
+}
+
+absl::Status LocalModelExecutor::WakeUp() {
+  if (cache_ != nullptr) return absl::OkStatus();
+  absl::StatusOr<worker::PagedKvCache> cache =
+      worker::PagedKvCache::Create(model_->CacheShape(num_blocks_, block_size_));
+  if (!cache.ok()) return cache.status();
+  cache_ = std::make_unique<worker::PagedKvCache>(std::move(*cache));
+  return absl::OkStatus();
+}
+
+}  // namespace rill::engine

@@ -1,0 +1,55 @@
+// Runs the model in this process: checkpoint + CausalLm + PagedKvCache +
+// CPU thread pool.
+#ifndef RILL_ENGINE_LOCAL_MODEL_EXECUTOR_H_
+#define RILL_ENGINE_LOCAL_MODEL_EXECUTOR_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/model_executor.h"
+#include "kernels/cpu/thread_pool.h"
+#include "worker/kv_cache.h"
+#include "worker/loader/checkpoint.h"
+#include "worker/models/causal_lm.h"
+
+namespace rill::engine {
+
+struct LocalExecutorOptions {
+  std::string model_path;  // Resolved path (.gguf or HF directory).
+  int num_blocks = 0;      // 0: derive from kv_cache_bytes.
+  int64_t kv_cache_bytes = int64_t{512} << 20;
+  int block_size = 16;
+  int threads = 0;  // 0 = all cores.
+};
+
+class LocalModelExecutor : public ModelExecutor {
+ public:
+  static absl::StatusOr<std::unique_ptr<LocalModelExecutor>> Create(
+      const LocalExecutorOptions& options);
+
+  absl::Status Execute(const worker::ForwardBatch& batch, worker::ForwardOutput* out) override;
+  int num_blocks() const override { return num_blocks_; }
+  int block_size() const override { return block_size_; }
+  const loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
+  int num_threads() const override { return pool_->num_threads(); }
+  int64_t kv_cache_bytes() const override { return cache_ ? cache_->bytes() : 0; }
+  absl::Status Sleep(int level) override;
+  absl::Status WakeUp() override;
+
+  const loader::Checkpoint& checkpoint() const { return *checkpoint_; }
+
+ private:
+  LocalModelExecutor() = default;
+
+  int num_blocks_ = 0;
+  int block_size_ = 16;
+  std::shared_ptr<const loader::Checkpoint> checkpoint_;
+  std::unique_ptr<cpu::ThreadPool> pool_;
+  std::unique_ptr<worker::CausalLm> model_;
+  std::unique_ptr<worker::PagedKvCache> cache_;  // Null while asleep.
+};
+
+}  // namespace rill::engine
+
+#endif  // RILL_ENGINE_LOCAL_MODEL_EXECUTOR_H_

@@ -1,0 +1,62 @@
+#include "engine/logits_processor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+
+namespace rill::engine {
+
+void ProcessLogits(const Request& r, const std::vector<int32_t>& eos_ids, float* logits,
+                   int64_t vocab) {
+  const SamplingParams& p = r.params;
+  if (p.repetition_penalty != 1.0f) {
+    absl::flat_hash_set<int32_t> seen(r.prompt_token_ids.begin(), r.prompt_token_ids.end());
+    seen.insert(r.output_token_ids.begin(), r.output_token_ids.end());
+    for (int32_t t : seen) {
+      if (t < 0 || t >= vocab) continue;
+      logits[t] = logits[t] > 0 ? logits[t] / p.repetition_penalty : logits[t] * p.repetition_penalty;
+    }
+  }
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    absl::flat_hash_map<int32_t, int> counts;
+    for (int32_t t : r.output_token_ids) ++counts[t];
+    for (const auto& [t, n] : counts) {
+      if (t < 0 || t >= vocab) continue;
+      logits[t] -= p.presence_penalty + p.frequency_penalty * n;
+    }
+  }
+  if (static_cast<int>(r.output_token_ids.size()) < p.min_tokens) {
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    if (!p.ignore_eos) {
+      for (int32_t t : eos_ids) {
+        if (t >= 0 && t < vocab) logits[t] = kNegInf;
+      }
+    }
+    for (int32_t t : p.stop_token_ids) {
+      if (t >= 0 && t < vocab) logits[t] = kNegInf;
+    }
+  }
+}
+
+TopLogprobs TopKLogprobs(const float* logits, int64_t vocab, int k) {
+  TopLogprobs out;
+  if (k <= 0 || vocab == 0) return out;
+  k = static_cast<int>(std::min<int64_t>(k, vocab));
+  const float max = *std::max_element(logits, logits + vocab);
+  double sum = 0.0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max));
+  const float log_z = max + static_cast<float>(std::log(sum));
+  std::vector<int32_t> ids(vocab);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  for (int i = 0; i < k; ++i) out.emplace_back(ids[i], logits[ids[i]] - log_z);
+  return out;
+}
+
+}  // namespace rill::engine

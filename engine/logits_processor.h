@@ -1,0 +1,25 @@
+// Per-request adjustments of one logits row before sampling (penalties,
+// min_tokens masking) and the top-k logprobs report.
+#ifndef RILL_ENGINE_LOGITS_PROCESSOR_H_
+#define RILL_ENGINE_LOGITS_PROCESSOR_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/request.h"
+
+namespace rill::engine {
+
+// Applies repetition / presence / frequency penalties, and while fewer than
+// min_tokens outputs exist masks `stop_ids` (EOS unless ignored, and the
+// request's stop tokens) to -inf. No-op for default params.
+void ProcessLogits(const Request& request, const std::vector<int32_t>& eos_ids, float* logits,
+                   int64_t vocab_size);
+
+// The k most likely tokens with their log-softmax values, best first; ties
+// go to the lower id.
+TopLogprobs TopKLogprobs(const float* logits, int64_t vocab_size, int k);
+
+}  // namespace rill::engine
+
+#endif  // RILL_ENGINE_LOGITS_PROCESSOR_H_

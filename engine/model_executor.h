@@ -1,0 +1,40 @@
+// What the engine drives once per step: run a ragged batch over the KV cache
+// the executor owns and return logits. LocalModelExecutor runs the model in
+// this process; a multi-process tensor-parallel executor will sit behind the
+// same interface. Execute is only called from the engine loop thread.
+#ifndef RILL_ENGINE_MODEL_EXECUTOR_H_
+#define RILL_ENGINE_MODEL_EXECUTOR_H_
+
+#include "absl/status/status.h"
+#include "worker/forward_batch.h"
+#include "worker/loader/checkpoint.h"
+
+namespace rill::engine {
+
+class ModelExecutor {
+ public:
+  virtual ~ModelExecutor() = default;
+
+  // Block tables name blocks in [0, num_blocks()).
+  virtual absl::Status Execute(const worker::ForwardBatch& batch, worker::ForwardOutput* out) = 0;
+
+  virtual int num_blocks() const = 0;
+  virtual int block_size() const = 0;
+  virtual const loader::ModelConfig& model_config() const = 0;
+  virtual int tensor_parallel_size() const { return 1; }
+  virtual int num_threads() const { return 1; }
+  // Bytes of KV cache held (0 while asleep).
+  virtual int64_t kv_cache_bytes() const { return 0; }
+
+  // Non-OK once the executor can no longer run steps (e.g. a dead worker).
+  virtual absl::Status CheckHealth() { return absl::OkStatus(); }
+
+  // Level >= 1: the KV cache contents may be dropped (the engine preempts
+  // everything first). WakeUp restores the ability to Execute.
+  virtual absl::Status Sleep(int level) { return absl::OkStatus(); }
+  virtual absl::Status WakeUp() { return absl::OkStatus(); }
+};
+
+}  // namespace rill::engine
+
+#endif  // RILL_ENGINE_MODEL_EXECUTOR_H_

@@ -1,0 +1,49 @@
+// Per-request generation settings (n = 1), validated at admission so a bad
+// request fails alone with an error naming the field.
+#ifndef RILL_ENGINE_SAMPLING_PARAMS_H_
+#define RILL_ENGINE_SAMPLING_PARAMS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "worker/sampler.h"
+
+namespace rill::engine {
+
+// How RequestOutputs are streamed: every step's new tokens only (DELTA), the
+// whole completion so far (CUMULATIVE), or one output at the end (FINAL_ONLY).
+enum class OutputKind { kCumulative, kDelta, kFinalOnly };
+
+struct SamplingParams {
+  int n = 1;  // Only 1 is supported.
+  int max_tokens = 16;
+  int min_tokens = 0;  // EOS and stop tokens are masked until this many.
+  float temperature = 1.0f;  // 0 = greedy.
+  float top_p = 1.0f;
+  int top_k = 0;  // <= 0: all tokens.
+  float min_p = 0.0f;
+  uint64_t seed = 0;
+  // Ends the request (finish_reason "stop", stop_reason = the id); the token
+  // stays in token_ids.
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  int logprobs = 0;  // Top alternatives reported per generated token (0 = none).
+  // vLLM semantics: repetition divides positive / multiplies negative logits
+  // of tokens seen in prompt or output; presence/frequency subtract from
+  // logits of tokens in the output (once / per occurrence).
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  bool skip_special_tokens = true;
+  OutputKind output_kind = OutputKind::kCumulative;
+
+  worker::SamplingConfig ToSamplingConfig() const;
+};
+
+// InvalidArgument naming the field; vocab_size bounds stop_token_ids.
+absl::Status ValidateSamplingParams(const SamplingParams& params, int64_t vocab_size);
+
+}  // namespace rill::engine
+
+#endif  // RILL_ENGINE_SAMPLING_PARAMS_H_

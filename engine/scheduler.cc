@@ -1,0 +1,186 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace rill::engine {
+
+absl::Status ValidateSchedulerConfig(const SchedulerConfig& c) {
+  if (c.max_num_seqs < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("max_num_seqs must be >= 1, got ", c.max_num_seqs));
+  }
+  if (c.max_num_batched_tokens < c.max_num_seqs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_num_batched_tokens (", c.max_num_batched_tokens,
+                     ") must be >= max_num_seqs (", c.max_num_seqs, ")"));
+  }
+  if (c.max_model_len < 2) {
+    return absl::InvalidArgumentError(absl::StrCat("max_model_len must be >= 2, got ", c.max_model_len));
+  }
+  return absl::OkStatus();
+}
+
+bool Scheduler::Order::operator()(const Request* a, const Request* b) const {
+  if (policy == SchedulingPolicy::kPriority) {
+    return std::tie(a->priority, a->times.arrival, a->seq_no) <
+           std::tie(b->priority, b->times.arrival, b->seq_no);
+  }
+  return std::tie(a->times.arrival, a->seq_no) < std::tie(b->times.arrival, b->seq_no);
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, BlockManager* blocks)
+    : config_(config), blocks_(blocks), order_{config.policy}, waiting_(order_) {}
+
+absl::Status Scheduler::AddRequest(std::unique_ptr<Request> request) {
+  if (requests_.contains(request->request_id)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("request id '", request->request_id, "' is already in use"));
+  }
+  if (absl::Status s = CheckFits(*request); !s.ok()) return s;
+  request->seq_no = next_seq_no_++;
+  request->state = RequestState::kWaiting;
+  request->num_computed_tokens = 0;
+  Request* r = request.get();
+  requests_[r->request_id] = std::move(request);
+  waiting_.insert(r);
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::CheckFits(const Request& req) const {
+  const Request* request = &req;
+  const int64_t prompt = request->prompt_token_ids.size();
+  if (prompt == 0) return absl::InvalidArgumentError("the prompt has no tokens");
+  const int64_t total = prompt + request->params.max_tokens;
+  if (total > config_.max_model_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt (", prompt, " tokens) + max_tokens (", request->params.max_tokens,
+        ") = ", total, " exceeds the maximum model length of ", config_.max_model_len, " tokens"));
+  }
+  // A request that cannot fit in the whole cache would preempt itself forever.
+  if (blocks_->BlocksFor(total) > blocks_->num_blocks()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt (", prompt, " tokens) + max_tokens (", request->params.max_tokens, ") needs ",
+        blocks_->BlocksFor(total), " KV blocks but the cache has only ", blocks_->num_blocks(),
+        " blocks of ", blocks_->block_size(), " tokens"));
+  }
+  return absl::OkStatus();
+}
+
+Request* Scheduler::Find(const std::string& request_id) const {
+  auto it = requests_.find(request_id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+std::vector<std::string> Scheduler::UnfinishedIds() const {
+  std::vector<std::string> ids;
+  for (const auto& [id, r] : requests_) ids.push_back(id);
+  return ids;
+}
+
+void Scheduler::RemoveFromRunning(Request* r) {
+  auto it = std::find(running_.begin(), running_.end(), r);
+  if (it != running_.end()) running_.erase(it);
+}
+
+void Scheduler::Preempt(Request* r) {
+  CHECK(r->state == RequestState::kRunning);
+  blocks_->Free(r->seq_no);
+  RemoveFromRunning(r);
+  r->state = RequestState::kPreempted;
+  r->num_computed_tokens = 0;
+  ++r->num_preemptions;
+  ++num_preemptions_;
+  waiting_.insert(r);
+  VLOG(1) << "preempted " << r->request_id << " (" << r->num_tokens() << " tokens to recompute)";
+}
+
+void Scheduler::PreemptAll() {
+  std::vector<Request*> running = running_;
+  for (Request* r : running) Preempt(r);
+}
+
+std::unique_ptr<Request> Scheduler::FinishRequest(const std::string& request_id,
+                                                  RequestState state) {
+  CHECK(IsFinished(state));
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return nullptr;
+  std::unique_ptr<Request> r = std::move(it->second);
+  requests_.erase(it);
+  waiting_.erase(r.get());
+  RemoveFromRunning(r.get());
+  blocks_->Free(r->seq_no);
+  r->state = state;
+  return r;
+}
+
+SchedulerOutput Scheduler::Schedule(absl::Time now) {
+  SchedulerOutput out;
+  int64_t budget = config_.max_num_batched_tokens;
+  // Index into out.chunks per scheduled request, so a later preemption in
+  // this step can take its chunk back.
+  absl::flat_hash_map<Request*, size_t> chunk_of;
+
+  std::vector<Request*> order = running_;
+  std::stable_sort(order.begin(), order.end(), [&](const Request* a, const Request* b) {
+    const bool a_prefill = a->num_tokens() - a->num_computed_tokens > 1;
+    const bool b_prefill = b->num_tokens() - b->num_computed_tokens > 1;
+    if (a_prefill != b_prefill) return !a_prefill;
+    return order_(a, b);
+  });
+  for (Request* r : order) {
+    if (budget == 0) break;
+    if (r->state != RequestState::kRunning) continue;  // Preempted by an earlier one.
+    const int64_t num_new = std::min(r->num_tokens() - r->num_computed_tokens, budget);
+    CHECK_GT(num_new, 0) << r->request_id;
+    while (true) {
+      if (blocks_->Allocate(r->seq_no, r->num_computed_tokens + num_new)) {
+        chunk_of[r] = out.chunks.size();
+        out.chunks.push_back({r, r->num_computed_tokens, num_new});
+        budget -= num_new;
+        break;
+      }
+      Request* victim = *std::max_element(running_.begin(), running_.end(), order_);
+      if (auto c = chunk_of.find(victim); c != chunk_of.end()) {
+        budget += out.chunks[c->second].num_tokens;
+        out.chunks[c->second].num_tokens = 0;
+        chunk_of.erase(c);
+      }
+      Preempt(victim);
+      out.preempted.push_back(victim);
+      if (victim == r) break;
+    }
+  }
+
+  // Admitting new work right after preempting would only thrash the cache.
+  while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
+         static_cast<int>(running_.size()) < config_.max_num_seqs) {
+    Request* r = *waiting_.begin();
+    const std::vector<int32_t> tokens = r->AllTokens();
+    const std::vector<int32_t> cached = blocks_->FindCachedPrefix(tokens, r->lora_key);
+    const int64_t num_cached = static_cast<int64_t>(cached.size()) * blocks_->block_size();
+    const int64_t num_new = std::min<int64_t>(tokens.size() - num_cached, budget);
+    if (!blocks_->Allocate(r->seq_no, num_cached + num_new, cached)) break;
+    blocks_->RecordQuery(tokens.size(), num_cached);
+    waiting_.erase(waiting_.begin());
+    r->num_computed_tokens = num_cached;
+    r->num_cached_prompt_tokens = num_cached;
+    r->state = RequestState::kRunning;
+    if (r->times.first_scheduled == absl::InfinitePast()) r->times.first_scheduled = now;
+    running_.push_back(r);
+    chunk_of[r] = out.chunks.size();
+    out.chunks.push_back({r, num_cached, num_new});
+    budget -= num_new;
+  }
+
+  out.chunks.erase(std::remove_if(out.chunks.begin(), out.chunks.end(),
+                                  [](const ScheduledChunk& c) { return c.num_tokens == 0; }),
+                   out.chunks.end());
+  out.num_batched_tokens = config_.max_num_batched_tokens - budget;
+  return out;
+}
+
+}  // namespace rill::engine

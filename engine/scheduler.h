@@ -1,0 +1,105 @@
+// Continuous batching with a per-step token budget.
+//
+// Each step: running requests that decode (1 token each) first, then running
+// requests still in (chunked) prefill, then waiting requests in policy order,
+// each taking what is left of max_num_batched_tokens. A prompt longer than
+// the budget is split across steps. When the KV cache runs out, the
+// lowest-priority running request (FCFS: the latest arrival) is preempted by
+// recompute: its blocks are freed and it goes back to waiting with its
+// outputs so far to be recomputed together with its prompt.
+// Not thread-safe: the engine loop owns it.
+#ifndef RILL_ENGINE_SCHEDULER_H_
+#define RILL_ENGINE_SCHEDULER_H_
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "engine/block_manager.h"
+#include "engine/request.h"
+
+namespace rill::engine {
+
+enum class SchedulingPolicy { kFcfs, kPriority };
+
+struct SchedulerConfig {
+  int max_num_seqs = 64;
+  int max_num_batched_tokens = 2048;
+  int64_t max_model_len = 2048;  // Prompt + outputs per request.
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+};
+
+absl::Status ValidateSchedulerConfig(const SchedulerConfig& config);
+
+struct ScheduledChunk {
+  Request* request = nullptr;
+  int64_t start_pos = 0;   // == request->num_computed_tokens at schedule time.
+  int64_t num_tokens = 0;  // New tokens this step.
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledChunk> chunks;
+  int64_t num_batched_tokens = 0;
+  std::vector<Request*> preempted;  // Preempted during this Schedule call.
+  bool empty() const { return chunks.empty(); }
+};
+
+class Scheduler {
+ public:
+  // `blocks` must outlive the scheduler.
+  Scheduler(const SchedulerConfig& config, BlockManager* blocks);
+
+  const SchedulerConfig& config() const { return config_; }
+
+  // Admission checks: AlreadyExists for a duplicate id; InvalidArgument when
+  // the prompt is empty, prompt + max_tokens exceeds max_model_len, or the
+  // request could never fit in the whole KV cache.
+  absl::Status AddRequest(std::unique_ptr<Request> request);
+  // The length / cache-size part of the admission checks. Reads only
+  // immutable configuration, so any thread may call it.
+  absl::Status CheckFits(const Request& request) const;
+
+  SchedulerOutput Schedule(absl::Time now);
+
+  // Marks the request finished with `state`, frees its blocks and hands it
+  // back (the scheduler forgets it). nullptr for an unknown id.
+  std::unique_ptr<Request> FinishRequest(const std::string& request_id, RequestState state);
+
+  // Preempts every running request (used before dropping the KV cache).
+  void PreemptAll();
+
+  Request* Find(const std::string& request_id) const;
+  int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  int num_running() const { return static_cast<int>(running_.size()); }
+  int num_unfinished() const { return static_cast<int>(requests_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  std::vector<std::string> UnfinishedIds() const;
+
+ private:
+  // Strict weak order: the request that should run first compares less.
+  struct Order {
+    SchedulingPolicy policy;
+    bool operator()(const Request* a, const Request* b) const;
+  };
+
+  void Preempt(Request* request);
+  void RemoveFromRunning(Request* request);
+
+  SchedulerConfig config_;
+  BlockManager* blocks_;
+  Order order_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Request>> requests_;
+  std::set<Request*, Order> waiting_;
+  std::vector<Request*> running_;
+  int64_t next_seq_no_ = 0;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace rill::engine
+
+#endif  // RILL_ENGINE_SCHEDULER_H_

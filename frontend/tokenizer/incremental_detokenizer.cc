@@ -1,0 +1,40 @@
+#include "frontend/tokenizer/incremental_detokenizer.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "frontend/tokenizer/unicode_data.h"
+
+namespace rill::tokenizer {
+
+IncrementalDetokenizer::IncrementalDetokenizer(const BpeTokenizer* tokenizer,
+                                               bool skip_special_tokens)
+    : tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens) {}
+
+absl::StatusOr<std::string> IncrementalDetokenizer::Push(int32_t id) {
+  if (!tokenizer_->IsValidId(id)) {
+    return absl::InvalidArgumentError(absl::StrCat("token id ", id,
+                                                   " out of range"));
+  }
+  const size_t before = pending_.size();
+  tokenizer_->AppendTokenBytes(id, skip_special_tokens_, &pending_);
+  if (at_start_ && pending_.size() > before) {
+    // Decode strips one ' ' from the very start of the whole output only.
+    at_start_ = false;
+    if (tokenizer_->strips_leading_space() && pending_[0] == ' ') {
+      pending_.erase(0, 1);
+    }
+  }
+  size_t consumed = 0;
+  std::string delta = Utf8Lossy(pending_, /*final=*/false, &consumed);
+  pending_.erase(0, consumed);
+  return delta;
+}
+
+std::string IncrementalDetokenizer::Flush() {
+  std::string out = Utf8Lossy(pending_, /*final=*/true);
+  pending_.clear();
+  at_start_ = true;
+  return out;
+}
+
+}  // namespace rill::tokenizer

@@ -1,0 +1,192 @@
+#include "frontend/tokenizer/pre_tokenizer.h"
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "frontend/tokenizer/unicode_data.h"
+
+namespace rill::tokenizer {
+namespace {
+
+// Code points of one segment; scanners return piece end indices.
+struct Cps {
+  const uint32_t* c;
+  size_t n;
+  uint8_t Cat(size_t i) const { return CodePointCategory(c[i]); }
+  bool L(size_t i) const { return i < n && (Cat(i) & kCategoryLetter); }
+  bool N(size_t i) const { return i < n && (Cat(i) & kCategoryNumber); }
+  bool S(size_t i) const { return i < n && (Cat(i) & kCategorySpace); }
+  // [^\s\p{L}\p{N}]
+  bool Other(size_t i) const {
+    return i < n &&
+           !(Cat(i) & (kCategorySpace | kCategoryLetter | kCategoryNumber));
+  }
+  bool Newline(size_t i) const { return i < n && (c[i] == '\r' || c[i] == '\n'); }
+};
+
+// Lower-cases for the (?i:...) contraction group. U+017F (long s) folds to
+// 's' in Unicode simple case folding, which Oniguruma applies.
+uint32_t FoldAscii(uint32_t cp, bool ignore_case) {
+  if (!ignore_case) return cp;
+  if (cp >= 'A' && cp <= 'Z') return cp + 32;
+  if (cp == 0x17F) return 's';
+  return cp;
+}
+
+// 's|'t|'re|'ve|'m|'ll|'d at i; returns the match length or 0.
+size_t MatchContraction(const Cps& s, size_t i, bool ignore_case) {
+  if (s.c[i] != '\'' || i + 1 >= s.n) return 0;
+  const uint32_t a = FoldAscii(s.c[i + 1], ignore_case);
+  if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+  if (i + 2 >= s.n) return 0;
+  const uint32_t b = FoldAscii(s.c[i + 2], ignore_case);
+  if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') ||
+      (a == 'l' && b == 'l')) {
+    return 3;
+  }
+  return 0;
+}
+
+// \s+(?!\S)|\s+ at i (s.S(i) holds): a whitespace run minus its last char
+// when a non-space follows and the run is longer than one.
+size_t MatchTrailingSpace(const Cps& s, size_t i) {
+  size_t k = i;
+  while (s.S(k)) ++k;
+  if (k == s.n || k - i == 1) return k;
+  return k - 1;
+}
+
+size_t NextGpt2(const Cps& s, size_t i) {
+  if (size_t m = MatchContraction(s, i, /*ignore_case=*/false)) return i + m;
+  const size_t j = s.c[i] == ' ' ? i + 1 : i;
+  if (s.L(j)) {
+    size_t k = j;
+    while (s.L(k)) ++k;
+    return k;
+  }
+  if (s.N(j)) {
+    size_t k = j;
+    while (s.N(k)) ++k;
+    return k;
+  }
+  if (s.Other(j)) {
+    size_t k = j;
+    while (s.Other(k)) ++k;
+    return k;
+  }
+  if (s.S(i)) return MatchTrailingSpace(s, i);
+  return i + 1;  // Unreachable: every code point is in some class.
+}
+
+size_t NextLlama3(const Cps& s, size_t i, size_t max_digits) {
+  if (size_t m = MatchContraction(s, i, /*ignore_case=*/true)) return i + m;
+  // [^\r\n\p{L}\p{N}]?\p{L}+
+  size_t j = i;
+  if (!s.L(j) && !s.N(j) && !s.Newline(j) && s.L(j + 1)) ++j;
+  if (s.L(j)) {
+    while (s.L(j)) ++j;
+    return j;
+  }
+  if (s.N(i)) {
+    size_t k = i;
+    while (s.N(k) && k - i < max_digits) ++k;
+    return k;
+  }
+  // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
+  j = s.c[i] == ' ' ? i + 1 : i;
+  if (s.Other(j)) {
+    while (s.Other(j)) ++j;
+    while (s.Newline(j)) ++j;
+    return j;
+  }
+  if (s.S(i)) {
+    // \s*[\r\n]+ : backtracking leaves the match just past the last newline
+    // of the whitespace run.
+    size_t k = i, last_newline = s.n;
+    while (s.S(k)) {
+      if (s.Newline(k)) last_newline = k;
+      ++k;
+    }
+    if (last_newline != s.n) return last_newline + 1;
+    return MatchTrailingSpace(s, i);
+  }
+  return i + 1;
+}
+
+void SplitSegment(PreTokenizerType type, const Cps& s,
+                  std::vector<size_t>* ends) {
+  size_t i = 0;
+  while (i < s.n) {
+    size_t e;
+    switch (type) {
+      case PreTokenizerType::kLlama3:
+        e = NextLlama3(s, i, 3);
+        break;
+      case PreTokenizerType::kQwen2:
+        e = NextLlama3(s, i, 1);
+        break;
+      default:
+        e = NextGpt2(s, i);
+        break;
+    }
+    ends->push_back(e);
+    i = e;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<PreTokenizerType> PreTokenizerFromName(std::string_view name) {
+  if (name == "gpt2" || name == "default" || name.empty() || name == "gpt-2") {
+    return PreTokenizerType::kGpt2;
+  }
+  if (name == "smollm" || name == "starcoder" || name == "refact") {
+    return PreTokenizerType::kSmolLm;
+  }
+  if (name == "llama-bpe" || name == "llama3" || name == "llama-v3") {
+    return PreTokenizerType::kLlama3;
+  }
+  if (name == "qwen2") return PreTokenizerType::kQwen2;
+  if (name == "none") return PreTokenizerType::kNone;
+  return absl::UnimplementedError(
+      absl::StrCat("unsupported pre-tokenizer '", std::string(name), "'"));
+}
+
+std::vector<std::string_view> PreTokenize(PreTokenizerType type,
+                                          std::string_view text) {
+  std::vector<std::string_view> pieces;
+  if (text.empty()) return pieces;
+  if (type == PreTokenizerType::kNone) {
+    pieces.push_back(text);
+    return pieces;
+  }
+  std::vector<size_t> offsets;
+  const std::vector<uint32_t> cps = DecodeUtf8(text, &offsets);
+  std::vector<size_t> ends;  // Code point indices.
+  if (type == PreTokenizerType::kSmolLm) {
+    // Digits(individual_digits) first: each \p{N} is its own segment.
+    size_t start = 0;
+    for (size_t i = 0; i <= cps.size(); ++i) {
+      const bool digit = i < cps.size() && IsNumber(cps[i]);
+      if (i == cps.size() || digit) {
+        Cps seg{cps.data() + start, i - start};
+        std::vector<size_t> local;
+        SplitSegment(PreTokenizerType::kGpt2, seg, &local);
+        for (size_t e : local) ends.push_back(start + e);
+        if (digit) ends.push_back(i + 1);
+        start = i + 1;
+      }
+    }
+  } else {
+    SplitSegment(type, Cps{cps.data(), cps.size()}, &ends);
+  }
+  size_t begin = 0;
+  for (size_t e : ends) {
+    pieces.push_back(text.substr(begin, offsets[e] - begin));
+    begin = offsets[e];
+  }
+  return pieces;
+}
+
+}  // namespace rill::tokenizer

@@ -1,0 +1,35 @@
+#include "frontend/tokenizer/tokenizer.h"
+
+#include "frontend/tokenizer/tokenizer_json.h"
+
+namespace rill::tokenizer {
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromSpec(
+    const TokenizerSpec& spec) {
+  absl::StatusOr<std::unique_ptr<BpeTokenizer>> bpe = BpeTokenizer::Create(spec);
+  if (!bpe.ok()) return bpe.status();
+  std::unique_ptr<Tokenizer> t(new Tokenizer);
+  t->bpe_ = std::move(*bpe);
+  // A bad template only disables ApplyChatTemplate; encoding still works.
+  t->chat_template_ = ChatTemplate::Create(spec.chat_template);
+  return t;
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromTokenizerJson(
+    const std::string& path, const std::string& config_path) {
+  absl::StatusOr<TokenizerSpec> spec = LoadTokenizerJson(path, config_path);
+  if (!spec.ok()) return spec.status();
+  return FromSpec(*spec);
+}
+
+absl::StatusOr<std::string> Tokenizer::ApplyChatTemplate(
+    absl::Span<const ChatMessage> messages, bool add_generation_prompt) const {
+  if (!chat_template_.ok()) return chat_template_.status();
+  auto text = [&](int32_t id) {
+    return bpe_->IsValidId(id) ? bpe_->IdToToken(id) : std::string();
+  };
+  return chat_template_->Apply(messages, add_generation_prompt,
+                               text(bos_id()), text(eos_id()));
+}
+
+}  // namespace rill::tokenizer

@@ -1,0 +1,92 @@
+// MatMul throughput for the default model's shapes (SmolLM2-135M: Q4_1
+// layers, Q8_0 tied embedding / output).
+//
+//   bazel run //kernels/cpu/bench:matmul_bench -- [--threads=N] [--min_ms=M]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/quant_types.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace rill::cpu {
+namespace {
+
+struct Shape {
+  int64_t cols, rows;  // in -> out features
+  QuantType type;
+  const char* what;
+};
+
+std::vector<uint8_t> RandomMatrix(QuantType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::vector<uint8_t> data(RowBytes(type, cols) * rows);
+  for (auto& b : data) b = static_cast<uint8_t>(rng());
+  const size_t bb = BlockBytes(type);
+  for (size_t off = 0; off + bb <= data.size(); off += bb) {
+    const uint16_t d = F32ToF16(0.01f);
+    std::memcpy(data.data() + off, &d, 2);  // Q4_1 / Q8_0 keep d (and m) first
+    if (type == QuantType::kQ4_1) std::memcpy(data.data() + off + 2, &d, 2);
+  }
+  return data;
+}
+
+int Main(int argc, char** argv) {
+  int threads = 0;
+  double min_ms = 200;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--threads=", 10) == 0) threads = std::atoi(argv[i] + 10);
+    if (std::strncmp(argv[i], "--min_ms=", 9) == 0) min_ms = std::atof(argv[i] + 9);
+    if (std::strcmp(argv[i], "--scalar") == 0) SetForceScalar(true);
+  }
+  ThreadPool pool(threads);
+  printf("threads=%d path=%s\n", pool.num_threads(), UseAvx2() ? "avx2" : "scalar");
+  const Shape shapes[] = {
+      {576, 576, QuantType::kQ4_1, "attn q/o"},
+      {576, 192, QuantType::kQ4_1, "attn k/v"},
+      {576, 1536, QuantType::kQ4_1, "ffn gate/up"},
+      {1536, 576, QuantType::kQ4_1, "ffn down"},
+      {576, 49152, QuantType::kQ8_0, "lm head"},
+      {576, 576, QuantType::kQ8_0, "q8_0 576"},
+      {576, 1536, QuantType::kQ8_0, "q8_0 ffn"},
+  };
+  printf("%-12s %-5s %6s %6s %6s %10s %9s %9s %10s\n", "what", "type", "in", "out", "tokens",
+         "us/call", "GFLOP/s", "GB/s(w)", "us/token");
+  std::mt19937 rng(1);
+  for (const Shape& s : shapes) {
+    std::vector<uint8_t> w = RandomMatrix(s.type, s.rows, s.cols, rng);
+    const WeightMatrix m = MakeWeightMatrix(s.type, s.rows, s.cols, w.data());
+    for (int64_t nt : {1, 8, 32, 512}) {
+      std::vector<float> x(nt * s.cols), y(nt * s.rows);
+      std::normal_distribution<float> nd;
+      for (float& v : x) v = nd(rng);
+      MatMul(m, x.data(), nt, y.data(), &pool);  // warm up
+      int iters = 0;
+      const auto t0 = std::chrono::steady_clock::now();
+      double el = 0;
+      do {
+        MatMul(m, x.data(), nt, y.data(), &pool);
+        ++iters;
+        el = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                 .count();
+      } while (el < min_ms * 1000);
+      const double us = el / iters;
+      const double flops = 2.0 * s.rows * s.cols * nt;
+      const double bytes = double(w.size());
+      printf("%-12s %-5s %6ld %6ld %6ld %10.1f %9.2f %9.2f %10.2f\n", s.what,
+             std::string(QuantTypeName(s.type)).c_str(), long(s.cols), long(s.rows), long(nt), us,
+             flops / us / 1e3, bytes / us / 1e3, us / nt);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace rill::cpu
+
+int main(int argc, char** argv) { return rill::cpu::Main(argc, argv); }

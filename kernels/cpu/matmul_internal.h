@@ -1,0 +1,63 @@
+// Shared pieces of the MatMul implementation: the activation formats and the
+// per-row kernels. Internal to //kernels/cpu.
+#ifndef RILL_KERNELS_CPU_MATMUL_INTERNAL_H_
+#define RILL_KERNELS_CPU_MATMUL_INTERNAL_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/quant_types.h"
+
+#define RILL_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace rill::cpu::internal {
+
+// Activations for the 32-weight formats: q8 with a float scale, plus
+// s = d * sum(qs) for the formats with a min (Q4_1, Q5_1). Not a file
+// format, so a float d (more precise than ggml's f16) is fine.
+struct BlockQ8A {
+  float d;
+  float s;
+  int8_t qs[32];
+};
+static_assert(sizeof(BlockQ8A) == 40, "packed");
+
+enum class ActKind { kF32, kQ8A, kQ8K };
+
+// The activation format a weight type's kernel consumes.
+ActKind ActKindFor(QuantType type);
+// Bytes of one token's activations of n elements in that format.
+size_t ActRowBytes(ActKind kind, int64_t n);
+// Converts one token's n floats into the format (n a multiple of the block).
+void QuantizeActRow(ActKind kind, const float* x, uint8_t* out, int64_t n, bool avx2);
+
+// Kernel tile: tokens sharing one read of a weight row.
+inline constexpr int kMaxTile = 4;
+
+// out[t * out_stride] = dot(weight row w, token t's activations at
+// act + t * act_stride), for t < nt <= kMaxTile. Each token's result is
+// computed with the same operations in the same order whatever nt is: this
+// is what makes MatMul batch invariant.
+using RowKernel = void (*)(const uint8_t* w, const uint8_t* act, size_t act_stride, int nt,
+                           int64_t cols, float* out, size_t out_stride);
+
+// nullptr where the type has no dedicated kernel.
+RowKernel ScalarKernel(QuantType type);
+RowKernel Avx2Kernel(QuantType type);
+
+// Per-file AVX2 kernel tables (nullptr for types they do not handle).
+RowKernel Avx2KernelLegacy(QuantType type);  // Q4_0 Q4_1 Q5_0 Q5_1 Q8_0
+RowKernel Avx2KernelK(QuantType type);       // Q4_K Q5_K Q6_K
+RowKernel Avx2KernelFloat(QuantType type);   // F32 F16 BF16
+
+void QuantizeQ8ARowScalar(const float* x, BlockQ8A* out, int64_t n);
+void QuantizeQ8ARowAvx2(const float* x, BlockQ8A* out, int64_t n);
+void QuantizeQ8KRow(const float* x, BlockQ8_K* out, int64_t n);
+
+// Float dot with the AVX2 float kernel's summation order (used by the
+// dequantize-then-dot fallback).
+float DotF32Avx2(const float* a, const float* b, int64_t n);
+
+}  // namespace rill::cpu::internal
+
+#endif  // RILL_KERNELS_CPU_MATMUL_INTERNAL_H_

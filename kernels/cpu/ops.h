@@ -1,0 +1,52 @@
+// Elementwise and normalisation ops on float buffers. All accept out == x
+// (in place). AVX2 paths are chosen at run time (see cpu_features.h).
+#ifndef RILL_KERNELS_CPU_OPS_H_
+#define RILL_KERNELS_CPU_OPS_H_
+
+#include <cstdint>
+
+namespace rill::cpu {
+
+// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for n_rows rows of dim.
+// weight may be null (no scale).
+void RmsNorm(const float* x, const float* weight, int64_t n_rows, int64_t dim, float eps,
+             float* out);
+
+// out[r] = (x[r] - mean) / sqrt(var + eps) * weight + bias (biased
+// variance, as torch). weight / bias may be null.
+void LayerNorm(const float* x, const float* weight, const float* bias, int64_t n_rows,
+               int64_t dim, float eps, float* out);
+
+// out = silu(gate) * up, silu(g) = g / (1 + exp(-g)).
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
+
+// GPT-2 "gelu_new": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+void Gelu(const float* x, int64_t n, float* out);
+
+// In-place softmax of one row of n (n >= 1). Entries of -inf get 0.
+void Softmax(float* x, int64_t n);
+
+// out = a + b.
+void Add(const float* a, const float* b, int64_t n, float* out);
+
+// out = a * s.
+void Scale(const float* a, float s, int64_t n, float* out);
+
+enum class RopeLayout {
+  kInterleaved,  // pairs (x[2i], x[2i+1]) (GPT-J / llama.cpp "normal")
+  kNeox,         // pairs (x[i], x[i + rot_dim/2]) (rotate_half, HF llama)
+};
+
+// Rotates, in place, the first rot_dim (even, <= head_dim) features of each
+// head of x, laid out [n_tokens][token_stride] with head h of token t at
+// x + t * token_stride + h * head_dim. Pair i of token t turns by angle
+// positions[t] * inv_freq[i] (inv_freq has rot_dim / 2 entries, precomputed
+// by the caller so it can apply rope scaling); cos/sin are multiplied by
+// mscale (1 for plain RoPE; YaRN's attention factor otherwise).
+void Rope(float* x, int64_t n_tokens, int64_t token_stride, int64_t n_heads, int64_t head_dim,
+          int64_t rot_dim, const int32_t* positions, const float* inv_freq, RopeLayout layout,
+          float mscale = 1.0f);
+
+}  // namespace rill::cpu
+
+#endif  // RILL_KERNELS_CPU_OPS_H_

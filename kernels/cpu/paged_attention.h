@@ -1,0 +1,63 @@
+// Causal attention of a chunk of one sequence's query tokens over its
+// paged KV cache.
+//
+// Cache layout per layer: [num_blocks][block_size][num_kv_heads][head_dim]
+// (float32), one array for K and one for V. Token position p of a sequence
+// lives in block block_table[p / block_size], slot p % block_size.
+#ifndef RILL_KERNELS_CPU_PAGED_ATTENTION_H_
+#define RILL_KERNELS_CPU_PAGED_ATTENTION_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace rill::cpu {
+
+enum class KvDtype { kF32 };  // room for f16 later
+
+struct PagedAttentionArgs {
+  const float* q = nullptr;  // [n_q][q_token_stride], head h at h * head_dim
+  float* out = nullptr;      // [n_q][out_token_stride], same head layout
+  int64_t q_token_stride = 0;    // 0: num_heads * head_dim
+  int64_t out_token_stride = 0;  // 0: num_heads * head_dim
+  const float* k_cache = nullptr;
+  const float* v_cache = nullptr;
+  KvDtype kv_dtype = KvDtype::kF32;
+  const int32_t* block_table = nullptr;  // the sequence's block ids
+  int64_t block_table_len = 0;           // entries in block_table
+  int block_size = 16;
+  // Query i sits at position start_pos + i and sees keys at positions
+  // <= start_pos + i (causal), all of which must already be in the cache.
+  int64_t start_pos = 0;
+  int64_t n_q = 1;
+  int64_t context_len = 1;  // = start_pos + n_q
+  int num_heads = 0;
+  int num_kv_heads = 0;  // divides num_heads (GQA / MQA)
+  int head_dim = 0;
+  float scale = 0.0f;  // 0: 1 / sqrt(head_dim)
+  ThreadPool* pool = nullptr;  // parallel over (query, head); may be null
+};
+
+absl::Status ValidatePagedAttentionArgs(const PagedAttentionArgs& args);
+
+// out = softmax(q k^T * scale + causal mask) v per head, with a one-pass
+// (online) softmax per query. The result for a query does not depend on
+// n_q or on which other queries share the call.
+void PagedAttention(const PagedAttentionArgs& args);
+
+// Stores n_tokens new K/V rows ([n_tokens][num_kv_heads][head_dim]) for
+// positions start_pos .. start_pos + n_tokens - 1 of the sequence whose
+// blocks are block_table.
+void WriteKv(const float* k, const float* v, int64_t n_tokens, int64_t start_pos,
+             const int32_t* block_table, int block_size, int num_kv_heads, int head_dim,
+             float* k_cache, float* v_cache);
+
+// Same, with an explicit cache slot (block_id * block_size + offset) per
+// token, for batches that mix sequences.
+void WriteKvSlots(const float* k, const float* v, int64_t n_tokens, const int64_t* slots,
+                  int num_kv_heads, int head_dim, float* k_cache, float* v_cache);
+
+}  // namespace rill::cpu
+
+#endif  // RILL_KERNELS_CPU_PAGED_ATTENTION_H_

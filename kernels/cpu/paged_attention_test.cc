@@ -1,0 +1,162 @@
+#include "kernels/cpu/paged_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace rill::cpu {
+namespace {
+
+unsigned Seed() {
+  static const unsigned seed = [] {
+    const unsigned s = std::random_device{}();
+    printf("paged_attention_test seed: %u\n", s);
+    return s;
+  }();
+  return seed;
+}
+
+struct Case {
+  int num_heads, num_kv_heads, head_dim, block_size;
+  int64_t start_pos, n_q;
+};
+
+class PagedAttentionTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override { SetForceScalar(GetParam()); }
+  void TearDown() override { SetForceScalar(false); }
+};
+
+TEST_P(PagedAttentionTest, MatchesNaive) {
+  std::mt19937 rng(Seed());
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  ThreadPool pool(2);
+  const std::vector<Case> cases = {
+      {9, 3, 64, 16, 0, 1},   {9, 3, 64, 16, 40, 1},  {9, 3, 64, 16, 0, 37},
+      {4, 4, 12, 5, 23, 9},   {8, 1, 32, 16, 15, 2},  {2, 2, 8, 1, 3, 4},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << "heads " << c.num_heads << "/" << c.num_kv_heads
+                                    << " hd " << c.head_dim << " bs " << c.block_size
+                                    << " start " << c.start_pos << " n_q " << c.n_q);
+    const int64_t ctx = c.start_pos + c.n_q;
+    const int64_t n_blocks_seq = (ctx + c.block_size - 1) / c.block_size;
+    const int64_t pool_blocks = n_blocks_seq + 5;
+    const int64_t row = int64_t{c.num_kv_heads} * c.head_dim;
+    // Shuffled physical blocks; the rest of the cache is garbage that must
+    // never be read into the result.
+    std::vector<int32_t> ids(pool_blocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    std::vector<int32_t> table(ids.begin(), ids.begin() + n_blocks_seq);
+    std::vector<float> kc(pool_blocks * c.block_size * row, 1e6f);
+    std::vector<float> vc(pool_blocks * c.block_size * row, 1e6f);
+    std::vector<float> k(ctx * row), v(ctx * row);
+    for (float& x : k) x = normal(rng);
+    for (float& x : v) x = normal(rng);
+    // Prefix first, then the chunk's own rows, as the model would.
+    WriteKv(k.data(), v.data(), c.start_pos, 0, table.data(), c.block_size, c.num_kv_heads,
+            c.head_dim, kc.data(), vc.data());
+    WriteKv(k.data() + c.start_pos * row, v.data() + c.start_pos * row, c.n_q, c.start_pos,
+            table.data(), c.block_size, c.num_kv_heads, c.head_dim, kc.data(), vc.data());
+
+    const int64_t qrow = int64_t{c.num_heads} * c.head_dim;
+    std::vector<float> q(c.n_q * qrow), out(c.n_q * qrow, -7.0f);
+    for (float& x : q) x = normal(rng);
+    PagedAttentionArgs a;
+    a.q = q.data();
+    a.out = out.data();
+    a.k_cache = kc.data();
+    a.v_cache = vc.data();
+    a.block_table = table.data();
+    a.block_table_len = table.size();
+    a.block_size = c.block_size;
+    a.start_pos = c.start_pos;
+    a.n_q = c.n_q;
+    a.context_len = ctx;
+    a.num_heads = c.num_heads;
+    a.num_kv_heads = c.num_kv_heads;
+    a.head_dim = c.head_dim;
+    a.pool = &pool;
+    ASSERT_TRUE(ValidatePagedAttentionArgs(a).ok()) << ValidatePagedAttentionArgs(a);
+    PagedAttention(a);
+
+    const double scale = 1.0 / std::sqrt(double(c.head_dim));
+    const int group = c.num_heads / c.num_kv_heads;
+    for (int64_t i = 0; i < c.n_q; ++i) {
+      for (int h = 0; h < c.num_heads; ++h) {
+        const int kvh = h / group;
+        const int64_t n_keys = c.start_pos + i + 1;
+        std::vector<double> s(n_keys);
+        double m = -INFINITY;
+        for (int64_t p = 0; p < n_keys; ++p) {
+          double d = 0;
+          for (int e = 0; e < c.head_dim; ++e) {
+            d += double(q[i * qrow + h * c.head_dim + e]) * k[p * row + kvh * c.head_dim + e];
+          }
+          s[p] = d * scale;
+          m = std::max(m, s[p]);
+        }
+        double l = 0;
+        for (double& x : s) l += (x = std::exp(x - m));
+        for (int e = 0; e < c.head_dim; ++e) {
+          double want = 0;
+          for (int64_t p = 0; p < n_keys; ++p) want += s[p] * v[p * row + kvh * c.head_dim + e];
+          want /= l;
+          ASSERT_NEAR(out[i * qrow + h * c.head_dim + e], want, 1e-5 + 1e-5 * std::fabs(want))
+              << "q " << i << " head " << h << " e " << e;
+        }
+      }
+    }
+
+    // Chunk invariance: the last query alone gives the same bits.
+    std::vector<float> last(qrow);
+    PagedAttentionArgs a1 = a;
+    a1.q = q.data() + (c.n_q - 1) * qrow;
+    a1.out = last.data();
+    a1.start_pos = ctx - 1;
+    a1.n_q = 1;
+    a1.pool = nullptr;
+    PagedAttention(a1);
+    for (int64_t e = 0; e < qrow; ++e) ASSERT_EQ(last[e], out[(c.n_q - 1) * qrow + e]) << e;
+  }
+}
+
+TEST_P(PagedAttentionTest, ValidateRejectsShortTable) {
+  float buf[64] = {};
+  int32_t table[1] = {0};
+  PagedAttentionArgs a;
+  a.q = a.out = buf;
+  a.k_cache = a.v_cache = buf;
+  a.block_table = table;
+  a.block_table_len = 1;
+  a.block_size = 4;
+  a.num_heads = 2;
+  a.num_kv_heads = 1;
+  a.head_dim = 4;
+  a.n_q = 1;
+  a.start_pos = 4;
+  a.context_len = 5;  // needs 2 blocks
+  EXPECT_FALSE(ValidatePagedAttentionArgs(a).ok());
+  a.start_pos = 3;
+  a.context_len = 4;
+  EXPECT_TRUE(ValidatePagedAttentionArgs(a).ok());
+  a.num_kv_heads = 3;
+  EXPECT_FALSE(ValidatePagedAttentionArgs(a).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, PagedAttentionTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "Scalar" : "Avx2";
+                         });
+
+}  // namespace
+}  // namespace rill::cpu

@@ -1,0 +1,111 @@
+#include "kernels/cpu/quant_matmul.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/matmul_internal.h"
+
+namespace rill::cpu {
+namespace {
+
+using internal::ActKind;
+using internal::RowKernel;
+
+// Rows per work item: a chunk's weights (16 rows of <= a few KiB) stay in
+// L1/L2 while every token tile of the call streams past them.
+constexpr int64_t kRowChunk = 16;
+
+// For types without a dedicated kernel: dequantize the row, then a float dot
+// with the float kernel's order.
+void DequantDot(const WeightMatrix& w, int64_t r, const float* act, int nt, bool avx2, float* out,
+                size_t out_stride) {
+  thread_local std::vector<float> row;
+  row.resize(w.cols);
+  DequantizeRow(w.type, static_cast<const uint8_t*>(w.data) + r * w.row_stride_bytes, row.data(),
+                w.cols);
+  RowKernel k = avx2 ? internal::Avx2Kernel(QuantType::kF32) : internal::ScalarKernel(QuantType::kF32);
+  k(reinterpret_cast<const uint8_t*>(row.data()), reinterpret_cast<const uint8_t*>(act),
+    w.cols * sizeof(float), nt, w.cols, out, out_stride);
+}
+
+}  // namespace
+
+WeightMatrix MakeWeightMatrix(QuantType type, int64_t rows, int64_t cols, const void* data) {
+  WeightMatrix w;
+  w.type = type;
+  w.rows = rows;
+  w.cols = cols;
+  w.data = data;
+  w.row_stride_bytes = RowBytes(type, cols);
+  return w;
+}
+
+absl::Status ValidateWeightMatrix(const WeightMatrix& w) {
+  if (!CanDequantize(w.type)) {
+    return absl::InvalidArgumentError(absl::StrCat("MatMul: unsupported weight type ",
+                                                   QuantTypeName(w.type)));
+  }
+  if (w.rows <= 0 || w.cols <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("MatMul: bad shape ", w.rows, "x", w.cols));
+  }
+  if (w.cols % BlockElems(w.type) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("MatMul: cols ", w.cols, " not a multiple of ",
+                                                   QuantTypeName(w.type), " block ",
+                                                   BlockElems(w.type)));
+  }
+  if (w.row_stride_bytes < RowBytes(w.type, w.cols)) {
+    return absl::InvalidArgumentError("MatMul: row stride shorter than a row");
+  }
+  if (w.data == nullptr) return absl::InvalidArgumentError("MatMul: null data");
+  return absl::OkStatus();
+}
+
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
+  if (n_tokens <= 0) return;
+  DCHECK(ValidateWeightMatrix(w).ok()) << ValidateWeightMatrix(w);
+  const bool avx2 = UseAvx2();
+  RowKernel kernel = avx2 ? internal::Avx2Kernel(w.type) : internal::ScalarKernel(w.type);
+  const ActKind kind = kernel ? internal::ActKindFor(w.type) : ActKind::kF32;
+
+  // Activations in the kernel's format; for F32 the input is used as is.
+  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
+  const size_t act_stride = internal::ActRowBytes(kind, w.cols);
+  thread_local std::vector<uint8_t> act_buf;
+  if (kind != ActKind::kF32) {
+    act_buf.resize(act_stride * n_tokens);
+    uint8_t* buf = act_buf.data();
+    const int64_t cols = w.cols;
+    ParallelFor(pool, n_tokens, 8, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        internal::QuantizeActRow(kind, x + t * cols, buf + t * act_stride, cols, avx2);
+      }
+    });
+    act = buf;
+  }
+
+  const uint8_t* wdata = static_cast<const uint8_t*>(w.data);
+  const size_t out_stride = w.rows;
+  const int64_t n_chunks = (w.rows + kRowChunk - 1) / kRowChunk;
+  ParallelFor(pool, n_chunks, 1, [&](int64_t cb, int64_t ce) {
+    const int64_t r0 = cb * kRowChunk;
+    const int64_t r1 = std::min(w.rows, ce * kRowChunk);
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += internal::kMaxTile) {
+      const int nt = static_cast<int>(std::min<int64_t>(internal::kMaxTile, n_tokens - t0));
+      const uint8_t* a = act + t0 * act_stride;
+      float* out = y + t0 * out_stride;
+      for (int64_t r = r0; r < r1; ++r) {
+        if (kernel) {
+          kernel(wdata + r * w.row_stride_bytes, a, act_stride, nt, w.cols, out + r, out_stride);
+        } else {
+          DequantDot(w, r, reinterpret_cast<const float*>(a), nt, avx2, out + r, out_stride);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace rill::cpu

@@ -1,0 +1,41 @@
+// y = x W^T for weights kept in their file (GGUF) block format.
+#ifndef RILL_KERNELS_CPU_QUANT_MATMUL_H_
+#define RILL_KERNELS_CPU_QUANT_MATMUL_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "kernels/cpu/quant_types.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace rill::cpu {
+
+// A [rows x cols] weight matrix whose rows are quantized rows as stored in
+// the file (e.g. an mmapped GGUF tensor: ggml's ne[0] = cols).
+struct WeightMatrix {
+  QuantType type = QuantType::kF32;
+  int64_t rows = 0;  // output features
+  int64_t cols = 0;  // input features = row length
+  const void* data = nullptr;
+  size_t row_stride_bytes = 0;  // >= RowBytes(type, cols)
+};
+
+// Builds a matrix with densely packed rows.
+WeightMatrix MakeWeightMatrix(QuantType type, int64_t rows, int64_t cols, const void* data);
+
+// OK when MatMul can run the matrix (cols a multiple of the block size,
+// stride large enough, data set, a supported type).
+absl::Status ValidateWeightMatrix(const WeightMatrix& w);
+
+// y[t * w.rows + o] = sum_i W[o][i] * x[t * w.cols + i] for t < n_tokens.
+// Quantized weights use q8 activations (quantized once per call, per token)
+// and integer dot products. Each token's output depends only on that
+// token's input: the result is bitwise the same whatever n_tokens, the
+// thread count or the token's position in the batch (batch invariance).
+// pool may be null (single-threaded). The caller validated w.
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
+
+}  // namespace rill::cpu
+
+#endif  // RILL_KERNELS_CPU_QUANT_MATMUL_H_

@@ -1,0 +1,450 @@
+#!/usr/bin/env python3
+"""Generates tiny random models, each in HF (safetensors) and GGUF forms.
+
+Why: loader/engine tests need small, fast, fully known models covering the
+features the real checkpoint does not exercise (GQA with tied and untied
+heads, llama3 and linear RoPE scaling, Qwen2 q/k/v biases, GPT-2). Each model
+is generated once in its HF layout (the source of truth) and converted here
+to GGUF the way llama.cpp's converter does it, so both forms describe THE
+SAME model; `selftest.py` checks that the reference gives equal logits for
+both.
+
+Weights are rounded to bfloat16-representable values (and tiny magnitudes
+flushed to zero) so that the F32, F16 and BF16 safetensors variants and the
+F32/F16 GGUF variants hold bit-identical weights. The Q8_0 / Q4_1 GGUF
+variants are genuinely lossy (quantized with gguf.quants.quantize).
+
+Usage: python make_tiny_models.py --out DIR [--seed N]
+Writes DIR/manifest.json listing every file (layout in README.md).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+import gguf
+
+VOCAB = 300
+SPECIAL = '<|endoftext|>'
+
+# Each spec is an HF config (what goes into config.json) plus generator knobs.
+LLAMA_BASE = dict(
+    architectures=['LlamaForCausalLM'], model_type='llama', hidden_size=64,
+    intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+    num_hidden_layers=2, rms_norm_eps=1e-5, rope_theta=10000.0,
+    rope_scaling=None, tie_word_embeddings=True, vocab_size=VOCAB,
+    max_position_embeddings=128, hidden_act='silu', torch_dtype='float32',
+    bos_token_id=VOCAB - 1, eos_token_id=VOCAB - 1)
+
+
+def model_specs():
+    specs = {}
+    specs['llama_gqa'] = dict(LLAMA_BASE)
+    specs['llama_llama3'] = dict(
+        LLAMA_BASE, tie_word_embeddings=False,
+        # original_max_position_embeddings=64 puts the 8 frequencies of a
+        # head_dim-16 model into all three bands (kept, smoothed, divided).
+        rope_scaling={'rope_type': 'llama3', 'factor': 8.0,
+                      'low_freq_factor': 1.0, 'high_freq_factor': 4.0,
+                      'original_max_position_embeddings': 64})
+    specs['llama_linear'] = dict(
+        LLAMA_BASE, tie_word_embeddings=False,
+        rope_scaling={'type': 'linear', 'factor': 4.0})
+    specs['qwen2_bias'] = dict(
+        LLAMA_BASE, architectures=['Qwen2ForCausalLM'], model_type='qwen2',
+        tie_word_embeddings=False, rope_theta=1000000.0, rms_norm_eps=1e-6)
+    specs['gpt2'] = dict(
+        architectures=['GPT2LMHeadModel'], model_type='gpt2', n_embd=64,
+        n_head=4, n_layer=2, n_positions=128, n_ctx=128, n_inner=None,
+        layer_norm_epsilon=1e-5, vocab_size=VOCAB,
+        activation_function='gelu_new', tie_word_embeddings=True,
+        torch_dtype='float32', bos_token_id=VOCAB - 1, eos_token_id=VOCAB - 1)
+    return specs
+
+
+# ----------------------------------------------------------------------------
+# Weights
+# ----------------------------------------------------------------------------
+
+def bf16_exact(x):
+    """Rounds float32 to the nearest bfloat16 value (ties to even), and
+    flushes |x| < 2^-14 to zero so every value is also exact in float16."""
+    x = np.asarray(x, dtype=np.float32)
+    bits = x.view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    y = bits.astype(np.uint32).view(np.float32).copy()
+    y[np.abs(y) < 2.0 ** -14] = 0.0
+    assert np.array_equal(y.astype(np.float16).astype(np.float32), y)
+    return y
+
+
+class Gen:
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+
+    def normal(self, shape, std, mean=0.0):
+        return bf16_exact(mean + std * self.rng.standard_normal(shape))
+
+
+def llama_hf_weights(cfg, g: Gen):
+    """HF LlamaForCausalLM / Qwen2ForCausalLM tensors ([out, in] Linear)."""
+    h, f, v = cfg['hidden_size'], cfg['intermediate_size'], cfg['vocab_size']
+    nh, nkv = cfg['num_attention_heads'], cfg['num_key_value_heads']
+    hd = h // nh
+    s = 1.0 / np.sqrt(h)
+    w = {'model.embed_tokens.weight': g.normal((v, h), 1.0),
+         'model.norm.weight': g.normal((h,), 0.2, 1.0)}
+    bias = cfg['model_type'] == 'qwen2'
+    for i in range(cfg['num_hidden_layers']):
+        p = f'model.layers.{i}.'
+        w[p + 'input_layernorm.weight'] = g.normal((h,), 0.2, 1.0)
+        w[p + 'post_attention_layernorm.weight'] = g.normal((h,), 0.2, 1.0)
+        w[p + 'self_attn.q_proj.weight'] = g.normal((nh * hd, h), s)
+        w[p + 'self_attn.k_proj.weight'] = g.normal((nkv * hd, h), s)
+        w[p + 'self_attn.v_proj.weight'] = g.normal((nkv * hd, h), s)
+        w[p + 'self_attn.o_proj.weight'] = g.normal((h, nh * hd), s)
+        if bias:
+            w[p + 'self_attn.q_proj.bias'] = g.normal((nh * hd,), 0.5)
+            w[p + 'self_attn.k_proj.bias'] = g.normal((nkv * hd,), 0.5)
+            w[p + 'self_attn.v_proj.bias'] = g.normal((nkv * hd,), 0.5)
+        w[p + 'mlp.gate_proj.weight'] = g.normal((f, h), s)
+        w[p + 'mlp.up_proj.weight'] = g.normal((f, h), s)
+        w[p + 'mlp.down_proj.weight'] = g.normal((h, f), 1.0 / np.sqrt(f))
+    if not cfg['tie_word_embeddings']:
+        w['lm_head.weight'] = g.normal((v, h), 4.0 * s)
+    return w
+
+
+def gpt2_hf_weights(cfg, g: Gen):
+    """HF GPT2LMHeadModel tensors; Conv1D weights are [in, out]."""
+    h, v, n = cfg['n_embd'], cfg['vocab_size'], cfg['n_positions']
+    s = 1.0 / np.sqrt(h)
+    w = {'transformer.wte.weight': g.normal((v, h), 1.0),
+         'transformer.wpe.weight': g.normal((n, h), 0.5),
+         'transformer.ln_f.weight': g.normal((h,), 0.2, 1.0),
+         'transformer.ln_f.bias': g.normal((h,), 0.1)}
+    for i in range(cfg['n_layer']):
+        p = f'transformer.h.{i}.'
+        w[p + 'ln_1.weight'] = g.normal((h,), 0.2, 1.0)
+        w[p + 'ln_1.bias'] = g.normal((h,), 0.1)
+        w[p + 'attn.c_attn.weight'] = g.normal((h, 3 * h), s)
+        w[p + 'attn.c_attn.bias'] = g.normal((3 * h,), 0.1)
+        w[p + 'attn.c_proj.weight'] = g.normal((h, h), s)
+        w[p + 'attn.c_proj.bias'] = g.normal((h,), 0.1)
+        w[p + 'ln_2.weight'] = g.normal((h,), 0.2, 1.0)
+        w[p + 'ln_2.bias'] = g.normal((h,), 0.1)
+        w[p + 'mlp.c_fc.weight'] = g.normal((h, 4 * h), s)
+        w[p + 'mlp.c_fc.bias'] = g.normal((4 * h,), 0.1)
+        w[p + 'mlp.c_proj.weight'] = g.normal((4 * h, h), 0.5 * s)
+        w[p + 'mlp.c_proj.bias'] = g.normal((h,), 0.1)
+    return w
+
+
+# ----------------------------------------------------------------------------
+# Tokenizer (byte-level BPE, GPT-2 style)
+# ----------------------------------------------------------------------------
+
+def bytes_to_unicode():
+    """GPT-2's byte -> printable unicode char map (bytes that are printable
+    latin-1 map to themselves, the rest to U+0100 upwards)."""
+    keep = (list(range(ord('!'), ord('~') + 1)) + list(range(0xA1, 0xAD))
+            + list(range(0xAE, 0x100)))
+    table, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+def tiny_vocab():
+    """256 byte tokens (id = byte value), then merges, then one special.
+
+    Returns (tokens, token_types, merges) with len(tokens) == VOCAB.
+    """
+    b2u = bytes_to_unicode()
+    tokens = [b2u[b] for b in range(256)]
+    pairs = [('Ġ', 't'), ('h', 'e'), ('i', 'n'), ('Ġ', 'a'), ('e', 'r'),
+             ('o', 'n'), ('Ġt', 'he'), ('r', 'e'), ('a', 't'), ('e', 'n'),
+             ('o', 'r'), ('Ġ', 's'), ('Ġ', 'w'), ('Ġ', 'c'), ('i', 's'),
+             ('Ġ', 'o'), ('i', 't'), ('e', 's'), ('Ġ', 'b'), ('a', 'n'),
+             ('Ġ', 'f'), ('Ġ', 'p'), ('Ġ', 'm'), ('a', 'r'), ('o', 'u'),
+             ('Ġ', 'd'), ('l', 'l'), ('Ġ', 'h'), ('e', 'd'), ('in', 'g'),
+             ('Ġ', 'i'), ('Ġo', 'f'), ('Ġa', 'n'), ('Ġan', 'd'), ('Ġ', 'T'),
+             ('Ġt', 'o'), ('Ġ', 'l'), ('a', 'l'), ('Ġ', 'n'), ('l', 'e'),
+             ('Ġ', 'e'), ('Ġ', 'g'), ('i', 'c'), ('Ġ', 'r'), ('Ġ', 'u')]
+    pairs = pairs[:VOCAB - 256 - 1]
+    merges = []
+    for a, b in pairs:
+        assert a in tokens and b in tokens and a + b not in tokens, (a, b)
+        tokens.append(a + b)
+        merges.append(f'{a} {b}')
+    tokens.append(SPECIAL)
+    assert len(tokens) == VOCAB
+    types = [1] * (VOCAB - 1) + [3]  # 1 = normal, 3 = control
+    return tokens, types, merges
+
+
+def write_hf_tokenizer(path, tokens, merges):
+    """tokenizer.json via the `tokenizers` package (optional dependency)."""
+    try:
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+        from tokenizers import AddedToken
+    except ImportError:
+        return False
+    vocab = {t: i for i, t in enumerate(tokens)}
+    tok = Tokenizer(models.BPE(vocab=vocab,
+                               merges=[tuple(m.split(' ')) for m in merges]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(SPECIAL, special=True)])
+    tok.save(os.path.join(path, 'tokenizer.json'))
+    return True
+
+
+# ----------------------------------------------------------------------------
+# Writers
+# ----------------------------------------------------------------------------
+
+def to_bf16_bits(x):
+    # Exact: values were generated bf16-representable.
+    return (np.asarray(x, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def write_safetensors(path, tensors, dtype):
+    """Hand-rolled writer (numpy has no bfloat16). dtype: F32, F16 or BF16."""
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        arr = np.asarray(tensors[name], np.float32)
+        if dtype == 'F32':
+            raw = arr.astype('<f4').tobytes()
+        elif dtype == 'F16':
+            raw = arr.astype('<f2').tobytes()
+        else:
+            raw = to_bf16_bits(arr).astype('<u2').tobytes()
+        header[name] = {'dtype': dtype, 'shape': list(arr.shape),
+                        'data_offsets': [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    header['__metadata__'] = {'format': 'pt'}
+    hbytes = json.dumps(header, separators=(',', ':')).encode()
+    hbytes += b' ' * (-len(hbytes) % 8)  # keep data 8-byte aligned
+    with open(path, 'wb') as f:
+        f.write(len(hbytes).to_bytes(8, 'little'))
+        f.write(hbytes)
+        for b in blobs:
+            f.write(b)
+
+
+def write_hf_dir(path, cfg, tensors, dtype, tokens, merges, shards=1):
+    os.makedirs(path, exist_ok=True)
+    cfg = dict(cfg, torch_dtype={'F32': 'float32', 'F16': 'float16',
+                                 'BF16': 'bfloat16'}[dtype])
+    with open(os.path.join(path, 'config.json'), 'w') as f:
+        json.dump(cfg, f, indent=2)
+    if shards == 1:
+        write_safetensors(os.path.join(path, 'model.safetensors'), tensors, dtype)
+    else:
+        names = sorted(tensors)
+        weight_map = {}
+        for s in range(shards):
+            fn = f'model-{s + 1:05d}-of-{shards:05d}.safetensors'
+            part = {n: tensors[n] for n in names[s::shards]}
+            write_safetensors(os.path.join(path, fn), part, dtype)
+            weight_map.update({n: fn for n in part})
+        with open(os.path.join(path, 'model.safetensors.index.json'), 'w') as f:
+            json.dump({'metadata': {}, 'weight_map': weight_map}, f, indent=2)
+    write_hf_tokenizer(path, tokens, merges)
+
+
+def permute_qk(w, n_head):
+    """llama.cpp's converter permutation: HF q/k rows are laid out for
+    rotate_half rope; after this, rope on adjacent pairs is equivalent."""
+    return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def llama3_rope_factors(cfg):
+    """Per-frequency divisors as llama.cpp's converter writes rope_freqs."""
+    rs = cfg['rope_scaling']
+    hd = cfg['hidden_size'] // cfg['num_attention_heads']
+    base = cfg['rope_theta']
+    factor, lo, hi = rs['factor'], rs['low_freq_factor'], rs['high_freq_factor']
+    old = rs['original_max_position_embeddings']
+    out = []
+    for i in range(0, hd, 2):
+        wavelen = 2 * np.pi / (1.0 / base ** (i / hd))
+        if wavelen < old / hi:
+            out.append(1.0)
+        elif wavelen > old / lo:
+            out.append(factor)
+        else:
+            smooth = (old / wavelen - lo) / (hi - lo)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.array(out, np.float32)
+
+
+def hf_to_gguf_tensors(cfg, hf):
+    """HF tensors -> {gguf name: float32 array in row-major [out, in]}."""
+    out = {}
+    if cfg['model_type'] == 'gpt2':
+        def g(name):
+            return hf['transformer.' + name]
+        out['token_embd.weight'] = g('wte.weight')
+        out['position_embd.weight'] = g('wpe.weight')
+        out['output_norm.weight'] = g('ln_f.weight')
+        out['output_norm.bias'] = g('ln_f.bias')
+        for i in range(cfg['n_layer']):
+            p, q = f'h.{i}.', f'blk.{i}.'
+            for src, dst in (('ln_1', 'attn_norm'), ('ln_2', 'ffn_norm')):
+                out[q + dst + '.weight'] = g(p + src + '.weight')
+                out[q + dst + '.bias'] = g(p + src + '.bias')
+            for src, dst in (('attn.c_attn', 'attn_qkv'), ('attn.c_proj', 'attn_output'),
+                             ('mlp.c_fc', 'ffn_up'), ('mlp.c_proj', 'ffn_down')):
+                # Conv1D [in, out] -> [out, in] (GGUF ne = [in, out]).
+                out[q + dst + '.weight'] = np.ascontiguousarray(g(p + src + '.weight').T)
+                out[q + dst + '.bias'] = g(p + src + '.bias')
+        return out
+
+    permute = cfg['model_type'] == 'llama'  # qwen2 GGUF stays unpermuted (NEOX)
+    nh, nkv = cfg['num_attention_heads'], cfg['num_key_value_heads']
+    out['token_embd.weight'] = hf['model.embed_tokens.weight']
+    out['output_norm.weight'] = hf['model.norm.weight']
+    if 'lm_head.weight' in hf:
+        out['output.weight'] = hf['lm_head.weight']
+    names = {'input_layernorm': 'attn_norm', 'post_attention_layernorm': 'ffn_norm',
+             'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k',
+             'self_attn.v_proj': 'attn_v', 'self_attn.o_proj': 'attn_output',
+             'mlp.gate_proj': 'ffn_gate', 'mlp.up_proj': 'ffn_up',
+             'mlp.down_proj': 'ffn_down'}
+    for i in range(cfg['num_hidden_layers']):
+        for src, dst in names.items():
+            for kind in ('weight', 'bias'):
+                t = hf.get(f'model.layers.{i}.{src}.{kind}')
+                if t is None:
+                    continue
+                if permute and dst == 'attn_q':
+                    t = permute_qk(t, nh)
+                elif permute and dst == 'attn_k':
+                    t = permute_qk(t, nkv)
+                out[f'blk.{i}.{dst}.{kind}'] = t
+    rs = cfg.get('rope_scaling') or {}
+    if rs.get('rope_type', rs.get('type')) == 'llama3':
+        out['rope_freqs.weight'] = llama3_rope_factors(cfg)
+    return out
+
+
+GGUF_TYPES = {'f32': (gguf.GGMLQuantizationType.F32, 0),
+              'f16': (gguf.GGMLQuantizationType.F16, 1),
+              'q8_0': (gguf.GGMLQuantizationType.Q8_0, 7),
+              'q4_1': (gguf.GGMLQuantizationType.Q4_1, 3)}
+
+
+def write_gguf(path, cfg, tensors, qtype_name, tokens, types, merges):
+    qtype, file_type = GGUF_TYPES[qtype_name]
+    is_gpt2 = cfg['model_type'] == 'gpt2'
+    arch = cfg['model_type']  # 'llama', 'qwen2' or 'gpt2'
+    w = gguf.GGUFWriter(path, arch)  # writes general.architecture
+    w.add_string('general.name', f'rill-tiny-{arch}')
+    w.add_uint32('general.file_type', file_type)
+    w.add_uint32('general.quantization_version', 2)
+    if is_gpt2:
+        h = cfg['n_embd']
+        w.add_uint32(f'{arch}.context_length', cfg['n_positions'])
+        w.add_uint32(f'{arch}.embedding_length', h)
+        w.add_uint32(f'{arch}.feed_forward_length', 4 * h)
+        w.add_uint32(f'{arch}.block_count', cfg['n_layer'])
+        w.add_uint32(f'{arch}.attention.head_count', cfg['n_head'])
+        w.add_float32(f'{arch}.attention.layer_norm_epsilon', cfg['layer_norm_epsilon'])
+    else:
+        h = cfg['hidden_size']
+        nh = cfg['num_attention_heads']
+        w.add_uint32(f'{arch}.context_length', cfg['max_position_embeddings'])
+        w.add_uint32(f'{arch}.embedding_length', h)
+        w.add_uint32(f'{arch}.feed_forward_length', cfg['intermediate_size'])
+        w.add_uint32(f'{arch}.block_count', cfg['num_hidden_layers'])
+        w.add_uint32(f'{arch}.attention.head_count', nh)
+        w.add_uint32(f'{arch}.attention.head_count_kv', cfg['num_key_value_heads'])
+        w.add_float32(f'{arch}.rope.freq_base', cfg['rope_theta'])
+        w.add_float32(f'{arch}.attention.layer_norm_rms_epsilon', cfg['rms_norm_eps'])
+        w.add_uint32(f'{arch}.rope.dimension_count', h // nh)
+        rs = cfg.get('rope_scaling') or {}
+        if rs.get('rope_type', rs.get('type')) == 'linear':
+            w.add_string(f'{arch}.rope.scaling.type', 'linear')
+            w.add_float32(f'{arch}.rope.scaling.factor', rs['factor'])
+    w.add_uint32(f'{arch}.vocab_size', cfg['vocab_size'])
+    w.add_string('tokenizer.ggml.model', 'gpt2')
+    w.add_string('tokenizer.ggml.pre', 'gpt-2')
+    w.add_array('tokenizer.ggml.tokens', tokens)
+    w.add_array('tokenizer.ggml.token_type', types)
+    w.add_array('tokenizer.ggml.merges', merges)
+    w.add_uint32('tokenizer.ggml.bos_token_id', VOCAB - 1)
+    w.add_uint32('tokenizer.ggml.eos_token_id', VOCAB - 1)
+    w.add_bool('tokenizer.ggml.add_bos_token', False)
+
+    for name, arr in tensors.items():
+        arr = np.ascontiguousarray(arr, np.float32)
+        # Like llama.cpp: 1-D tensors (norms, biases, rope_freqs) stay F32.
+        if arr.ndim == 2 and qtype != gguf.GGMLQuantizationType.F32:
+            if qtype == gguf.GGMLQuantizationType.F16:
+                w.add_tensor(name, arr.astype(np.float16))
+            else:
+                assert arr.shape[1] % 32 == 0, name
+                w.add_tensor(name, gguf.quants.quantize(arr, qtype), raw_dtype=qtype)
+        else:
+            w.add_tensor(name, arr)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def generate(out_dir, seed):
+    os.makedirs(out_dir, exist_ok=True)
+    tokens, types, merges = tiny_vocab()
+    manifest = {'seed': seed, 'vocab_size': VOCAB, 'models': {}}
+    for idx, (name, cfg) in enumerate(model_specs().items()):
+        g = Gen(seed * 1000 + idx)
+        if cfg['model_type'] == 'gpt2':
+            hf = gpt2_hf_weights(cfg, g)
+        else:
+            hf = llama_hf_weights(cfg, g)
+        mdir = os.path.join(out_dir, name)
+        entry = {'config': cfg, 'hf': {}, 'gguf': {}}
+        for dtype in ('F32', 'F16', 'BF16'):
+            d = os.path.join(mdir, f'hf-{dtype.lower()}')
+            write_hf_dir(d, cfg, hf, dtype, tokens, merges)
+            entry['hf'][dtype.lower()] = d
+        if name == 'llama_gqa':
+            d = os.path.join(mdir, 'hf-f32-sharded')
+            write_hf_dir(d, cfg, hf, 'F32', tokens, merges, shards=2)
+            entry['hf']['f32_sharded'] = d
+        gt = hf_to_gguf_tensors(cfg, hf)
+        for q in GGUF_TYPES:
+            p = os.path.join(mdir, f'model.{q}.gguf')
+            write_gguf(p, cfg, gt, q, tokens, types, merges)
+            entry['gguf'][q] = p
+        manifest['models'][name] = entry
+    with open(os.path.join(out_dir, 'manifest.json'), 'w') as f:
+        json.dump(manifest, f, indent=2)
+    return manifest
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--out', required=True, help='output directory')
+    ap.add_argument('--seed', type=int, default=1234)
+    args = ap.parse_args(argv)
+    m = generate(args.out, args.seed)
+    print(json.dumps({'out': os.path.abspath(args.out), 'seed': args.seed,
+                      'models': sorted(m['models'])}))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

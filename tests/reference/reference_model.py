@@ -1,0 +1,564 @@
+#!/usr/bin/env python3
+"""Independent numpy reference forward pass for Llama-family and GPT-2 models.
+
+Why this exists: the C++ engine needs a ground truth that shares no code with
+it. This file re-derives every step from the published model definitions
+(HF transformers' Llama/Qwen2/GPT-2 and llama.cpp's GGUF conventions) using
+nothing but numpy, the `gguf` package (to parse GGUF and dequantize blocks)
+and a hand-written safetensors reader (so BF16 works without torch).
+
+Everything is computed in float64 by default so that the reference is the
+"truth" a float32 C++ implementation is compared against.
+
+Conventions kept internally (the "canonical" form):
+  * tensors are named as llama.cpp names them in GGUF (token_embd.weight,
+    blk.N.attn_q.weight, ...), whichever file format they came from;
+  * every linear weight is a numpy array [out, in] (y = x @ W.T + b);
+  * `Config.rope_pairing` says which elements RoPE rotates together:
+      'adjacent' -> (x[2i], x[2i+1])      GGUF llama (q/k rows permuted by the
+                                           llama.cpp converter)
+      'half'     -> (x[i], x[i + d/2])    HF checkpoints, and GGUF qwen2 (NEOX)
+
+CLI:
+  python reference_model.py --model PATH --tokens 1,2,3 [--greedy N] --out logits.npy
+writes float32 logits [n_tokens, vocab] for every prompt position (see
+README.md for the .npy / .bin + .json sidecar formats) and prints a JSON
+summary (including the greedy continuation) on stdout.
+"""
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import re
+import sys
+import time
+from typing import Dict, List, Optional
+
+import numpy as np
+
+
+# ----------------------------------------------------------------------------
+# Configuration
+# ----------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Config:
+    arch: str                 # 'llama' (also used for qwen2) or 'gpt2'
+    vocab_size: int
+    hidden: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    ffn: int
+    norm_eps: float
+    max_pos: int
+    rope_theta: float = 10000.0
+    rope_dim: int = 0         # 0 -> head_dim
+    rope_pairing: str = 'adjacent'
+    # None, {'type': 'linear', 'factor': f} or
+    # {'type': 'llama3', 'factor', 'low_freq_factor', 'high_freq_factor',
+    #  'original_max_position_embeddings'}
+    rope_scaling: Optional[dict] = None
+    source_arch: str = ''     # arch string as found in the file (for display)
+
+
+# ----------------------------------------------------------------------------
+# Loading: GGUF
+# ----------------------------------------------------------------------------
+
+def _gguf_field(reader, key, default=None):
+    field = reader.fields.get(key)
+    if field is None:
+        return default
+    return field.contents()
+
+
+def load_gguf(path: str, dtype=np.float64):
+    """Reads a GGUF file; every tensor is dequantized with gguf.quants.
+
+    GGUF lists shapes ne[0]-first (ne[0] = row length); GGUFReader hands back
+    row-major numpy arrays, i.e. shape reversed, so a linear weight with
+    ne = [in, out] arrives as [out, in] -- exactly our canonical layout.
+    """
+    import gguf  # imported lazily so HF-only use does not need it
+
+    reader = gguf.GGUFReader(path)
+    arch = _gguf_field(reader, 'general.architecture')
+    if arch not in ('llama', 'qwen2', 'gpt2'):
+        raise ValueError(f'unsupported GGUF architecture {arch!r}')
+
+    def key(name, default=None):
+        return _gguf_field(reader, f'{arch}.{name}', default)
+
+    weights = {}
+    for t in reader.tensors:
+        ne = [int(x) for x in t.shape]
+        arr = gguf.quants.dequantize(t.data, t.tensor_type)
+        arr = np.asarray(arr).reshape(tuple(reversed(ne)))
+        weights[t.name] = arr.astype(dtype)
+
+    hidden = int(key('embedding_length'))
+    n_heads = int(key('attention.head_count'))
+    n_kv = key('attention.head_count_kv', n_heads)
+    head_dim = int(key('attention.key_length', hidden // n_heads))
+    vocab = key('vocab_size')
+    if vocab is None:
+        vocab = weights['token_embd.weight'].shape[0]
+    if arch == 'gpt2':
+        eps = float(key('attention.layer_norm_epsilon', 1e-5))
+    else:
+        eps = float(key('attention.layer_norm_rms_epsilon', 1e-5))
+
+    scaling = None
+    scaling_type = key('rope.scaling.type')
+    if scaling_type in ('linear',):
+        scaling = {'type': 'linear', 'factor': float(key('rope.scaling.factor'))}
+    elif scaling_type not in (None, 'none'):
+        raise ValueError(f'unsupported GGUF rope scaling {scaling_type!r}')
+    # llama3-style scaling is carried by the rope_freqs.weight tensor (the
+    # per-frequency divisors), which the forward pass picks up directly.
+
+    cfg = Config(
+        arch='gpt2' if arch == 'gpt2' else 'llama',
+        source_arch=arch,
+        vocab_size=int(vocab),
+        hidden=hidden,
+        n_layers=int(key('block_count')),
+        n_heads=n_heads,
+        n_kv_heads=int(n_kv),
+        head_dim=head_dim,
+        ffn=int(key('feed_forward_length')),
+        norm_eps=eps,
+        max_pos=int(key('context_length', 2048)),
+        rope_theta=float(key('rope.freq_base', 10000.0)),
+        rope_dim=int(key('rope.dimension_count', head_dim)),
+        # llama.cpp permutes llama q/k rows for adjacent-pair rope; qwen2 is
+        # stored unpermuted and run with NEOX (half) rotation.
+        rope_pairing='adjacent' if arch == 'llama' else 'half',
+        rope_scaling=scaling,
+    )
+    vocab_strings = _gguf_field(reader, 'tokenizer.ggml.tokens')
+    return Model(cfg, weights), vocab_strings
+
+
+# ----------------------------------------------------------------------------
+# Loading: Hugging Face directory (config.json + safetensors)
+# ----------------------------------------------------------------------------
+
+_ST_DTYPES = {'F32': np.float32, 'F16': np.float16, 'F64': np.float64,
+              'BF16': 'bf16', 'I32': np.int32, 'I64': np.int64, 'U8': np.uint8}
+
+
+def read_safetensors(path: str) -> Dict[str, np.ndarray]:
+    """Minimal safetensors reader (8-byte LE header size, JSON header, data).
+
+    Written by hand because numpy has no bfloat16: BF16 values are the top 16
+    bits of a float32, so widening is a uint16 view shifted left by 16.
+    """
+    with open(path, 'rb') as f:
+        n = int.from_bytes(f.read(8), 'little')
+        header = json.loads(f.read(n))
+        base = 8 + n
+    data = np.memmap(path, dtype=np.uint8, mode='r')
+    out = {}
+    for name, info in header.items():
+        if name == '__metadata__':
+            continue
+        begin, end = info['data_offsets']
+        raw = data[base + begin: base + end]
+        dt = _ST_DTYPES[info['dtype']]
+        if dt == 'bf16':
+            arr = (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+        else:
+            arr = raw.view(dt)
+        out[name] = np.array(arr.reshape(info['shape']))
+    return out
+
+
+def _hf_llama_name(name: str) -> Optional[str]:
+    fixed = {'model.embed_tokens.weight': 'token_embd.weight',
+             'model.norm.weight': 'output_norm.weight',
+             'lm_head.weight': 'output.weight'}
+    if name in fixed:
+        return fixed[name]
+    m = re.fullmatch(r'model\.layers\.(\d+)\.(.+)', name)
+    if not m:
+        return None
+    sub = {'input_layernorm.weight': 'attn_norm.weight',
+           'post_attention_layernorm.weight': 'ffn_norm.weight',
+           'self_attn.q_proj.weight': 'attn_q.weight',
+           'self_attn.q_proj.bias': 'attn_q.bias',
+           'self_attn.k_proj.weight': 'attn_k.weight',
+           'self_attn.k_proj.bias': 'attn_k.bias',
+           'self_attn.v_proj.weight': 'attn_v.weight',
+           'self_attn.v_proj.bias': 'attn_v.bias',
+           'self_attn.o_proj.weight': 'attn_output.weight',
+           'self_attn.o_proj.bias': 'attn_output.bias',
+           'mlp.gate_proj.weight': 'ffn_gate.weight',
+           'mlp.up_proj.weight': 'ffn_up.weight',
+           'mlp.down_proj.weight': 'ffn_down.weight'}.get(m.group(2))
+    if sub is None:
+        return None  # e.g. rotary_emb.inv_freq buffers
+    return f'blk.{m.group(1)}.{sub}'
+
+
+# GPT-2 HF Conv1D weights are stored [in, out]; these need a transpose.
+_GPT2_CONV1D = ('attn_qkv.weight', 'attn_output.weight', 'ffn_up.weight',
+                'ffn_down.weight')
+
+
+def _hf_gpt2_name(name: str) -> Optional[str]:
+    if name.startswith('transformer.'):
+        name = name[len('transformer.'):]
+    fixed = {'wte.weight': 'token_embd.weight',
+             'wpe.weight': 'position_embd.weight',
+             'ln_f.weight': 'output_norm.weight',
+             'ln_f.bias': 'output_norm.bias',
+             'lm_head.weight': 'output.weight'}
+    if name in fixed:
+        return fixed[name]
+    m = re.fullmatch(r'h\.(\d+)\.(.+)\.(weight|bias)', name)
+    if not m:
+        return None
+    sub = {'ln_1': 'attn_norm', 'attn.c_attn': 'attn_qkv',
+           'attn.c_proj': 'attn_output', 'ln_2': 'ffn_norm',
+           'mlp.c_fc': 'ffn_up', 'mlp.c_proj': 'ffn_down'}.get(m.group(2))
+    if sub is None:
+        return None  # attn.bias / attn.masked_bias are causal-mask buffers
+    return f'blk.{m.group(1)}.{sub}.{m.group(3)}'
+
+
+def load_hf(path: str, dtype=np.float64):
+    with open(os.path.join(path, 'config.json')) as f:
+        hf = json.load(f)
+    index = os.path.join(path, 'model.safetensors.index.json')
+    if os.path.exists(index):
+        with open(index) as f:
+            files = sorted(set(json.load(f)['weight_map'].values()))
+    else:
+        files = ['model.safetensors']
+    raw = {}
+    for fn in files:
+        raw.update(read_safetensors(os.path.join(path, fn)))
+
+    model_type = hf.get('model_type', '')
+    archs = hf.get('architectures', [])
+    is_gpt2 = model_type == 'gpt2' or 'GPT2LMHeadModel' in archs
+    weights = {}
+    for name, arr in raw.items():
+        canon = _hf_gpt2_name(name) if is_gpt2 else _hf_llama_name(name)
+        if canon is None:
+            continue
+        arr = arr.astype(dtype)
+        if is_gpt2 and canon.split('.', 2)[-1] in _GPT2_CONV1D:
+            arr = np.ascontiguousarray(arr.T)
+        weights[canon] = arr
+
+    if is_gpt2:
+        hidden = hf['n_embd']
+        n_heads = hf['n_head']
+        cfg = Config(arch='gpt2', source_arch='gpt2', vocab_size=hf['vocab_size'],
+                     hidden=hidden, n_layers=hf['n_layer'], n_heads=n_heads,
+                     n_kv_heads=n_heads, head_dim=hidden // n_heads,
+                     ffn=hf.get('n_inner') or 4 * hidden,
+                     norm_eps=hf.get('layer_norm_epsilon', 1e-5),
+                     max_pos=hf['n_positions'])
+        if hf.get('activation_function', 'gelu_new') != 'gelu_new':
+            raise ValueError('only gelu_new GPT-2 is supported')
+    else:
+        hidden = hf['hidden_size']
+        n_heads = hf['num_attention_heads']
+        head_dim = hf.get('head_dim') or hidden // n_heads
+        scaling = None
+        rs = hf.get('rope_scaling')
+        if rs:
+            kind = rs.get('rope_type', rs.get('type'))
+            if kind == 'linear':
+                scaling = {'type': 'linear', 'factor': float(rs['factor'])}
+            elif kind == 'llama3':
+                scaling = {'type': 'llama3', 'factor': float(rs['factor']),
+                           'low_freq_factor': float(rs['low_freq_factor']),
+                           'high_freq_factor': float(rs['high_freq_factor']),
+                           'original_max_position_embeddings':
+                               float(rs['original_max_position_embeddings'])}
+            elif kind != 'default':
+                raise ValueError(f'unsupported rope_scaling {rs}')
+        cfg = Config(arch='llama', source_arch=model_type or 'llama',
+                     vocab_size=hf['vocab_size'], hidden=hidden,
+                     n_layers=hf['num_hidden_layers'], n_heads=n_heads,
+                     n_kv_heads=hf.get('num_key_value_heads') or n_heads,
+                     head_dim=head_dim, ffn=hf['intermediate_size'],
+                     norm_eps=hf.get('rms_norm_eps', 1e-6),
+                     max_pos=hf.get('max_position_embeddings', 2048),
+                     rope_theta=float(hf.get('rope_theta', 10000.0)),
+                     rope_dim=head_dim, rope_pairing='half',
+                     rope_scaling=scaling)
+        if hf.get('hidden_act', 'silu') != 'silu':
+            raise ValueError('only silu (SwiGLU) Llama MLPs are supported')
+    return Model(cfg, weights), None
+
+
+def load(path: str, dtype=np.float64):
+    """Returns (Model, vocab strings or None) for a .gguf file or HF dir."""
+    if os.path.isdir(path):
+        return load_hf(path, dtype)
+    return load_gguf(path, dtype)
+
+
+# ----------------------------------------------------------------------------
+# Building blocks
+# ----------------------------------------------------------------------------
+
+def rms_norm(x, w, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def layer_norm(x, w, b, eps):
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * w + b
+
+
+def gelu_new(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def rope_inv_freq(cfg: Config, freq_factors: Optional[np.ndarray]) -> np.ndarray:
+    """inv_freq[i] = base^(-2i/rope_dim), adjusted for llama3 scaling."""
+    d = cfg.rope_dim or cfg.head_dim
+    inv = cfg.rope_theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+    rs = cfg.rope_scaling
+    if rs and rs['type'] == 'llama3':
+        # Llama-3.1: long wavelengths are slowed by `factor`, short ones kept,
+        # and the band between is interpolated smoothly.
+        factor = rs['factor']
+        lo, hi = rs['low_freq_factor'], rs['high_freq_factor']
+        old = rs['original_max_position_embeddings']
+        wavelen = 2 * math.pi / inv
+        smooth = (old / wavelen - lo) / (hi - lo)
+        medium = (1 - smooth) * inv / factor + smooth * inv
+        inv = np.where(wavelen > old / lo, inv / factor,
+                       np.where(wavelen < old / hi, inv, medium))
+    if freq_factors is not None:
+        # GGUF rope_freqs.weight: llama.cpp divides each frequency by it.
+        inv = inv / freq_factors.astype(np.float64)
+    return inv
+
+
+def apply_rope(x, positions, inv_freq, pairing, rope_dim):
+    """x: [n, heads, head_dim]; rotates the first rope_dim dims."""
+    ang = positions[:, None].astype(np.float64) * inv_freq[None, :]  # [n, d/2]
+    cos = np.cos(ang)[:, None, :].astype(x.dtype)
+    sin = np.sin(ang)[:, None, :].astype(x.dtype)
+    out = x.copy()
+    r = x[..., :rope_dim]
+    if pairing == 'adjacent':
+        a, b = r[..., 0::2], r[..., 1::2]
+        out[..., 0:rope_dim:2] = a * cos - b * sin
+        out[..., 1:rope_dim:2] = a * sin + b * cos
+    else:
+        h = rope_dim // 2
+        a, b = r[..., :h], r[..., h:]
+        out[..., :h] = a * cos - b * sin
+        out[..., h:rope_dim] = b * cos + a * sin
+    return out
+
+
+def attention(q, k, v, start_pos):
+    """Causal (GQA) attention. q: [n, H, d]; k, v: [T, KV, d] with T = start+n.
+
+    Query i sits at absolute position start_pos + i and may see keys 0..that.
+    Query head h reads kv head h // (H / KV), as HF repeat_kv does.
+    """
+    n, n_heads, d = q.shape
+    t, n_kv, _ = k.shape
+    group = n_heads // n_kv
+    k = np.repeat(k, group, axis=1)
+    v = np.repeat(v, group, axis=1)
+    scores = np.einsum('qhd,khd->hqk', q, k) / math.sqrt(d)
+    qpos = start_pos + np.arange(n)[:, None]
+    kpos = np.arange(t)[None, :]
+    scores = np.where(kpos <= qpos, scores, -np.inf)
+    scores -= scores.max(axis=-1, keepdims=True)
+    p = np.exp(scores)
+    p /= p.sum(axis=-1, keepdims=True)
+    return np.einsum('hqk,khd->qhd', p, v).reshape(n, n_heads * d)
+
+
+def linear(x, weights, name):
+    y = x @ weights[name + '.weight'].T
+    b = weights.get(name + '.bias')
+    return y if b is None else y + b
+
+
+# ----------------------------------------------------------------------------
+# Model
+# ----------------------------------------------------------------------------
+
+class KVCache:
+    """Per-layer keys/values ([T, KV, d]) after RoPE; grows by concatenation."""
+
+    def __init__(self, n_layers):
+        self.k = [None] * n_layers
+        self.v = [None] * n_layers
+        self.length = 0
+
+    def extend(self, layer, k, v):
+        if self.k[layer] is None:
+            self.k[layer], self.v[layer] = k, v
+        else:
+            self.k[layer] = np.concatenate([self.k[layer], k], axis=0)
+            self.v[layer] = np.concatenate([self.v[layer], v], axis=0)
+        return self.k[layer], self.v[layer]
+
+
+class Model:
+    def __init__(self, cfg: Config, weights: Dict[str, np.ndarray]):
+        self.cfg = cfg
+        self.w = weights
+        self.inv_freq = (rope_inv_freq(cfg, weights.get('rope_freqs.weight'))
+                         if cfg.arch == 'llama' else None)
+
+    def lm_head(self):
+        return self.w.get('output.weight', self.w['token_embd.weight'])
+
+    def forward(self, tokens: List[int], cache: Optional[KVCache] = None):
+        """Logits [len(tokens), vocab] for tokens appended after `cache`."""
+        cfg, w = self.cfg, self.w
+        cache = cache or KVCache(cfg.n_layers)
+        start = cache.length
+        tokens = np.asarray(tokens, dtype=np.int64)
+        if tokens.min() < 0 or tokens.max() >= cfg.vocab_size:
+            raise ValueError('token id out of range')
+        n = len(tokens)
+        positions = start + np.arange(n)
+        if start + n > cfg.max_pos and cfg.arch == 'gpt2':
+            raise ValueError('sequence longer than n_positions')
+        x = w['token_embd.weight'][tokens]
+        if cfg.arch == 'gpt2':
+            x = x + w['position_embd.weight'][positions]
+        hd, nh, nkv = cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
+        rope_dim = cfg.rope_dim or hd
+        # Linear rope scaling is plain position interpolation.
+        rope_pos = positions.astype(np.float64)
+        if cfg.rope_scaling and cfg.rope_scaling['type'] == 'linear':
+            rope_pos = rope_pos / cfg.rope_scaling['factor']
+
+        for i in range(cfg.n_layers):
+            p = f'blk.{i}.'
+            if cfg.arch == 'gpt2':
+                h = layer_norm(x, w[p + 'attn_norm.weight'], w[p + 'attn_norm.bias'], cfg.norm_eps)
+                qkv = linear(h, w, p + 'attn_qkv')
+                q, k, v = np.split(qkv, 3, axis=-1)
+                q = q.reshape(n, nh, hd)
+                k = k.reshape(n, nkv, hd)
+                v = v.reshape(n, nkv, hd)
+            else:
+                h = rms_norm(x, w[p + 'attn_norm.weight'], cfg.norm_eps)
+                q = linear(h, w, p + 'attn_q').reshape(n, nh, hd)
+                k = linear(h, w, p + 'attn_k').reshape(n, nkv, hd)
+                v = linear(h, w, p + 'attn_v').reshape(n, nkv, hd)
+                q = apply_rope(q, rope_pos, self.inv_freq, cfg.rope_pairing, rope_dim)
+                k = apply_rope(k, rope_pos, self.inv_freq, cfg.rope_pairing, rope_dim)
+            k_all, v_all = cache.extend(i, k, v)
+            x = x + linear(attention(q, k_all, v_all, start), w, p + 'attn_output')
+
+            if cfg.arch == 'gpt2':
+                h = layer_norm(x, w[p + 'ffn_norm.weight'], w[p + 'ffn_norm.bias'], cfg.norm_eps)
+                x = x + linear(gelu_new(linear(h, w, p + 'ffn_up')), w, p + 'ffn_down')
+            else:
+                h = rms_norm(x, w[p + 'ffn_norm.weight'], cfg.norm_eps)
+                g = silu(linear(h, w, p + 'ffn_gate')) * linear(h, w, p + 'ffn_up')
+                x = x + linear(g, w, p + 'ffn_down')
+        cache.length = start + n
+
+        if cfg.arch == 'gpt2':
+            x = layer_norm(x, w['output_norm.weight'], w['output_norm.bias'], cfg.norm_eps)
+        else:
+            x = rms_norm(x, w['output_norm.weight'], cfg.norm_eps)
+        return x @ self.lm_head().T
+
+    def greedy(self, tokens: List[int], n_new: int, use_cache: bool = True):
+        """(prompt logits, n_new argmax continuation tokens)."""
+        cache = KVCache(self.cfg.n_layers)
+        logits = self.forward(tokens, cache)
+        out = []
+        last = logits[-1]
+        seq = list(tokens)
+        for _ in range(n_new):
+            nxt = int(np.argmax(last))
+            out.append(nxt)
+            seq.append(nxt)
+            if len(out) == n_new:
+                break
+            if use_cache:
+                last = self.forward([nxt], cache)[-1]
+            else:
+                last = self.forward(seq)[-1]
+        return logits, out
+
+
+# ----------------------------------------------------------------------------
+# Logits files (format documented in README.md)
+# ----------------------------------------------------------------------------
+
+def write_logits(path: str, logits: np.ndarray, meta: dict):
+    """.npy -> numpy file; anything else -> raw little-endian float32.
+
+    Either way a sidecar PATH.json holds {"shape", "dtype", "tokens",
+    "greedy", ...}; for the raw form the sidecar is what gives the shape.
+    """
+    logits = np.ascontiguousarray(logits, dtype='<f4')
+    if path.endswith('.npy'):
+        np.save(path, logits)
+    else:
+        logits.tofile(path)
+    side = dict(meta)
+    side.update({'shape': list(logits.shape), 'dtype': 'float32'})
+    with open(path + '.json', 'w') as f:
+        json.dump(side, f)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--model', required=True, help='.gguf file or HF directory')
+    ap.add_argument('--tokens', required=True, help='comma-separated token ids')
+    ap.add_argument('--greedy', type=int, default=0, help='greedy tokens to generate')
+    ap.add_argument('--out', help='logits output (.npy, or raw float32 + .json sidecar)')
+    ap.add_argument('--dtype', default='float64', choices=['float64', 'float32'])
+    ap.add_argument('--no-cache', action='store_true',
+                    help='recompute the full sequence for each greedy step')
+    args = ap.parse_args(argv)
+
+    tokens = [int(t) for t in args.tokens.split(',') if t.strip()]
+    if not tokens:
+        ap.error('--tokens is empty')
+    t0 = time.time()
+    model, vocab = load(args.model, np.dtype(args.dtype))
+    t1 = time.time()
+    logits, cont = model.greedy(tokens, args.greedy, use_cache=not args.no_cache)
+    t2 = time.time()
+    top5 = [int(i) for i in np.argsort(-logits[-1])[:5]]
+    summary = {'tokens': tokens, 'greedy': cont, 'top5_last': top5,
+               'n_positions': len(tokens), 'vocab': int(logits.shape[1]),
+               'arch': model.cfg.source_arch,
+               'load_s': round(t1 - t0, 3), 'forward_s': round(t2 - t1, 3)}
+    if vocab is not None:
+        summary['top5_last_str'] = [vocab[i] for i in top5]
+    if args.out:
+        write_logits(args.out, logits, {'tokens': tokens, 'greedy': cont,
+                                        'model': os.path.abspath(args.model)})
+    json.dump(summary, sys.stdout)
+    sys.stdout.write('\n')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,124 @@
+#ifndef RILL_WORKER_LOADER_CHECKPOINT_H_
+#define RILL_WORKER_LOADER_CHECKPOINT_H_
+
+// A source-independent view of a model checkpoint (GGUF file or Hugging Face
+// directory) for the model code: a normalized config plus tensors under
+// canonical GGUF-style names without ".weight":
+//   token_embd, output_norm[.bias], output (absent when tied), pos_embd (gpt2),
+//   blk.N.attn_norm[.bias], blk.N.attn_q/k/v[.bias], blk.N.attn_output[.bias],
+//   blk.N.attn_qkv[.bias] (gpt2), blk.N.ffn_norm[.bias], blk.N.ffn_gate,
+//   blk.N.ffn_up[.bias], blk.N.ffn_down[.bias].
+// Other tensors of a GGUF file keep their name minus ".weight" (e.g.
+// rope_freqs); unknown HF tensors are dropped.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/loader/ggml_type.h"
+#include "worker/loader/gguf.h"
+#include "worker/loader/safetensors.h"
+
+namespace rill::loader {
+
+struct RopeScaling {
+  enum class Type { kNone, kLinear, kDynamic, kLlama3, kYarn, kLongrope };
+  Type type = Type::kNone;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;   // llama3.
+  double high_freq_factor = 4.0;  // llama3.
+  int64_t original_max_position_embeddings = 0;
+};
+
+struct ModelConfig {
+  std::string architecture;  // "llama" (also Qwen2/Mistral) or "gpt2".
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t intermediate_size = 0;
+  int64_t max_position_embeddings = 0;  // Context length.
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  double rms_norm_eps = 1e-5;    // llama.
+  double layer_norm_eps = 1e-5;  // gpt2.
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v biases present (Qwen2).
+  // True: rotary pairs are adjacent (x[2i], x[2i+1]) because llama.cpp's
+  // converter permuted the q/k rows (GGUF "llama"). False: rotate_half pairs
+  // (x[i], x[i + head_dim/2]) as in HF checkpoints and GGUF qwen2.
+  bool rope_interleaved = false;
+  int64_t bos_token_id = -1;  // -1 when unknown.
+  int64_t eos_token_id = -1;  // First of eos_token_ids.
+  std::vector<int64_t> eos_token_ids;
+  int64_t pad_token_id = -1;
+};
+
+struct TensorRef {
+  GgmlType type;
+  std::vector<int64_t> ne;  // ggml order: ne[0] = row length (input features).
+  const void* data;
+  size_t nbytes;
+  // Always false from LoadCheckpoint: HF GPT-2 Conv1D weights ([in, out] on
+  // disk) are materialized transposed into memory owned by the Checkpoint, so
+  // every matrix has the same [in, out]-in-ggml-order layout.
+  bool transposed = false;
+};
+
+struct TokenizerSource {
+  // GGUF: metadata (tokenizer.ggml.*, tokenizer.chat_template) lives here.
+  const GgufFile* gguf = nullptr;
+  // HF: paths, empty when the file is absent.
+  std::string tokenizer_json;
+  std::string tokenizer_config_json;
+  std::string generation_config_json;
+};
+
+class Checkpoint {
+ public:
+  enum class Format { kGguf, kSafetensors };
+
+  const std::string& path() const { return path_; }
+  Format format() const { return format_; }
+  const ModelConfig& config() const { return config_; }
+  const TokenizerSource& tokenizer() const { return tokenizer_; }
+
+  const std::map<std::string, TensorRef>& tensors() const { return tensors_; }
+  // nullptr when absent.
+  const TensorRef* Find(std::string_view canonical_name) const;
+  // NotFound naming the tensor and the checkpoint when absent.
+  absl::StatusOr<const TensorRef*> Get(std::string_view canonical_name) const;
+
+  // The underlying file (null for the other format).
+  const GgufFile* gguf() const { return gguf_.get(); }
+  const SafetensorsShards* safetensors() const { return shards_.get(); }
+
+ private:
+  friend struct CheckpointBuilder;
+  Checkpoint() = default;
+
+  std::string path_;
+  Format format_ = Format::kGguf;
+  ModelConfig config_;
+  TokenizerSource tokenizer_;
+  std::map<std::string, TensorRef> tensors_;
+  std::unique_ptr<GgufFile> gguf_;
+  std::unique_ptr<SafetensorsShards> shards_;
+  std::vector<std::unique_ptr<uint8_t[]>> owned_;  // Materialized transposes.
+};
+
+// `path` is a .gguf file or a Hugging Face directory (config.json +
+// *.safetensors). Validates every expected tensor's presence and shape
+// against the config; errors name the tensor.
+absl::StatusOr<std::unique_ptr<Checkpoint>> LoadCheckpoint(const std::string& path);
+
+}  // namespace rill::loader
+
+#endif  // RILL_WORKER_LOADER_CHECKPOINT_H_

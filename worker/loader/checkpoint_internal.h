@@ -1,0 +1,25 @@
+#ifndef RILL_WORKER_LOADER_CHECKPOINT_INTERNAL_H_
+#define RILL_WORKER_LOADER_CHECKPOINT_INTERNAL_H_
+
+// Private to //worker/loader:checkpoint — the per-format loaders.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/loader/checkpoint.h"
+
+namespace rill::loader {
+
+struct CheckpointBuilder {
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> LoadGguf(const std::string& path);
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> LoadHf(const std::string& dir);
+  // Checks config sanity and the presence/shape of every tensor the
+  // architecture needs.
+  static absl::Status Validate(const Checkpoint& c);
+  static std::unique_ptr<Checkpoint> New() { return std::unique_ptr<Checkpoint>(new Checkpoint()); }
+};
+
+}  // namespace rill::loader
+
+#endif  // RILL_WORKER_LOADER_CHECKPOINT_INTERNAL_H_

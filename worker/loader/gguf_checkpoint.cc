@@ -1,0 +1,126 @@
+// GGUF -> Checkpoint: config from "<arch>.*" metadata, tensors renamed by
+// dropping ".weight" (position_embd -> pos_embd).
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "worker/loader/checkpoint_internal.h"
+#include "worker/loader/str_util.h"
+
+namespace rill::loader {
+namespace {
+
+// Optional integer key: `def` when absent, error when of the wrong type.
+absl::StatusOr<int64_t> IntOr(const GgufFile& f, const std::string& key, int64_t def) {
+  if (f.Find(key) == nullptr) return def;
+  return f.GetInt(key);
+}
+absl::StatusOr<double> FloatOr(const GgufFile& f, const std::string& key, double def) {
+  if (f.Find(key) == nullptr) return def;
+  return f.GetFloat(key);
+}
+
+std::string CanonicalName(std::string_view gguf_name) {
+  std::string name(gguf_name);
+  if (absl::EndsWith(name, ".weight")) name.resize(name.size() - 7);
+  if (name == "position_embd") return "pos_embd";
+  if (absl::StartsWith(name, "position_embd.")) return "pos_embd" + name.substr(13);
+  return name;
+}
+
+#define ASSIGN_OR_RETURN_(lhs, expr)   \
+  {                                    \
+    auto _v = (expr);                  \
+    if (!_v.ok()) return _v.status();  \
+    lhs = *_v;                         \
+  }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
+  if (!file.ok()) return file.status();
+  std::unique_ptr<Checkpoint> c = New();
+  c->path_ = path;
+  c->format_ = Checkpoint::Format::kGguf;
+  const GgufFile& f = **file;
+
+  std::string arch;
+  ASSIGN_OR_RETURN_(arch, f.GetString("general.architecture"));
+  ModelConfig& m = c->config_;
+  if (arch == "llama" || arch == "mistral" || arch == "qwen2") {
+    m.architecture = "llama";
+  } else if (arch == "gpt2") {
+    m.architecture = "gpt2";
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": unsupported GGUF architecture '", arch, "'"));
+  }
+  const std::string p = arch + ".";
+  ASSIGN_OR_RETURN_(m.hidden_size, f.GetInt(p + "embedding_length"));
+  ASSIGN_OR_RETURN_(m.num_layers, f.GetInt(p + "block_count"));
+  ASSIGN_OR_RETURN_(m.num_heads, f.GetInt(p + "attention.head_count"));
+  ASSIGN_OR_RETURN_(m.num_kv_heads, IntOr(f, p + "attention.head_count_kv", m.num_heads));
+  ASSIGN_OR_RETURN_(m.intermediate_size, f.GetInt(p + "feed_forward_length"));
+  ASSIGN_OR_RETURN_(m.max_position_embeddings, f.GetInt(p + "context_length"));
+  ASSIGN_OR_RETURN_(m.head_dim, IntOr(f, p + "attention.key_length",
+                                      m.num_heads > 0 ? m.hidden_size / m.num_heads : 0));
+  ASSIGN_OR_RETURN_(m.rope_theta, FloatOr(f, p + "rope.freq_base", 10000.0));
+  ASSIGN_OR_RETURN_(m.rms_norm_eps, FloatOr(f, p + "attention.layer_norm_rms_epsilon", 1e-5));
+  ASSIGN_OR_RETURN_(m.layer_norm_eps, FloatOr(f, p + "attention.layer_norm_epsilon", 1e-5));
+
+  // Rope scaling. Llama-3 style scaling is baked into a rope_freqs tensor by
+  // llama.cpp, which is exposed as "rope_freqs"; the type stays kNone then.
+  if (f.Find(p + "rope.scaling.type") != nullptr) {
+    std::string_view type;
+    ASSIGN_OR_RETURN_(type, f.GetString(p + "rope.scaling.type"));
+    if (type == "linear") m.rope_scaling.type = RopeScaling::Type::kLinear;
+    else if (type == "yarn") m.rope_scaling.type = RopeScaling::Type::kYarn;
+    else if (type == "longrope") m.rope_scaling.type = RopeScaling::Type::kLongrope;
+    else if (type != "none") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": unsupported rope scaling type '", Sv(type), "'"));
+    }
+    ASSIGN_OR_RETURN_(m.rope_scaling.factor, FloatOr(f, p + "rope.scaling.factor", 1.0));
+  } else if (f.Find(p + "rope.scale_linear") != nullptr) {
+    m.rope_scaling.type = RopeScaling::Type::kLinear;
+    ASSIGN_OR_RETURN_(m.rope_scaling.factor, f.GetFloat(p + "rope.scale_linear"));
+  }
+  ASSIGN_OR_RETURN_(m.rope_scaling.original_max_position_embeddings,
+                    IntOr(f, p + "rope.scaling.original_context_length", 0));
+
+  ASSIGN_OR_RETURN_(m.bos_token_id, IntOr(f, "tokenizer.ggml.bos_token_id", -1));
+  ASSIGN_OR_RETURN_(m.eos_token_id, IntOr(f, "tokenizer.ggml.eos_token_id", -1));
+  ASSIGN_OR_RETURN_(m.pad_token_id, IntOr(f, "tokenizer.ggml.padding_token_id", -1));
+  if (m.eos_token_id >= 0) m.eos_token_ids.push_back(m.eos_token_id);
+  if (const GgufValue* eot = f.Find("tokenizer.ggml.eot_token_id"); eot != nullptr) {
+    std::optional<int64_t> id = eot->AsInt64();
+    if (id.has_value() && *id != m.eos_token_id) m.eos_token_ids.push_back(*id);
+  }
+
+  for (const GgufTensorInfo& t : f.tensors()) {
+    c->tensors_[CanonicalName(t.name)] = TensorRef{t.type, t.ne, t.data, t.nbytes};
+  }
+  // Vocab: explicit key, else the token list, else the embedding rows.
+  int64_t vocab = -1;
+  ASSIGN_OR_RETURN_(vocab, IntOr(f, p + "vocab_size", -1));
+  if (vocab < 0) {
+    if (const GgufValue* tokens = f.Find("tokenizer.ggml.tokens");
+        tokens != nullptr && tokens->type() == GgufValueType::kArray) {
+      vocab = static_cast<int64_t>(tokens->size());
+    } else if (const TensorRef* e = c->Find("token_embd"); e != nullptr && e->ne.size() == 2) {
+      vocab = e->ne[1];
+    }
+  }
+  m.vocab_size = vocab;
+  m.tie_word_embeddings = c->Find("output") == nullptr;
+  m.attention_bias = c->Find("blk.0.attn_q.bias") != nullptr;
+  // llama.cpp permutes HF q/k rows only for the "llama" rope layout.
+  m.rope_interleaved = arch == "llama" || arch == "mistral";
+
+  c->gguf_ = std::move(*file);
+  c->tokenizer_.gguf = c->gguf_.get();
+  return c;
+}
+
+}  // namespace rill::loader

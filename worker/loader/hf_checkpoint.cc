@@ -1,0 +1,303 @@
+// Hugging Face directory (config.json + *.safetensors) -> Checkpoint.
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "worker/loader/checkpoint_internal.h"
+#include "worker/loader/json.h"
+
+namespace rill::loader {
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::StatusOr<JsonValue> ReadJsonFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  absl::StatusOr<JsonValue> v = ParseJson(ss.str());
+  if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", v.status().message()));
+  if (!v->is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
+  return v;
+}
+
+// Reads config fields with defaults and type errors that name the key.
+class ConfigReader {
+ public:
+  ConfigReader(const JsonValue& j, std::string path) : j_(j), path_(std::move(path)) {}
+
+  absl::StatusOr<int64_t> Int(const char* key, std::optional<int64_t> def = std::nullopt) const {
+    const JsonValue* v = j_.Find(key);
+    if (v == nullptr || v->is_null()) {
+      if (def.has_value()) return *def;
+      return absl::InvalidArgumentError(absl::StrCat(path_, ": missing integer '", key, "'"));
+    }
+    std::optional<int64_t> i = v->AsInt64();
+    if (!i.has_value()) return absl::InvalidArgumentError(absl::StrCat(path_, ": '", key, "' is not an integer"));
+    return *i;
+  }
+  absl::StatusOr<double> Float(const JsonValue& obj, const char* key, double def) const {
+    const JsonValue* v = obj.Find(key);
+    if (v == nullptr || v->is_null()) return def;
+    if (!v->is_number()) return absl::InvalidArgumentError(absl::StrCat(path_, ": '", key, "' is not a number"));
+    return v->number_value();
+  }
+  absl::StatusOr<double> Float(const char* key, double def) const { return Float(j_, key, def); }
+  absl::StatusOr<std::optional<bool>> Bool(const char* key) const {
+    const JsonValue* v = j_.Find(key);
+    if (v == nullptr || v->is_null()) return std::optional<bool>();
+    if (!v->is_bool()) return absl::InvalidArgumentError(absl::StrCat(path_, ": '", key, "' is not a bool"));
+    return std::optional<bool>(v->bool_value());
+  }
+  // Token id fields may be an integer or a list of integers.
+  absl::StatusOr<std::vector<int64_t>> Ids(const JsonValue& obj, const char* key) const {
+    std::vector<int64_t> out;
+    const JsonValue* v = obj.Find(key);
+    if (v == nullptr || v->is_null()) return out;
+    if (v->is_array()) {
+      for (const JsonValue& e : v->array_items()) {
+        std::optional<int64_t> i = e.AsInt64();
+        if (!i.has_value()) return absl::InvalidArgumentError(absl::StrCat(path_, ": '", key, "' has a non-integer"));
+        out.push_back(*i);
+      }
+      return out;
+    }
+    std::optional<int64_t> i = v->AsInt64();
+    if (!i.has_value()) return absl::InvalidArgumentError(absl::StrCat(path_, ": '", key, "' is not an integer"));
+    out.push_back(*i);
+    return out;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  const JsonValue& j_;
+  std::string path_;
+};
+
+#define ASSIGN_OR_RETURN_(lhs, expr)   \
+  {                                    \
+    auto _v = (expr);                  \
+    if (!_v.ok()) return _v.status();  \
+    lhs = *_v;                         \
+  }
+
+absl::Status ReadRopeScaling(const ConfigReader& r, const JsonValue& config, RopeScaling* out) {
+  const JsonValue* rs = config.Find("rope_scaling");
+  if (rs == nullptr || rs->is_null()) return absl::OkStatus();
+  if (!rs->is_object()) return absl::InvalidArgumentError(absl::StrCat(r.path(), ": rope_scaling is not an object"));
+  const JsonValue* t = rs->Find("rope_type");
+  if (t == nullptr) t = rs->Find("type");
+  std::string type = t != nullptr ? t->string_value() : "";
+  if (type == "linear") out->type = RopeScaling::Type::kLinear;
+  else if (type == "dynamic") out->type = RopeScaling::Type::kDynamic;
+  else if (type == "llama3") out->type = RopeScaling::Type::kLlama3;
+  else if (type == "yarn") out->type = RopeScaling::Type::kYarn;
+  else if (type == "longrope" || type == "su") out->type = RopeScaling::Type::kLongrope;
+  else if (type != "default" && type != "none") {
+    return absl::InvalidArgumentError(absl::StrCat(r.path(), ": unsupported rope_scaling type '", type, "'"));
+  }
+  ASSIGN_OR_RETURN_(out->factor, r.Float(*rs, "factor", 1.0));
+  ASSIGN_OR_RETURN_(out->low_freq_factor, r.Float(*rs, "low_freq_factor", 1.0));
+  ASSIGN_OR_RETURN_(out->high_freq_factor, r.Float(*rs, "high_freq_factor", 4.0));
+  double orig;
+  ASSIGN_OR_RETURN_(orig, r.Float(*rs, "original_max_position_embeddings", 0.0));
+  out->original_max_position_embeddings = static_cast<int64_t>(orig);
+  return absl::OkStatus();
+}
+
+// HF name -> canonical name, or "" to drop. `conv1d` is set for GPT-2 Conv1D
+// weights stored [in, out].
+std::string MapLlamaName(const std::string& n) {
+  if (n == "model.embed_tokens.weight") return "token_embd";
+  if (n == "model.norm.weight") return "output_norm";
+  if (n == "lm_head.weight") return "output";
+  static const char* const kPrefix = "model.layers.";
+  if (!absl::StartsWith(n, kPrefix)) return "";
+  std::string rest = n.substr(strlen(kPrefix));
+  size_t dot = rest.find('.');
+  int64_t layer;
+  if (dot == std::string::npos || !absl::SimpleAtoi(rest.substr(0, dot), &layer)) return "";
+  std::string tail = rest.substr(dot + 1);
+  std::string suffix;
+  if (absl::EndsWith(tail, ".weight")) {
+    tail.resize(tail.size() - 7);
+  } else if (absl::EndsWith(tail, ".bias")) {
+    tail.resize(tail.size() - 5);
+    suffix = ".bias";
+  } else {
+    return "";
+  }
+  static const std::pair<const char*, const char*> kMap[] = {
+      {"input_layernorm", "attn_norm"},   {"self_attn.q_proj", "attn_q"},
+      {"self_attn.k_proj", "attn_k"},     {"self_attn.v_proj", "attn_v"},
+      {"self_attn.o_proj", "attn_output"}, {"post_attention_layernorm", "ffn_norm"},
+      {"mlp.gate_proj", "ffn_gate"},      {"mlp.up_proj", "ffn_up"},
+      {"mlp.down_proj", "ffn_down"},
+  };
+  for (const auto& [hf, gg] : kMap) {
+    if (tail == hf) return absl::StrCat("blk.", layer, ".", gg, suffix);
+  }
+  return "";
+}
+
+std::string MapGpt2Name(std::string n, bool* conv1d) {
+  *conv1d = false;
+  if (absl::StartsWith(n, "transformer.")) n = n.substr(12);
+  if (n == "wte.weight") return "token_embd";
+  if (n == "wpe.weight") return "pos_embd";
+  if (n == "ln_f.weight") return "output_norm";
+  if (n == "ln_f.bias") return "output_norm.bias";
+  if (!absl::StartsWith(n, "h.")) return "";
+  std::string rest = n.substr(2);
+  size_t dot = rest.find('.');
+  int64_t layer;
+  if (dot == std::string::npos || !absl::SimpleAtoi(rest.substr(0, dot), &layer)) return "";
+  std::string tail = rest.substr(dot + 1);
+  static const struct {
+    const char* hf;
+    const char* gg;
+    bool conv1d;
+  } kMap[] = {
+      {"ln_1", "attn_norm", false},      {"attn.c_attn", "attn_qkv", true},
+      {"attn.c_proj", "attn_output", true}, {"ln_2", "ffn_norm", false},
+      {"mlp.c_fc", "ffn_up", true},      {"mlp.c_proj", "ffn_down", true},
+  };
+  for (const auto& e : kMap) {
+    if (tail == absl::StrCat(e.hf, ".weight")) {
+      *conv1d = e.conv1d;
+      return absl::StrCat("blk.", layer, ".", e.gg);
+    }
+    if (tail == absl::StrCat(e.hf, ".bias")) return absl::StrCat("blk.", layer, ".", e.gg, ".bias");
+  }
+  return "";  // attn.bias / attn.masked_bias are causal-mask buffers.
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std::string& dir) {
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  absl::StatusOr<JsonValue> config = ReadJsonFile(config_path);
+  if (!config.ok()) return config.status();
+  std::unique_ptr<Checkpoint> c = New();
+  c->path_ = dir;
+  c->format_ = Checkpoint::Format::kSafetensors;
+  ModelConfig& m = c->config_;
+  ConfigReader r(*config, config_path);
+
+  const std::string model_type = config->Find("model_type") != nullptr
+                                     ? config->Find("model_type")->string_value()
+                                     : "";
+  std::optional<bool> tie;
+  if (model_type == "llama" || model_type == "mistral" || model_type == "qwen2") {
+    m.architecture = "llama";
+    ASSIGN_OR_RETURN_(m.vocab_size, r.Int("vocab_size"));
+    ASSIGN_OR_RETURN_(m.hidden_size, r.Int("hidden_size"));
+    ASSIGN_OR_RETURN_(m.num_layers, r.Int("num_hidden_layers"));
+    ASSIGN_OR_RETURN_(m.num_heads, r.Int("num_attention_heads"));
+    ASSIGN_OR_RETURN_(m.num_kv_heads, r.Int("num_key_value_heads", m.num_heads));
+    ASSIGN_OR_RETURN_(m.head_dim, r.Int("head_dim", m.num_heads > 0 ? m.hidden_size / m.num_heads : 0));
+    ASSIGN_OR_RETURN_(m.intermediate_size, r.Int("intermediate_size"));
+    ASSIGN_OR_RETURN_(m.max_position_embeddings, r.Int("max_position_embeddings"));
+    ASSIGN_OR_RETURN_(m.rope_theta, r.Float("rope_theta", 10000.0));
+    ASSIGN_OR_RETURN_(m.rms_norm_eps, r.Float("rms_norm_eps", 1e-6));
+    if (absl::Status s = ReadRopeScaling(r, *config, &m.rope_scaling); !s.ok()) return s;
+    std::optional<bool> bias;
+    ASSIGN_OR_RETURN_(bias, r.Bool("attention_bias"));
+    m.attention_bias = bias.value_or(model_type == "qwen2");
+    ASSIGN_OR_RETURN_(tie, r.Bool("tie_word_embeddings"));
+  } else if (model_type == "gpt2") {
+    m.architecture = "gpt2";
+    ASSIGN_OR_RETURN_(m.vocab_size, r.Int("vocab_size"));
+    ASSIGN_OR_RETURN_(m.hidden_size, r.Int("n_embd"));
+    ASSIGN_OR_RETURN_(m.num_layers, r.Int("n_layer"));
+    ASSIGN_OR_RETURN_(m.num_heads, r.Int("n_head"));
+    m.num_kv_heads = m.num_heads;
+    m.head_dim = m.num_heads > 0 ? m.hidden_size / m.num_heads : 0;
+    ASSIGN_OR_RETURN_(m.intermediate_size, r.Int("n_inner", 4 * m.hidden_size));
+    ASSIGN_OR_RETURN_(m.max_position_embeddings, r.Int("n_positions"));
+    ASSIGN_OR_RETURN_(m.layer_norm_eps, r.Float("layer_norm_epsilon", 1e-5));
+    m.attention_bias = true;
+    ASSIGN_OR_RETURN_(tie, r.Bool("tie_word_embeddings"));
+    if (!tie.has_value()) tie = true;  // GPT-2 always ties.
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(config_path, ": unsupported model_type '", model_type, "'"));
+  }
+  m.rope_interleaved = false;  // HF keeps the rotate_half layout.
+
+  // Token ids: config.json, falling back to generation_config.json.
+  const std::string gen_path = (fs::path(dir) / "generation_config.json").string();
+  std::optional<JsonValue> gen;
+  std::error_code ec;
+  if (fs::exists(gen_path, ec)) {
+    absl::StatusOr<JsonValue> g = ReadJsonFile(gen_path);
+    if (!g.ok()) return g.status();
+    gen = std::move(*g);
+  }
+  auto ids = [&](const char* key) -> absl::StatusOr<std::vector<int64_t>> {
+    absl::StatusOr<std::vector<int64_t>> v = r.Ids(*config, key);
+    if (!v.ok() || !v->empty() || !gen.has_value()) return v;
+    return ConfigReader(*gen, gen_path).Ids(*gen, key);
+  };
+  std::vector<int64_t> bos, pad;
+  ASSIGN_OR_RETURN_(bos, ids("bos_token_id"));
+  ASSIGN_OR_RETURN_(m.eos_token_ids, ids("eos_token_id"));
+  ASSIGN_OR_RETURN_(pad, ids("pad_token_id"));
+  if (!bos.empty()) m.bos_token_id = bos[0];
+  if (!m.eos_token_ids.empty()) m.eos_token_id = m.eos_token_ids[0];
+  if (!pad.empty()) m.pad_token_id = pad[0];
+
+  absl::StatusOr<std::unique_ptr<SafetensorsShards>> shards = SafetensorsShards::Open(dir);
+  if (!shards.ok()) return shards.status();
+  for (const auto& [name, t] : (*shards)->tensors()) {
+    bool conv1d = false;
+    std::string canon = m.architecture == "gpt2" ? MapGpt2Name(name, &conv1d) : MapLlamaName(name);
+    if (canon.empty()) continue;
+    TensorRef ref{t->type, std::vector<int64_t>(t->shape.rbegin(), t->shape.rend()), t->data,
+                  t->nbytes};
+    if (ref.ne.size() > 4) {
+      return absl::InvalidArgumentError(absl::StrCat(t->name, ": more than 4 dims"));
+    }
+    if (conv1d) {
+      // Stored row-major [in, out]; materialize [out][in] so ne = [in, out].
+      if (t->shape.size() != 2) {
+        return absl::InvalidArgumentError(absl::StrCat(dir, ": Conv1D tensor '", name, "' is not 2-D"));
+      }
+      const size_t in = static_cast<size_t>(t->shape[0]), out = static_cast<size_t>(t->shape[1]);
+      const size_t es = GgmlTypeTraitsOf(t->type).bytes_per_block;
+      auto buf = std::make_unique<uint8_t[]>(t->nbytes);
+      const uint8_t* src = static_cast<const uint8_t*>(t->data);
+      for (size_t i = 0; i < in; ++i) {
+        for (size_t j = 0; j < out; ++j) std::memcpy(buf.get() + (j * in + i) * es, src + (i * out + j) * es, es);
+      }
+      ref.ne = {static_cast<int64_t>(in), static_cast<int64_t>(out)};
+      ref.data = buf.get();
+      c->owned_.push_back(std::move(buf));
+    }
+    c->tensors_[canon] = std::move(ref);
+  }
+  bool has_output = c->tensors_.count("output") > 0;
+  m.tie_word_embeddings = tie.value_or(!has_output);
+  if (m.tie_word_embeddings) c->tensors_.erase("output");
+  if (c->tensors_.count("blk.0.attn_q.bias") > 0) m.attention_bias = true;
+
+  for (const auto& [field, file] :
+       {std::pair<std::string*, const char*>{&c->tokenizer_.tokenizer_json, "tokenizer.json"},
+        {&c->tokenizer_.tokenizer_config_json, "tokenizer_config.json"},
+        {&c->tokenizer_.generation_config_json, "generation_config.json"}}) {
+    const std::string p = (fs::path(dir) / file).string();
+    if (fs::exists(p, ec)) *field = p;
+  }
+  c->shards_ = std::move(*shards);
+  return c;
+}
+
+}  // namespace rill::loader
