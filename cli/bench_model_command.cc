@@ -57,6 +57,7 @@ int RunBenchModel(int, char**) {
   options.threads = absl::GetFlag(FLAGS_threads);
   options.max_context = std::max(pp, 16) + tg + 16;
   options.max_sequences = max_batch;
+  options.model_options.exact_matmul = absl::GetFlag(FLAGS_exact_matmul);
   absl::StatusOr<std::unique_ptr<ModelSession>> opened = ModelSession::Open(options);
   if (!opened.ok()) {
     std::cerr << "error: " << opened.status().message() << "\n";
@@ -107,9 +108,9 @@ int RunBenchModel(int, char**) {
     const double tg_tps = static_cast<double>(b) * tg / Seconds(d0, std::chrono::steady_clock::now());
     if (absl::GetFlag(FLAGS_json)) {
       std::cout << absl::StrFormat(
-          "{\"batch\":%d,\"threads\":%d,\"prompt_tokens\":%d,\"gen_tokens\":%d,"
+          "{\"batch\":%d,\"exact_matmul\":%s,\"threads\":%d,\"prompt_tokens\":%d,\"gen_tokens\":%d,"
           "\"pp_tokens_per_s\":%.2f,\"tg_tokens_per_s\":%.2f,\"rss_mib\":%.1f}\n",
-          b, absl::GetFlag(FLAGS_threads), pp, tg, pp_tps, tg_tps, RssMib());
+          b, absl::GetFlag(FLAGS_exact_matmul) ? "true" : "false", absl::GetFlag(FLAGS_threads), pp, tg, pp_tps, tg_tps, RssMib());
     } else {
       std::cout << absl::StrFormat("%-6d %14.1f %14.1f %10.1f\n", b, pp_tps, tg_tps, RssMib());
     }

@@ -9,5 +9,6 @@
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(int, threads);
 ABSL_DECLARE_FLAG(std::string, backend);
+ABSL_DECLARE_FLAG(bool, exact_matmul);
 
 #endif  // RILL_CLI_COMMON_FLAGS_H_

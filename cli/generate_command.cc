@@ -40,6 +40,7 @@ absl::StatusOr<std::unique_ptr<ModelSession>> OpenSession() {
   ModelSessionOptions options;
   options.model = absl::GetFlag(FLAGS_model);
   options.threads = absl::GetFlag(FLAGS_threads);
+  options.model_options.exact_matmul = absl::GetFlag(FLAGS_exact_matmul);
   return ModelSession::Open(options);
 }
 

@@ -33,7 +33,7 @@ absl::StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(
   session->tokenizer_ = std::move(*tok);
   session->pool_ = std::make_unique<cpu::ThreadPool>(options.threads);
   absl::StatusOr<std::unique_ptr<worker::CausalLm>> model =
-      worker::CreateCausalLm(session->checkpoint_, session->pool_.get());
+      worker::CreateCausalLm(session->checkpoint_, session->pool_.get(), options.model_options);
   if (!model.ok()) return model.status();
   session->model_ = std::move(*model);
   const int ctx = static_cast<int>(

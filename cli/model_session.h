@@ -27,6 +27,7 @@ struct ModelSessionOptions {
   int max_context = 2048;    // tokens per sequence the cache is sized for
   int max_sequences = 1;     // sequences that may be live at once
   int block_size = 16;
+  worker::ModelOptions model_options;
 };
 
 class ModelSession {

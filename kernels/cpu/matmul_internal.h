@@ -49,6 +49,8 @@ RowKernel Avx2Kernel(QuantType type);
 RowKernel Avx2KernelLegacy(QuantType type);  // Q4_0 Q4_1 Q5_0 Q5_1 Q8_0
 RowKernel Avx2KernelK(QuantType type);       // Q4_K Q5_K Q6_K
 RowKernel Avx2KernelFloat(QuantType type);   // F32 F16 BF16
+// Quantized weights x f32 activations (the exact path): Q4_0 Q4_1 Q8_0.
+RowKernel Avx2KernelF32Act(QuantType type);
 
 void QuantizeQ8ARowScalar(const float* x, BlockQ8A* out, int64_t n);
 void QuantizeQ8ARowAvx2(const float* x, BlockQ8A* out, int64_t n);

@@ -19,19 +19,6 @@ using internal::RowKernel;
 // L1/L2 while every token tile of the call streams past them.
 constexpr int64_t kRowChunk = 16;
 
-// For types without a dedicated kernel: dequantize the row, then a float dot
-// with the float kernel's order.
-void DequantDot(const WeightMatrix& w, int64_t r, const float* act, int nt, bool avx2, float* out,
-                size_t out_stride) {
-  thread_local std::vector<float> row;
-  row.resize(w.cols);
-  DequantizeRow(w.type, static_cast<const uint8_t*>(w.data) + r * w.row_stride_bytes, row.data(),
-                w.cols);
-  RowKernel k = avx2 ? internal::Avx2Kernel(QuantType::kF32) : internal::ScalarKernel(QuantType::kF32);
-  k(reinterpret_cast<const uint8_t*>(row.data()), reinterpret_cast<const uint8_t*>(act),
-    w.cols * sizeof(float), nt, w.cols, out, out_stride);
-}
-
 }  // namespace
 
 WeightMatrix MakeWeightMatrix(QuantType type, int64_t rows, int64_t cols, const void* data) {
@@ -69,7 +56,14 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   DCHECK(ValidateWeightMatrix(w).ok()) << ValidateWeightMatrix(w);
   const bool avx2 = UseAvx2();
   RowKernel kernel = avx2 ? internal::Avx2Kernel(w.type) : internal::ScalarKernel(w.type);
-  const ActKind kind = kernel ? internal::ActKindFor(w.type) : ActKind::kF32;
+  if (w.float_activations && w.type != QuantType::kF32 && w.type != QuantType::kF16 &&
+      w.type != QuantType::kBF16) {
+    // Exact path: a fused f32-activation kernel where one exists, else the
+    // dequantize-then-dot path below (kernel == nullptr).
+    kernel = avx2 ? internal::Avx2KernelF32Act(w.type) : nullptr;
+  }
+  const ActKind kind =
+      kernel && !w.float_activations ? internal::ActKindFor(w.type) : ActKind::kF32;
 
   // Activations in the kernel's format; for F32 the input is used as is.
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
@@ -90,6 +84,33 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   const uint8_t* wdata = static_cast<const uint8_t*>(w.data);
   const size_t out_stride = w.rows;
   const int64_t n_chunks = (w.rows + kRowChunk - 1) / kRowChunk;
+  if (!kernel) {
+    // Float path: each chunk of rows is dequantized once and then meets every
+    // token, so the dequantization cost is shared by the whole batch.
+    RowKernel fkernel =
+        avx2 ? internal::Avx2Kernel(QuantType::kF32) : internal::ScalarKernel(QuantType::kF32);
+    ParallelFor(pool, n_chunks, 1, [&](int64_t cb, int64_t ce) {
+      thread_local std::vector<float> rows;
+      for (int64_t c = cb; c < ce; ++c) {
+        const int64_t r0 = c * kRowChunk;
+        const int64_t r1 = std::min(w.rows, r0 + kRowChunk);
+        rows.resize((r1 - r0) * w.cols);
+        for (int64_t r = r0; r < r1; ++r) {
+          DequantizeRow(w.type, wdata + r * w.row_stride_bytes, rows.data() + (r - r0) * w.cols,
+                        w.cols);
+        }
+        for (int64_t t0 = 0; t0 < n_tokens; t0 += internal::kMaxTile) {
+          const int nt = static_cast<int>(std::min<int64_t>(internal::kMaxTile, n_tokens - t0));
+          for (int64_t r = r0; r < r1; ++r) {
+            fkernel(reinterpret_cast<const uint8_t*>(rows.data() + (r - r0) * w.cols),
+                    act + t0 * act_stride, act_stride, nt, w.cols, y + t0 * out_stride + r,
+                    out_stride);
+          }
+        }
+      }
+    });
+    return;
+  }
   ParallelFor(pool, n_chunks, 1, [&](int64_t cb, int64_t ce) {
     const int64_t r0 = cb * kRowChunk;
     const int64_t r1 = std::min(w.rows, ce * kRowChunk);
@@ -98,11 +119,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
       const uint8_t* a = act + t0 * act_stride;
       float* out = y + t0 * out_stride;
       for (int64_t r = r0; r < r1; ++r) {
-        if (kernel) {
-          kernel(wdata + r * w.row_stride_bytes, a, act_stride, nt, w.cols, out + r, out_stride);
-        } else {
-          DequantDot(w, r, reinterpret_cast<const float*>(a), nt, avx2, out + r, out_stride);
-        }
+        kernel(wdata + r * w.row_stride_bytes, a, act_stride, nt, w.cols, out + r, out_stride);
       }
     }
   });

@@ -226,3 +226,33 @@ TEST(MatMulValidate, RejectsBadShapes) {
 
 }  // namespace
 }  // namespace rill::cpu
+
+namespace rill::cpu {
+namespace {
+
+// The exact path (float_activations): every quantized type matches the
+// float64 reference to f32 rounding, on both paths, and stays batch invariant.
+TEST_P(MatMulTest, FloatActivationsAreExact) {
+  std::mt19937 rng(Seed() + 3);
+  ThreadPool pool(2);
+  for (const TypeCase& c : Cases()) {
+    SCOPED_TRACE(QuantTypeName(c.type));
+    const int64_t rows = 37, cols = 512, n_tokens = 9;
+    Problem p = MakeProblem(c, rows, cols, n_tokens, 0, rng);
+    p.w.float_activations = true;
+    std::vector<float> y(n_tokens * rows);
+    MatMul(p.w, p.x.data(), n_tokens, y.data(), &pool);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      std::vector<float> single(rows);
+      MatMul(p.w, p.x.data() + t * cols, 1, single.data(), nullptr);
+      for (int64_t r = 0; r < rows; ++r) {
+        const double tol = 2e-6 * p.wnorm[r] * p.xnorm[t] + 1e-30;
+        ASSERT_NEAR(y[t * rows + r], p.ref[t * rows + r], tol) << "t=" << t << " r=" << r;
+        ASSERT_EQ(single[r], y[t * rows + r]) << "batch invariance t=" << t << " r=" << r;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rill::cpu

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <climits>
 #include <cstdlib>
 
 #include "absl/status/status.h"
@@ -12,9 +13,21 @@
 
 namespace rill::testing {
 
+// The workspace's .venv, found by resolving a runfile symlink back to the
+// source tree (Bazel runs tests outside it), for runs without RILL_VENV.
+std::string WorkspaceVenv() {
+  char resolved[4096];
+  if (realpath(RunfilePath("tests/util/BUILD.bazel").c_str(), resolved) == nullptr) return "";
+  std::string path(resolved);
+  const std::string suffix = "/tests/util/BUILD.bazel";
+  if (path.size() < suffix.size()) return "";
+  return path.substr(0, path.size() - suffix.size()) + "/.venv";
+}
+
 absl::StatusOr<std::string> VenvPython() {
-  const char* venv = std::getenv("RILL_VENV");
-  if (venv == nullptr || *venv == '\0') {
+  const char* env = std::getenv("RILL_VENV");
+  std::string venv = env != nullptr && *env != '\0' ? std::string(env) : WorkspaceVenv();
+  if (venv.empty()) {
     return absl::FailedPreconditionError(
         "RILL_VENV is not set: run ./rill test (or tools/setup.sh and export RILL_VENV)");
   }

@@ -64,10 +64,11 @@ absl::Status CausalLm::Forward(const ForwardBatch& batch, PagedKvCache* cache,
 }
 
 absl::StatusOr<std::unique_ptr<CausalLm>> CreateCausalLm(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool) {
+    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
+    const ModelOptions& options) {
   const std::string& arch = checkpoint->config().architecture;
-  if (arch == "llama") return CreateLlama(std::move(checkpoint), pool);
-  if (arch == "gpt2") return CreateGpt2(std::move(checkpoint), pool);
+  if (arch == "llama") return CreateLlama(std::move(checkpoint), pool, options);
+  if (arch == "gpt2") return CreateGpt2(std::move(checkpoint), pool, options);
   return absl::UnimplementedError(absl::StrCat("unsupported model architecture '", arch,
                                                "' (supported: llama family, gpt2)"));
 }

@@ -16,6 +16,14 @@
 
 namespace rill::worker {
 
+// How the model runs its matrix products.
+struct ModelOptions {
+  // true: quantized weights meet f32 activations (matches the float64
+  // reference to ~1e-5 relative). false: 8-bit activations and integer dot
+  // products, as llama.cpp does (faster prefill; ~1e-2 relative logit error).
+  bool exact_matmul = true;
+};
+
 class CausalLm {
  public:
   virtual ~CausalLm() = default;
@@ -33,8 +41,9 @@ class CausalLm {
   absl::Status Forward(const ForwardBatch& batch, PagedKvCache* cache, ForwardOutput* out);
 
  protected:
-  CausalLm(std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool)
-      : checkpoint_(std::move(checkpoint)), pool_(pool) {}
+  CausalLm(std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
+           const ModelOptions& options)
+      : checkpoint_(std::move(checkpoint)), pool_(pool), options_(options) {}
 
   // Forward after validation. `positions`/`seq_of_token` are per batch token.
   virtual absl::Status ForwardValidated(const ForwardBatch& batch, PagedKvCache* cache,
@@ -42,12 +51,14 @@ class CausalLm {
 
   std::shared_ptr<const loader::Checkpoint> checkpoint_;
   cpu::ThreadPool* pool_;
+  ModelOptions options_;
 };
 
 // Builds the model for the checkpoint's architecture ("llama" family or "gpt2").
 // `pool` must outlive the model.
 absl::StatusOr<std::unique_ptr<CausalLm>> CreateCausalLm(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool);
+    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
+    const ModelOptions& options = {});
 
 }  // namespace rill::worker
 

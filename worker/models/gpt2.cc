@@ -19,8 +19,9 @@ struct Gpt2Layer {
 
 class Gpt2 : public CausalLm {
  public:
-  Gpt2(std::shared_ptr<const loader::Checkpoint> ckpt, cpu::ThreadPool* pool)
-      : CausalLm(std::move(ckpt), pool) {}
+  Gpt2(std::shared_ptr<const loader::Checkpoint> ckpt, cpu::ThreadPool* pool,
+       const ModelOptions& options)
+      : CausalLm(std::move(ckpt), pool, options) {}
 
   absl::Status Bind() {
     const loader::ModelConfig& c = config();
@@ -32,7 +33,7 @@ class Gpt2 : public CausalLm {
     const int64_t h = c.hidden_size, f = c.intermediate_size;
     std::vector<absl::Status> results;
     auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, cpu::WeightMatrix* w) {
-      absl::StatusOr<cpu::WeightMatrix> m = BindMatrix(ck, name, rows, cols);
+      absl::StatusOr<cpu::WeightMatrix> m = BindMatrix(ck, name, rows, cols, options_.exact_matmul);
       if (m.ok()) *w = *m;
       results.push_back(m.status());
     };
@@ -135,8 +136,9 @@ class Gpt2 : public CausalLm {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CausalLm>> CreateGpt2(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool) {
-  auto model = std::make_unique<Gpt2>(std::move(checkpoint), pool);
+    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
+    const ModelOptions& options) {
+  auto model = std::make_unique<Gpt2>(std::move(checkpoint), pool, options);
   absl::Status s = model->Bind();
   if (!s.ok()) return s;
   return std::unique_ptr<CausalLm>(std::move(model));

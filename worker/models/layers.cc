@@ -27,7 +27,7 @@ absl::StatusOr<cpu::QuantType> KernelType(const loader::Checkpoint& ckpt,
 
 absl::StatusOr<cpu::WeightMatrix> BindMatrix(const loader::Checkpoint& ckpt,
                                              const std::string& name, int64_t rows,
-                                             int64_t cols) {
+                                             int64_t cols, bool float_activations) {
   absl::StatusOr<const loader::TensorRef*> ref = ckpt.Get(name);
   if (!ref.ok()) return ref.status();
   const loader::TensorRef& t = **ref;
@@ -50,6 +50,7 @@ absl::StatusOr<cpu::WeightMatrix> BindMatrix(const loader::Checkpoint& ckpt,
   w.cols = cols;
   w.data = t.data;
   w.row_stride_bytes = cpu::RowBytes(*type, cols);
+  w.float_activations = float_activations;
   if (w.row_stride_bytes * rows != t.nbytes) {
     return absl::InvalidArgumentError(
         absl::StrCat(ckpt.path(), ": tensor ", name, " has an unexpected byte size"));

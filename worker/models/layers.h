@@ -21,7 +21,7 @@ namespace rill::worker {
 // checkpoint's memory (quantized blocks are never dequantized at load).
 absl::StatusOr<cpu::WeightMatrix> BindMatrix(const loader::Checkpoint& ckpt,
                                              const std::string& name, int64_t rows,
-                                             int64_t cols);
+                                             int64_t cols, bool float_activations);
 
 // A vector of n floats (norm weights, biases), converted to f32 if stored as
 // f16/bf16. NotFound when absent.

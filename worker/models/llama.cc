@@ -20,8 +20,9 @@ struct LlamaLayer {
 
 class Llama : public CausalLm {
  public:
-  Llama(std::shared_ptr<const loader::Checkpoint> ckpt, cpu::ThreadPool* pool)
-      : CausalLm(std::move(ckpt), pool) {}
+  Llama(std::shared_ptr<const loader::Checkpoint> ckpt, cpu::ThreadPool* pool,
+       const ModelOptions& options)
+      : CausalLm(std::move(ckpt), pool, options) {}
 
   absl::Status Bind() {
     const loader::ModelConfig& c = config();
@@ -36,7 +37,7 @@ class Llama : public CausalLm {
                   kvd = c.num_kv_heads * c.head_dim, f = c.intermediate_size;
     auto matrix = [&](const std::string& name, int64_t rows, int64_t cols,
                       cpu::WeightMatrix* w) -> absl::Status {
-      absl::StatusOr<cpu::WeightMatrix> m = BindMatrix(ck, name, rows, cols);
+      absl::StatusOr<cpu::WeightMatrix> m = BindMatrix(ck, name, rows, cols, options_.exact_matmul);
       if (!m.ok()) return m.status();
       *w = *m;
       return absl::OkStatus();
@@ -157,8 +158,9 @@ class Llama : public CausalLm {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CausalLm>> CreateLlama(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool) {
-  auto model = std::make_unique<Llama>(std::move(checkpoint), pool);
+    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
+    const ModelOptions& options) {
+  auto model = std::make_unique<Llama>(std::move(checkpoint), pool, options);
   absl::Status s = model->Bind();
   if (!s.ok()) return s;
   return std::unique_ptr<CausalLm>(std::move(model));
