@@ -5,25 +5,16 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/model_path.h"
 #include "engine/tokenizer_loader.h"
 
 namespace rill::cli {
-
-std::string ResolveModelPath(const std::string& model) {
-  if (!model.empty() && model != "default") return model;
-  const char* dir = std::getenv("RILL_MODEL_DIR");
-  std::string base = dir != nullptr && *dir != '\0'
-                         ? std::string(dir)
-                         : absl::StrCat(std::getenv("HOME") ? std::getenv("HOME") : "",
-                                        "/.cache/rill/models");
-  return base + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
 
 absl::StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(
     const ModelSessionOptions& options) {
   auto session = std::unique_ptr<ModelSession>(new ModelSession());
   session->options_ = options;
-  const std::string path = ResolveModelPath(options.model);
+  const std::string path = engine::ResolveModelPath(options.model);
   absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
   if (!ckpt.ok()) return ckpt.status();
   session->checkpoint_ = std::move(*ckpt);

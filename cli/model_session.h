@@ -17,11 +17,8 @@
 
 namespace rill::cli {
 
-// "default" (or "") resolves to the default model in $RILL_MODEL_DIR
-// (~/.cache/rill/models); anything else is a .gguf path or HF directory.
-std::string ResolveModelPath(const std::string& model);
-
 struct ModelSessionOptions {
+  // "default" or a path; see engine::ResolveModelPath.
   std::string model = "default";
   int threads = 0;           // 0 = all cores
   int max_context = 2048;    // tokens per sequence the cache is sized for

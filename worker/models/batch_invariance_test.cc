@@ -1,0 +1,158 @@
+// A sequence's logits must not depend on what else is in the step: alone,
+// inside a batch of 32 mixed prefill/decode sequences, or with its prompt
+// split into chunks (the engine relies on this for identical outputs).
+#include <unistd.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/cpu/thread_pool.h"
+#include "tests/util/python_runner.h"
+#include "worker/loader/checkpoint.h"
+#include "worker/models/causal_lm.h"
+
+namespace rill::worker {
+namespace {
+
+constexpr int kBlockSize = 16;
+constexpr int kBlocksPerSeq = 8;  // 128 positions per sequence
+
+double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * double(a[i] - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / (den + 1e-30));
+}
+
+class BatchInvarianceTest : public ::testing::TestWithParam<bool /*exact_matmul*/> {
+ protected:
+  void SetUp() override {
+    const std::string path = rill::testing::DefaultModelPath();
+    ASSERT_EQ(access(path.c_str(), R_OK), 0) << "default model missing: run tools/setup.sh";
+    absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    pool_ = std::make_unique<cpu::ThreadPool>(0);
+    absl::StatusOr<std::unique_ptr<CausalLm>> model =
+        CreateCausalLm(std::move(*ckpt), pool_.get(), ModelOptions{.exact_matmul = GetParam()});
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = std::move(*model);
+  }
+
+  // Block table of sequence slot s, deliberately interleaved across slots.
+  std::vector<int32_t> Table(int slot, int num_slots) {
+    std::vector<int32_t> t;
+    for (int i = 0; i < kBlocksPerSeq; ++i) t.push_back(i * num_slots + slot);
+    return t;
+  }
+
+  std::unique_ptr<cpu::ThreadPool> pool_;
+  std::unique_ptr<CausalLm> model_;
+};
+
+TEST_P(BatchInvarianceTest, AloneBatchedAndChunkedAgree) {
+  const uint32_t seed = std::random_device{}();
+  std::cout << "seed " << seed << "\n";
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> token(100, 49000);
+  std::uniform_int_distribution<int> len(1, 40);
+  constexpr int kSeqs = 32;
+  // Each sequence has a context already cached (ctx tokens) and brings
+  // `n` new ones: n == 1 is a decode, n > 1 a prefill chunk.
+  std::vector<std::vector<int32_t>> context(kSeqs), fresh(kSeqs);
+  for (int s = 0; s < kSeqs; ++s) {
+    const int ctx = s % 3 == 0 ? 0 : len(rng);
+    const int n = s % 2 == 0 ? 1 + len(rng) : 1;
+    for (int i = 0; i < ctx; ++i) context[s].push_back(token(rng));
+    for (int i = 0; i < n; ++i) fresh[s].push_back(token(rng));
+  }
+  auto new_cache = [&] {
+    absl::StatusOr<PagedKvCache> c =
+        PagedKvCache::Create(model_->CacheShape(kBlocksPerSeq * kSeqs, kBlockSize));
+    EXPECT_TRUE(c.ok());
+    return std::make_unique<PagedKvCache>(std::move(*c));
+  };
+  // Fills sequence s's context into `cache`, in one chunk or in pieces of `piece`.
+  auto prefill_context = [&](PagedKvCache* cache, int s, int piece) {
+    for (size_t done = 0; done < context[s].size();) {
+      const size_t n = std::min<size_t>(piece, context[s].size() - done);
+      ForwardBatch b;
+      b.sequences.push_back({std::vector<int32_t>(context[s].begin() + done,
+                                                  context[s].begin() + done + n),
+                             static_cast<int32_t>(done), Table(s, kSeqs), false});
+      ForwardOutput o;
+      ASSERT_TRUE(model_->Forward(b, cache, &o).ok());
+      done += n;
+    }
+  };
+
+  // Alone: each sequence in its own cache and step.
+  std::vector<std::vector<float>> alone(kSeqs);
+  for (int s = 0; s < kSeqs; ++s) {
+    auto cache = new_cache();
+    prefill_context(cache.get(), s, 1000);
+    ForwardBatch b;
+    b.sequences.push_back({fresh[s], static_cast<int32_t>(context[s].size()), Table(s, kSeqs),
+                           true});
+    ForwardOutput o;
+    ASSERT_TRUE(model_->Forward(b, cache.get(), &o).ok());
+    alone[s] = o.logits[0];
+  }
+
+  // Batched: contexts written in 7-token chunks, then all 32 in one step.
+  auto cache = new_cache();
+  for (int s = 0; s < kSeqs; ++s) prefill_context(cache.get(), s, 7);
+  ForwardBatch batch;
+  for (int s = 0; s < kSeqs; ++s) {
+    batch.sequences.push_back({fresh[s], static_cast<int32_t>(context[s].size()), Table(s, kSeqs),
+                               true});
+  }
+  ForwardOutput out;
+  ASSERT_TRUE(model_->Forward(batch, cache.get(), &out).ok());
+  for (int s = 0; s < kSeqs; ++s) {
+    EXPECT_LE(MaxRelDiff(out.logits[s], alone[s]), 1e-5)
+        << "sequence " << s << " (context " << context[s].size() << ", new " << fresh[s].size()
+        << ")";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(MatmulPaths, BatchInvarianceTest, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "Exact" : "Fast";
+                         });
+
+TEST(ForwardValidationTest, RejectsBadBatchesWithClearErrors) {
+  const std::string path = rill::testing::DefaultModelPath();
+  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  cpu::ThreadPool pool(1);
+  absl::StatusOr<std::unique_ptr<CausalLm>> model = CreateCausalLm(std::move(*ckpt), &pool);
+  ASSERT_TRUE(model.ok());
+  absl::StatusOr<PagedKvCache> cache = PagedKvCache::Create((*model)->CacheShape(4, kBlockSize));
+  ASSERT_TRUE(cache.ok());
+  ForwardOutput out;
+  auto run = [&](SequenceChunk seq) {
+    ForwardBatch b;
+    b.sequences.push_back(std::move(seq));
+    return (*model)->Forward(b, &*cache, &out);
+  };
+  absl::Status s = run({{49152}, 0, {0}, false});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("outside the vocabulary"), std::string::npos) << s;
+  s = run({std::vector<int32_t>(20, 5), 0, {0}, false});
+  EXPECT_NE(s.message().find("block table"), std::string::npos) << s;
+  s = run({{5}, 0, {7}, false});
+  EXPECT_NE(s.message().find("outside the cache"), std::string::npos) << s;
+  s = run({{}, 0, {0}, false});
+  EXPECT_NE(s.message().find("no new tokens"), std::string::npos) << s;
+  s = run({{5}, 9000, std::vector<int32_t>(600, 0), false});
+  EXPECT_NE(s.message().find("context length"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace rill::worker
