@@ -308,8 +308,43 @@ void AsyncLLMEngine::PublishStats() {
   stats_ = s;
 }
 
-EngineStats AsyncLLMEngine::DoLogStats() {
+absl::Status AsyncLLMEngine::AddLogger(const std::string& name, StatLogger logger) {
+  if (!logger) return absl::InvalidArgumentError("logger must not be empty");
   absl::MutexLock lock(&mu_);
+  for (const auto& entry : loggers_) {
+    if (entry.first == name) {
+      return absl::AlreadyExistsError(absl::StrCat("a logger named '", name, "' exists"));
+    }
+  }
+  loggers_.emplace_back(name, std::move(logger));
+  return absl::OkStatus();
+}
+
+absl::Status AsyncLLMEngine::RemoveLogger(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = loggers_.begin(); it != loggers_.end(); ++it) {
+    if (it->first == name) {
+      loggers_.erase(it);
+      return absl::OkStatus();
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no logger named '", name, "'"));
+}
+
+EngineStats AsyncLLMEngine::DoLogStats() {
+  EngineStats s;
+  std::vector<std::pair<std::string, StatLogger>> loggers;
+  {
+    absl::MutexLock lock(&mu_);
+    s = LogStatsLocked();
+    loggers = loggers_;
+  }
+  // Outside the lock: a logger may call back into the engine.
+  for (const auto& entry : loggers) entry.second(s);
+  return s;
+}
+
+EngineStats AsyncLLMEngine::LogStatsLocked() {
   const EngineStats s = stats_;
   const absl::Time now = absl::Now();
   const double dt = std::max(1e-9, absl::ToDoubleSeconds(now - last_logged_time_));
@@ -347,7 +382,13 @@ void AsyncLLMEngine::Loop() {
     for (Command& c : commands) c();
     if (stop) break;
     if (!sleeping_ && core_->HasUnfinished() && !Errored()) {
+      const absl::Time step_start = absl::Now();
+      const int64_t tokens_before = core_->stats().prompt_tokens + core_->stats().generation_tokens;
+      const int seqs = core_->scheduler().num_running();
       absl::StatusOr<std::vector<EngineCoreOutput>> outs = core_->Step();
+      profiler_.RecordStep(step_start, absl::Now() - step_start, seqs,
+                           core_->stats().prompt_tokens + core_->stats().generation_tokens -
+                               tokens_before);
       if (outs.ok()) {
         Deliver(*outs);
       } else {

@@ -24,6 +24,7 @@
 #include "engine/model_executor.h"
 #include "engine/output_processor.h"
 #include "engine/output_stream.h"
+#include "engine/step_profiler.h"
 #include "frontend/tokenizer/bpe_tokenizer.h"
 
 namespace rill::engine {
@@ -52,6 +53,9 @@ struct EngineStats {
   int64_t steps = 0;
   int64_t preemptions = 0;
 };
+
+// Receives the stats on every DoLogStats call (from the calling thread).
+using StatLogger = std::function<void(const EngineStats&)>;
 
 class AsyncLLMEngine {
  public:
@@ -101,6 +105,16 @@ class AsyncLLMEngine {
   // Logs one line (running/waiting, KV usage, prefix hit rate, tokens/s
   // since the last call) and returns the numbers.
   EngineStats DoLogStats();
+
+  // Extra stat sinks (metrics exporters, tests) beside the glog line.
+  // AlreadyExists / NotFound on a duplicate / unknown name.
+  absl::Status AddLogger(const std::string& name, StatLogger logger);
+  absl::Status RemoveLogger(const std::string& name);
+
+  // Records every engine step until StopProfile, which writes a Chrome trace
+  // into `dir` and returns its path.
+  absl::Status StartProfile(const std::string& dir) { return profiler_.Start(dir); }
+  absl::StatusOr<std::string> StopProfile() { return profiler_.Stop(); }
   EngineStats GetStats() const;
 
   // Starts / stops the loop thread (Create starts it). Stop aborts what is
@@ -124,6 +138,7 @@ class AsyncLLMEngine {
   void Deliver(const std::vector<EngineCoreOutput>& outputs);
   void SetStatus(const std::string& id, RequestStatus status);
   void PublishStats();
+  EngineStats LogStatsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const EngineArgs args_;
   std::unique_ptr<ModelExecutor> executor_;
@@ -146,6 +161,8 @@ class AsyncLLMEngine {
   std::deque<std::string> finished_ids_ ABSL_GUARDED_BY(mu_);  // Oldest first, capped.
   int num_unfinished_ ABSL_GUARDED_BY(mu_) = 0;
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, StatLogger>> loggers_ ABSL_GUARDED_BY(mu_);
+  StepProfiler profiler_;
   EngineStats last_logged_ ABSL_GUARDED_BY(mu_);
   absl::Time last_logged_time_ ABSL_GUARDED_BY(mu_) = absl::Now();
 };

@@ -2,6 +2,8 @@
 #include "engine/async_llm_engine.h"
 
 #include <atomic>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <random>
 #include <string>
@@ -360,6 +362,69 @@ TEST_F(EngineTest, LogprobsAndSeededSamplingAreBatchInvariant) {
   ASSERT_EQ(a.top_logprobs[0].size(), 3u);
   EXPECT_GE(a.top_logprobs[0][0].second, a.top_logprobs[0][1].second);
   ASSERT_EQ(a.logprobs.size(), 12u);
+}
+
+}  // namespace
+}  // namespace rill::engine
+
+namespace rill::engine {
+namespace {
+
+TEST_F(EngineTest, LoggersReceiveStatsAndCanBeRemoved) {
+  MakeEngine();
+  std::atomic<int> calls{0};
+  std::atomic<int64_t> generated{0};
+  ASSERT_TRUE(engine_
+                  ->AddLogger("counter",
+                              [&](const EngineStats& s) {
+                                ++calls;
+                                generated = s.generation_tokens;
+                              })
+                  .ok());
+  EXPECT_EQ(engine_->AddLogger("counter", [](const EngineStats&) {}).code(),
+            absl::StatusCode::kAlreadyExists);
+  auto stream = engine_->Generate(Prompt(5, 1), Greedy(6), "logged");
+  ASSERT_TRUE(stream.ok());
+  Drain(stream->get());
+  // Stats are published after the step's outputs, so poll briefly.
+  for (int i = 0; i < 200 && generated.load() < 6; ++i) {
+    engine_->DoLogStats();
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_GE(calls.load(), 1);
+  EXPECT_GE(generated.load(), 6);
+  ASSERT_TRUE(engine_->RemoveLogger("counter").ok());
+  const int before = calls.load();
+  engine_->DoLogStats();
+  EXPECT_EQ(calls.load(), before);
+  EXPECT_EQ(engine_->RemoveLogger("counter").code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(EngineTest, ProfileWritesOneTraceEventPerStep) {
+  MakeEngine();
+  const std::string dir = ::testing::TempDir();
+  EXPECT_EQ(engine_->StopProfile().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(engine_->StartProfile("/no/such/dir").code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(engine_->StartProfile(dir).ok());
+  EXPECT_EQ(engine_->StartProfile(dir).code(), absl::StatusCode::kFailedPrecondition);
+  const int64_t steps_before = fake_->num_steps();
+  auto stream = engine_->Generate(Prompt(5, 2), Greedy(8), "profiled");
+  ASSERT_TRUE(stream.ok());
+  Drain(stream->get());
+  absl::StatusOr<std::string> path = engine_->StopProfile();
+  ASSERT_TRUE(path.ok()) << path.status();
+  std::ifstream in(*path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string trace = ss.str();
+  EXPECT_EQ(trace.rfind("{\"traceEvents\":[", 0), 0u) << trace;
+  int events = 0;
+  for (size_t p = trace.find("\"ph\":\"X\""); p != std::string::npos;
+       p = trace.find("\"ph\":\"X\"", p + 1)) {
+    ++events;
+  }
+  EXPECT_EQ(events, fake_->num_steps() - steps_before);
+  EXPECT_GE(events, 8);
 }
 
 }  // namespace
