@@ -31,47 +31,34 @@ class Gpt2 : public CausalLm {
           absl::StrCat(ck.path(), ": bad head configuration for gpt2"));
     }
     const int64_t h = c.hidden_size, f = c.intermediate_size;
-    std::vector<absl::Status> results;
-    auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, cpu::WeightMatrix* w) {
-      absl::StatusOr<cpu::WeightMatrix> m = BindMatrix(ck, name, rows, cols, options_.exact_matmul);
-      if (m.ok()) *w = *m;
-      results.push_back(m.status());
-    };
-    auto vector = [&](const std::string& name, int64_t n, std::vector<float>* v) {
-      absl::StatusOr<std::vector<float>> x = LoadVector(ck, name, n);
-      if (x.ok()) *v = std::move(*x);
-      results.push_back(x.status());
-    };
-    matrix("token_embd", c.vocab_size, h, &embed_);
-    matrix("pos_embd", c.max_position_embeddings, h, &pos_embed_);
+    TensorBinder bind(ck, options_.exact_matmul);
+    bind.Matrix("token_embd", c.vocab_size, h, &embed_);
+    bind.Matrix("pos_embd", c.max_position_embeddings, h, &pos_embed_);
     if (ck.Find("output") != nullptr) {
-      matrix("output", c.vocab_size, h, &head_);
+      bind.Matrix("output", c.vocab_size, h, &head_);
     } else {
       head_ = embed_;
     }
-    vector("output_norm", h, &lnf_w_);
-    vector("output_norm.bias", h, &lnf_b_);
+    bind.Vector("output_norm", h, &lnf_w_);
+    bind.Vector("output_norm.bias", h, &lnf_b_);
     layers_.resize(c.num_layers);
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const std::string p = absl::StrCat("blk.", i, ".");
       Gpt2Layer& L = layers_[i];
-      vector(p + "attn_norm", h, &L.ln1_w);
-      vector(p + "attn_norm.bias", h, &L.ln1_b);
-      vector(p + "ffn_norm", h, &L.ln2_w);
-      vector(p + "ffn_norm.bias", h, &L.ln2_b);
-      matrix(p + "attn_qkv", 3 * h, h, &L.qkv);
-      vector(p + "attn_qkv.bias", 3 * h, &L.qkv_b);
-      matrix(p + "attn_output", h, h, &L.proj);
-      vector(p + "attn_output.bias", h, &L.proj_b);
-      matrix(p + "ffn_up", f, h, &L.fc);
-      vector(p + "ffn_up.bias", f, &L.fc_b);
-      matrix(p + "ffn_down", h, f, &L.fc_proj);
-      vector(p + "ffn_down.bias", h, &L.fc_proj_b);
+      bind.Vector(p + "attn_norm", h, &L.ln1_w);
+      bind.Vector(p + "attn_norm.bias", h, &L.ln1_b);
+      bind.Vector(p + "ffn_norm", h, &L.ln2_w);
+      bind.Vector(p + "ffn_norm.bias", h, &L.ln2_b);
+      bind.Matrix(p + "attn_qkv", 3 * h, h, &L.qkv);
+      bind.Vector(p + "attn_qkv.bias", 3 * h, &L.qkv_b);
+      bind.Matrix(p + "attn_output", h, h, &L.proj);
+      bind.Vector(p + "attn_output.bias", h, &L.proj_b);
+      bind.Matrix(p + "ffn_up", f, h, &L.fc);
+      bind.Vector(p + "ffn_up.bias", f, &L.fc_b);
+      bind.Matrix(p + "ffn_down", h, f, &L.fc_proj);
+      bind.Vector(p + "ffn_down.bias", h, &L.fc_proj_b);
     }
-    for (const absl::Status& s : results) {
-      if (!s.ok()) return s;
-    }
-    return absl::OkStatus();
+    return bind.status();
   }
 
  protected:

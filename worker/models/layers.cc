@@ -80,6 +80,27 @@ absl::StatusOr<std::vector<float>> LoadVector(const loader::Checkpoint& ckpt,
   return out;
 }
 
+void TensorBinder::Matrix(const std::string& name, int64_t rows, int64_t cols,
+                          cpu::WeightMatrix* w) {
+  if (!status_.ok()) return;
+  absl::StatusOr<cpu::WeightMatrix> m = BindMatrix(ckpt_, name, rows, cols, float_activations_);
+  if (m.ok()) {
+    *w = *m;
+  } else {
+    status_ = m.status();
+  }
+}
+
+void TensorBinder::Vector(const std::string& name, int64_t n, std::vector<float>* v) {
+  if (!status_.ok()) return;
+  absl::StatusOr<std::vector<float>> x = LoadVector(ckpt_, name, n);
+  if (x.ok()) {
+    *v = std::move(*x);
+  } else {
+    status_ = x.status();
+  }
+}
+
 BatchLayout LayoutBatch(const ForwardBatch& batch) {
   BatchLayout layout;
   layout.seq_begin.push_back(0);

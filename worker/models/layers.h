@@ -28,6 +28,24 @@ absl::StatusOr<cpu::WeightMatrix> BindMatrix(const loader::Checkpoint& ckpt,
 absl::StatusOr<std::vector<float>> LoadVector(const loader::Checkpoint& ckpt,
                                               const std::string& name, int64_t n);
 
+// Binds a model's tensors into its members, keeping the first error (in call
+// order) so a model lists its tensors without checking every call. After an
+// error, later calls do nothing.
+class TensorBinder {
+ public:
+  TensorBinder(const loader::Checkpoint& ckpt, bool float_activations)
+      : ckpt_(ckpt), float_activations_(float_activations) {}
+
+  void Matrix(const std::string& name, int64_t rows, int64_t cols, cpu::WeightMatrix* w);
+  void Vector(const std::string& name, int64_t n, std::vector<float>* v);
+  const absl::Status& status() const { return status_; }
+
+ private:
+  const loader::Checkpoint& ckpt_;
+  const bool float_activations_;
+  absl::Status status_;
+};
+
 // The batch flattened token by token.
 struct BatchLayout {
   int64_t num_tokens = 0;

@@ -35,48 +35,34 @@ class Llama : public CausalLm {
     }
     const int64_t h = c.hidden_size, qd = c.num_heads * c.head_dim,
                   kvd = c.num_kv_heads * c.head_dim, f = c.intermediate_size;
-    auto matrix = [&](const std::string& name, int64_t rows, int64_t cols,
-                      cpu::WeightMatrix* w) -> absl::Status {
-      absl::StatusOr<cpu::WeightMatrix> m = BindMatrix(ck, name, rows, cols, options_.exact_matmul);
-      if (!m.ok()) return m.status();
-      *w = *m;
-      return absl::OkStatus();
-    };
-    auto vector = [&](const std::string& name, int64_t n, std::vector<float>* v) -> absl::Status {
-      absl::StatusOr<std::vector<float>> x = LoadVector(ck, name, n);
-      if (!x.ok()) return x.status();
-      *v = std::move(*x);
-      return absl::OkStatus();
-    };
-    absl::Status s = matrix("token_embd", c.vocab_size, h, &embed_);
-    if (!s.ok()) return s;
+    TensorBinder bind(ck, options_.exact_matmul);
+    bind.Matrix("token_embd", c.vocab_size, h, &embed_);
     if (ck.Find("output") != nullptr) {
-      s = matrix("output", c.vocab_size, h, &head_);
+      bind.Matrix("output", c.vocab_size, h, &head_);
     } else {
       head_ = embed_;
     }
-    if (!s.ok()) return s;
-    if (!(s = vector("output_norm", h, &output_norm_)).ok()) return s;
+    bind.Vector("output_norm", h, &output_norm_);
     layers_.resize(c.num_layers);
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const std::string p = absl::StrCat("blk.", i, ".");
       LlamaLayer& L = layers_[i];
-      for (absl::Status st :
-           {vector(p + "attn_norm", h, &L.attn_norm), vector(p + "ffn_norm", h, &L.ffn_norm),
-            matrix(p + "attn_q", qd, h, &L.q), matrix(p + "attn_k", kvd, h, &L.k),
-            matrix(p + "attn_v", kvd, h, &L.v), matrix(p + "attn_output", h, qd, &L.o),
-            matrix(p + "ffn_gate", f, h, &L.gate), matrix(p + "ffn_up", f, h, &L.up),
-            matrix(p + "ffn_down", h, f, &L.down)}) {
-        if (!st.ok()) return st;
-      }
+      bind.Vector(p + "attn_norm", h, &L.attn_norm);
+      bind.Vector(p + "ffn_norm", h, &L.ffn_norm);
+      bind.Matrix(p + "attn_q", qd, h, &L.q);
+      bind.Matrix(p + "attn_k", kvd, h, &L.k);
+      bind.Matrix(p + "attn_v", kvd, h, &L.v);
+      bind.Matrix(p + "attn_output", h, qd, &L.o);
+      bind.Matrix(p + "ffn_gate", f, h, &L.gate);
+      bind.Matrix(p + "ffn_up", f, h, &L.up);
+      bind.Matrix(p + "ffn_down", h, f, &L.down);
       if (ck.Find(p + "attn_q.bias") != nullptr) {
-        for (absl::Status st : {vector(p + "attn_q.bias", qd, &L.q_bias),
-                                vector(p + "attn_k.bias", kvd, &L.k_bias),
-                                vector(p + "attn_v.bias", kvd, &L.v_bias)}) {
-          if (!st.ok()) return st;
-        }
+        bind.Vector(p + "attn_q.bias", qd, &L.q_bias);
+        bind.Vector(p + "attn_k.bias", kvd, &L.k_bias);
+        bind.Vector(p + "attn_v.bias", kvd, &L.v_bias);
       }
     }
+    if (!bind.status().ok()) return bind.status();
     absl::StatusOr<std::vector<float>> inv_freq = RopeInverseFrequencies(c);
     if (!inv_freq.ok()) return inv_freq.status();
     inv_freq_ = std::move(*inv_freq);
@@ -84,7 +70,8 @@ class Llama : public CausalLm {
       // llama.cpp's GGUF form of Llama-3.1 scaling: per-pair divisors of the
       // base frequencies, stored instead of the rope_scaling parameters.
       std::vector<float> divisors;
-      if (!(s = vector("rope_freqs", c.head_dim / 2, &divisors)).ok()) return s;
+      bind.Vector("rope_freqs", c.head_dim / 2, &divisors);
+      if (!bind.status().ok()) return bind.status();
       for (size_t i = 0; i < divisors.size(); ++i) inv_freq_[i] /= divisors[i];
     }
     return absl::OkStatus();
