@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/model_path.h"
 #include "tests/util/subprocess.h"
 
 namespace rill::testing {
@@ -72,13 +73,6 @@ absl::StatusOr<CommandResult> RunPython(const std::string& script,
   return RunCommand(command);
 }
 
-std::string DefaultModelPath() {
-  const char* dir = std::getenv("RILL_MODEL_DIR");
-  std::string base = dir != nullptr && *dir != '\0'
-                         ? std::string(dir)
-                         : absl::StrCat(std::getenv("HOME") ? std::getenv("HOME") : "",
-                                        "/.cache/rill/models");
-  return base + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
+std::string DefaultModelPath() { return engine::ResolveModelPath("default"); }
 
 }  // namespace rill::testing
