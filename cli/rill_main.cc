@@ -11,6 +11,7 @@
 #include "cli/bench_model_command.h"
 #include "cli/device_info_command.h"
 #include "cli/generate_command.h"
+#include "cli/serve_command.h"
 
 namespace {
 
@@ -21,6 +22,8 @@ struct Command {
 };
 
 const Command kCommands[] = {
+    {"serve", "engine + workers + frontends on this machine (--port, --frontends, --tensor_parallel_size)",
+     rill::cli::RunServe},
     {"generate", "stream a completion of --prompt (--chat, --max_tokens, --temperature, ...)",
      rill::cli::RunGenerate},
     {"tokenize", "print the token ids of --prompt", rill::cli::RunTokenize},

@@ -1,0 +1,139 @@
+#include "cli/serve_command.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <glog/logging.h>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "cli/common_flags.h"
+#include "cli/server_launcher.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+
+ABSL_FLAG(std::string, host, "127.0.0.1", "Client address to listen on.");
+ABSL_FLAG(int, port, 50051, "Client port (all frontends share it); 0 picks a free one.");
+ABSL_FLAG(int, frontends, 1, "Number of rill-frontend replicas.");
+ABSL_FLAG(int, tensor_parallel_size, 1, "Worker processes (tensor-parallel ranks).");
+ABSL_FLAG(std::string, admin_token, "",
+          "Enables the Admin service on the frontends, guarded by this bearer token.");
+ABSL_FLAG(std::vector<std::string>, engine_flags, {},
+          "Extra rill-engine flags, comma-separated (e.g. --max_num_seqs=32).");
+ABSL_FLAG(std::vector<std::string>, frontend_flags, {}, "Extra rill-frontend flags.");
+ABSL_FLAG(std::string, run_dir, "", "Port files and logs; default a fresh /tmp/rill-serve.XXXXXX.");
+ABSL_FLAG(bool, log_to_files, false, "Child logs go to <run_dir>/<name>.log instead of stderr.");
+ABSL_FLAG(std::string, ready_file, "",
+          "Written with the client address once every frontend reports SERVING.");
+ABSL_FLAG(std::string, engine_binary, "", "Default: next to this binary or in bazel-bin.");
+ABSL_FLAG(std::string, frontend_binary, "", "Default: next to this binary or in bazel-bin.");
+
+namespace rill::cli {
+namespace {
+
+// Overall health of the frontend at `address` (SERVING once the engine has
+// loaded the model and the frontend is connected to it).
+bool IsServing(const std::string& address) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  grpc::health::v1::HealthCheckRequest req;
+  grpc::health::v1::HealthCheckResponse resp;
+  return stub->Check(&ctx, req, &resp).ok() &&
+         resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
+std::string MakeRunDir() {
+  std::string dir = absl::GetFlag(FLAGS_run_dir);
+  if (!dir.empty()) return dir;
+  char tmpl[] = "/tmp/rill-serve.XXXXXX";
+  const char* made = mkdtemp(tmpl);
+  return made != nullptr ? made : "/tmp";
+}
+
+}  // namespace
+
+int RunServe(int, char**) {
+  // Block the stop signals before any thread exists; they are taken by
+  // sigtimedwait below, so shutdown runs on this thread.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  LaunchOptions opts;
+  opts.host = absl::GetFlag(FLAGS_host);
+  opts.port = absl::GetFlag(FLAGS_port);
+  opts.num_frontends = absl::GetFlag(FLAGS_frontends);
+  opts.run_dir = MakeRunDir();
+  opts.log_to_files = absl::GetFlag(FLAGS_log_to_files);
+  opts.engine_binary = absl::GetFlag(FLAGS_engine_binary);
+  if (opts.engine_binary.empty()) opts.engine_binary = FindRillBinary("rill-engine", "engine/service");
+  opts.frontend_binary = absl::GetFlag(FLAGS_frontend_binary);
+  if (opts.frontend_binary.empty()) opts.frontend_binary = FindRillBinary("rill-frontend", "frontend");
+  opts.engine_flags = {
+      "--model=" + absl::GetFlag(FLAGS_model),
+      absl::StrCat("--threads=", absl::GetFlag(FLAGS_threads)),
+      absl::StrCat("--tensor_parallel_size=", absl::GetFlag(FLAGS_tensor_parallel_size)),
+  };
+  for (const std::string& f : absl::GetFlag(FLAGS_engine_flags)) opts.engine_flags.push_back(f);
+  if (!absl::GetFlag(FLAGS_admin_token).empty()) {
+    opts.frontend_flags.push_back("--admin_token=" + absl::GetFlag(FLAGS_admin_token));
+  }
+  for (const std::string& f : absl::GetFlag(FLAGS_frontend_flags)) opts.frontend_flags.push_back(f);
+
+  ServerLauncher launcher(opts);
+  if (absl::Status s = launcher.Start(); !s.ok()) {
+    std::cerr << "rill serve: " << s.message() << "\n";
+    return 1;
+  }
+  std::cerr << "rill serve: " << opts.num_frontends << " frontend(s) on " << launcher.address()
+            << ", engine on 127.0.0.1:" << launcher.engine_port() << " (run dir " << opts.run_dir
+            << "); loading " << absl::GetFlag(FLAGS_model) << "...\n";
+
+  bool ready = false;
+  const absl::Time ready_deadline = absl::Now() + opts.start_timeout;
+  int exit_code = 0;
+  while (true) {
+    const timespec tick{0, 200 * 1000 * 1000};
+    const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+    if (sig == SIGINT || sig == SIGTERM) {
+      std::cerr << "rill serve: " << strsignal(sig) << ", shutting down\n";
+      break;
+    }
+    if (absl::Status s = launcher.Supervise(); !s.ok()) {
+      std::cerr << "rill serve: " << s.message() << "\n";
+      exit_code = 1;
+      break;
+    }
+    if (!ready && IsServing(launcher.address())) {
+      ready = true;
+      std::cout << "Rill is serving on " << launcher.address() << std::endl;
+      const std::string ready_file = absl::GetFlag(FLAGS_ready_file);
+      if (!ready_file.empty()) {
+        FILE* f = std::fopen(ready_file.c_str(), "w");
+        if (f != nullptr) {
+          std::fprintf(f, "%s\n", launcher.address().c_str());
+          std::fclose(f);
+        }
+      }
+    } else if (!ready && absl::Now() > ready_deadline) {
+      std::cerr << "rill serve: not SERVING after " << absl::FormatDuration(opts.start_timeout)
+                << "; see the logs in " << opts.run_dir << "\n";
+      exit_code = 1;
+      break;
+    }
+  }
+  launcher.Stop();
+  return exit_code;
+}
+
+}  // namespace rill::cli
