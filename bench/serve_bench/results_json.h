@@ -1,0 +1,27 @@
+// JSON form of a benchmark's results: one object per load level, each with
+// its summary (latencies in ms, throughput per second).
+#ifndef RILL_BENCH_SERVE_BENCH_RESULTS_JSON_H_
+#define RILL_BENCH_SERVE_BENCH_RESULTS_JSON_H_
+
+#include <string>
+#include <vector>
+
+#include "bench/serve_bench/run_summary.h"
+
+namespace rill::bench {
+
+struct LevelResult {
+  int concurrency = 0;
+  double request_rate = 0;
+  RunSummary summary;
+};
+
+std::string ResultsToJson(const std::string& backend, const std::string& address,
+                          const std::string& workload, const std::vector<LevelResult>& levels);
+
+// Human-readable table of the same results.
+std::string ResultsToTable(const std::string& backend, const std::vector<LevelResult>& levels);
+
+}  // namespace rill::bench
+
+#endif  // RILL_BENCH_SERVE_BENCH_RESULTS_JSON_H_

@@ -1,0 +1,147 @@
+// rill-bench-serve (also `./rill bench serve`): replays a workload against a
+// Rill server (gRPC) or llama.cpp's llama-server (HTTP), at one or more load
+// levels, and reports TTFT, TPOT, inter-token latency, end-to-end latency and
+// throughput as a table on stdout and as JSON (--out_json).
+//
+//   rill-bench-serve --backend=rill --address=127.0.0.1:50051 --concurrency=1,4,16
+//   rill-bench-serve --backend=llama-server --address=127.0.0.1:8080 --request_rate=2
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <glog/logging.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "bench/serve_bench/llama_server_backend.h"
+#include "bench/serve_bench/load_runner.h"
+#include "bench/serve_bench/progress_bar.h"
+#include "bench/serve_bench/results_json.h"
+#include "bench/serve_bench/rill_backend.h"
+#include "bench/serve_bench/workload.h"
+
+ABSL_FLAG(std::string, backend, "rill", "rill (gRPC) or llama-server (HTTP /completion)");
+ABSL_FLAG(std::string, address, "127.0.0.1:50051", "host:port of the server");
+ABSL_FLAG(std::string, concurrency, "1", "comma-separated load levels (clients in flight)");
+ABSL_FLAG(double, request_rate, 0, "> 0: Poisson arrivals at this rate (req/s), capped by concurrency");
+ABSL_FLAG(int, num_requests, 0, "requests per level; 0 = max(8, 2 x concurrency)");
+ABSL_FLAG(int, warmup_requests, 2, "unrecorded requests before each level");
+ABSL_FLAG(double, duration_s, 0, "> 0: stop sending new requests after this long per level");
+ABSL_FLAG(std::string, dataset, "", "JSONL of prompts (see workload.h); empty = synthetic");
+ABSL_FLAG(int, input_len, 128, "synthetic prompt tokens");
+ABSL_FLAG(double, input_len_range, 0, "synthetic prompt length spread, fraction in [0, 1)");
+ABSL_FLAG(int, output_len, 128, "output tokens per request (EOS ignored)");
+ABSL_FLAG(double, output_len_range, 0, "output length spread, fraction in [0, 1)");
+ABSL_FLAG(int, shared_prefix_len, 0, "synthetic: tokens shared by every prompt (prefix caching)");
+ABSL_FLAG(uint64_t, seed, 0, "workload and arrival seed");
+ABSL_FLAG(int, connections, 4, "rill: gRPC connections used round-robin");
+ABSL_FLAG(std::string, out_json, "", "write results here");
+ABSL_FLAG(bool, progress, true, "progress bar on stderr");
+
+namespace rill::bench {
+namespace {
+
+int Run() {
+  std::vector<int> levels;
+  for (absl::string_view part : absl::StrSplit(absl::GetFlag(FLAGS_concurrency), ',')) {
+    int c = 0;
+    if (!absl::SimpleAtoi(part, &c) || c < 1) {
+      std::cerr << "error: --concurrency must be a list of integers >= 1, got '"
+                << absl::GetFlag(FLAGS_concurrency) << "'\n";
+      return 2;
+    }
+    levels.push_back(c);
+  }
+  const std::string backend_name = absl::GetFlag(FLAGS_backend);
+  const std::string address = absl::GetFlag(FLAGS_address);
+  const auto epoch = BenchClock::now();
+  std::unique_ptr<Backend> backend;
+  if (backend_name == "rill") {
+    backend = std::make_unique<RillBackend>(epoch, address, absl::GetFlag(FLAGS_connections));
+  } else if (backend_name == "llama-server") {
+    backend = std::make_unique<LlamaServerBackend>(epoch, address);
+  } else {
+    std::cerr << "error: --backend must be rill or llama-server, got '" << backend_name << "'\n";
+    return 2;
+  }
+
+  std::vector<LevelResult> results;
+  std::string workload_desc;
+  for (int concurrency : levels) {
+    const int n = absl::GetFlag(FLAGS_num_requests) > 0 ? absl::GetFlag(FLAGS_num_requests)
+                                                         : std::max(8, 2 * concurrency);
+    absl::StatusOr<std::vector<BenchRequest>> requests;
+    if (!absl::GetFlag(FLAGS_dataset).empty()) {
+      requests = LoadDataset(absl::GetFlag(FLAGS_dataset), n, absl::GetFlag(FLAGS_output_len));
+      workload_desc = absl::StrCat("dataset ", absl::GetFlag(FLAGS_dataset));
+    } else {
+      SyntheticOptions so;
+      so.num_requests = n;
+      so.input_len = absl::GetFlag(FLAGS_input_len);
+      so.input_len_range = absl::GetFlag(FLAGS_input_len_range);
+      so.output_len = absl::GetFlag(FLAGS_output_len);
+      so.output_len_range = absl::GetFlag(FLAGS_output_len_range);
+      so.shared_prefix_len = absl::GetFlag(FLAGS_shared_prefix_len);
+      so.seed = absl::GetFlag(FLAGS_seed);
+      requests = SyntheticWorkload(so);
+      workload_desc = absl::StrCat("synthetic in=", so.input_len, " out=", so.output_len,
+                                   " shared_prefix=", so.shared_prefix_len);
+    }
+    if (!requests.ok()) {
+      std::cerr << "error: " << requests.status().message() << "\n";
+      return 2;
+    }
+    LoadOptions lo;
+    lo.concurrency = concurrency;
+    lo.request_rate = absl::GetFlag(FLAGS_request_rate);
+    lo.warmup_requests = absl::GetFlag(FLAGS_warmup_requests);
+    lo.duration_s = absl::GetFlag(FLAGS_duration_s);
+    lo.seed = absl::GetFlag(FLAGS_seed);
+    ProgressBar bar(absl::StrCat(backend_name, " c=", concurrency), n, StderrIsTerminal());
+    ProgressFn progress = nullptr;
+    if (absl::GetFlag(FLAGS_progress)) {
+      progress = [&bar](const RequestRecord& r) { bar.Add(r.ok, r.output_tokens); };
+    }
+    absl::StatusOr<std::vector<RequestRecord>> records = RunLoad(backend.get(), *requests, lo, progress);
+    if (absl::GetFlag(FLAGS_progress)) bar.Finish();
+    if (!records.ok()) {
+      std::cerr << "error: " << records.status().message() << "\n";
+      return 2;
+    }
+    LevelResult level{concurrency, lo.request_rate, SummarizeRun(*records)};
+    for (const std::string& e : level.summary.first_errors) {
+      std::cerr << backend_name << " c=" << concurrency << " error: " << e << "\n";
+    }
+    results.push_back(std::move(level));
+  }
+  std::cout << ResultsToTable(backend_name, results) << std::flush;
+  if (const std::string path = absl::GetFlag(FLAGS_out_json); !path.empty()) {
+    std::ofstream out(path);
+    out << ResultsToJson(backend_name, address, workload_desc, results);
+    if (!out) {
+      std::cerr << "error: cannot write " << path << "\n";
+      return 1;
+    }
+  }
+  // Any failed request makes the run fail, so scripts notice.
+  for (const LevelResult& l : results) {
+    if (l.summary.errors > 0) return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace rill::bench
+
+int main(int argc, char** argv) {
+  google::InitGoogleLogging(argv[0]);
+  absl::SetProgramUsageMessage("rill-bench-serve --backend=rill|llama-server --address=host:port ...");
+  absl::ParseCommandLine(argc, argv);
+  return rill::bench::Run();
+}
