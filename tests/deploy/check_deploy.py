@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""Checks of deploy/ that need no cluster and no Docker engine.
+
+  check_deploy.py manifests OVERLAY_DIR   render with kustomize, validate against the
+                                          Kubernetes 1.37 schemas, check Rill's rules
+  check_deploy.py lint DOCKERFILE         hadolint with deploy/docker/.hadolint.yaml
+  check_deploy.py packages DOCKERFILE BIN...
+                                          every shared library the binaries load is
+                                          installed by the runtime stage's apt list
+  check_deploy.py launch OVERLAY_DIR ENGINE_BIN FRONTEND_BIN WORKER_BIN MODEL
+                                          start the binaries with the manifests' own
+                                          args and env, probe grpc.health.v1, SIGTERM
+Exit status 0 when every check passes; each failure is printed.
+"""
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+VENV_BIN = os.path.dirname(sys.executable)
+FAILURES = []
+
+
+def check(cond, msg):
+    if not cond:
+        FAILURES.append(msg)
+    return cond
+
+
+def render(overlay):
+    # Bazel's runfiles are symlinks, which kustomize will not read as a tree:
+    # render the real files behind them.
+    overlay = os.path.dirname(os.path.realpath(os.path.join(overlay, "kustomization.yaml")))
+    kubectl = os.path.join(VENV_BIN, "kubectl")
+    out = subprocess.run([kubectl, "kustomize", overlay], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"kustomize {overlay} failed:\n{out.stderr}")
+    return out.stdout, [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def pod_spec(doc):
+    return doc.get("spec", {}).get("template", {}).get("spec", {})
+
+
+def flag(args, name):
+    for a in args:
+        if a.startswith(f"--{name}="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def cmd_manifests(overlay):
+    text, docs = render(overlay)
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(text)
+    v = subprocess.run([os.path.join(VENV_BIN, "kubernetes-validate"), "--strict",
+                        "--kubernetes-version", "1.37", f.name], capture_output=True, text=True)
+    os.unlink(f.name)
+    check(v.returncode == 0, f"schema validation failed:\n{v.stdout}{v.stderr}")
+    by_kind = {}
+    for d in docs:
+        by_kind.setdefault(d["kind"], {})[d["metadata"]["name"]] = d
+    fe = by_kind.get("Deployment", {}).get("rill-frontend")
+    en = by_kind.get("StatefulSet", {}).get("rill-engine")
+    if not check(fe is not None and en is not None, "frontend Deployment or engine StatefulSet missing"):
+        return
+    check(fe["spec"]["replicas"] >= 2, "frontend replicas < 2")
+    hpa = by_kind.get("HorizontalPodAutoscaler", {}).get("rill-frontend")
+    check(hpa is not None and hpa["spec"]["scaleTargetRef"]["name"] == "rill-frontend"
+          and hpa["spec"]["minReplicas"] >= 2
+          and any(m["resource"]["name"] == "cpu" for m in hpa["spec"]["metrics"]),
+          "HPA on frontend CPU with minReplicas >= 2 missing")
+    pdb_targets = {p["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"]
+                   for p in by_kind.get("PodDisruptionBudget", {}).values()}
+    check({"rill-frontend", "rill-engine"} <= pdb_targets, f"PDBs cover {pdb_targets}")
+    for name, svc in by_kind.get("Service", {}).items():
+        for p in svc["spec"]["ports"]:
+            check(p.get("appProtocol") == "grpc", f"service {name} port {p.get('name')} lacks appProtocol grpc")
+    check(by_kind["Service"]["rill-engine"]["spec"].get("clusterIP") == "None", "engine service not headless")
+    for workload in (fe, en):
+        spec = pod_spec(workload)
+        wname = workload["metadata"]["name"]
+        check(spec.get("securityContext", {}).get("runAsNonRoot") is True, f"{wname}: runAsNonRoot missing")
+        check(spec.get("terminationGracePeriodSeconds", 30) >= 30, f"{wname}: grace period < 30 s")
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            cname = f"{wname}/{c['name']}"
+            res = c.get("resources", {})
+            check("cpu" in res.get("requests", {}) and "memory" in res.get("requests", {}),
+                  f"{cname}: cpu/memory requests missing")
+            check("memory" in res.get("limits", {}), f"{cname}: memory limit missing")
+            sc = c.get("securityContext", {})
+            check(sc.get("allowPrivilegeEscalation") is False and sc.get("readOnlyRootFilesystem") is True,
+                  f"{cname}: privilege escalation / writable root")
+            for e in c.get("env", []):
+                if re.search(r"TOKEN|PASSWORD|SECRET|KEY", e["name"]):
+                    check("value" not in e, f"{cname}: secret {e['name']} given as a literal")
+        main = spec["containers"][0]
+        port = main["ports"][0]["containerPort"]
+        for probe in ("startupProbe", "readinessProbe"):
+            p = main.get(probe, {})
+            check(p.get("grpc", {}).get("port") == port, f"{wname}: {probe} is not grpc on {port}")
+        check("livenessProbe" in main, f"{wname}: livenessProbe missing")
+    check("preStop" in pod_spec(fe)["containers"][0].get("lifecycle", {}), "frontend preStop missing")
+    espec = pod_spec(en)
+    check(any(v["name"] == "dshm" and v.get("emptyDir", {}).get("medium") == "Memory"
+              for v in espec["volumes"]), "engine: /dev/shm memory volume missing")
+    check(any(m["mountPath"] == "/dev/shm" for m in espec["containers"][0]["volumeMounts"]),
+          "engine: /dev/shm not mounted")
+    check(len(espec.get("initContainers", [])) == 1, "engine: model-fetch init container missing")
+    eargs = espec["containers"][0]["args"]
+    tp = int(flag(eargs, "tensor_parallel_size") or 1)
+    gpus = espec["containers"][0]["resources"].get("limits", {}).get("nvidia.com/gpu")
+    if gpus is not None:
+        check(int(gpus) == tp, f"engine: {gpus} GPUs but tensor_parallel_size={tp}")
+    check(by_kind.get("Secret") is None, "a Secret is baked into the manifests")
+    fe_engine = flag(pod_spec(fe)["containers"][0]["args"], "engine")
+    check(fe_engine is not None and fe_engine.endswith(f":{flag(eargs, 'port')}"),
+          f"frontend --engine={fe_engine} does not match the engine port")
+
+
+def cmd_lint(dockerfile):
+    cfg = os.path.join(os.path.dirname(dockerfile), ".hadolint.yaml")
+    r = subprocess.run([os.path.join(VENV_BIN, "hadolint"), "--no-color", "--config", cfg, dockerfile],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"hadolint:\n{r.stdout}{r.stderr}")
+    text = open(dockerfile).read()
+    for target in ("frontend", "engine", "engine-gpu", "model-fetch"):
+        check(re.search(rf"^FROM .* AS {target}$", text, re.M), f"target {target} missing")
+    check(not re.search(r"^(ENV|ARG) .*(TOKEN|PASSWORD|SECRET)", text, re.M), "secret in Dockerfile")
+    users = re.findall(r"^USER (\S+)", text, re.M)
+    check(users and users[-1] != "0" and users[-1] != "root", "final stage runs as root")
+
+
+def runtime_packages(dockerfile):
+    text = open(dockerfile).read()
+    stage = text.split("AS runtime", 1)[1].split("\nFROM ", 1)[0]
+    install = stage.split("install -y -q --no-install-recommends", 1)[1].split("&&", 1)[0]
+    return set(install.replace("\\", " ").split())
+
+
+def closure(pkgs):
+    out = subprocess.run(["apt-cache", "depends", "--recurse", "--no-recommends", "--no-suggests",
+                          "--no-conflicts", "--no-breaks", "--no-replaces", "--no-enhances"] + sorted(pkgs),
+                         capture_output=True, text=True).stdout
+    deps = set(pkgs)
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith(("Depends:", "PreDepends:")):
+            deps.add(line.split(":", 1)[1].strip().strip("<>").split(":")[0])
+        elif line and not line.startswith("|") and ":" not in line:
+            deps.add(line.strip("<>"))
+    return deps
+
+
+def cmd_packages(dockerfile, binaries):
+    listed = runtime_packages(dockerfile)
+    provided = closure(listed)
+    required = set(subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${Priority}\n"],
+                                  capture_output=True, text=True).stdout.split("\n"))
+    essential = {l.split()[0] for l in required if l.endswith(" required") or l.endswith(" important")}
+    for b in binaries:
+        ldd = subprocess.run(["ldd", b], capture_output=True, text=True).stdout
+        for line in ldd.splitlines():
+            m = re.search(r"=> (\S+)", line)
+            if not m or not m.group(1).startswith("/"):
+                continue
+            lib = os.path.realpath(m.group(1))
+            if lib.startswith("/usr/local/cuda"):
+                continue  # The GPU stage copies CUDA's libraries (checked below).
+            owner = subprocess.run(["dpkg", "-S", lib], capture_output=True, text=True)
+            if owner.returncode != 0:
+                owner = subprocess.run(["dpkg", "-S", m.group(1)], capture_output=True, text=True)
+            if not check(owner.returncode == 0, f"{b}: {lib} belongs to no Debian package"):
+                continue
+            pkg = owner.stdout.split(":")[0]
+            check(pkg in provided or pkg in essential,
+                  f"{os.path.basename(b)} needs {lib} from {pkg}, which the runtime stage does not install")
+    text = open(dockerfile).read()
+    for lib in ("libcudart.so", "libcublas.so", "libcublasLt.so", "libnccl.so"):
+        check(lib in text, f"GPU stage does not copy {lib}")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def health(port, timeout):
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+                r = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=2)
+                last = health_pb2.HealthCheckResponse.ServingStatus.Name(r.status)
+                if r.status == health_pb2.HealthCheckResponse.SERVING:
+                    return "SERVING"
+        except grpc.RpcError as e:
+            last = e.code().name
+        time.sleep(0.5)
+    return last
+
+
+def cmd_launch(overlay, engine_bin, frontend_bin, worker_bin, model):
+    _, docs = render(overlay)
+    pods = {d["metadata"]["name"]: pod_spec(d) for d in docs if d["kind"] in ("Deployment", "StatefulSet")}
+    ec = pods["rill-engine"]["containers"][0]
+    fc = pods["rill-frontend"]["containers"][0]
+    eport, fport = free_port(), free_port()
+    model_dir = os.path.dirname(model)
+
+    def localize(args, port, extra_env):
+        out = []
+        for a in args:
+            a = a.replace("/opt/rill/bin/rill-worker", worker_bin).replace("/models/", model_dir + "/")
+            a = re.sub(r"\$\((\w+)\)", lambda m: extra_env.get(m.group(1), ""), a)
+            if a.startswith("--port="):
+                a = f"--port={port}"
+            if a.startswith("--host="):
+                a = "--host=127.0.0.1"
+            if a.startswith("--engine="):  # The headless Service's DNS name, here.
+                a = f"--engine=127.0.0.1:{eport}"
+            if a.startswith("--threads="):
+                a = "--threads=2"
+            out.append(a)
+        return out
+
+    def env_of(c):
+        env = dict(os.environ)
+        for e in c.get("env", []):
+            if "value" in e:
+                env[e["name"]] = e["value"].replace("/models", model_dir)
+            else:
+                env[e["name"]] = "test-token"  # Stands in for the Secret.
+        return env
+
+    procs = []
+    try:
+        eenv = env_of(ec)
+        procs.append(subprocess.Popen([engine_bin] + localize(ec["args"], eport, eenv), env=eenv))
+        state = health(eport, 240)
+        check(state == "SERVING", f"engine health {state} with the manifest's args {ec['args']}")
+        fenv = env_of(fc)
+        procs.append(subprocess.Popen([frontend_bin] + localize(fc["args"], fport, fenv), env=fenv))
+        state = health(fport, 120)
+        check(state == "SERVING", f"frontend health {state} with the manifest's args {fc['args']}")
+        for p in reversed(procs):
+            p.send_signal(signal.SIGTERM)
+            try:
+                rc = p.wait(60)
+                check(rc == 0, f"{p.args[0]} exited {rc} on SIGTERM")
+            except subprocess.TimeoutExpired:
+                check(False, f"{p.args[0]} did not exit within 60 s of SIGTERM")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    cmd, rest = sys.argv[1], sys.argv[2:]
+    {"manifests": lambda: cmd_manifests(*rest), "lint": lambda: cmd_lint(*rest),
+     "packages": lambda: cmd_packages(rest[0], rest[1:]), "launch": lambda: cmd_launch(*rest)}[cmd]()
+    for f in FAILURES:
+        print("FAIL:", f)
+    print(f"{cmd}: {len(FAILURES)} problem(s)")
+    sys.exit(1 if FAILURES else 0)
+
+
+if __name__ == "__main__":
+    main()

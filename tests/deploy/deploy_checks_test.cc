@@ -1,0 +1,39 @@
+// Runs tests/deploy/check_deploy.py (see its docstring) for each deploy/
+// artefact: manifests of both overlays, the Dockerfile, the runtime packages
+// of the binaries the images carry.
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/util/python_runner.h"
+#include "tests/util/subprocess.h"
+
+namespace rill::testing {
+namespace {
+
+void ExpectChecksPass(const std::vector<std::string>& args) {
+  absl::StatusOr<CommandResult> r = RunPython("tests/deploy/check_deploy.py", args);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 0) << r->output;
+  EXPECT_NE(r->output.find("0 problem(s)"), std::string::npos) << r->output;
+}
+
+TEST(DeployManifests, CpuOverlayValidatesAndFollowsTheRules) {
+  ExpectChecksPass({"manifests", RunfilePath("deploy/k8s/overlays/cpu")});
+}
+
+TEST(DeployManifests, GpuOverlayValidatesAndFollowsTheRules) {
+  ExpectChecksPass({"manifests", RunfilePath("deploy/k8s/overlays/gpu")});
+}
+
+TEST(DeployDockerfile, LintsClean) { ExpectChecksPass({"lint", RunfilePath("deploy/docker/Dockerfile")}); }
+
+TEST(DeployDockerfile, RuntimeStageInstallsEveryLibraryTheBinariesLoad) {
+  std::vector<std::string> args = {"packages", RunfilePath("deploy/docker/Dockerfile")};
+  for (const char* b : RILL_DEPLOY_BINARIES) args.push_back(RunfilePath(b));
+  ExpectChecksPass(args);
+}
+
+}  // namespace
+}  // namespace rill::testing
