@@ -56,7 +56,8 @@ absl::StatusOr<std::vector<RequestRecord>> RunLoad(Backend* backend,
   if (o.warmup_requests > 0) {
     RunPool(o.concurrency, o.warmup_requests, [&](int i) {
       RequestRecord ignored;
-      backend->Send(requests[i % requests.size()], &ignored);
+      const std::vector<BenchRequest>& pool = o.warmup_pool.empty() ? requests : o.warmup_pool;
+      backend->Send(pool[i % pool.size()], &ignored);
       return true;
     });
   }

@@ -22,6 +22,8 @@ struct LoadOptions {
   // > 0: Poisson arrivals at this many requests/s (exponential gaps, seeded).
   double request_rate = 0;
   int warmup_requests = 0;
+  // Prompts for the warm-up; empty = the workload's own first requests.
+  std::vector<BenchRequest> warmup_pool;
   double duration_s = 0;  // > 0: stop sending after this long.
   uint64_t seed = 0;
 };

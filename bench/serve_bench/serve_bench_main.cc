@@ -73,7 +73,8 @@ int Run() {
 
   std::vector<LevelResult> results;
   std::string workload_desc;
-  for (int concurrency : levels) {
+  for (size_t level_index = 0; level_index < levels.size(); ++level_index) {
+    const int concurrency = levels[level_index];
     const int n = absl::GetFlag(FLAGS_num_requests) > 0 ? absl::GetFlag(FLAGS_num_requests)
                                                          : std::max(8, 2 * concurrency);
     absl::StatusOr<std::vector<BenchRequest>> requests;
@@ -82,13 +83,16 @@ int Run() {
       workload_desc = absl::StrCat("dataset ", absl::GetFlag(FLAGS_dataset));
     } else {
       SyntheticOptions so;
-      so.num_requests = n;
+      // The extra ones are the warm-up's own prompts (see below).
+      so.num_requests = n + absl::GetFlag(FLAGS_warmup_requests);
       so.input_len = absl::GetFlag(FLAGS_input_len);
       so.input_len_range = absl::GetFlag(FLAGS_input_len_range);
       so.output_len = absl::GetFlag(FLAGS_output_len);
       so.output_len_range = absl::GetFlag(FLAGS_output_len_range);
       so.shared_prefix_len = absl::GetFlag(FLAGS_shared_prefix_len);
-      so.seed = absl::GetFlag(FLAGS_seed);
+      // Fresh prompts per level, so no level finds the previous level's
+      // prompts in a server's cache (the shared prefix stays shared).
+      so.seed = absl::GetFlag(FLAGS_seed) * 1000003 + level_index;
       requests = SyntheticWorkload(so);
       workload_desc = absl::StrCat("synthetic in=", so.input_len, " out=", so.output_len,
                                    " shared_prefix=", so.shared_prefix_len);
@@ -101,6 +105,12 @@ int Run() {
     lo.concurrency = concurrency;
     lo.request_rate = absl::GetFlag(FLAGS_request_rate);
     lo.warmup_requests = absl::GetFlag(FLAGS_warmup_requests);
+    // Warm-up prompts come from the end of the list and are not measured
+    // again (a measured request must not hit its own warm-up in a cache).
+    if (lo.warmup_requests > 0 && absl::GetFlag(FLAGS_dataset).empty()) {
+      lo.warmup_pool.assign(requests->end() - lo.warmup_requests, requests->end());
+      requests->resize(n);
+    }
     lo.duration_s = absl::GetFlag(FLAGS_duration_s);
     lo.seed = absl::GetFlag(FLAGS_seed);
     ProgressBar bar(absl::StrCat(backend_name, " c=", concurrency), n, StderrIsTerminal());
