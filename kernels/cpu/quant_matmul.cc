@@ -1,6 +1,8 @@
 #include "kernels/cpu/quant_matmul.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include <glog/logging.h>
@@ -55,6 +57,34 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   if (n_tokens <= 0) return;
   DCHECK(ValidateWeightMatrix(w).ok()) << ValidateWeightMatrix(w);
   const bool avx2 = UseAvx2();
+  if (w.float_activations && UseAvx512()) {
+    if (internal::ChunkKernel chunk = internal::Avx512ChunkF32Act(w.type)) {
+      // Each chunk of rows meets every token of the call at once (the kernel
+      // expands its weights once for the whole batch).
+      // 64-byte aligned activations (a copy when the caller's are not): a
+      // zmm load that straddles two cache lines costs two loads.
+      const float* xa = x;
+      thread_local std::vector<float> x_buf;
+      if (reinterpret_cast<uintptr_t>(x) % 64 != 0 || (w.cols * sizeof(float)) % 64 != 0) {
+        x_buf.resize(n_tokens * w.cols + 16);
+        float* dst = reinterpret_cast<float*>(
+            (reinterpret_cast<uintptr_t>(x_buf.data()) + 63) & ~uintptr_t{63});
+        std::memcpy(dst, x, n_tokens * w.cols * sizeof(float));
+        xa = dst;
+      }
+      const uint8_t* wdata = static_cast<const uint8_t*>(w.data);
+      const int64_t n_chunks = (w.rows + kRowChunk - 1) / kRowChunk;
+      ParallelFor(pool, n_chunks, 1, [&](int64_t cb, int64_t ce) {
+        for (int64_t c = cb; c < ce; ++c) {
+          const int64_t r0 = c * kRowChunk;
+          const int64_t nr = std::min(w.rows, r0 + kRowChunk) - r0;
+          chunk(wdata + r0 * w.row_stride_bytes, w.row_stride_bytes, nr, xa, n_tokens, w.cols,
+                y + r0, w.rows);
+        }
+      });
+      return;
+    }
+  }
   RowKernel kernel = avx2 ? internal::Avx2Kernel(w.type) : internal::ScalarKernel(w.type);
   if (w.float_activations && w.type != QuantType::kF32 && w.type != QuantType::kF16 &&
       w.type != QuantType::kBF16) {

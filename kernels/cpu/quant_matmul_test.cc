@@ -119,10 +119,19 @@ unsigned Seed() {
   return seed;
 }
 
-class MatMulTest : public ::testing::TestWithParam<bool /*scalar*/> {
+// The kernel family a test runs: the best the CPU has (AVX-512 where
+// present), AVX2 with AVX-512 turned off, or the scalar fallbacks.
+enum class Path { kBest, kAvx2, kScalar };
+
+void UsePath(Path p) {
+  SetForceScalar(p == Path::kScalar);
+  SetDisableAvx512(p == Path::kAvx2);
+}
+
+class MatMulTest : public ::testing::TestWithParam<Path> {
  protected:
-  void SetUp() override { SetForceScalar(GetParam()); }
-  void TearDown() override { SetForceScalar(false); }
+  void SetUp() override { UsePath(GetParam()); }
+  void TearDown() override { UsePath(Path::kBest); }
 };
 
 TEST_P(MatMulTest, MatchesFloatReference) {
@@ -184,13 +193,18 @@ TEST_P(MatMulTest, BatchInvariant) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, MatMulTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& i) {
-                           return i.param ? "Scalar" : "Avx2";
+INSTANTIATE_TEST_SUITE_P(Paths, MatMulTest,
+                         ::testing::Values(Path::kBest, Path::kAvx2, Path::kScalar),
+                         [](const ::testing::TestParamInfo<Path>& i) {
+                           switch (i.param) {
+                             case Path::kBest: return "Best";
+                             case Path::kAvx2: return "Avx2";
+                             default: return "Scalar";
+                           }
                          });
 
 TEST(MatMulPaths, Avx2AgreesWithScalar) {
-  SetForceScalar(false);
+  UsePath(Path::kAvx2);
   if (!UseAvx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
   std::mt19937 rng(Seed() + 2);
   for (const TypeCase& c : Cases()) {
@@ -201,7 +215,7 @@ TEST(MatMulPaths, Avx2AgreesWithScalar) {
     MatMul(p.w, p.x.data(), n_tokens, fast.data(), nullptr);
     SetForceScalar(true);
     MatMul(p.w, p.x.data(), n_tokens, slow.data(), nullptr);
-    SetForceScalar(false);
+    UsePath(Path::kAvx2);
     for (int64_t t = 0; t < n_tokens; ++t) {
       for (int64_t r = 0; r < rows; ++r) {
         // Same integers on both paths: only float summation order differs.
@@ -210,6 +224,7 @@ TEST(MatMulPaths, Avx2AgreesWithScalar) {
       }
     }
   }
+  UsePath(Path::kBest);
 }
 
 TEST(MatMulValidate, RejectsBadShapes) {
@@ -249,6 +264,66 @@ TEST_P(MatMulTest, FloatActivationsAreExact) {
         const double tol = 2e-6 * p.wnorm[r] * p.xnorm[t] + 1e-30;
         ASSERT_NEAR(y[t * rows + r], p.ref[t * rows + r], tol) << "t=" << t << " r=" << r;
         ASSERT_EQ(single[r], y[t * rows + r]) << "batch invariance t=" << t << " r=" << r;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rill::cpu
+
+namespace rill::cpu {
+namespace {
+
+// The exact path's AVX-512 chunk kernel (register expansion below 3 tokens,
+// an f32 panel from 3 on; 4x2 register tiles with row and token tails)
+// against the AVX2 and scalar paths, and batch invariant for every batch
+// size across both regimes.
+TEST(MatMulPaths, Avx512FloatActivationsAgreeAndAreBatchInvariant) {
+  UsePath(Path::kBest);
+  if (!UseAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(Seed() + 4);
+  ThreadPool pool(2);
+  const QuantType types[] = {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ8_0};
+  for (QuantType type : types) {
+    const TypeCase* c = nullptr;
+    for (const TypeCase& tc : Cases()) {
+      if (tc.type == type) c = &tc;
+    }
+    ASSERT_NE(c, nullptr);
+    for (int64_t rows : {1, 3, 16, 37}) {
+      for (int64_t cols : {32, 96, 576}) {
+        SCOPED_TRACE(std::string(QuantTypeName(type)) + " rows=" + std::to_string(rows) +
+                     " cols=" + std::to_string(cols));
+        const int64_t n_tokens = 13;
+        Problem p = MakeProblem(*c, rows, cols, n_tokens, rows == 3 ? 20 : 0, rng);
+        p.w.float_activations = true;
+        std::vector<float> best(n_tokens * rows), avx2(n_tokens * rows), scalar(n_tokens * rows);
+        MatMul(p.w, p.x.data(), n_tokens, best.data(), &pool);
+        UsePath(Path::kAvx2);
+        MatMul(p.w, p.x.data(), n_tokens, avx2.data(), &pool);
+        UsePath(Path::kScalar);
+        MatMul(p.w, p.x.data(), n_tokens, scalar.data(), &pool);
+        UsePath(Path::kBest);
+        for (int64_t i = 0; i < n_tokens * rows; ++i) {
+          const int64_t t = i / rows, r = i % rows;
+          const double tol = 2e-6 * p.wnorm[r] * p.xnorm[t] + 1e-30;
+          ASSERT_NEAR(best[i], p.ref[i], tol) << "t=" << t << " r=" << r;
+          ASSERT_NEAR(best[i], avx2[i], tol) << "t=" << t << " r=" << r;
+          ASSERT_NEAR(best[i], scalar[i], tol) << "t=" << t << " r=" << r;
+        }
+        // Every sub-batch [start, start + n) gives the same bits as the full
+        // batch: 1 and 2 tokens use register expansion, 3+ the panel, odd
+        // sizes the 1-token tile tail.
+        for (int64_t n = 1; n <= n_tokens; ++n) {
+          const int64_t start = (n * 5) % (n_tokens - n + 1);
+          std::vector<float> sub(n * rows);
+          MatMul(p.w, p.x.data() + start * cols, n, sub.data(), n % 2 ? nullptr : &pool);
+          for (int64_t i = 0; i < n * rows; ++i) {
+            ASSERT_EQ(sub[i], best[start * rows + i]) << "n=" << n << " start=" << start
+                                                      << " i=" << i;
+          }
+        }
       }
     }
   }

@@ -1,11 +1,13 @@
 #include "worker/models/llama.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/aligned_buffer.h"
 #include "kernels/cpu/ops.h"
 #include "worker/models/layers.h"
 
@@ -86,15 +88,18 @@ class Llama : public CausalLm {
                   qd = c.num_heads * hd, kvd = c.num_kv_heads * hd, f = c.intermediate_size;
     const float eps = static_cast<float>(c.rms_norm_eps);
 
+    // Two buffers serve twice (RSS for long prefills): the normed input
+    // xn also holds the attention output (q/k/v were read from it), and q
+    // also holds the projections' outputs (attention has consumed it).
     x_.resize(n * h);
-    xn_.resize(n * h);
-    q_.resize(n * qd);
+    xn_.resize(n * std::max(h, qd));
+    q_.resize(n * std::max(h, qd));
     k_.resize(n * kvd);
     v_.resize(n * kvd);
-    attn_.resize(n * qd);
-    gate_.resize(n * f);
-    up_.resize(n * f);
-    tmp_.resize(n * h);
+    gate_.resize(std::min(n, kFfnTokens) * f);
+    up_.resize(std::min(n, kFfnTokens) * f);
+    float* const attn = xn_.data();
+    float* const tmp = q_.data();
     const cpu::RopeLayout rope =
         c.rope_interleaved ? cpu::RopeLayout::kInterleaved : cpu::RopeLayout::kNeox;
 
@@ -115,16 +120,22 @@ class Llama : public CausalLm {
       cpu::Rope(k_.data(), n, kvd, c.num_kv_heads, hd, hd, layout.positions.data(),
                 inv_freq_.data(), rope);
       WriteKv(batch, layout, l, k_.data(), v_.data(), cache);
-      AttendAll(batch, layout, l, q_.data(), c.num_heads, cache, attn_.data(), pool_);
-      cpu::MatMul(L.o, attn_.data(), n, tmp_.data(), pool_);
-      cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
+      AttendAll(batch, layout, l, q_.data(), c.num_heads, cache, attn, pool_);
+      cpu::MatMul(L.o, attn, n, tmp, pool_);
+      cpu::Add(x_.data(), tmp, n * h, x_.data());
 
       cpu::RmsNorm(x_.data(), L.ffn_norm.data(), n, h, eps, xn_.data());
-      cpu::MatMul(L.gate, xn_.data(), n, gate_.data(), pool_);
-      cpu::MatMul(L.up, xn_.data(), n, up_.data(), pool_);
-      cpu::SwiGlu(gate_.data(), up_.data(), n * f, gate_.data());
-      cpu::MatMul(L.down, gate_.data(), n, tmp_.data(), pool_);
-      cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
+      // The MLP is per token, so it runs over slices of at most kFfnTokens
+      // tokens (same results, MatMul being batch invariant): the two widest
+      // buffers stay small however long the prefill.
+      for (int64_t t0 = 0; t0 < n; t0 += kFfnTokens) {
+        const int64_t m = std::min(kFfnTokens, n - t0);
+        cpu::MatMul(L.gate, xn_.data() + t0 * h, m, gate_.data(), pool_);
+        cpu::MatMul(L.up, xn_.data() + t0 * h, m, up_.data(), pool_);
+        cpu::SwiGlu(gate_.data(), up_.data(), m * f, gate_.data());
+        cpu::MatMul(L.down, gate_.data(), m, tmp + t0 * h, pool_);
+      }
+      cpu::Add(x_.data(), tmp, n * h, x_.data());
     }
     std::vector<float> rows = GatherLogitRows(layout, x_.data(), h);
     const int64_t nr = rows.size() / h;
@@ -138,8 +149,12 @@ class Llama : public CausalLm {
   std::vector<float> output_norm_;
   std::vector<LlamaLayer> layers_;
   std::vector<float> inv_freq_;
-  // Scratch, reused across steps (sized to the largest batch seen).
-  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_;
+  // Scratch, reused across steps (sized to the largest batch seen), 64-byte
+  // aligned for the matmul kernels.
+  cpu::AlignedFloats x_, xn_, q_, k_, v_, gate_, up_;
+  // Tokens per MLP slice: large enough for the matmul tiles, and keeps
+  // gate_/up_ at a few MiB.
+  static constexpr int64_t kFfnTokens = 256;
 };
 
 }  // namespace

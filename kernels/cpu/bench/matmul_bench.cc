@@ -2,6 +2,8 @@
 // layers, Q8_0 tied embedding / output).
 //
 //   bazel run //kernels/cpu/bench:matmul_bench -- [--threads=N] [--min_ms=M]
+#include <time.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +26,14 @@ struct Shape {
   const char* what;
 };
 
+// CPU time of the whole process (all pool threads): less sensitive than wall
+// time to other load on a shared machine.
+double CpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 std::vector<uint8_t> RandomMatrix(QuantType type, int64_t rows, int64_t cols, std::mt19937& rng) {
   std::vector<uint8_t> data(RowBytes(type, cols) * rows);
   for (auto& b : data) b = static_cast<uint8_t>(rng());
@@ -39,13 +49,27 @@ std::vector<uint8_t> RandomMatrix(QuantType type, int64_t rows, int64_t cols, st
 int Main(int argc, char** argv) {
   int threads = 0;
   double min_ms = 200;
+  bool exact = false;
+  std::vector<int64_t> tokens = {1, 8, 32, 512};
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--threads=", 10) == 0) threads = std::atoi(argv[i] + 10);
     if (std::strncmp(argv[i], "--min_ms=", 9) == 0) min_ms = std::atof(argv[i] + 9);
     if (std::strcmp(argv[i], "--scalar") == 0) SetForceScalar(true);
+    // The exact path (f32 activations), which the models use by default.
+    if (std::strcmp(argv[i], "--exact") == 0) exact = true;
+    if (std::strcmp(argv[i], "--no_avx512") == 0) SetDisableAvx512(true);
+    if (std::strncmp(argv[i], "--tokens=", 9) == 0) {
+      tokens.clear();
+      for (const char* p = argv[i] + 9; *p;) {
+        char* end;
+        tokens.push_back(std::strtol(p, &end, 10));
+        p = *end == ',' ? end + 1 : end;
+        if (end == p && *p) break;
+      }
+    }
   }
   ThreadPool pool(threads);
-  printf("threads=%d path=%s\n", pool.num_threads(), UseAvx2() ? "avx2" : "scalar");
+  printf("threads=%d path=%s\n", pool.num_threads(), UseAvx512() ? "avx512" : UseAvx2() ? "avx2" : "scalar");
   const Shape shapes[] = {
       {576, 576, QuantType::kQ4_1, "attn q/o"},
       {576, 192, QuantType::kQ4_1, "attn k/v"},
@@ -55,18 +79,20 @@ int Main(int argc, char** argv) {
       {576, 576, QuantType::kQ8_0, "q8_0 576"},
       {576, 1536, QuantType::kQ8_0, "q8_0 ffn"},
   };
-  printf("%-12s %-5s %6s %6s %6s %10s %9s %9s %10s\n", "what", "type", "in", "out", "tokens",
-         "us/call", "GFLOP/s", "GB/s(w)", "us/token");
+  printf("%-12s %-5s %6s %6s %6s %10s %9s %9s %10s %10s\n", "what", "type", "in", "out", "tokens",
+         "us/call", "GFLOP/s", "GB/s(w)", "us/token", "cpu us");
   std::mt19937 rng(1);
   for (const Shape& s : shapes) {
     std::vector<uint8_t> w = RandomMatrix(s.type, s.rows, s.cols, rng);
-    const WeightMatrix m = MakeWeightMatrix(s.type, s.rows, s.cols, w.data());
-    for (int64_t nt : {1, 8, 32, 512}) {
+    WeightMatrix m = MakeWeightMatrix(s.type, s.rows, s.cols, w.data());
+    m.float_activations = exact;
+    for (int64_t nt : tokens) {
       std::vector<float> x(nt * s.cols), y(nt * s.rows);
       std::normal_distribution<float> nd;
       for (float& v : x) v = nd(rng);
       MatMul(m, x.data(), nt, y.data(), &pool);  // warm up
       int iters = 0;
+      const double c0 = CpuSeconds();
       const auto t0 = std::chrono::steady_clock::now();
       double el = 0;
       do {
@@ -76,11 +102,12 @@ int Main(int argc, char** argv) {
                  .count();
       } while (el < min_ms * 1000);
       const double us = el / iters;
+      const double cpu_us = (CpuSeconds() - c0) * 1e6 / iters;
       const double flops = 2.0 * s.rows * s.cols * nt;
       const double bytes = double(w.size());
-      printf("%-12s %-5s %6ld %6ld %6ld %10.1f %9.2f %9.2f %10.2f\n", s.what,
+      printf("%-12s %-5s %6ld %6ld %6ld %10.1f %9.2f %9.2f %10.2f %10.1f\n", s.what,
              std::string(QuantTypeName(s.type)).c_str(), long(s.cols), long(s.rows), long(nt), us,
-             flops / us / 1e3, bytes / us / 1e3, us / nt);
+             flops / us / 1e3, bytes / us / 1e3, us / nt, cpu_us);
     }
   }
   return 0;

@@ -1,0 +1,252 @@
+// AVX-512 kernels for quantized weights against f32 activations (the exact
+// path, WeightMatrix::float_activations), working on a chunk of rows and all
+// the tokens of a call at once.
+//
+// Every (row, token) pair is computed the same way whatever the tile: one
+// 16-lane accumulator for weights 0..15 of each 32-block and one for 16..31,
+// blocks in order, then Reduce(lo + hi). A weight expands to the same float
+// whether it is expanded in registers or into the f32 panel, so small calls
+// (decode) and large ones (prefill, batched decode) agree bit for bit and
+// MatMul stays batch invariant.
+// GCC 12 reports its own _mm512_undefined_ps() placeholders as uninitialized
+// (a false positive in the intrinsic headers); silence it for this file.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/matmul_internal.h"
+
+#define RILL_TARGET_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+
+namespace rill::cpu::internal {
+namespace {
+
+// Register tiles (of 32 zmm registers). Expanding in registers: 4 rows x
+// up to 2 tokens. From the panel: 3 rows x 3 tokens, 18 accumulators, 6
+// weight and 2 activation registers, 12 loads per 18 fma.
+constexpr int kRows = 4;
+constexpr int kPanelRows = 3;
+constexpr int kPanelTokens = 3;
+// From this many tokens on, a chunk is expanded once into an f32 panel;
+// below it, the weights are expanded in registers for each call.
+constexpr int64_t kPanelMinTokens = 3;
+
+float* AlignTo64(float* p) {
+  return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
+}
+
+RILL_TARGET_AVX512 inline __m512 HalfToVec(uint16_t h) {
+  return _mm512_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h))));
+}
+
+RILL_TARGET_AVX512 inline float Reduce(__m512 lo, __m512 hi) {
+  const __m512 s = _mm512_add_ps(lo, hi);
+  __m256 v = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  q = _mm_add_ss(q, _mm_movehdup_ps(q));
+  return _mm_cvtss_f32(q);
+}
+
+// Expand(block, lo, hi): weights 0..15 and 16..31 of one block.
+struct Q4_1X {
+  using Block = BlockQ4_1;
+  RILL_TARGET_AVX512 static inline void Expand(const Block& b, __m512* lo, __m512* hi) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m512 d = HalfToVec(b.d);
+    const __m512 m = HalfToVec(b.m);
+    const __m512i ql = _mm512_cvtepu8_epi32(_mm_and_si128(raw, mask));
+    const __m512i qh = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(raw, 4), mask));
+    *lo = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(ql), m);
+    *hi = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(qh), m);
+  }
+};
+
+struct Q4_0X {
+  using Block = BlockQ4_0;
+  RILL_TARGET_AVX512 static inline void Expand(const Block& b, __m512* lo, __m512* hi) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m512 d = HalfToVec(b.d);
+    // d * q - 8 d == d * (q - 8) exactly: -8 d is exact and q - 8 too.
+    const __m512 off = _mm512_mul_ps(d, _mm512_set1_ps(-8.0f));
+    const __m512i ql = _mm512_cvtepu8_epi32(_mm_and_si128(raw, mask));
+    const __m512i qh = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(raw, 4), mask));
+    *lo = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(ql), off);
+    *hi = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(qh), off);
+  }
+};
+
+struct Q8_0X {
+  using Block = BlockQ8_0;
+  RILL_TARGET_AVX512 static inline void Expand(const Block& b, __m512* lo, __m512* hi) {
+    const __m512 d = HalfToVec(b.d);
+    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16));
+    *lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0)));
+    *hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1)));
+  }
+};
+
+// R rows x T tokens, weights expanded in registers block by block.
+template <typename F, int R, int T>
+RILL_TARGET_AVX512 void DirectTile(const uint8_t* w, size_t w_stride, const float* x,
+                                   size_t x_stride, int64_t nb, float* out, size_t out_stride) {
+  using Block = typename F::Block;
+  const Block* wb[R];
+  for (int r = 0; r < R; ++r) wb[r] = reinterpret_cast<const Block*>(w + r * w_stride);
+  __m512 acc[R][T][2];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      // The next tile's rows, which the hardware prefetcher misses when it
+      // sees R interleaved short streams (decode reads weights from DRAM).
+      _mm_prefetch(reinterpret_cast<const char*>(wb[r] + b) + 2 * R * w_stride, _MM_HINT_T0);
+      __m512 lo, hi;
+      F::Expand(wb[r][b], &lo, &hi);
+#pragma GCC unroll 2
+      for (int t = 0; t < T; ++t) {
+        const float* xb = x + t * x_stride + 32 * b;
+        acc[r][t][0] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xb), acc[r][t][0]);
+        acc[r][t][1] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xb + 16), acc[r][t][1]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) out[t * out_stride + r] = Reduce(acc[r][t][0], acc[r][t][1]);
+  }
+}
+
+// R rows x T tokens from the expanded f32 panel (rows of `cols` floats).
+template <int R, int T>
+RILL_TARGET_AVX512 void PanelTile(const float* p, int64_t cols, const float* x, size_t x_stride,
+                                  int64_t nb, float* out, size_t out_stride) {
+  __m512 acc[R][T][2];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512 lo[R], hi[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      lo[r] = _mm512_load_ps(p + r * cols + 32 * b);
+      hi[r] = _mm512_load_ps(p + r * cols + 32 * b + 16);
+      // Keep the weights in registers: folded into each fma as memory
+      // operands they would be loaded T times, and loads are the limit.
+      asm("" : "+v"(lo[r]), "+v"(hi[r]));
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      __m512 xl = _mm512_loadu_ps(x + t * x_stride + 32 * b);
+      __m512 xh = _mm512_loadu_ps(x + t * x_stride + 32 * b + 16);
+      asm("" : "+v"(xl), "+v"(xh));
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        acc[r][t][0] = _mm512_fmadd_ps(lo[r], xl, acc[r][t][0]);
+        acc[r][t][1] = _mm512_fmadd_ps(hi[r], xh, acc[r][t][1]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) out[t * out_stride + r] = Reduce(acc[r][t][0], acc[r][t][1]);
+  }
+}
+
+template <typename F, int T>
+RILL_TARGET_AVX512 void DirectRows(const uint8_t* w, size_t w_stride, int64_t nr, const float* x, size_t x_stride,
+                int64_t nb, float* out, size_t out_stride) {
+  int64_t r = 0;
+  for (; r + kRows <= nr; r += kRows) {
+    DirectTile<F, kRows, T>(w + r * w_stride, w_stride, x, x_stride, nb, out + r, out_stride);
+  }
+  const uint8_t* wr = w + r * w_stride;
+  switch (nr - r) {
+    case 3: return DirectTile<F, 3, T>(wr, w_stride, x, x_stride, nb, out + r, out_stride);
+    case 2: return DirectTile<F, 2, T>(wr, w_stride, x, x_stride, nb, out + r, out_stride);
+    case 1: return DirectTile<F, 1, T>(wr, w_stride, x, x_stride, nb, out + r, out_stride);
+    default: return;
+  }
+}
+
+template <int T>
+RILL_TARGET_AVX512 void PanelRows(const float* p, int64_t cols, int64_t nr, const float* x, size_t x_stride,
+               int64_t nb, float* out, size_t out_stride) {
+  int64_t r = 0;
+  for (; r + kPanelRows <= nr; r += kPanelRows) {
+    PanelTile<kPanelRows, T>(p + r * cols, cols, x, x_stride, nb, out + r, out_stride);
+  }
+  const float* pr = p + r * cols;
+  switch (nr - r) {
+    case 2: return PanelTile<2, T>(pr, cols, x, x_stride, nb, out + r, out_stride);
+    case 1: return PanelTile<1, T>(pr, cols, x, x_stride, nb, out + r, out_stride);
+    default: return;
+  }
+}
+
+template <typename F>
+RILL_TARGET_AVX512 void ExpandRows(const uint8_t* w, size_t w_stride, int64_t nr, int64_t nb,
+                                   float* p) {
+  using Block = typename F::Block;
+  for (int64_t r = 0; r < nr; ++r) {
+    const Block* wb = reinterpret_cast<const Block*>(w + r * w_stride);
+    float* pr = p + r * nb * 32;
+    for (int64_t b = 0; b < nb; ++b) {
+      __m512 lo, hi;
+      F::Expand(wb[b], &lo, &hi);
+      _mm512_storeu_ps(pr + 32 * b, lo);
+      _mm512_storeu_ps(pr + 32 * b + 16, hi);
+    }
+  }
+}
+
+template <typename F>
+RILL_TARGET_AVX512 void Chunk(const uint8_t* w, size_t w_stride, int64_t nr, const float* x, int64_t nt,
+           int64_t cols, float* out, size_t out_stride) {
+  const int64_t nb = cols / 32;
+  const size_t x_stride = cols;
+  if (nt < kPanelMinTokens) {
+    if (nt == 2) return DirectRows<F, 2>(w, w_stride, nr, x, x_stride, nb, out, out_stride);
+    return DirectRows<F, 1>(w, w_stride, nr, x, x_stride, nb, out, out_stride);
+  }
+  // 64-byte aligned: a zmm load that straddles two cache lines costs two.
+  thread_local std::vector<float> panel_buf;
+  panel_buf.resize(nr * cols + 16);
+  float* panel = AlignTo64(panel_buf.data());
+  ExpandRows<F>(w, w_stride, nr, nb, panel);
+  // Tokens outside, rows inside: a token pair (a few KiB) stays in L1 while
+  // it meets every row of the panel.
+  int64_t t = 0;
+  for (; t + kPanelTokens <= nt; t += kPanelTokens) {
+    PanelRows<kPanelTokens>(panel, cols, nr, x + t * x_stride, x_stride, nb,
+                            out + t * out_stride, out_stride);
+  }
+  if (nt - t == 2) {
+    PanelRows<2>(panel, cols, nr, x + t * x_stride, x_stride, nb, out + t * out_stride,
+                 out_stride);
+  } else if (nt - t == 1) {
+    PanelRows<1>(panel, cols, nr, x + t * x_stride, x_stride, nb, out + t * out_stride,
+                 out_stride);
+  }
+}
+
+}  // namespace
+
+ChunkKernel Avx512ChunkF32Act(QuantType type) {
+  switch (type) {
+    case QuantType::kQ4_0: return Chunk<Q4_0X>;
+    case QuantType::kQ4_1: return Chunk<Q4_1X>;
+    case QuantType::kQ8_0: return Chunk<Q8_0X>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace rill::cpu::internal
