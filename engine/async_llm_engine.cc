@@ -160,7 +160,7 @@ void AsyncLLMEngine::SetStatus(const std::string& id, RequestStatus status) {
 
 void AsyncLLMEngine::Deliver(const std::vector<EngineCoreOutput>& outputs) {
   for (const EngineCoreOutput& o : outputs) {
-    const ProcessResult r = outputs_.Process(o);
+    ProcessResult r = outputs_.Process(o);
     if (!r.known) continue;
     // A stop string matched downstream of the core: end the sample there.
     if (r.stop_matched) core_->FinishStopped(o.request_id);
@@ -169,6 +169,7 @@ void AsyncLLMEngine::Deliver(const std::vector<EngineCoreOutput>& outputs) {
     } else if (!IsFinished(r.state)) {
       SetStatus(r.request_id, StatusOf(r.state));
     }
+    r.Deliver();
   }
 }
 

@@ -193,9 +193,9 @@ ProcessResult OutputProcessor::Process(const EngineCoreOutput& o) {
     out.prompt_logprobs = s.prompt_logprobs;
     out.prompt_top_logprobs = s.prompt_top_logprobs;
   }
-  std::shared_ptr<RequestOutputStream> stream = s.stream;
+  result.stream = s.stream;
+  result.output = std::move(out);
   if (finished) requests_.erase(it);
-  stream->Push(std::move(out));
   return result;
 }
 
@@ -207,7 +207,7 @@ void OutputProcessor::Finish(const std::string& request_id, RequestState state,
     o.state = state;
     o.error = error;
     o.times.finished = absl::Now();
-    Process(o);
+    Process(o).Deliver();
   }
 }
 

@@ -6,6 +6,7 @@
 #define RILL_ENGINE_OUTPUT_PROCESSOR_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,14 @@ struct ProcessResult {
   bool stop_matched = false;    // A stop string ended this sample just now.
   bool request_finished = false;  // All samples are finished.
   RequestState state = RequestState::kRunning;  // This sample's state after processing.
+  // What to deliver, after the caller has updated the request's status (so
+  // a reader of the final output sees the final status too).
+  std::shared_ptr<RequestOutputStream> stream;
+  std::optional<RequestOutput> output;
+  void Deliver() {
+    if (output.has_value()) stream->Push(std::move(*output));
+    output.reset();
+  }
 };
 
 class OutputProcessor {
@@ -40,8 +49,8 @@ class OutputProcessor {
                   std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
                   absl::Time arrival, std::shared_ptr<RequestOutputStream> stream);
 
-  // Delivers a sample's output to its request's stream. A finished request
-  // is forgotten.
+  // Folds a sample's output into its request and returns what to deliver
+  // (see ProcessResult::Deliver). A finished request is forgotten.
   ProcessResult Process(const EngineCoreOutput& output);
 
   // Finishes every unfinished sample of the request with `state` without an
