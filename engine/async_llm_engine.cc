@@ -91,6 +91,8 @@ AsyncLLMEngine::AsyncLLMEngine(const EngineArgs& args, std::unique_ptr<ModelExec
   config_.parallel.threads = executor_->num_threads();
   config_.scheduler = core_->scheduler().config();
   config_.decoding.eos_token_ids = core_->eos_token_ids();
+  core_->SetTransitionCallback(
+      [this](const std::vector<std::pair<std::string, RequestState>>& t) { ApplyTransitions(t); });
 }
 
 AsyncLLMEngine::~AsyncLLMEngine() { Stop(); }
@@ -158,8 +160,24 @@ void AsyncLLMEngine::SetStatus(const std::string& id, RequestStatus status) {
 
 void AsyncLLMEngine::Deliver(const std::vector<EngineCoreOutput>& outputs) {
   for (const EngineCoreOutput& o : outputs) {
-    SetStatus(o.request_id, StatusOf(o.state));
-    outputs_.Process(o);
+    ProcessResult r = outputs_.Process(o);
+    if (!r.known) continue;
+    // A stop string matched downstream of the core: end the sample there.
+    if (r.stop_matched) core_->FinishStopped(o.request_id);
+    if (r.request_finished) {
+      SetStatus(r.request_id, StatusOf(r.state));
+    } else if (!IsFinished(r.state)) {
+      SetStatus(r.request_id, StatusOf(r.state));
+    }
+    r.Deliver();
+  }
+}
+
+void AsyncLLMEngine::ApplyTransitions(
+    const std::vector<std::pair<std::string, RequestState>>& transitions) {
+  for (const auto& [id, state] : transitions) {
+    const std::string request_id = outputs_.RequestOf(id);
+    if (!request_id.empty()) SetStatus(request_id, StatusOf(state));
   }
 }
 
@@ -204,6 +222,10 @@ absl::Status AsyncLLMEngine::AddRequest(const Prompt& prompt, const SamplingPara
   request->times.arrival = arrival == absl::InfinitePast() ? absl::Now() : arrival;
   request->lora_name = lora_name;
   request->lora_key = lora_name.empty() ? 0 : std::hash<std::string>()(lora_name);
+  if (!lora_name.empty()) {
+    // No adapters can be loaded yet (the LoRA issue adds AddLora).
+    return absl::NotFoundError(absl::StrCat("LoRA adapter '", lora_name, "' is not loaded"));
+  }
   if (absl::Status s = core_->Validate(*request); !s.ok()) return s;
   {
     absl::MutexLock lock(&mu_);
@@ -215,14 +237,34 @@ absl::Status AsyncLLMEngine::AddRequest(const Prompt& prompt, const SamplingPara
     status_[request_id] = RequestStatus::kWaiting;
     ++num_unfinished_;
   }
-  auto holder = std::make_shared<std::unique_ptr<Request>>(std::move(request));
-  Post([this, holder, stream, text = prompt.is_tokens ? "" : prompt.text] {
-    Request& r = **holder;
-    outputs_.AddRequest(r.request_id, text, r.prompt_token_ids, r.params, r.times.arrival, stream);
-    const std::string id = r.request_id;
-    if (absl::Status s = core_->AddRequest(std::move(*holder)); !s.ok()) {
-      SetStatus(id, RequestStatus::kFailed);
-      outputs_.Finish(id, RequestState::kFinishedError, s.ToString());
+  // One core request per sample; samples after the first fork the first
+  // one's prompt blocks.
+  auto samples = std::make_shared<std::vector<std::unique_ptr<Request>>>();
+  const int n = params.n;
+  for (int i = 0; i < n; ++i) {
+    auto sample = std::make_unique<Request>(SampleRequestId(request_id, i, n),
+                                            request->prompt_token_ids, params.ForSample(i));
+    sample->priority = request->priority;
+    sample->times.arrival = request->times.arrival;
+    sample->lora_name = request->lora_name;
+    sample->lora_key = request->lora_key;
+    if (i > 0) sample->fork_parent_id = SampleRequestId(request_id, 0, n);
+    samples->push_back(std::move(sample));
+  }
+  Post([this, samples, stream, request_id, params,
+        text = prompt.is_tokens ? "" : prompt.text] {
+    outputs_.AddRequest(request_id, text, (*samples)[0]->prompt_token_ids, params,
+                        (*samples)[0]->times.arrival, stream);
+    std::vector<std::string> added;
+    for (std::unique_ptr<Request>& sample : *samples) {
+      const std::string id = sample->request_id;
+      if (absl::Status s = core_->AddRequest(std::move(sample)); !s.ok()) {
+        for (const std::string& a : added) core_->FinishStopped(a);
+        SetStatus(request_id, RequestStatus::kFailed);
+        outputs_.Finish(request_id, RequestState::kFinishedError, s.ToString());
+        return;
+      }
+      added.push_back(id);
     }
   });
   return absl::OkStatus();
@@ -237,7 +279,9 @@ absl::Status AsyncLLMEngine::Abort(const std::string& request_id) {
     }
   }
   // NotFound here means it finished meanwhile: nothing to do.
-  Post([this, request_id] { (void)core_->AbortRequest(request_id); });
+  Post([this, request_id] {
+    for (const std::string& id : outputs_.SampleIds(request_id)) (void)core_->AbortRequest(id);
+  });
   return absl::OkStatus();
 }
 

@@ -137,6 +137,8 @@ class AsyncLLMEngine {
   void Loop();
   void Deliver(const std::vector<EngineCoreOutput>& outputs);
   void SetStatus(const std::string& id, RequestStatus status);
+  // Request status from the scheduler's admissions (RUNNING) and preemptions (WAITING).
+  void ApplyTransitions(const std::vector<std::pair<std::string, RequestState>>& transitions);
   void PublishStats();
   EngineStats LogStatsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

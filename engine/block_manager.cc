@@ -90,13 +90,16 @@ bool BlockManager::Allocate(int64_t seq_id, int64_t num_total_tokens,
   if (needed + prefix_in_free > static_cast<int64_t>(free_.size())) return false;
 
   Sequence& seq = seqs_[seq_id];
+  bool hashed = true;  // seq.hashes must stay a prefix of the chain.
   for (int32_t b : prefix) {
     Block& block = blocks_[b];
-    CHECK(block.has_hash) << "cached prefix block " << b << " was evicted";
+    // A forked block (n > 1 samples) may be unhashed but is then held.
+    CHECK(block.has_hash || block.ref_count > 0) << "prefix block " << b << " was evicted";
     if (block.in_free) RemoveFromFree(b);
     ++block.ref_count;
     seq.blocks.push_back(b);
-    seq.hashes.push_back(block.hash);
+    hashed = hashed && block.has_hash;
+    if (hashed) seq.hashes.push_back(block.hash);
   }
   for (int64_t i = 0; i < needed; ++i) {
     const int32_t b = PopFree();

@@ -60,7 +60,8 @@ class BlockManager {
 
   // Grows sequence `seq_id`'s table to cover num_total_tokens tokens. A
   // sequence without blocks starts with `cached_prefix` (from
-  // FindCachedPrefix, taken by reference). Returns false and changes nothing
+  // FindCachedPrefix, or another live sequence's full blocks to fork them,
+  // taken by reference). Returns false and changes nothing
   // when not enough free blocks remain.
   bool Allocate(int64_t seq_id, int64_t num_total_tokens,
                 const std::vector<int32_t>& cached_prefix = {});

@@ -69,6 +69,26 @@ absl::Status EngineCore::AbortRequest(const std::string& request_id) {
   return absl::OkStatus();
 }
 
+bool EngineCore::FinishStopped(const std::string& request_id) {
+  std::unique_ptr<Request> r = scheduler_.FinishRequest(request_id, RequestState::kFinishedStopped);
+  return r != nullptr;
+}
+
+void EngineCore::RecordPromptLogprobs(const ScheduledChunk& c, const std::vector<float>& row) {
+  Request* r = c.request;
+  const int64_t prompt = r->prompt_token_ids.size();
+  const int k = *r->params.prompt_logprobs;
+  for (int64_t j = 0; j < c.num_tokens; ++j) {
+    const int64_t target = c.start_pos + j + 1;  // The position these logits predict.
+    if (target >= prompt) break;
+    // After a preemption the prompt is recomputed: keep the first values.
+    if (target - 1 != static_cast<int64_t>(r->prompt_logprobs.size())) continue;
+    const float* logits = row.data() + j * vocab_size_;
+    r->prompt_logprobs.push_back(TokenLogprob(logits, vocab_size_, r->prompt_token_ids[target]));
+    r->prompt_top_logprobs.push_back(TopKLogprobs(logits, vocab_size_, k));
+  }
+}
+
 std::vector<EngineCoreOutput> EngineCore::TakePendingOutputs() {
   std::vector<EngineCoreOutput> out;
   out.swap(pending_);
@@ -128,6 +148,10 @@ EngineCoreOutput EngineCore::Advance(Request* r, const float* logits_in) {
   base.new_token_ids = std::move(o.new_token_ids);
   base.new_logprobs = std::move(o.new_logprobs);
   base.new_top_logprobs = std::move(o.new_top_logprobs);
+  if (r->params.prompt_logprobs.has_value() && r->output_token_ids.size() == 1) {
+    base.prompt_logprobs = r->prompt_logprobs;
+    base.prompt_top_logprobs = r->prompt_top_logprobs;
+  }
   return base;
 }
 
@@ -136,6 +160,10 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
   const int64_t preempted_before = scheduler_.num_preemptions();
   SchedulerOutput plan = scheduler_.Schedule(absl::Now());
   stats_.preemptions += scheduler_.num_preemptions() - preempted_before;
+  if (std::vector<std::pair<std::string, RequestState>> t = scheduler_.TakeTransitions();
+      on_transitions_ && !t.empty()) {
+    on_transitions_(t);
+  }
   if (plan.empty()) return outputs;
 
   worker::ForwardBatch batch;
@@ -146,6 +174,8 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
     s.tokens.reserve(c.num_tokens);
     for (int64_t i = 0; i < c.num_tokens; ++i) s.tokens.push_back(c.request->token_at(c.start_pos + i));
     s.block_table = blocks_.BlockTable(c.request->seq_no);
+    s.all_logits = c.request->params.prompt_logprobs.has_value() &&
+                   c.start_pos + 1 < static_cast<int64_t>(c.request->prompt_token_ids.size());
   }
   worker::ForwardOutput fwd;
   if (absl::Status s = executor_->Execute(batch, &fwd); !s.ok()) return s;
@@ -165,9 +195,15 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
     if (blocks_.prefix_caching() && c.start_pos / bs != r->num_computed_tokens / bs) {
       blocks_.CacheFullBlocks(r->seq_no, r->AllTokens(), r->num_computed_tokens, r->lora_key);
     }
+    const std::vector<float>& row = fwd.logits[i];
+    if (batch.sequences[i].all_logits) {
+      if (static_cast<int64_t>(row.size()) != c.num_tokens * vocab_size_) {
+        return absl::InternalError("executor ignored all_logits");
+      }
+      RecordPromptLogprobs(c, row);
+    }
     // Partial prefill: the logits of a chunk that does not reach the end are unused.
     if (r->num_computed_tokens < r->num_tokens()) continue;
-    const std::vector<float>& row = fwd.logits[i];
     if (static_cast<int64_t>(row.size()) < vocab_size_) {
       return absl::InternalError("executor returned a short logits row");
     }

@@ -5,6 +5,7 @@
 #define RILL_ENGINE_ENGINE_CORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,10 @@ struct EngineCoreOutput {
   std::vector<int32_t> new_token_ids;
   std::vector<float> new_logprobs;
   std::vector<TopLogprobs> new_top_logprobs;  // Empty unless params.logprobs > 0.
+  // With the first token of a request with params.prompt_logprobs: per
+  // prompt position 1..P-1, the prompt token's logprob and top alternatives.
+  std::vector<float> prompt_logprobs;
+  std::vector<TopLogprobs> prompt_top_logprobs;
   RequestState state = RequestState::kRunning;
   bool finished() const { return IsFinished(state); }
   std::optional<int32_t> stop_reason;
@@ -65,6 +70,16 @@ class EngineCore {
   // Finishes every unfinished request with FINISHED_ERROR and `status`.
   std::vector<EngineCoreOutput> FailAll(const absl::Status& status);
 
+  // Finishes the request as stopped (a stop string matched downstream)
+  // without producing an output. False if it is not unfinished.
+  bool FinishStopped(const std::string& request_id);
+
+  // Called in Step after scheduling, before the model runs, with (request
+  // id, state) for every admission (RUNNING) and preemption.
+  using TransitionCallback =
+      std::function<void(const std::vector<std::pair<std::string, RequestState>>&)>;
+  void SetTransitionCallback(TransitionCallback callback) { on_transitions_ = std::move(callback); }
+
   // Outputs of aborts since the last Step.
   std::vector<EngineCoreOutput> TakePendingOutputs();
 
@@ -83,6 +98,8 @@ class EngineCore {
  private:
   // Appends the sampled token and applies stop checks; returns the output.
   EngineCoreOutput Advance(Request* r, const float* logits);
+  // Records prompt logprobs from an all_logits row of chunk `c`.
+  void RecordPromptLogprobs(const ScheduledChunk& c, const std::vector<float>& row);
 
   ModelExecutor* executor_;
   BlockManager blocks_;
@@ -91,6 +108,7 @@ class EngineCore {
   int64_t vocab_size_;
   EngineCoreStats stats_;
   std::vector<EngineCoreOutput> pending_;
+  TransitionCallback on_transitions_;
 };
 
 }  // namespace rill::engine

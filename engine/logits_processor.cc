@@ -29,6 +29,9 @@ void ProcessLogits(const Request& r, const std::vector<int32_t>& eos_ids, float*
       logits[t] -= p.presence_penalty + p.frequency_penalty * n;
     }
   }
+  for (const auto& [t, bias] : p.logit_bias) {
+    if (t >= 0 && t < vocab) logits[t] += bias;
+  }
   if (static_cast<int>(r.output_token_ids.size()) < p.min_tokens) {
     constexpr float kNegInf = -std::numeric_limits<float>::infinity();
     if (!p.ignore_eos) {
@@ -40,6 +43,13 @@ void ProcessLogits(const Request& r, const std::vector<int32_t>& eos_ids, float*
       if (t >= 0 && t < vocab) logits[t] = kNegInf;
     }
   }
+}
+
+float TokenLogprob(const float* logits, int64_t vocab, int32_t token) {
+  const float max = *std::max_element(logits, logits + vocab);
+  double sum = 0.0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max));
+  return logits[token] - max - static_cast<float>(std::log(sum));
 }
 
 TopLogprobs TopKLogprobs(const float* logits, int64_t vocab, int k) {

@@ -10,7 +10,7 @@
 
 namespace rill::engine {
 
-// Applies repetition / presence / frequency penalties, and while fewer than
+// Applies repetition / presence / frequency penalties, logit_bias, and while fewer than
 // min_tokens outputs exist masks `stop_ids` (EOS unless ignored, and the
 // request's stop tokens) to -inf. No-op for default params.
 void ProcessLogits(const Request& request, const std::vector<int32_t>& eos_ids, float* logits,
@@ -18,6 +18,9 @@ void ProcessLogits(const Request& request, const std::vector<int32_t>& eos_ids, 
 
 // The k most likely tokens with their log-softmax values, best first; ties
 // go to the lower id.
+// log_softmax(logits)[token].
+float TokenLogprob(const float* logits, int64_t vocab_size, int32_t token);
+
 TopLogprobs TopKLogprobs(const float* logits, int64_t vocab_size, int k);
 
 }  // namespace rill::engine

@@ -1,8 +1,17 @@
 #include "engine/output_processor.h"
 
+#include <algorithm>
+
 #include <glog/logging.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace rill::engine {
+
+std::string SampleRequestId(const std::string& request_id, int index, int n) {
+  // \x1f (unit separator) keeps sample ids apart from ordinary request ids.
+  return n == 1 ? request_id : absl::StrCat(request_id, "\x1f", index);
+}
 
 void OutputProcessor::AddRequest(const std::string& request_id, std::string prompt,
                                  std::vector<int32_t> prompt_token_ids,
@@ -14,9 +23,16 @@ void OutputProcessor::AddRequest(const std::string& request_id, std::string prom
   s.params = params;
   s.stream = std::move(stream);
   s.metrics.arrival_time = arrival;
-  if (tokenizer_ != nullptr) {
-    s.detokenizer = std::make_unique<tokenizer::IncrementalDetokenizer>(tokenizer_,
-                                                                        params.skip_special_tokens);
+  for (const std::string& stop : params.stop) s.max_stop_len = std::max(s.max_stop_len, stop.size());
+  s.samples.resize(std::max(1, params.n));
+  for (int i = 0; i < static_cast<int>(s.samples.size()); ++i) {
+    Sample& sample = s.samples[i];
+    sample.all.index = i;
+    if (tokenizer_ != nullptr) {
+      sample.detokenizer = std::make_unique<tokenizer::IncrementalDetokenizer>(
+          tokenizer_, params.skip_special_tokens);
+    }
+    sample_of_[SampleRequestId(request_id, i, params.n)] = {request_id, i};
   }
 }
 
@@ -26,75 +42,173 @@ std::vector<std::string> OutputProcessor::RequestIds() const {
   return ids;
 }
 
-bool OutputProcessor::Process(const EngineCoreOutput& o) {
-  auto it = requests_.find(o.request_id);
-  if (it == requests_.end()) return false;
-  State& s = it->second;
-  CompletionOutput delta;
+std::vector<std::string> OutputProcessor::SampleIds(const std::string& request_id) const {
+  std::vector<std::string> ids;
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return ids;
+  for (int i = 0; i < static_cast<int>(it->second.samples.size()); ++i) {
+    if (!it->second.samples[i].finished) {
+      ids.push_back(SampleRequestId(request_id, i, it->second.params.n));
+    }
+  }
+  return ids;
+}
+
+std::string OutputProcessor::RequestOf(const std::string& sample_id) const {
+  auto it = sample_of_.find(sample_id);
+  return it == sample_of_.end() ? "" : it->second.first;
+}
+
+bool OutputProcessor::Update(State& s, Sample& sample, const EngineCoreOutput& o) {
+  CompletionOutput& all = sample.all;
+  const size_t old_raw = sample.raw_text.size();
   for (size_t i = 0; i < o.new_token_ids.size(); ++i) {
     const int32_t t = o.new_token_ids[i];
-    delta.token_ids.push_back(t);
+    all.token_ids.push_back(t);
     if (i < o.new_logprobs.size()) {
-      delta.logprobs.push_back(o.new_logprobs[i]);
-      s.all.cumulative_logprob += o.new_logprobs[i];
+      all.logprobs.push_back(o.new_logprobs[i]);
+      all.cumulative_logprob += o.new_logprobs[i];
     }
-    if (i < o.new_top_logprobs.size()) delta.top_logprobs.push_back(o.new_top_logprobs[i]);
-    if (s.detokenizer != nullptr) {
-      absl::StatusOr<std::string> text = s.detokenizer->Push(t);
+    if (i < o.new_top_logprobs.size()) all.top_logprobs.push_back(o.new_top_logprobs[i]);
+    if (sample.detokenizer != nullptr) {
+      absl::StatusOr<std::string> text = sample.detokenizer->Push(t);
       if (text.ok()) {
-        delta.text += *text;
+        sample.raw_text += *text;
       } else {
         LOG(WARNING) << "request " << o.request_id << ": " << text.status();
       }
     }
   }
-  const bool finished = o.finished();
-  if (finished && s.detokenizer != nullptr) delta.text += s.detokenizer->Flush();
-  s.all.text += delta.text;
-  s.all.token_ids.insert(s.all.token_ids.end(), delta.token_ids.begin(), delta.token_ids.end());
-  s.all.logprobs.insert(s.all.logprobs.end(), delta.logprobs.begin(), delta.logprobs.end());
-  s.all.top_logprobs.insert(s.all.top_logprobs.end(), delta.top_logprobs.begin(),
-                            delta.top_logprobs.end());
-  s.all.finish_reason = FinishReason(o.state);
-  s.all.stop_reason = o.stop_reason;
-  s.metrics.first_scheduled_time = o.times.first_scheduled;
-  s.metrics.first_token_time = o.times.first_token;
-  s.metrics.last_token_time = o.times.last_token;
-  s.metrics.finished_time = o.times.finished;
-  s.metrics.num_cached_tokens = o.num_cached_tokens;
-  s.metrics.num_preemptions = o.num_preemptions;
+  bool finished = o.finished();
+  if (finished && sample.detokenizer != nullptr) sample.raw_text += sample.detokenizer->Flush();
+  all.finish_reason = FinishReason(o.state);
+  all.stop_reason = o.stop_reason;
 
+  bool matched = false;
+  if (!s.params.stop.empty() && sample.raw_text.size() > old_raw) {
+    // Only a match that ends in the new text is new; take the earliest.
+    const size_t from = old_raw >= s.max_stop_len ? old_raw - s.max_stop_len + 1 : 0;
+    size_t best = std::string::npos;
+    const std::string* best_stop = nullptr;
+    for (const std::string& stop : s.params.stop) {
+      const size_t pos = sample.raw_text.find(stop, from);
+      if (pos != std::string::npos && pos < best) {
+        best = pos;
+        best_stop = &stop;
+      }
+    }
+    if (best_stop != nullptr) {
+      matched = !o.finished();
+      finished = true;
+      sample.raw_text.resize(best + (s.params.include_stop_str_in_output ? best_stop->size() : 0));
+      all.finish_reason = "stop";
+      all.stop_reason.reset();
+      all.stop_string = *best_stop;
+    }
+  }
+  // Hold back a tail that may be the start of a stop string.
+  size_t visible = sample.raw_text.size();
+  if (!finished && s.max_stop_len > 1) {
+    visible = visible > s.max_stop_len - 1 ? visible - (s.max_stop_len - 1) : 0;
+  }
+  sample.visible = std::max(std::min(visible, sample.raw_text.size()), sample.visible);
+  if (finished && !sample.finished) {
+    sample.finished = true;
+    ++s.num_finished;
+  }
+  return matched;
+}
+
+CompletionOutput OutputProcessor::Cumulative(const Sample& sample) const {
+  CompletionOutput c = sample.all;
+  c.text = sample.raw_text.substr(0, sample.visible);
+  return c;
+}
+
+ProcessResult OutputProcessor::Process(const EngineCoreOutput& o) {
+  ProcessResult result;
+  auto sit = sample_of_.find(o.request_id);
+  if (sit == sample_of_.end()) return result;
+  const std::string request_id = sit->second.first;
+  const int index = sit->second.second;
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return result;
+  State& s = it->second;
+  Sample& sample = s.samples[index];
+  result.known = true;
+  result.request_id = request_id;
+  if (sample.finished) return result;  // E.g. an abort racing a stop-string match.
+  result.stop_matched = Update(s, sample, o);
+  result.state = result.stop_matched ? RequestState::kFinishedStopped : o.state;
+  if (sample.finished) sample_of_.erase(sit);
+  if (!o.prompt_logprobs.empty() && s.prompt_logprobs.empty()) {
+    s.prompt_logprobs = o.prompt_logprobs;
+    s.prompt_top_logprobs = o.prompt_top_logprobs;
+  }
+  if (!o.error.empty()) s.error = o.error;
+  RequestMetrics& m = s.metrics;
+  if (m.first_scheduled_time == absl::InfinitePast()) m.first_scheduled_time = o.times.first_scheduled;
+  if (m.first_token_time == absl::InfinitePast()) m.first_token_time = o.times.first_token;
+  m.last_token_time = std::max(m.last_token_time, o.times.last_token);
+  m.finished_time = std::max(m.finished_time, o.times.finished);
+  m.num_cached_tokens = std::max(m.num_cached_tokens, o.num_cached_tokens);
+  m.num_preemptions = std::max(m.num_preemptions, o.num_preemptions);
+
+  const bool finished = s.num_finished == static_cast<int>(s.samples.size());
+  result.request_finished = finished;
   const OutputKind kind = s.params.output_kind;
-  if (kind == OutputKind::kFinalOnly && !finished) return true;
+  if (kind == OutputKind::kFinalOnly && !finished) return result;
   RequestOutput out;
-  out.request_id = o.request_id;
+  out.request_id = request_id;
   out.prompt = s.prompt;
   out.prompt_token_ids = s.prompt_token_ids;
   out.finished = finished;
-  out.error = o.error;
+  out.error = s.error;
   out.metrics = s.metrics;
   if (kind == OutputKind::kDelta) {
-    delta.cumulative_logprob = s.all.cumulative_logprob;
-    delta.finish_reason = s.all.finish_reason;
-    delta.stop_reason = s.all.stop_reason;
+    CompletionOutput delta;
+    delta.index = index;
+    const CompletionOutput& all = sample.all;
+    delta.token_ids.assign(all.token_ids.begin() + sample.sent_tokens, all.token_ids.end());
+    delta.logprobs.assign(all.logprobs.begin() + std::min(sample.sent_tokens, all.logprobs.size()),
+                          all.logprobs.end());
+    delta.top_logprobs.assign(
+        all.top_logprobs.begin() + std::min(sample.sent_tokens, all.top_logprobs.size()),
+        all.top_logprobs.end());
+    sample.sent_tokens = all.token_ids.size();
+    delta.text = sample.raw_text.substr(sample.sent, sample.visible - sample.sent);
+    sample.sent = sample.visible;
+    delta.cumulative_logprob = all.cumulative_logprob;
+    delta.finish_reason = all.finish_reason;
+    delta.stop_reason = all.stop_reason;
+    delta.stop_string = all.stop_string;
     out.outputs.push_back(std::move(delta));
+    if (!s.prompt_logprobs_sent && !s.prompt_logprobs.empty()) {
+      out.prompt_logprobs = s.prompt_logprobs;
+      out.prompt_top_logprobs = s.prompt_top_logprobs;
+      s.prompt_logprobs_sent = true;
+    }
   } else {
-    out.outputs.push_back(s.all);
+    for (const Sample& each : s.samples) out.outputs.push_back(Cumulative(each));
+    out.prompt_logprobs = s.prompt_logprobs;
+    out.prompt_top_logprobs = s.prompt_top_logprobs;
   }
-  std::shared_ptr<RequestOutputStream> stream = s.stream;
+  result.stream = s.stream;
+  result.output = std::move(out);
   if (finished) requests_.erase(it);
-  stream->Push(std::move(out));
-  return true;
+  return result;
 }
 
 void OutputProcessor::Finish(const std::string& request_id, RequestState state,
                              const std::string& error) {
-  EngineCoreOutput o;
-  o.request_id = request_id;
-  o.state = state;
-  o.error = error;
-  o.times.finished = absl::Now();
-  Process(o);
+  for (const std::string& id : SampleIds(request_id)) {
+    EngineCoreOutput o;
+    o.request_id = id;
+    o.state = state;
+    o.error = error;
+    o.times.finished = absl::Now();
+    Process(o).Deliver();
+  }
 }
 
 }  // namespace rill::engine

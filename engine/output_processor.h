@@ -1,10 +1,12 @@
 // Turns EngineCoreOutputs into RequestOutputs: incremental detokenization,
-// DELTA / CUMULATIVE / FINAL_ONLY shaping, metrics, and delivery to each
-// request's stream. Runs on the engine loop thread only.
+// stop strings, DELTA / CUMULATIVE / FINAL_ONLY shaping, n > 1 sample
+// groups, metrics, and delivery to each request's stream. Runs on the engine
+// loop thread only.
 #ifndef RILL_ENGINE_OUTPUT_PROCESSOR_H_
 #define RILL_ENGINE_OUTPUT_PROCESSOR_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,39 +19,84 @@
 
 namespace rill::engine {
 
+// The engine-core id of sample `index` of request `request_id` (n > 1); the
+// request id itself when n == 1.
+std::string SampleRequestId(const std::string& request_id, int index, int n);
+
+struct ProcessResult {
+  bool known = false;
+  std::string request_id;       // The user's request (group) id.
+  bool stop_matched = false;    // A stop string ended this sample just now.
+  bool request_finished = false;  // All samples are finished.
+  RequestState state = RequestState::kRunning;  // This sample's state after processing.
+  // What to deliver, after the caller has updated the request's status (so
+  // a reader of the final output sees the final status too).
+  std::shared_ptr<RequestOutputStream> stream;
+  std::optional<RequestOutput> output;
+  void Deliver() {
+    if (output.has_value()) stream->Push(std::move(*output));
+    output.reset();
+  }
+};
+
 class OutputProcessor {
  public:
   // `tokenizer` may be null (then text stays empty); it must outlive this.
   explicit OutputProcessor(const tokenizer::BpeTokenizer* tokenizer) : tokenizer_(tokenizer) {}
 
+  // Registers a request with params.n samples (ids from SampleRequestId).
   void AddRequest(const std::string& request_id, std::string prompt,
                   std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
                   absl::Time arrival, std::shared_ptr<RequestOutputStream> stream);
 
-  // Delivers the output to its stream; returns false for an unknown id. A
-  // finished output also forgets the request.
-  bool Process(const EngineCoreOutput& output);
+  // Folds a sample's output into its request and returns what to deliver
+  // (see ProcessResult::Deliver). A finished request is forgotten.
+  ProcessResult Process(const EngineCoreOutput& output);
 
-  // Finishes the request with `state` without an engine output (errors
-  // before admission, shutdown).
+  // Finishes every unfinished sample of the request with `state` without an
+  // engine output (errors before admission, shutdown).
   void Finish(const std::string& request_id, RequestState state, const std::string& error);
+
+  // Sample ids of an unfinished request (empty if unknown).
+  std::vector<std::string> SampleIds(const std::string& request_id) const;
+  // The request a sample id belongs to; "" if unknown.
+  std::string RequestOf(const std::string& sample_id) const;
 
   int num_requests() const { return static_cast<int>(requests_.size()); }
   std::vector<std::string> RequestIds() const;
 
  private:
+  struct Sample {
+    std::unique_ptr<tokenizer::IncrementalDetokenizer> detokenizer;
+    std::string raw_text;  // Everything detokenized (before stop-string cuts).
+    size_t visible = 0;    // Bytes of raw_text released to the caller.
+    size_t sent = 0;       // Bytes already sent in DELTA mode.
+    size_t sent_tokens = 0;
+    CompletionOutput all;  // Cumulative view (text filled on output).
+    bool finished = false;
+  };
   struct State {
     std::string prompt;
     std::vector<int32_t> prompt_token_ids;
     SamplingParams params;
     std::shared_ptr<RequestOutputStream> stream;
-    std::unique_ptr<tokenizer::IncrementalDetokenizer> detokenizer;
-    CompletionOutput all;  // Cumulative view.
+    std::vector<Sample> samples;
+    int num_finished = 0;
+    size_t max_stop_len = 0;
+    std::vector<float> prompt_logprobs;
+    std::vector<TopLogprobs> prompt_top_logprobs;
+    bool prompt_logprobs_sent = false;
     RequestMetrics metrics;
+    std::string error;
   };
+
+  // Appends the output's tokens and text to the sample; true on a stop-string match.
+  bool Update(State& s, Sample& sample, const EngineCoreOutput& o);
+  CompletionOutput Cumulative(const Sample& sample) const;
 
   const tokenizer::BpeTokenizer* tokenizer_;
   absl::flat_hash_map<std::string, State> requests_;
+  absl::flat_hash_map<std::string, std::pair<std::string, int>> sample_of_;  // Sample id -> (request, index).
 };
 
 }  // namespace rill::engine

@@ -56,6 +56,9 @@ struct Request {
   std::string lora_name;  // Stored, not used yet.
   uint64_t lora_key = 0;  // Extra prefix-cache key derived from lora_name.
   int64_t seq_no = 0;     // Admission order; tie-breaker after arrival.
+  // Parallel sample (n > 1) other than the first: waits until the request
+  // with this id has computed the prompt, then shares its full prompt blocks.
+  std::string fork_parent_id;
 
   RequestState state = RequestState::kWaiting;
   std::vector<int32_t> output_token_ids;
@@ -63,6 +66,10 @@ struct Request {
   std::vector<TopLogprobs> output_top_logprobs;  // Per output token when params.logprobs > 0.
   double cumulative_logprob = 0.0;
   std::optional<int32_t> stop_reason;  // The stop token id, if one ended it.
+  // Per prompt position 1.. (params.prompt_logprobs set): the logprob of the
+  // prompt token and the top alternatives, filled during prefill.
+  std::vector<float> prompt_logprobs;
+  std::vector<TopLogprobs> prompt_top_logprobs;
   // Tokens (prompt then outputs) whose K/V are in the cache. Reset to 0 on
   // preemption, so the prompt and outputs are recomputed.
   int64_t num_computed_tokens = 0;

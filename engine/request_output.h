@@ -22,6 +22,9 @@ struct CompletionOutput {
   std::vector<TopLogprobs> top_logprobs;  // Per token when params.logprobs > 0.
   std::string finish_reason;              // "stop", "length", "abort", "error"; "" while running.
   std::optional<int32_t> stop_reason;     // The stop token id that ended it.
+  // The stop string (SamplingParams.stop) that ended it; text is cut before
+  // it unless include_stop_str_in_output.
+  std::optional<std::string> stop_string;
 };
 
 struct RequestMetrics {
@@ -38,7 +41,14 @@ struct RequestOutput {
   std::string request_id;
   std::string prompt;  // When the request came as text.
   std::vector<int32_t> prompt_token_ids;
-  std::vector<CompletionOutput> outputs;  // n = 1: one entry.
+  // CUMULATIVE / FINAL_ONLY: one entry per sample (index 0..n-1); DELTA: the
+  // sample(s) that changed in this output.
+  std::vector<CompletionOutput> outputs;
+  // params.prompt_logprobs: per prompt position 1..P-1 the prompt token's
+  // logprob and top alternatives (position 0 has none); in the first output
+  // that carries tokens, and in every CUMULATIVE / FINAL_ONLY output after.
+  std::vector<float> prompt_logprobs;
+  std::vector<TopLogprobs> prompt_top_logprobs;
   bool finished = false;
   std::string error;  // Cause of finish_reason "error".
   RequestMetrics metrics;

@@ -16,9 +16,22 @@ worker::SamplingConfig SamplingParams::ToSamplingConfig() const {
   return c;
 }
 
+SamplingParams SamplingParams::ForSample(int index) const {
+  SamplingParams p = *this;
+  p.n = 1;
+  if (index > 0) {
+    // splitmix64 finalizer over (seed, index): distinct, well-mixed streams.
+    uint64_t z = seed + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(index + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    p.seed = z ^ (z >> 31);
+  }
+  return p;
+}
+
 absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size) {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
-  if (p.n != 1) return bad("n must be 1, got ", p.n);
+  if (p.n < 1 || p.n > 64) return bad("n must be in [1, 64], got ", p.n);
   if (p.max_tokens < 1) return bad("max_tokens must be at least 1, got ", p.max_tokens);
   if (p.min_tokens < 0 || p.min_tokens > p.max_tokens) {
     return bad("min_tokens must be in [0, max_tokens=", p.max_tokens, "], got ", p.min_tokens);
@@ -33,6 +46,22 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size)
   }
   if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f)) {
     return bad("frequency_penalty must be in [-2, 2], got ", p.frequency_penalty);
+  }
+  if (p.prompt_logprobs.has_value() && (*p.prompt_logprobs < 0 || *p.prompt_logprobs > 20)) {
+    return bad("prompt_logprobs must be in [0, 20], got ", *p.prompt_logprobs);
+  }
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id < 0 || id >= vocab_size) {
+      return bad("logit_bias: ", id, " is not a token id (vocabulary of ", vocab_size, ")");
+    }
+    if (!(bias >= -100.0f && bias <= 100.0f)) {
+      return bad("logit_bias for token ", id, " must be in [-100, 100], got ", bias);
+    }
+  }
+  if (p.stop.size() > 1024) return bad("stop: at most 1024 strings, got ", p.stop.size());
+  for (const std::string& s : p.stop) {
+    if (s.empty()) return bad("stop: strings must not be empty");
+    if (s.size() > 1024) return bad("stop: strings must be at most 1024 bytes, got ", s.size());
   }
   for (int32_t id : p.stop_token_ids) {
     if (id < 0 || id >= vocab_size) {

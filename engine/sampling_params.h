@@ -4,6 +4,9 @@
 #define RILL_ENGINE_SAMPLING_PARAMS_H_
 
 #include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -16,7 +19,9 @@ namespace rill::engine {
 enum class OutputKind { kCumulative, kDelta, kFinalOnly };
 
 struct SamplingParams {
-  int n = 1;  // Only 1 is supported.
+  // Parallel samples of one prompt, in [1, 64]; they share the prompt's KV
+  // blocks and sample i uses a seed derived from (seed, i).
+  int n = 1;
   int max_tokens = 16;
   int min_tokens = 0;  // EOS and stop tokens are masked until this many.
   float temperature = 1.0f;  // 0 = greedy.
@@ -29,6 +34,15 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   int logprobs = 0;  // Top alternatives reported per generated token (0 = none).
+  // Top alternatives per prompt position, in [0, 20]; unset = none. Such a
+  // request bypasses the prefix cache so every prompt position is computed.
+  std::optional<int> prompt_logprobs;
+  // Added to the logits of these token ids before sampling; in [-100, 100].
+  std::map<int32_t, float> logit_bias;
+  // Stop strings matched on the detokenized output (<= 1024 of <= 1024 bytes
+  // each). The text is cut before the match unless include_stop_str_in_output.
+  std::vector<std::string> stop;
+  bool include_stop_str_in_output = false;
   // vLLM semantics: repetition divides positive / multiplies negative logits
   // of tokens seen in prompt or output; presence/frequency subtract from
   // logits of tokens in the output (once / per occurrence).
@@ -39,6 +53,9 @@ struct SamplingParams {
   OutputKind output_kind = OutputKind::kCumulative;
 
   worker::SamplingConfig ToSamplingConfig() const;
+  // The params of parallel sample `index`: n = 1 and, for index > 0, a seed
+  // mixed from (seed, index) so every sample is reproducible on its own.
+  SamplingParams ForSample(int index) const;
 };
 
 // InvalidArgument naming the field; vocab_size bounds stop_token_ids.

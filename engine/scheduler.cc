@@ -95,6 +95,7 @@ void Scheduler::Preempt(Request* r) {
   ++r->num_preemptions;
   ++num_preemptions_;
   waiting_.insert(r);
+  transitions_.emplace_back(r->request_id, RequestState::kPreempted);
   VLOG(1) << "preempted " << r->request_id << " (" << r->num_tokens() << " tokens to recompute)";
 }
 
@@ -115,6 +116,44 @@ std::unique_ptr<Request> Scheduler::FinishRequest(const std::string& request_id,
   blocks_->Free(r->seq_no);
   r->state = state;
   return r;
+}
+
+std::vector<std::pair<std::string, RequestState>> Scheduler::TakeTransitions() {
+  std::vector<std::pair<std::string, RequestState>> t;
+  t.swap(transitions_);
+  return t;
+}
+
+bool Scheduler::ForkBlocks(const Request& r, std::vector<int32_t>* blocks) const {
+  blocks->clear();
+  if (r.fork_parent_id.empty() || r.num_preemptions > 0) return true;
+  const Request* parent = Find(r.fork_parent_id);
+  if (parent == nullptr) return true;  // Finished: compute the prompt alone.
+  const int64_t prompt = r.prompt_token_ids.size();
+  if (parent->state != RequestState::kRunning || parent->num_computed_tokens < prompt) {
+    return parent->state == RequestState::kPreempted;  // Don't wait on a preempted parent.
+  }
+  // Full blocks holding prompt tokens only, leaving the last prompt token to
+  // compute (its logits start the sample).
+  const std::vector<int32_t>& table = blocks_->BlockTable(parent->seq_no);
+  const size_t n = std::min<size_t>(table.size(), (prompt - 1) / blocks_->block_size());
+  blocks->assign(table.begin(), table.begin() + n);
+  return true;
+}
+
+bool Scheduler::PreemptFor(const Request* r, absl::flat_hash_map<Request*, size_t>* chunk_of,
+                           SchedulerOutput* out, int64_t* budget) {
+  if (config_.policy != SchedulingPolicy::kPriority || running_.empty()) return false;
+  Request* victim = *std::max_element(running_.begin(), running_.end(), order_);
+  if (!(r->priority < victim->priority)) return false;
+  if (auto c = chunk_of->find(victim); c != chunk_of->end()) {
+    *budget += out->chunks[c->second].num_tokens;
+    out->chunks[c->second].num_tokens = 0;
+    chunk_of->erase(c);
+  }
+  Preempt(victim);
+  out->preempted.push_back(victim);
+  return true;
 }
 
 SchedulerOutput Scheduler::Schedule(absl::Time now) {
@@ -155,20 +194,43 @@ SchedulerOutput Scheduler::Schedule(absl::Time now) {
     }
   }
 
-  // Admitting new work right after preempting would only thrash the cache.
-  while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
-         static_cast<int>(running_.size()) < config_.max_num_seqs) {
-    Request* r = *waiting_.begin();
+  // Admitting new work right after preempting for memory would only thrash
+  // the cache.
+  const bool preempted_for_memory = !out.preempted.empty();
+  const int bs = blocks_->block_size();
+  auto it = waiting_.begin();
+  while (!preempted_for_memory && it != waiting_.end() && budget > 0) {
+    Request* r = *it;
+    std::vector<int32_t> forked;
+    if (!ForkBlocks(*r, &forked)) {
+      ++it;  // Its parent is still computing the shared prompt.
+      continue;
+    }
+    if (static_cast<int>(running_.size()) >= config_.max_num_seqs) {
+      if (!PreemptFor(r, &chunk_of, &out, &budget)) break;
+      it = waiting_.find(r);
+      continue;
+    }
     const std::vector<int32_t> tokens = r->AllTokens();
-    const std::vector<int32_t> cached = blocks_->FindCachedPrefix(tokens, r->lora_key);
-    const int64_t num_cached = static_cast<int64_t>(cached.size()) * blocks_->block_size();
+    // prompt_logprobs needs the logits of every prompt position.
+    std::vector<int32_t> cached;
+    if (!r->params.prompt_logprobs.has_value()) {
+      cached = blocks_->FindCachedPrefix(tokens, r->lora_key);
+      if (forked.size() > cached.size()) cached = std::move(forked);
+    }
+    const int64_t num_cached = static_cast<int64_t>(cached.size()) * bs;
     const int64_t num_new = std::min<int64_t>(tokens.size() - num_cached, budget);
-    if (!blocks_->Allocate(r->seq_no, num_cached + num_new, cached)) break;
+    if (!blocks_->Allocate(r->seq_no, num_cached + num_new, cached)) {
+      if (!PreemptFor(r, &chunk_of, &out, &budget)) break;
+      it = waiting_.find(r);
+      continue;
+    }
     blocks_->RecordQuery(tokens.size(), num_cached);
-    waiting_.erase(waiting_.begin());
+    it = waiting_.erase(it);
     r->num_computed_tokens = num_cached;
     r->num_cached_prompt_tokens = num_cached;
     r->state = RequestState::kRunning;
+    transitions_.emplace_back(r->request_id, RequestState::kRunning);
     if (r->times.first_scheduled == absl::InfinitePast()) r->times.first_scheduled = now;
     running_.push_back(r);
     chunk_of[r] = out.chunks.size();

@@ -6,7 +6,9 @@
 // the budget is split across steps. When the KV cache runs out, the
 // lowest-priority running request (FCFS: the latest arrival) is preempted by
 // recompute: its blocks are freed and it goes back to waiting with its
-// outputs so far to be recomputed together with its prompt.
+// outputs so far to be recomputed together with its prompt. Under the
+// priority policy a waiting request that finds no free sequence slot or
+// blocks also preempts a running request of strictly lower priority.
 // Not thread-safe: the engine loop owns it.
 #ifndef RILL_ENGINE_SCHEDULER_H_
 #define RILL_ENGINE_SCHEDULER_H_
@@ -78,6 +80,9 @@ class Scheduler {
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_unfinished() const { return static_cast<int>(requests_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // (request id, new state) for every admission (RUNNING) and preemption
+  // since the last call, in order.
+  std::vector<std::pair<std::string, RequestState>> TakeTransitions();
   std::vector<std::string> UnfinishedIds() const;
 
  private:
@@ -88,6 +93,13 @@ class Scheduler {
   };
 
   void Preempt(Request* request);
+  // Priority policy: preempts the lowest-priority running request if
+  // `request` strictly outranks it, taking back its chunk of this step.
+  bool PreemptFor(const Request* request, absl::flat_hash_map<Request*, size_t>* chunk_of,
+                  SchedulerOutput* out, int64_t* budget);
+  // The parent's full prompt blocks for a forked sample; false while the
+  // parent has not computed its prompt yet.
+  bool ForkBlocks(const Request& request, std::vector<int32_t>* blocks) const;
   void RemoveFromRunning(Request* request);
 
   SchedulerConfig config_;
@@ -98,6 +110,7 @@ class Scheduler {
   std::vector<Request*> running_;
   int64_t next_seq_no_ = 0;
   int64_t num_preemptions_ = 0;
+  std::vector<std::pair<std::string, RequestState>> transitions_;
 };
 
 }  // namespace rill::engine
