@@ -24,6 +24,9 @@ struct EngineArgs {
   SchedulingPolicy scheduling_policy = SchedulingPolicy::kFcfs;
   int threads = 0;  // 0 = all cores.
   bool enable_prefix_caching = true;
+  // Tensor parallelism: > 1 runs the model in that many rill-worker processes.
+  int tensor_parallel_size = 1;
+  std::string worker_binary;  // Path of rill-worker; "" = next to the running binary.
   // Log stats (DoLogStats) from the loop this often; zero disables.
   absl::Duration log_stats_interval = absl::ZeroDuration();
 };

@@ -1,0 +1,120 @@
+#include "engine/service/admin_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/service/proto_convert.h"
+#include "engine/service/status_convert.h"
+
+namespace rill::service {
+
+#define RILL_REQUIRE_ENGINE()                                          \
+  if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable()); \
+  engine::AsyncLLMEngine* engine = host_->engine()
+
+grpc::Status AdminServiceImpl::StartProfile(grpc::ServerContext*,
+                                            const rill::v1::StartProfileRequest* request,
+                                            rill::v1::StartProfileResponse*) {
+  RILL_REQUIRE_ENGINE();
+  return ToGrpcStatus(engine->StartProfile(request->dir().empty() ? profile_dir_ : request->dir()));
+}
+
+grpc::Status AdminServiceImpl::StopProfile(grpc::ServerContext*, const rill::v1::StopProfileRequest*,
+                                           rill::v1::StopProfileResponse* response) {
+  RILL_REQUIRE_ENGINE();
+  absl::StatusOr<std::string> path = engine->StopProfile();
+  if (!path.ok()) return ToGrpcStatus(path.status());
+  response->set_trace_path(*path);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::ResetPrefixCache(grpc::ServerContext*,
+                                                const rill::v1::ResetPrefixCacheRequest*,
+                                                rill::v1::ResetPrefixCacheResponse* response) {
+  RILL_REQUIRE_ENGINE();
+  if (absl::Status s = engine->ResetPrefixCache(); !s.ok()) return ToGrpcStatus(s);
+  response->set_message("dropped every cached prefix block");
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::Sleep(grpc::ServerContext*, const rill::v1::SleepRequest* request,
+                                     rill::v1::SleepResponse*) {
+  RILL_REQUIRE_ENGINE();
+  const int level = request->level() == 0 ? 1 : request->level();
+  if (absl::Status s = engine->Sleep(level); !s.ok()) return ToGrpcStatus(s);
+  sleep_level_ = level;
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::WakeUp(grpc::ServerContext*, const rill::v1::WakeUpRequest* request,
+                                      rill::v1::WakeUpResponse*) {
+  RILL_REQUIRE_ENGINE();
+  for (const std::string& tag : request->tags()) {
+    if (tag != "weights" && tag != "kv_cache") {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("unknown wake-up tag '", tag,
+                                       "' (expected \"weights\" or \"kv_cache\")"));
+    }
+  }
+  if (absl::Status s = engine->WakeUp(); !s.ok()) return ToGrpcStatus(s);
+  sleep_level_ = 0;
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::IsSleeping(grpc::ServerContext*, const rill::v1::IsSleepingRequest*,
+                                          rill::v1::IsSleepingResponse* response) {
+  RILL_REQUIRE_ENGINE();
+  response->set_sleeping(engine->IsSleeping());
+  response->set_level(engine->IsSleeping() ? sleep_level_.load() : 0);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::AddLora(grpc::ServerContext*, const rill::v1::AddLoraRequest*,
+                                       rill::v1::AddLoraResponse*) {
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                      "LoRA adapters are not supported yet (a later feature)");
+}
+
+grpc::Status AdminServiceImpl::RemoveLora(grpc::ServerContext*,
+                                          const rill::v1::RemoveLoraRequest* request,
+                                          rill::v1::RemoveLoraResponse*) {
+  return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                      absl::StrCat("no LoRA adapter named '", request->name(),
+                                   "' (LoRA adapters are not supported yet)"));
+}
+
+grpc::Status AdminServiceImpl::ListLoras(grpc::ServerContext*, const rill::v1::ListLorasRequest*,
+                                         rill::v1::ListLorasResponse*) {
+  return grpc::Status::OK;  // None loaded.
+}
+
+grpc::Status AdminServiceImpl::GetStats(grpc::ServerContext*, const rill::v1::GetStatsRequest*,
+                                        rill::v1::Stats* response) {
+  RILL_REQUIRE_ENGINE();
+  *response = ToStats(engine->GetStats());
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::CollectiveRpc(grpc::ServerContext*,
+                                             const rill::v1::CollectiveRpcRequest* request,
+                                             rill::v1::CollectiveRpcResponse* response) {
+  RILL_REQUIRE_ENGINE();
+  const int ranks = engine->GetEngineConfig().parallel.tensor_parallel_size;
+  if (request->method() == "ping") {
+    for (int r = 0; r < ranks; ++r) response->add_results_json("\"pong\"");
+    return grpc::Status::OK;
+  }
+  if (request->method() == "get_worker_info") {
+    for (int r = 0; r < ranks; ++r) {
+      response->add_results_json(absl::StrCat("{\"rank\":", r, ",\"world_size\":", ranks,
+                                              ",\"threads\":",
+                                              engine->GetEngineConfig().parallel.threads, "}"));
+    }
+    return grpc::Status::OK;
+  }
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      absl::StrCat("worker method '", request->method(),
+                                   "' is not allow-listed (allowed: ping, get_worker_info)"));
+}
+
+#undef RILL_REQUIRE_ENGINE
+
+}  // namespace rill::service

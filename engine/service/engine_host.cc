@@ -1,0 +1,91 @@
+#include "engine/service/engine_host.h"
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "engine/model_path.h"
+#include "engine/tokenizer_loader.h"
+#include "worker/loader/checkpoint.h"
+
+namespace rill::service {
+
+EngineHost::EngineHost(HostOptions options, Factory factory)
+    : options_(std::move(options)), factory_(std::move(factory)) {}
+
+EngineHost::~EngineHost() {
+  if (loader_.joinable()) loader_.join();
+  Shutdown();
+}
+
+void EngineHost::StartLoading() { loader_ = std::thread([this] { Load(); }); }
+
+void EngineHost::Load() {
+  LOG(INFO) << "loading model " << options_.args.model;
+  absl::SleepFor(options_.load_delay);
+  absl::StatusOr<std::unique_ptr<engine::AsyncLLMEngine>> created =
+      factory_ ? factory_() : engine::AsyncLLMEngine::Create(options_.args);
+  absl::Status status = created.status();
+  if (status.ok() && !factory_) {
+    // The engine's tokenizer keeps no vocabulary copy, so the spec that
+    // frontends rebuild from is read again from the checkpoint metadata.
+    absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
+        loader::LoadCheckpoint(engine::ResolveModelPath(options_.args.model));
+    if (ckpt.ok()) {
+      absl::StatusOr<tokenizer::TokenizerSpec> spec = engine::TokenizerSpecFromCheckpoint(**ckpt);
+      if (spec.ok()) spec_ = std::make_unique<tokenizer::TokenizerSpec>(std::move(*spec));
+    }
+    if (spec_ == nullptr) LOG(WARNING) << "no tokenizer spec for GetTokenizer";
+  }
+  if (status.ok()) {
+    engine_ = std::move(*created);
+    engine_ptr_.store(engine_.get());
+    LOG(INFO) << "model loaded";
+  } else {
+    LOG(ERROR) << "model load failed: " << status;
+  }
+  absl::MutexLock lock(&mu_);
+  loaded_ = true;
+  load_status_ = status;
+}
+
+absl::Status EngineHost::WaitLoaded() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&loaded_));
+  return load_status_;
+}
+
+const tokenizer::TokenizerSpec* EngineHost::tokenizer_spec() const {
+  return engine() == nullptr ? nullptr : spec_.get();
+}
+
+absl::Status EngineHost::Usable() const {
+  engine::AsyncLLMEngine* e = engine();
+  if (e == nullptr) {
+    absl::MutexLock lock(&mu_);
+    if (loaded_) {
+      return absl::UnavailableError(
+          absl::StrCat("the model failed to load: ", load_status_.message()));
+    }
+    return absl::UnavailableError("the model is loading; retry shortly");
+  }
+  if (absl::Status dead = e->DeadError(); !dead.ok()) {
+    return absl::UnavailableError(absl::StrCat("the engine is dead: ", dead.message()));
+  }
+  if (!e->IsRunning()) return absl::UnavailableError("the engine is shutting down");
+  return absl::OkStatus();
+}
+
+absl::Status EngineHost::Serving() const {
+  if (absl::Status s = Usable(); !s.ok()) return s;
+  if (engine()->IsSleeping()) {
+    return absl::UnavailableError("the engine is sleeping (Admin.WakeUp resumes it)");
+  }
+  return absl::OkStatus();
+}
+
+void EngineHost::Shutdown() {
+  if (engine_ != nullptr) engine_->Stop();
+}
+
+}  // namespace rill::service

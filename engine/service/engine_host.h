@@ -1,0 +1,74 @@
+// Owns the AsyncLLMEngine of a rill-engine process and its lifecycle:
+// loading (in the background, so the gRPC server and its health probes answer
+// meanwhile), ready, failed to load. Services ask it whether they may serve.
+#ifndef RILL_ENGINE_SERVICE_ENGINE_HOST_H_
+#define RILL_ENGINE_SERVICE_ENGINE_HOST_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/async_llm_engine.h"
+#include "frontend/tokenizer/tokenizer_spec.h"
+
+namespace rill::service {
+
+struct HostOptions {
+  engine::EngineArgs args;
+  std::string model_name = "default";  // As given on the command line.
+  int max_waiting_requests = 0;        // 0 = no limit.
+  absl::Duration load_delay;           // Tests: hold the loading state this long.
+};
+
+class EngineHost {
+ public:
+  using Factory = std::function<absl::StatusOr<std::unique_ptr<engine::AsyncLLMEngine>>()>;
+
+  // `factory` empty: AsyncLLMEngine::Create(options.args).
+  explicit EngineHost(HostOptions options, Factory factory = nullptr);
+  ~EngineHost();
+
+  // Starts loading on a background thread; returns at once.
+  void StartLoading();
+  // Blocks until loading finished (either way); its status.
+  absl::Status WaitLoaded();
+
+  // The engine once loaded, else null. Valid until the host is destroyed.
+  engine::AsyncLLMEngine* engine() const { return engine_ptr_.load(); }
+  const HostOptions& options() const { return options_; }
+  // Spec of the tokenizer (tokens present) once loaded; null if none.
+  const tokenizer::TokenizerSpec* tokenizer_spec() const;
+
+  // OK when new requests may be served; UNAVAILABLE with the reason while
+  // loading, sleeping, after a failed load or when the engine is dead.
+  absl::Status Serving() const;
+
+  // Like Serving, but only loading/dead block (sleeping engines queue work).
+  absl::Status Usable() const;
+
+  // Aborts all requests and stops the loop (unfinished ones end "abort").
+  void Shutdown();
+
+ private:
+  void Load();
+
+  const HostOptions options_;
+  Factory factory_;
+  std::thread loader_;
+  std::unique_ptr<engine::AsyncLLMEngine> engine_;
+  std::atomic<engine::AsyncLLMEngine*> engine_ptr_{nullptr};
+  std::unique_ptr<tokenizer::TokenizerSpec> spec_;
+  mutable absl::Mutex mu_;
+  bool loaded_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status load_status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rill::service
+
+#endif  // RILL_ENGINE_SERVICE_ENGINE_HOST_H_

@@ -1,0 +1,108 @@
+// rill-engine: hosts an AsyncLLMEngine behind rill.internal.Engine (token
+// ids only; frontends tokenize), rill.v1.Admin, gRPC health and reflection.
+// The server listens before the model loads, so probes see NOT_SERVING
+// during load. SIGTERM/SIGINT aborts in-flight requests (finish_reason
+// abort), drains the streams and exits 0; a dead engine exits 3 after
+// --exit_when_dead_s so a supervisor restarts it.
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <fstream>
+#include <string>
+
+#include <glog/logging.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "engine/service/engine_host.h"
+#include "engine/service/engine_server.h"
+
+ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
+ABSL_FLAG(int, port, 50061, "Port to listen on; 0 picks a free one (see --port_file).");
+ABSL_FLAG(std::string, port_file, "", "Written with the chosen port once listening.");
+ABSL_FLAG(std::string, model, "default", "Model name or path (see engine::ResolveModelPath).");
+ABSL_FLAG(int, threads, 0, "Compute threads; 0 = all cores.");
+ABSL_FLAG(int, tensor_parallel_size, 1, "> 1 runs the model in that many rill-worker processes.");
+ABSL_FLAG(std::string, worker_binary, "", "Path of rill-worker; empty = next to this binary.");
+ABSL_FLAG(int, max_num_seqs, 64, "Most requests running at once.");
+ABSL_FLAG(int, max_num_batched_tokens, 2048, "Most tokens per engine step.");
+ABSL_FLAG(int, max_waiting_requests, 0, "Queue limit (RESOURCE_EXHAUSTED past it); 0 = none.");
+ABSL_FLAG(int, kv_cache_mb, 512, "KV cache size in MiB.");
+ABSL_FLAG(int64_t, max_model_len, 0, "0: the model's context length.");
+ABSL_FLAG(bool, enable_prefix_caching, true, "Reuse KV blocks of shared prompt prefixes.");
+ABSL_FLAG(double, log_stats_interval_s, 0, "Log engine stats this often; 0 disables.");
+ABSL_FLAG(double, exit_when_dead_s, 5, "Exit with code 3 once the engine is dead this long.");
+ABSL_FLAG(double, debug_load_delay_s, 0, "Tests: stay in the loading state this long first.");
+ABSL_FLAG(std::string, profile_dir, "/tmp/rill-profile", "Default Admin.StartProfile dir.");
+
+namespace {
+
+std::atomic<int> g_signal{0};
+void OnSignal(int sig) { g_signal = sig; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+
+  rill::service::HostOptions options;
+  options.model_name = absl::GetFlag(FLAGS_model);
+  options.max_waiting_requests = absl::GetFlag(FLAGS_max_waiting_requests);
+  options.load_delay = absl::Seconds(absl::GetFlag(FLAGS_debug_load_delay_s));
+  rill::engine::EngineArgs& args = options.args;
+  args.model = absl::GetFlag(FLAGS_model);
+  args.threads = absl::GetFlag(FLAGS_threads);
+  args.tensor_parallel_size = absl::GetFlag(FLAGS_tensor_parallel_size);
+  args.worker_binary = absl::GetFlag(FLAGS_worker_binary);
+  args.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
+  args.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  args.kv_cache_bytes = int64_t{absl::GetFlag(FLAGS_kv_cache_mb)} << 20;
+  args.max_model_len = absl::GetFlag(FLAGS_max_model_len);
+  args.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
+  args.log_stats_interval = absl::Seconds(absl::GetFlag(FLAGS_log_stats_interval_s));
+
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  rill::service::EngineHost host(options);
+  const std::string address =
+      absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
+  rill::service::EngineServer server(&host, address, absl::GetFlag(FLAGS_profile_dir));
+  if (absl::Status s = server.Start(); !s.ok()) {
+    LOG(ERROR) << s;
+    return 1;
+  }
+  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
+    // Written then renamed, so readers never see a partial port.
+    const std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << server.port() << "\n";
+    std::rename(tmp.c_str(), port_file.c_str());
+  }
+  host.StartLoading();
+
+  const absl::Duration dead_limit = absl::Seconds(absl::GetFlag(FLAGS_exit_when_dead_s));
+  int exit_code = 0;
+  while (g_signal == 0) {
+    absl::SleepFor(absl::Milliseconds(100));
+    if (dead_limit > absl::ZeroDuration() && server.DeadFor() > dead_limit) {
+      LOG(ERROR) << "the engine has been dead for " << dead_limit << ": "
+                 << host.engine()->DeadError() << "; exiting with code 3";
+      exit_code = 3;
+      break;
+    }
+  }
+  if (g_signal != 0) LOG(INFO) << "signal " << g_signal << ": aborting requests and draining";
+  (void)host.WaitLoaded();
+  host.Shutdown();  // Unfinished requests end with finish_reason abort.
+  server.Shutdown(absl::Seconds(1));
+  LOG(INFO) << "rill-engine exiting with code " << exit_code;
+  // Skip static destructors of the model and gRPC (fast, no teardown races).
+  std::fflush(nullptr);
+  _exit(exit_code);
+}

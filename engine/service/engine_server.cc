@@ -1,0 +1,92 @@
+#include "engine/service/engine_server.h"
+
+#include <glog/logging.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+
+#include "absl/time/clock.h"
+
+namespace rill::service {
+
+EngineServer::EngineServer(EngineHost* host, std::string address, std::string profile_dir)
+    : host_(host),
+      engine_service_(host),
+      admin_service_(host, std::move(profile_dir)),
+      address_(std::move(address)) {}
+
+EngineServer::~EngineServer() { Shutdown(absl::ZeroDuration()); }
+
+absl::Status EngineServer::Start() {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address_, grpc::InsecureServerCredentials(), &port_);
+  builder.RegisterService(&engine_service_);
+  builder.RegisterService(&admin_service_);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    server_.reset();
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", address_, " (address in use or invalid?)"));
+  }
+  LOG(INFO) << "listening on " << address_ << " (port " << port_ << ")";
+  SetServing(false);
+  started_ = true;
+  poller_ = std::thread([this] { PollHealth(); });
+  return absl::OkStatus();
+}
+
+void EngineServer::PollHealth() {
+  bool last = false;
+  bool first = true;
+  absl::MutexLock lock(&mu_);
+  while (!stop_) {
+    mu_.Unlock();
+    const absl::Status serving = host_->Serving();
+    const bool dead = host_->engine() != nullptr && host_->engine()->Errored();
+    mu_.Lock();
+    if (stop_) break;
+    if (first || serving.ok() != last) {
+      SetServing(serving.ok());
+      LOG(INFO) << "health: " << (serving.ok() ? "SERVING" : "NOT_SERVING")
+                << (serving.ok() ? "" : " (") << serving.message()
+                << (serving.ok() ? "" : ")");
+      last = serving.ok();
+      first = false;
+    }
+    if (dead && dead_since_ == absl::InfiniteFuture()) dead_since_ = absl::Now();
+    if (!dead) dead_since_ = absl::InfiniteFuture();
+    mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Milliseconds(100));
+  }
+}
+
+void EngineServer::SetServing(bool serving) {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  if (health == nullptr) return;
+  health->SetServingStatus(serving);
+  health->SetServingStatus("rill.internal.Engine", serving);
+}
+
+absl::Duration EngineServer::DeadFor() const {
+  absl::MutexLock lock(&mu_);
+  if (dead_since_ == absl::InfiniteFuture()) return absl::ZeroDuration();
+  return absl::Now() - dead_since_;
+}
+
+void EngineServer::Shutdown(absl::Duration grace) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  if (poller_.joinable()) poller_.join();
+  if (!started_) return;
+  SetServing(false);
+  // Calls still open after `grace` (idle Generate streams) are cancelled.
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
+}
+
+}  // namespace rill::service

@@ -1,0 +1,55 @@
+// The gRPC server of a rill-engine process: rill.internal.Engine,
+// rill.v1.Admin, grpc.health.v1 (overall and "rill.internal.Engine", kept in
+// step with the engine by a poller) and reflection. Not frontend::HealthServer:
+// shutdown here needs a deadline so open Generate streams get cancelled.
+#ifndef RILL_ENGINE_SERVICE_ENGINE_SERVER_H_
+#define RILL_ENGINE_SERVICE_ENGINE_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/service/admin_service.h"
+#include "engine/service/engine_host.h"
+#include "engine/service/engine_service.h"
+#include <grpcpp/grpcpp.h>
+
+namespace rill::service {
+
+class EngineServer {
+ public:
+  EngineServer(EngineHost* host, std::string address, std::string profile_dir);
+  ~EngineServer();
+
+  absl::Status Start();  // Listens and starts the health poller.
+  int port() const { return port_; }
+
+  // How long the engine has been dead (zero while alive or loading).
+  absl::Duration DeadFor() const;
+
+  // Stops the poller and the server (open calls are cancelled after `grace`).
+  void Shutdown(absl::Duration grace = absl::Seconds(2));
+
+ private:
+  void PollHealth();
+
+  EngineHost* const host_;
+  EngineServiceImpl engine_service_;
+  AdminServiceImpl admin_service_;
+  void SetServing(bool serving);
+
+  const std::string address_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::thread poller_;
+  mutable absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ = false;
+  absl::Time dead_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+};
+
+}  // namespace rill::service
+
+#endif  // RILL_ENGINE_SERVICE_ENGINE_SERVER_H_

@@ -1,0 +1,90 @@
+#include "engine/service/engine_service.h"
+
+#include "engine/service/generate_stream.h"
+#include "engine/service/proto_convert.h"
+#include "engine/service/status_convert.h"
+
+namespace rill::service {
+
+grpc::Status EngineServiceImpl::Generate(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<rill::internal::EngineOutput, rill::internal::EngineRequest>*
+        stream) {
+  return ServeGenerateStream(host_, context, stream);
+}
+
+grpc::Status EngineServiceImpl::Abort(grpc::ServerContext*, const rill::v1::AbortRequest* request,
+                                      rill::v1::AbortResponse*) {
+  if (absl::Status s = host_->Usable(); !s.ok()) return ToGrpcStatus(s);
+  return ToGrpcStatus(host_->engine()->Abort(request->request_id()));
+}
+
+grpc::Status EngineServiceImpl::GetRequestStatus(grpc::ServerContext*,
+                                                 const rill::v1::GetRequestStatusRequest* request,
+                                                 rill::v1::GetRequestStatusResponse* response) {
+  if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
+  absl::StatusOr<engine::RequestStatus> st =
+      host_->engine()->GetRequestStatus(request->request_id());
+  if (!st.ok()) return ToGrpcStatus(st.status());
+  response->set_request_id(request->request_id());
+  response->set_state(ToProto(*st));
+  return grpc::Status::OK;
+}
+
+grpc::Status EngineServiceImpl::Encode(grpc::ServerContext*,
+                                       const rill::internal::EngineEncodeRequest*,
+                                       rill::v1::EncodeResponse*) {
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                      "embeddings (Encode) are not supported yet: this model has no pooling "
+                      "head and pooling models are a later feature");
+}
+
+grpc::Status EngineServiceImpl::GetTokenizer(grpc::ServerContext*,
+                                             const rill::internal::GetTokenizerRequest*,
+                                             rill::internal::TokenizerSpec* response) {
+  if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
+  const tokenizer::TokenizerSpec* spec = host_->tokenizer_spec();
+  if (spec == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "this model has no tokenizer");
+  }
+  *response = ToProto(*spec, host_->engine()->GetEngineConfig().model.max_model_len);
+  return grpc::Status::OK;
+}
+
+grpc::Status EngineServiceImpl::GetModelConfig(grpc::ServerContext*,
+                                               const rill::v1::GetModelConfigRequest*,
+                                               rill::v1::ModelConfig* response) {
+  if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
+  const tokenizer::TokenizerSpec* spec = host_->tokenizer_spec();
+  *response = ToModelConfig(host_->options().model_name, host_->engine()->GetEngineConfig(),
+                            spec != nullptr && !spec->chat_template.empty());
+  return grpc::Status::OK;
+}
+
+grpc::Status EngineServiceImpl::GetServerConfig(grpc::ServerContext*,
+                                                const rill::v1::GetServerConfigRequest*,
+                                                rill::v1::ServerConfig* response) {
+  if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
+  *response = ToServerConfig(host_->engine()->GetEngineConfig(),
+                             host_->options().max_waiting_requests);
+  return grpc::Status::OK;
+}
+
+grpc::Status EngineServiceImpl::GetLoad(grpc::ServerContext*, const rill::v1::GetLoadRequest*,
+                                        rill::v1::Load* response) {
+  if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
+  engine::AsyncLLMEngine* e = host_->engine();
+  *response = ToLoad(e->GetStats(), e->GetNumUnfinishedRequests());
+  return grpc::Status::OK;
+}
+
+grpc::Status EngineServiceImpl::CheckHealth(grpc::ServerContext*,
+                                            const rill::v1::CheckHealthRequest*,
+                                            rill::v1::CheckHealthResponse* response) {
+  absl::Status s = host_->Serving();
+  response->set_healthy(s.ok());
+  response->set_message(s.ok() ? "serving" : std::string(s.message()));
+  return grpc::Status::OK;
+}
+
+}  // namespace rill::service

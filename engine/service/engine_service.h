@@ -1,0 +1,46 @@
+// rill.internal.Engine: the frontend-facing RPCs of a rill-engine process.
+#ifndef RILL_ENGINE_SERVICE_ENGINE_SERVICE_H_
+#define RILL_ENGINE_SERVICE_ENGINE_SERVICE_H_
+
+#include "engine/service/engine_host.h"
+#include "rill/internal/engine.grpc.pb.h"
+
+namespace rill::service {
+
+class EngineServiceImpl final : public rill::internal::Engine::Service {
+ public:
+  explicit EngineServiceImpl(EngineHost* host) : host_(host) {}
+
+  grpc::Status Generate(grpc::ServerContext* context,
+                        grpc::ServerReaderWriter<rill::internal::EngineOutput,
+                                                 rill::internal::EngineRequest>* stream) override;
+  grpc::Status Abort(grpc::ServerContext* context, const rill::v1::AbortRequest* request,
+                     rill::v1::AbortResponse* response) override;
+  grpc::Status GetRequestStatus(grpc::ServerContext* context,
+                                const rill::v1::GetRequestStatusRequest* request,
+                                rill::v1::GetRequestStatusResponse* response) override;
+  grpc::Status Encode(grpc::ServerContext* context,
+                      const rill::internal::EngineEncodeRequest* request,
+                      rill::v1::EncodeResponse* response) override;
+  grpc::Status GetTokenizer(grpc::ServerContext* context,
+                            const rill::internal::GetTokenizerRequest* request,
+                            rill::internal::TokenizerSpec* response) override;
+  grpc::Status GetModelConfig(grpc::ServerContext* context,
+                              const rill::v1::GetModelConfigRequest* request,
+                              rill::v1::ModelConfig* response) override;
+  grpc::Status GetServerConfig(grpc::ServerContext* context,
+                               const rill::v1::GetServerConfigRequest* request,
+                               rill::v1::ServerConfig* response) override;
+  grpc::Status GetLoad(grpc::ServerContext* context, const rill::v1::GetLoadRequest* request,
+                       rill::v1::Load* response) override;
+  grpc::Status CheckHealth(grpc::ServerContext* context,
+                           const rill::v1::CheckHealthRequest* request,
+                           rill::v1::CheckHealthResponse* response) override;
+
+ private:
+  EngineHost* const host_;
+};
+
+}  // namespace rill::service
+
+#endif  // RILL_ENGINE_SERVICE_ENGINE_SERVICE_H_

@@ -1,0 +1,169 @@
+#include "engine/service/generate_stream.h"
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <glog/logging.h>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "engine/service/proto_convert.h"
+#include "engine/service/status_convert.h"
+
+namespace rill::service {
+namespace {
+
+using rill::internal::EngineOutput;
+using rill::internal::EngineRequest;
+
+// Shared by the handler thread, the writer thread and engine callbacks
+// (which may outlive the handler, hence shared_ptr).
+struct StreamState {
+  absl::Mutex mu;
+  std::deque<EngineOutput> queue ABSL_GUARDED_BY(mu);
+  absl::flat_hash_set<std::string> live ABSL_GUARDED_BY(mu);  // Started, not finished.
+  bool done ABSL_GUARDED_BY(mu) = false;          // No more outputs will be queued.
+  bool write_failed ABSL_GUARDED_BY(mu) = false;  // The client is gone.
+
+  void Push(EngineOutput out) {
+    absl::MutexLock lock(&mu);
+    if (out.finished()) live.erase(out.request_id());
+    if (!write_failed) queue.push_back(std::move(out));
+  }
+};
+
+void PushError(StreamState* state, const std::string& id, const absl::Status& status) {
+  EngineOutput out;
+  out.set_request_id(id);
+  out.set_finished(true);
+  *out.mutable_status() = ToProtoStatus(status);
+  absl::MutexLock lock(&state->mu);
+  if (!state->write_failed) state->queue.push_back(std::move(out));
+}
+
+void WriterLoop(StreamState* state,
+                grpc::ServerReaderWriter<EngineOutput, EngineRequest>* stream) {
+  while (true) {
+    EngineOutput out;
+    {
+      absl::MutexLock lock(&state->mu);
+      auto ready = [state]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state->mu) {
+        return !state->queue.empty() || state->done;
+      };
+      state->mu.Await(absl::Condition(&ready));
+      if (state->queue.empty()) return;  // done and drained.
+      out = std::move(state->queue.front());
+      state->queue.pop_front();
+    }
+    if (!stream->Write(out)) {
+      absl::MutexLock lock(&state->mu);
+      state->write_failed = true;
+      state->queue.clear();
+      return;
+    }
+  }
+}
+
+absl::Status StartRequest(EngineHost* host, const std::shared_ptr<StreamState>& state,
+                          const rill::internal::EngineStart& start) {
+  const std::string& id = start.request_id();
+  if (id.empty()) return absl::InvalidArgumentError("request_id is empty");
+  if (absl::Status s = host->Serving(); !s.ok()) return s;
+  engine::AsyncLLMEngine* engine = host->engine();
+  if (start.prompt_token_ids().empty()) return absl::InvalidArgumentError("the prompt is empty");
+  if (!start.lora_name().empty()) {
+    return absl::NotFoundError(absl::StrCat("unknown LoRA adapter '", start.lora_name(),
+                                            "' (LoRA serving is not available yet)"));
+  }
+  absl::StatusOr<engine::SamplingParams> params = FromProto(start.sampling());
+  if (!params.ok()) return params.status();
+  const int limit = host->options().max_waiting_requests;
+  if (limit > 0 && engine->GetStats().num_waiting >= limit) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the engine queue is full (", limit, " waiting requests); retry later"));
+  }
+  {
+    absl::MutexLock lock(&state->mu);
+    if (!state->live.insert(id).second) {
+      return absl::AlreadyExistsError(absl::StrCat("request '", id, "' is already running"));
+    }
+  }
+  std::vector<int32_t> prompt(start.prompt_token_ids().begin(), start.prompt_token_ids().end());
+  absl::Time arrival = start.arrival_time() > 0
+                           ? absl::UnixEpoch() + absl::Seconds(start.arrival_time())
+                           : absl::Now();
+  std::weak_ptr<StreamState> weak = state;
+  absl::Status status = engine->GenerateWithCallback(
+      engine::Prompt(std::move(prompt)), *params, id,
+      [weak](const engine::RequestOutput& out) {
+        if (std::shared_ptr<StreamState> s = weak.lock()) s->Push(ToEngineOutput(out));
+      },
+      start.priority(), arrival);
+  if (!status.ok()) {
+    absl::MutexLock lock(&state->mu);
+    state->live.erase(id);
+  }
+  return status;
+}
+
+void AbortAll(EngineHost* host, StreamState* state) {
+  std::vector<std::string> ids;
+  {
+    absl::MutexLock lock(&state->mu);
+    ids.assign(state->live.begin(), state->live.end());
+  }
+  engine::AsyncLLMEngine* engine = host->engine();
+  if (engine == nullptr) return;
+  for (const std::string& id : ids) (void)engine->Abort(id);
+  if (!ids.empty()) LOG(INFO) << "stream ended: aborted " << ids.size() << " request(s)";
+}
+
+}  // namespace
+
+grpc::Status ServeGenerateStream(EngineHost* host, grpc::ServerContext* context,
+                                 grpc::ServerReaderWriter<EngineOutput, EngineRequest>* stream) {
+  auto state = std::make_shared<StreamState>();
+  std::thread writer([&] { WriterLoop(state.get(), stream); });
+  EngineRequest request;
+  while (stream->Read(&request)) {
+    if (request.has_start()) {
+      absl::Status s = StartRequest(host, state, request.start());
+      if (!s.ok()) PushError(state.get(), request.start().request_id(), s);
+    } else if (request.has_abort()) {
+      engine::AsyncLLMEngine* engine = host->engine();
+      // An abort racing the request's end is normal: NotFound is ignored.
+      if (engine != nullptr) (void)engine->Abort(request.abort().request_id());
+    }
+  }
+  // Half-close lets running requests finish; a cancelled call or a broken
+  // writer aborts them.
+  while (true) {
+    bool broken = context->IsCancelled();
+    {
+      absl::MutexLock lock(&state->mu);
+      broken = broken || state->write_failed;
+      if (state->live.empty()) break;
+      if (!broken) {
+        auto empty = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state->mu) {
+          return state->live.empty() || state->write_failed;
+        };
+        state->mu.AwaitWithTimeout(absl::Condition(&empty), absl::Milliseconds(50));
+        continue;
+      }
+    }
+    AbortAll(host, state.get());
+    break;
+  }
+  {
+    absl::MutexLock lock(&state->mu);
+    state->done = true;
+  }
+  writer.join();
+  return grpc::Status::OK;
+}
+
+}  // namespace rill::service

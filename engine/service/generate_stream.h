@@ -1,0 +1,23 @@
+// One rill.internal.Engine/Generate stream (one per frontend): many requests
+// multiplexed, a writer thread per stream so the engine loop only enqueues
+// (never blocks on the network), per-request errors as EngineOutput.status,
+// and every request started on the stream aborted when it breaks.
+#ifndef RILL_ENGINE_SERVICE_GENERATE_STREAM_H_
+#define RILL_ENGINE_SERVICE_GENERATE_STREAM_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include "engine/service/engine_host.h"
+#include "rill/internal/engine.grpc.pb.h"
+
+namespace rill::service {
+
+// Serves the stream until the client half-closes (running requests finish
+// first) or cancels (they are aborted). Runs on the gRPC handler thread.
+grpc::Status ServeGenerateStream(
+    EngineHost* host, grpc::ServerContext* context,
+    grpc::ServerReaderWriter<rill::internal::EngineOutput, rill::internal::EngineRequest>* stream);
+
+}  // namespace rill::service
+
+#endif  // RILL_ENGINE_SERVICE_GENERATE_STREAM_H_

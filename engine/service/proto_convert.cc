@@ -1,0 +1,244 @@
+#include "engine/service/proto_convert.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace rill::service {
+namespace {
+
+double UnixSecondsOrZero(absl::Time t) {
+  return t == absl::InfinitePast() ? 0.0 : absl::ToDoubleSeconds(t - absl::UnixEpoch());
+}
+
+}  // namespace
+
+absl::StatusOr<engine::SamplingParams> FromProto(const rill::v1::SamplingParams& p) {
+  engine::SamplingParams out;
+  if (p.has_n() && p.n() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("n = ", p.n(), " is not supported (only 1)"));
+  }
+  if (p.has_prompt_logprobs()) {
+    return absl::InvalidArgumentError("prompt_logprobs is not supported by this engine");
+  }
+  if (!p.logit_bias().empty()) {
+    return absl::InvalidArgumentError("logit_bias is not supported by this engine");
+  }
+  if (p.has_max_tokens()) out.max_tokens = p.max_tokens();
+  out.min_tokens = p.min_tokens();
+  if (p.has_temperature()) out.temperature = p.temperature();
+  if (p.has_top_p()) out.top_p = p.top_p();
+  out.top_k = p.top_k();
+  out.min_p = p.min_p();
+  if (p.has_seed()) {
+    out.seed = p.seed();
+  } else {
+    out.seed = static_cast<uint64_t>(absl::GetCurrentTimeNanos());
+  }
+  out.stop_token_ids.assign(p.stop_token_ids().begin(), p.stop_token_ids().end());
+  out.ignore_eos = p.ignore_eos();
+  out.logprobs = p.logprobs();
+  if (p.has_repetition_penalty()) out.repetition_penalty = p.repetition_penalty();
+  out.presence_penalty = p.presence_penalty();
+  out.frequency_penalty = p.frequency_penalty();
+  if (p.has_skip_special_tokens()) out.skip_special_tokens = p.skip_special_tokens();
+  out.output_kind = engine::OutputKind::kDelta;
+  return out;
+}
+
+rill::v1::SamplingParams ToProto(const engine::SamplingParams& s) {
+  rill::v1::SamplingParams p;
+  p.set_n(s.n);
+  p.set_max_tokens(s.max_tokens);
+  p.set_min_tokens(s.min_tokens);
+  p.set_temperature(s.temperature);
+  p.set_top_p(s.top_p);
+  p.set_top_k(s.top_k);
+  p.set_min_p(s.min_p);
+  p.set_seed(s.seed);
+  for (int32_t id : s.stop_token_ids) p.add_stop_token_ids(id);
+  p.set_ignore_eos(s.ignore_eos);
+  p.set_logprobs(s.logprobs);
+  p.set_repetition_penalty(s.repetition_penalty);
+  p.set_presence_penalty(s.presence_penalty);
+  p.set_frequency_penalty(s.frequency_penalty);
+  p.set_skip_special_tokens(s.skip_special_tokens);
+  return p;
+}
+
+rill::v1::FinishReason FinishReasonFromString(const std::string& reason) {
+  if (reason == "stop") return rill::v1::FINISH_REASON_STOP;
+  if (reason == "length") return rill::v1::FINISH_REASON_LENGTH;
+  if (reason == "abort") return rill::v1::FINISH_REASON_ABORT;
+  if (reason == "error") return rill::v1::FINISH_REASON_ERROR;
+  return rill::v1::FINISH_REASON_UNSPECIFIED;
+}
+
+rill::internal::EngineOutput ToEngineOutput(const engine::RequestOutput& o) {
+  rill::internal::EngineOutput out;
+  out.set_request_id(o.request_id);
+  out.set_finished(o.finished);
+  for (const engine::CompletionOutput& c : o.outputs) {
+    rill::internal::CompletionDelta* d = out.add_outputs();
+    d->set_index(c.index);
+    for (int32_t id : c.token_ids) d->add_token_ids(id);
+    d->set_cumulative_logprob(c.cumulative_logprob);
+    d->set_finish_reason(FinishReasonFromString(c.finish_reason));
+    if (c.stop_reason.has_value()) d->set_stop_token_id(*c.stop_reason);
+    for (size_t i = 0; i < c.top_logprobs.size() || i < c.logprobs.size(); ++i) {
+      if (i >= c.token_ids.size()) break;
+      rill::v1::PositionLogprobs* pos = d->add_logprobs();
+      pos->mutable_chosen()->set_token_id(c.token_ids[i]);
+      if (i < c.logprobs.size()) pos->mutable_chosen()->set_logprob(c.logprobs[i]);
+      if (i < c.top_logprobs.size()) {
+        for (const auto& [id, lp] : c.top_logprobs[i]) {
+          rill::v1::TokenLogprob* t = pos->add_top();
+          t->set_token_id(id);
+          t->set_logprob(lp);
+        }
+      }
+    }
+  }
+  if (!o.error.empty()) {
+    out.mutable_status()->set_code(static_cast<int>(absl::StatusCode::kInternal));
+    out.mutable_status()->set_message(o.error);
+  }
+  if (o.finished) {
+    rill::v1::RequestMetrics* m = out.mutable_metrics();
+    m->set_arrival_time(UnixSecondsOrZero(o.metrics.arrival_time));
+    m->set_first_scheduled_time(UnixSecondsOrZero(o.metrics.first_scheduled_time));
+    m->set_first_token_time(UnixSecondsOrZero(o.metrics.first_token_time));
+    m->set_last_token_time(UnixSecondsOrZero(o.metrics.last_token_time));
+    m->set_finished_time(UnixSecondsOrZero(o.metrics.finished_time));
+    m->set_num_prompt_tokens(static_cast<int64_t>(o.prompt_token_ids.size()));
+    m->set_num_cached_tokens(o.metrics.num_cached_tokens);
+    m->set_num_preemptions(o.metrics.num_preemptions);
+  }
+  return out;
+}
+
+rill::v1::RequestState ToProto(engine::RequestStatus status) {
+  switch (status) {
+    case engine::RequestStatus::kWaiting: return rill::v1::REQUEST_STATE_WAITING;
+    case engine::RequestStatus::kRunning: return rill::v1::REQUEST_STATE_RUNNING;
+    case engine::RequestStatus::kCompleted: return rill::v1::REQUEST_STATE_COMPLETED;
+    case engine::RequestStatus::kCancelled: return rill::v1::REQUEST_STATE_CANCELLED;
+    case engine::RequestStatus::kFailed: return rill::v1::REQUEST_STATE_FAILED;
+  }
+  return rill::v1::REQUEST_STATE_UNSPECIFIED;
+}
+
+rill::internal::TokenizerSpec ToProto(const tokenizer::TokenizerSpec& s, int64_t max_model_len) {
+  rill::internal::TokenizerSpec p;
+  p.set_model(s.model);
+  for (const std::string& t : s.tokens) p.add_tokens(t);
+  for (int32_t t : s.token_types) p.add_token_types(t);
+  for (const std::string& m : s.merges) p.add_merges(m);
+  for (float f : s.scores) p.add_scores(f);
+  p.set_pre(s.pre);
+  p.set_bos_id(s.bos_id);
+  p.set_eos_id(s.eos_id);
+  p.set_pad_id(s.pad_id);
+  p.set_unk_id(s.unk_id);
+  p.set_add_bos(s.add_bos);
+  p.set_add_eos(s.add_eos);
+  p.set_add_space_prefix(s.add_space_prefix);
+  p.set_byte_fallback(s.byte_fallback);
+  p.set_chat_template(s.chat_template);
+  p.set_max_model_len(max_model_len);
+  return p;
+}
+
+tokenizer::TokenizerSpec FromProto(const rill::internal::TokenizerSpec& p) {
+  tokenizer::TokenizerSpec s;
+  s.model = p.model();
+  s.tokens.assign(p.tokens().begin(), p.tokens().end());
+  s.token_types.assign(p.token_types().begin(), p.token_types().end());
+  s.merges.assign(p.merges().begin(), p.merges().end());
+  s.scores.assign(p.scores().begin(), p.scores().end());
+  s.pre = p.pre();
+  s.bos_id = p.bos_id();
+  s.eos_id = p.eos_id();
+  s.pad_id = p.pad_id();
+  s.unk_id = p.unk_id();
+  s.add_bos = p.add_bos();
+  s.add_eos = p.add_eos();
+  s.add_space_prefix = p.add_space_prefix();
+  s.byte_fallback = p.byte_fallback();
+  s.chat_template = p.chat_template();
+  return s;
+}
+
+rill::v1::ModelConfig ToModelConfig(const std::string& model_name,
+                                    const engine::EngineConfig& config, bool has_chat_template) {
+  const loader::ModelConfig& m = config.model.config;
+  rill::v1::ModelConfig p;
+  p.set_model(model_name);
+  p.set_architecture(m.architecture);
+  p.set_vocab_size(m.vocab_size);
+  p.set_max_model_len(config.model.max_model_len);
+  p.set_hidden_size(m.hidden_size);
+  p.set_num_layers(m.num_layers);
+  p.set_num_attention_heads(m.num_heads);
+  p.set_num_kv_heads(m.num_kv_heads);
+  p.set_head_dim(m.head_dim);
+  const std::string& path = config.model.path;
+  p.set_weight_format(path.size() > 5 && path.substr(path.size() - 5) == ".gguf" ? "gguf"
+                                                                                : "safetensors");
+  p.set_bos_token_id(static_cast<int32_t>(m.bos_token_id));
+  for (int32_t id : config.decoding.eos_token_ids) p.add_eos_token_ids(id);
+  p.set_supports_embeddings(false);
+  p.set_has_chat_template(has_chat_template);
+  return p;
+}
+
+rill::v1::ServerConfig ToServerConfig(const engine::EngineConfig& c, int max_waiting_requests) {
+  rill::v1::ServerConfig p;
+  p.mutable_engine()->set_model_path(c.model.path);
+  p.mutable_engine()->set_version("rill-engine");
+  p.mutable_engine()->set_backend("cpu");
+  p.mutable_cache()->set_block_size(c.cache.block_size);
+  p.mutable_cache()->set_num_blocks(c.cache.num_blocks);
+  p.mutable_cache()->set_kv_cache_bytes(c.cache.kv_cache_bytes);
+  p.mutable_cache()->set_enable_prefix_caching(c.cache.enable_prefix_caching);
+  p.mutable_parallel()->set_tensor_parallel_size(c.parallel.tensor_parallel_size);
+  p.mutable_parallel()->set_threads_per_worker(c.parallel.threads);
+  p.mutable_parallel()->set_communicator(c.parallel.tensor_parallel_size > 1 ? "gloo" : "none");
+  p.mutable_scheduler()->set_max_num_seqs(c.scheduler.max_num_seqs);
+  p.mutable_scheduler()->set_max_num_batched_tokens(c.scheduler.max_num_batched_tokens);
+  p.mutable_scheduler()->set_max_model_len(c.scheduler.max_model_len);
+  p.mutable_scheduler()->set_policy(c.scheduler.policy == engine::SchedulingPolicy::kPriority
+                                        ? "priority"
+                                        : "fcfs");
+  p.mutable_scheduler()->set_chunked_prefill(true);
+  p.mutable_scheduler()->set_max_waiting_requests(max_waiting_requests);
+  for (int32_t id : c.decoding.eos_token_ids) p.mutable_decoding()->add_eos_token_ids(id);
+  p.mutable_decoding()->set_detokenizer(c.decoding.detokenizer);
+  p.mutable_decoding()->set_max_n(1);
+  p.mutable_lora()->set_enabled(false);
+  return p;
+}
+
+rill::v1::Load ToLoad(const engine::EngineStats& s, int num_unfinished) {
+  rill::v1::Load p;
+  p.set_num_unfinished_requests(num_unfinished);
+  p.set_num_waiting_requests(s.num_waiting);
+  p.set_num_running_requests(s.num_running);
+  p.set_kv_cache_usage(s.kv_usage);
+  p.set_prefix_cache_hit_rate(s.prefix_cache_hit_rate);
+  return p;
+}
+
+rill::v1::Stats ToStats(const engine::EngineStats& s) {
+  rill::v1::Stats p;
+  p.set_num_running(s.num_running);
+  p.set_num_waiting(s.num_waiting);
+  p.set_kv_cache_usage(s.kv_usage);
+  p.set_prefix_cache_hit_rate(s.prefix_cache_hit_rate);
+  p.set_prompt_tokens_total(s.prompt_tokens);
+  p.set_generation_tokens_total(s.generation_tokens);
+  p.set_steps_total(s.steps);
+  p.set_preemptions_total(s.preemptions);
+  return p;
+}
+
+}  // namespace rill::service

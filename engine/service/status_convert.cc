@@ -1,0 +1,37 @@
+#include "engine/service/status_convert.h"
+
+#include <string>
+
+namespace rill::service {
+namespace {
+
+// Codes outside the known range become UNKNOWN rather than an invalid enum.
+int ClampCode(int code) { return (code < 0 || code > 16) ? 2 : code; }
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(ClampCode(static_cast<int>(status.code()))),
+                      std::string(status.message()));
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(ClampCode(status.error_code())),
+                      status.error_message());
+}
+
+rill::v1::Status ToProtoStatus(const absl::Status& status) {
+  rill::v1::Status out;
+  out.set_code(static_cast<int>(status.code()));
+  out.set_message(std::string(status.message()));
+  return out;
+}
+
+absl::Status FromProtoStatus(const rill::v1::Status& status) {
+  if (status.code() == 0) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(ClampCode(status.code())), status.message());
+}
+
+}  // namespace rill::service
