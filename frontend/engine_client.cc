@@ -1,0 +1,267 @@
+#include "frontend/engine_client.h"
+
+#include <random>
+#include <vector>
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace rill::frontend {
+
+using rill::internal::EngineOutput;
+using rill::internal::EngineRequest;
+
+tokenizer::TokenizerSpec SpecFromProto(const rill::internal::TokenizerSpec& p) {
+  tokenizer::TokenizerSpec s;
+  s.model = p.model();
+  s.tokens.assign(p.tokens().begin(), p.tokens().end());
+  s.token_types.assign(p.token_types().begin(), p.token_types().end());
+  s.merges.assign(p.merges().begin(), p.merges().end());
+  s.scores.assign(p.scores().begin(), p.scores().end());
+  if (!p.pre().empty()) s.pre = p.pre();
+  s.bos_id = p.bos_id();
+  s.eos_id = p.eos_id();
+  s.pad_id = p.pad_id();
+  s.unk_id = p.unk_id();
+  s.add_bos = p.add_bos();
+  s.add_eos = p.add_eos();
+  s.add_space_prefix = p.add_space_prefix();
+  s.byte_fallback = p.byte_fallback();
+  s.chat_template = p.chat_template();
+  return s;
+}
+
+EngineClient::EngineClient(std::string address, std::string frontend_id)
+    : address_(std::move(address)), frontend_id_(std::move(frontend_id)) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 256 << 20);
+  channel_ = grpc::CreateCustomChannel(
+      address_, grpc::InsecureChannelCredentials(), args);
+  stub_ = rill::internal::Engine::NewStub(channel_);
+  id_salt_ = std::random_device{}();
+}
+
+EngineClient::~EngineClient() { Shutdown(); }
+
+absl::Status EngineClient::Start(absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  grpc::Status last;
+  while (true) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(5));
+    ctx.set_wait_for_ready(true);
+    last = stub_->GetTokenizer(&ctx, {}, &spec_);
+    if (last.ok() || absl::Now() > deadline) break;
+    LOG(INFO) << "waiting for the engine at " << address_ << ": "
+              << last.error_message();
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  if (!last.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot get the tokenizer from the engine at ", address_, ": ",
+        last.error_message()));
+  }
+  auto tok = tokenizer::Tokenizer::FromSpec(SpecFromProto(spec_));
+  if (!tok.ok()) return tok.status();
+  tokenizer_ = std::move(*tok);
+  stream_thread_ = std::thread([this] { StreamLoop(); });
+  health_thread_ = std::thread([this] { HealthLoop(); });
+  return absl::OkStatus();
+}
+
+void EngineClient::Shutdown() {
+  if (shutdown_.exchange(true)) return;
+  {
+    absl::MutexLock l(&mu_);
+    if (stream_ctx_ != nullptr) stream_ctx_->TryCancel();
+    shutdown_cv_.SignalAll();
+  }
+  if (stream_thread_.joinable()) stream_thread_.join();
+  if (health_thread_.joinable()) health_thread_.join();
+  FailAll("frontend shutting down");
+}
+
+std::string EngineClient::NewRequestId() {
+  return absl::StrCat(frontend_id_, "-", absl::Hex(id_salt_ & 0xffffff), "-",
+                      next_id_.fetch_add(1));
+}
+
+std::string EngineClient::unavailable_reason() const {
+  absl::MutexLock l(&mu_);
+  return reason_;
+}
+
+void EngineClient::SetServingCallback(std::function<void(bool)> cb) {
+  {
+    absl::MutexLock l(&mu_);
+    serving_cb_ = std::move(cb);
+  }
+  UpdateServing();
+}
+
+void EngineClient::UpdateServing() {
+  bool now = stream_up_.load() && engine_healthy_.load() && tokenizer_;
+  std::function<void(bool)> cb;
+  {
+    absl::MutexLock l(&mu_);
+    cb = serving_cb_;
+  }
+  // The callback runs every time so a late-registered observer syncs up.
+  bool before = serving_.exchange(now);
+  if (before != now) LOG(INFO) << "engine serving: " << now;
+  if (cb) cb(now);
+}
+
+bool EngineClient::Write(const EngineRequest& req) {
+  absl::MutexLock l(&write_mu_);
+  return stream_ != nullptr && stream_->Write(req);
+}
+
+absl::Status EngineClient::StartRequest(const rill::internal::EngineStart& start,
+                                        Sink sink) {
+  if (!stream_up_.load()) {
+    return absl::UnavailableError(
+        absl::StrCat("engine unavailable: ", unavailable_reason()));
+  }
+  {
+    absl::MutexLock l(&mu_);
+    if (!sinks_.emplace(start.request_id(), std::move(sink)).second) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("request_id ", start.request_id(), " is already running"));
+    }
+  }
+  EngineRequest req;
+  *req.mutable_start() = start;
+  if (!Write(req)) {
+    absl::MutexLock l(&mu_);
+    sinks_.erase(start.request_id());
+    return absl::UnavailableError("engine stream broke while starting");
+  }
+  return absl::OkStatus();
+}
+
+void EngineClient::AbortRequest(const std::string& request_id) {
+  bool known;
+  {
+    absl::MutexLock l(&mu_);
+    known = sinks_.erase(request_id) > 0;
+  }
+  if (!known) return;
+  EngineRequest req;
+  req.mutable_abort()->set_request_id(request_id);
+  Write(req);
+}
+
+void EngineClient::FailAll(const std::string& reason) {
+  absl::flat_hash_map<std::string, Sink> sinks;
+  {
+    absl::MutexLock l(&mu_);
+    sinks.swap(sinks_);
+  }
+  for (auto& [id, sink] : sinks) {
+    EngineOutput out;
+    out.set_request_id(id);
+    out.set_finished(true);
+    out.mutable_status()->set_code(grpc::StatusCode::UNAVAILABLE);
+    out.mutable_status()->set_message(
+        absl::StrCat("engine unavailable: ", reason, "; retry later"));
+    sink(out);
+  }
+}
+
+void EngineClient::StreamLoop() {
+  absl::Duration backoff = absl::Milliseconds(50);
+  while (!shutdown_.load()) {
+    grpc::ClientContext ctx;
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_.load()) break;
+      stream_ctx_ = &ctx;
+    }
+    // Probe first so "stream up" means the engine really answered.
+    rill::v1::CheckHealthResponse health;
+    grpc::ClientContext probe;
+    probe.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(2));
+    grpc::Status ps = stub_->CheckHealth(&probe, {}, &health);
+    std::string reason;
+    if (ps.ok() || ps.error_code() != grpc::StatusCode::UNAVAILABLE) {
+      std::unique_ptr<grpc::ClientReaderWriter<EngineRequest, EngineOutput>>
+          stream = stub_->Generate(&ctx);
+      {
+        absl::MutexLock l(&write_mu_);
+        stream_ = stream.get();
+      }
+      stream_up_ = true;
+      UpdateServing();
+      backoff = absl::Milliseconds(50);
+      EngineOutput out;
+      while (stream->Read(&out)) {
+        Sink sink;
+        {
+          absl::MutexLock l(&mu_);
+          auto it = sinks_.find(out.request_id());
+          if (it == sinks_.end()) continue;  // Aborted here already.
+          if (out.finished()) {
+            sink = std::move(it->second);
+            sinks_.erase(it);
+          } else {
+            sink = it->second;
+          }
+        }
+        sink(out);
+      }
+      stream_up_ = false;
+      {
+        absl::MutexLock l(&write_mu_);
+        stream_ = nullptr;
+      }
+      grpc::Status st = stream->Finish();
+      reason = absl::StrCat("engine stream ended: ", st.error_message());
+    } else {
+      reason = absl::StrCat("engine at ", address_,
+                            " unreachable: ", ps.error_message());
+    }
+    {
+      absl::MutexLock l(&mu_);
+      stream_ctx_ = nullptr;
+      reason_ = reason;
+    }
+    UpdateServing();
+    FailAll(reason);
+    if (shutdown_.load()) break;
+    LOG(WARNING) << reason << "; reconnecting in " << backoff;
+    absl::MutexLock l(&mu_);
+    shutdown_cv_.WaitWithTimeout(&mu_, backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(1));
+  }
+}
+
+void EngineClient::HealthLoop() {
+  while (!shutdown_.load()) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(2));
+    rill::v1::CheckHealthResponse resp;
+    grpc::Status st = stub_->CheckHealth(&ctx, {}, &resp);
+    bool healthy = st.ok() && resp.healthy();
+    if (!healthy) {
+      absl::MutexLock l(&mu_);
+      if (stream_up_.load()) {
+        reason_ = st.ok() ? absl::StrCat("engine not healthy: ", resp.message())
+                          : absl::StrCat("engine health check failed: ",
+                                         st.error_message());
+      }
+    }
+    engine_healthy_ = healthy;
+    UpdateServing();
+    absl::MutexLock l(&mu_);
+    shutdown_cv_.WaitWithTimeout(&mu_, absl::Milliseconds(500));
+  }
+}
+
+}  // namespace rill::frontend

@@ -1,0 +1,106 @@
+// The frontend's side of the engine protocol: one multiplexed Generate stream
+// per frontend process (reconnected with backoff when the engine goes away),
+// the engine's unary RPCs, and the tokenizer built from its TokenizerSpec.
+#ifndef RILL_FRONTEND_ENGINE_CLIENT_H_
+#define RILL_FRONTEND_ENGINE_CLIENT_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "frontend/tokenizer/tokenizer.h"
+#include "rill/internal/engine.grpc.pb.h"
+
+namespace rill::frontend {
+
+// Converts the wire spec to the tokenizer's plain struct.
+tokenizer::TokenizerSpec SpecFromProto(const rill::internal::TokenizerSpec& p);
+
+// Thread-safe. Outputs for a request are delivered, in order, on the single
+// stream reader thread; a sink must not block for long.
+class EngineClient {
+ public:
+  using Sink = std::function<void(const rill::internal::EngineOutput&)>;
+  // Milliseconds suggested to clients in grpc-retry-pushback-ms.
+  static constexpr int kRetryPushbackMs = 1000;
+
+  EngineClient(std::string address, std::string frontend_id);
+  ~EngineClient();
+
+  // Fetches the tokenizer (retrying until `timeout`), then starts the stream
+  // and health threads. Fails when no tokenizer could be loaded.
+  absl::Status Start(absl::Duration timeout);
+  void Shutdown();
+
+  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const rill::internal::TokenizerSpec& spec() const { return spec_; }
+  int64_t max_model_len() const { return spec_.max_model_len(); }
+  const std::string& frontend_id() const { return frontend_id_; }
+
+  // A request id unique across frontends: "<frontend_id>-<n>-<random>".
+  std::string NewRequestId();
+
+  // Registers `sink` for start.request_id() and sends the start. UNAVAILABLE
+  // when the stream is down, ALREADY_EXISTS when the id is in flight here.
+  // The sink is dropped after it got a finished output.
+  absl::Status StartRequest(const rill::internal::EngineStart& start, Sink sink);
+  // Drops the sink (no more outputs are delivered) and aborts on the engine.
+  void AbortRequest(const std::string& request_id);
+
+  // Stream up and engine healthy.
+  bool serving() const { return serving_.load(); }
+  std::string unavailable_reason() const;
+  // Called (from internal threads) whenever serving() changes.
+  void SetServingCallback(std::function<void(bool)> cb);
+
+  rill::internal::Engine::Stub* stub() { return stub_.get(); }
+  std::shared_ptr<grpc::Channel> channel() { return channel_; }
+
+ private:
+  void StreamLoop();
+  void HealthLoop();
+  void UpdateServing();
+  void FailAll(const std::string& reason);
+  bool Write(const rill::internal::EngineRequest& req);
+
+  const std::string address_;
+  const std::string frontend_id_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<rill::internal::Engine::Stub> stub_;
+  rill::internal::TokenizerSpec spec_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::atomic<uint64_t> next_id_{0};
+  uint64_t id_salt_ = 0;
+
+  std::atomic<bool> shutdown_{false};
+  std::atomic<bool> stream_up_{false};
+  std::atomic<bool> engine_healthy_{false};
+  std::atomic<bool> serving_{false};
+  std::thread stream_thread_;
+  std::thread health_thread_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar shutdown_cv_;
+  absl::flat_hash_map<std::string, Sink> sinks_ ABSL_GUARDED_BY(mu_);
+  std::string reason_ ABSL_GUARDED_BY(mu_) = "engine stream not connected yet";
+  std::function<void(bool)> serving_cb_ ABSL_GUARDED_BY(mu_);
+  grpc::ClientContext* stream_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
+
+  absl::Mutex write_mu_;
+  grpc::ClientReaderWriter<rill::internal::EngineRequest,
+                           rill::internal::EngineOutput>* stream_
+      ABSL_GUARDED_BY(write_mu_) = nullptr;
+};
+
+}  // namespace rill::frontend
+
+#endif  // RILL_FRONTEND_ENGINE_CLIENT_H_

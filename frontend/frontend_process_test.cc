@@ -1,0 +1,88 @@
+// rill-frontend as a separate process (its real flags) in front of an
+// in-process fake engine; the Python reference client runs against it.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "frontend/testing/fake_engine.h"
+#include "frontend/tokenizer/test_util.h"
+#include "rill/v1/inference.grpc.pb.h"
+
+namespace rill::frontend::testing {
+namespace {
+
+TEST(FrontendProcessTest, BinaryServesGenerateAndPythonClient) {
+  auto spec = DefaultModelSpec();
+  if (!spec.ok()) GTEST_SKIP() << spec.status();
+  FakeEngine engine(*spec);
+  ASSERT_TRUE(engine.Start().ok());
+  std::vector<int32_t> script;
+  for (int i = 0; i < 40; ++i) script.push_back(300 + i);
+  engine.set_script(script);
+  engine.set_token_delay_ms(5);
+
+  const std::string port_file = absl::StrCat(getenv("TEST_TMPDIR"), "/fe_port");
+  std::vector<std::string> argv = {"frontend/rill-frontend", "--host=127.0.0.1", "--port=0",
+                                   "--port_file=" + port_file, "--engine=" + engine.address(),
+                                   "--frontend_id=p1"};
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> a;
+    for (auto& s : argv) a.push_back(s.data());
+    a.push_back(nullptr);
+    execv(a[0], a.data());
+    _exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  int port = 0;
+  for (int i = 0; i < 600 && port == 0; ++i) {
+    std::ifstream f(port_file);
+    if (!(f >> port)) port = 0;
+    if (port == 0) absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_GT(port, 0);
+  const std::string target = absl::StrCat("127.0.0.1:", port);
+  auto stub = rill::v1::Inference::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    ctx.set_wait_for_ready(true);
+    rill::v1::Load load;
+    ASSERT_TRUE(stub->GetLoad(&ctx, {}, &load).ok());
+    EXPECT_EQ(load.frontend_id(), "p1");
+  }
+  {
+    grpc::ClientContext ctx;
+    auto stream = stub->Generate(&ctx);
+    rill::v1::GenerateRequest req;
+    req.mutable_start()->set_text("Hello");
+    req.mutable_start()->mutable_sampling()->set_max_tokens(5);
+    stream->Write(req);
+    stream->WritesDone();
+    rill::v1::GenerateResponse r;
+    bool finished = false;
+    while (stream->Read(&r)) finished |= r.finished();
+    EXPECT_TRUE(finished);
+    EXPECT_TRUE(stream->Finish().ok());
+  }
+  const std::string py = tokenizer::testing::VenvPython();
+  if (!py.empty()) {
+    std::string cmd = absl::StrCat(py, " tests/clients/python_client.py --target ", target,
+                                   " --proto_dir proto");
+    EXPECT_EQ(system(cmd.c_str()), 0) << cmd;
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+}  // namespace
+}  // namespace rill::frontend::testing

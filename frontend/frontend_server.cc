@@ -1,0 +1,41 @@
+#include "frontend/frontend_server.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace rill::frontend {
+
+absl::Status FrontendServer::Start() {
+  if (options_.engine_address.empty()) return absl::InvalidArgumentError("--engine is required");
+  engine_ = std::make_unique<EngineClient>(options_.engine_address, options_.frontend_id);
+  if (absl::Status s = engine_->Start(options_.engine_wait); !s.ok()) return s;
+  inference_ = std::make_unique<InferenceService>(engine_.get());
+  server_ = std::make_unique<HealthServer>(absl::StrCat(options_.host, ":", options_.port));
+  server_->AddService(inference_.get());
+  if (!options_.admin_token.empty()) {
+    admin_ = std::make_unique<AdminService>(options_.admin_token, engine_->channel());
+    server_->AddService(admin_.get());
+  }
+  if (absl::Status s = server_->Start(); !s.ok()) return s;
+  const bool with_admin = admin_ != nullptr;
+  HealthServer* server = server_.get();
+  engine_->SetServingCallback([server, with_admin](bool serving) {
+    server->SetServing("", serving);
+    server->SetServing("rill.v1.Inference", serving);
+    if (with_admin) server->SetServing("rill.v1.Admin", serving);
+  });
+  return absl::OkStatus();
+}
+
+void FrontendServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (engine_) engine_->SetServingCallback(nullptr);
+  if (server_) server_->Shutdown();
+  if (engine_) engine_->Shutdown();
+}
+
+void FrontendServer::Wait() {
+  if (server_) server_->Wait();
+}
+
+}  // namespace rill::frontend

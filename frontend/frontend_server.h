@@ -1,0 +1,51 @@
+// Everything one rill-frontend process serves, wired together: the engine
+// client, rill.v1.Inference, rill.v1.Admin (with a token), health and
+// reflection. Used by rill-frontend's main and by the tests.
+#ifndef RILL_FRONTEND_FRONTEND_SERVER_H_
+#define RILL_FRONTEND_FRONTEND_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "frontend/admin_service.h"
+#include "frontend/engine_client.h"
+#include "frontend/health_server.h"
+#include "frontend/inference_service.h"
+
+namespace rill::frontend {
+
+struct FrontendOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::string engine_address;
+  std::string frontend_id = "0";
+  std::string admin_token;  // Empty: no Admin service.
+  absl::Duration engine_wait = absl::Seconds(120);
+};
+
+class FrontendServer {
+ public:
+  explicit FrontendServer(FrontendOptions options) : options_(std::move(options)) {}
+  ~FrontendServer() { Shutdown(); }
+
+  // Waits for the engine's tokenizer, then listens.
+  absl::Status Start();
+  int port() const { return server_ ? server_->port() : 0; }
+  void Shutdown();
+  void Wait();
+  EngineClient* engine() { return engine_.get(); }
+
+ private:
+  FrontendOptions options_;
+  std::unique_ptr<EngineClient> engine_;
+  std::unique_ptr<InferenceService> inference_;
+  std::unique_ptr<AdminService> admin_;
+  std::unique_ptr<HealthServer> server_;
+  bool shut_down_ = false;
+};
+
+}  // namespace rill::frontend
+
+#endif  // RILL_FRONTEND_FRONTEND_SERVER_H_

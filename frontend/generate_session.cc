@@ -1,0 +1,228 @@
+#include "frontend/generate_session.h"
+
+#include <vector>
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/request_validator.h"
+
+namespace rill::frontend {
+
+using rill::v1::GenerateResponse;
+
+absl::Status BuildPrompt(const tokenizer::Tokenizer& tok,
+                         const rill::v1::StartRequest& start,
+                         std::vector<int32_t>* ids, std::string* text) {
+  bool add_special = start.has_add_special_tokens() ? start.add_special_tokens() : true;
+  switch (start.prompt_case()) {
+    case rill::v1::StartRequest::kText:
+      *ids = tok.Encode(start.text(), add_special);
+      return absl::OkStatus();
+    case rill::v1::StartRequest::kTokenIds:
+      for (int32_t id : start.token_ids().ids()) {
+        if (id < 0 || id >= tok.vocab_size()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "token_ids: id ", id, " is outside the vocabulary [0, ", tok.vocab_size(), ")"));
+        }
+        ids->push_back(id);
+      }
+      return absl::OkStatus();
+    case rill::v1::StartRequest::kChat: {
+      std::vector<tokenizer::ChatMessage> msgs;
+      for (const auto& m : start.chat().messages()) msgs.push_back({m.role(), m.content()});
+      bool gen = start.chat().has_add_generation_prompt() ? start.chat().add_generation_prompt() : true;
+      absl::StatusOr<std::string> rendered = tok.ApplyChatTemplate(msgs, gen);
+      if (!rendered.ok()) {
+        if (absl::IsUnimplemented(rendered.status())) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "chat: the model's chat template is not supported: ", rendered.status().message()));
+        }
+        return absl::InvalidArgumentError(absl::StrCat("chat: ", rendered.status().message()));
+      }
+      *text = *rendered;
+      *ids = tok.Encode(*text, /*add_special_tokens=*/false);
+      return absl::OkStatus();
+    }
+    default:
+      return absl::InvalidArgumentError("start.prompt: empty");
+  }
+}
+
+namespace {
+
+std::string BufferToString(const grpc::ByteBuffer& buf) {
+  std::vector<grpc::Slice> slices;
+  std::string out;
+  if (!buf.Dump(&slices).ok()) return out;
+  for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+}  // namespace
+
+void GenerateSession::Send(const GenerateResponse& resp) {
+  absl::MutexLock l(&write_mu_);
+  if (stream_ != nullptr) stream_->Write(resp);
+}
+
+void GenerateSession::SendError(const std::string& id, const absl::Status& s) {
+  GenerateResponse resp;
+  resp.set_request_id(id);
+  resp.set_finished(true);
+  resp.mutable_status()->set_code(static_cast<int>(s.code()));
+  resp.mutable_status()->set_message(std::string(s.message()));
+  if (s.code() == absl::StatusCode::kUnavailable) {
+    absl::MutexLock l(&mu_);
+    saw_unavailable_ = true;
+  }
+  Send(resp);
+}
+
+void GenerateSession::HandleMessage(const std::string& bytes) {
+  rill::v1::GenerateRequest req;
+  absl::Status s = ParseChecked(bytes, &req);
+  if (!s.ok()) {
+    SendError(PeekRequestId(bytes), s);
+    return;
+  }
+  switch (req.action_case()) {
+    case rill::v1::GenerateRequest::kStart:
+      HandleStart(req.start());
+      break;
+    case rill::v1::GenerateRequest::kAbort:
+      HandleAbort(req.abort().request_id());
+      break;
+    default:
+      SendError("", absl::InvalidArgumentError("action: set start or abort"));
+  }
+}
+
+void GenerateSession::HandleStart(const rill::v1::StartRequest& start) {
+  std::string id = start.request_id().empty() ? engine_->NewRequestId() : start.request_id();
+  absl::Status s = ValidateStart(start);
+  std::vector<int32_t> ids;
+  std::string text;
+  if (s.ok()) s = BuildPrompt(engine_->tokenizer(), start, &ids, &text);
+  if (s.ok() && ids.empty()) s = absl::InvalidArgumentError("prompt: no tokens");
+  if (s.ok()) s = ValidatePromptLength(ids.size(), engine_->max_model_len());
+  if (!s.ok()) {
+    SendError(id, s);
+    return;
+  }
+  {
+    absl::MutexLock l(&mu_);
+    if (active_.contains(id)) {
+      s = absl::AlreadyExistsError(absl::StrCat("request_id ", id, " is already running on this stream"));
+    } else {
+      active_[id] = std::make_unique<CompletionStream>(&engine_->tokenizer(), start, id, ids, text);
+    }
+  }
+  if (!s.ok()) {
+    SendError(id, s);
+    return;
+  }
+  rill::internal::EngineStart es;
+  es.set_request_id(id);
+  for (int32_t t : ids) es.add_prompt_token_ids(t);
+  *es.mutable_sampling() = start.sampling();
+  es.set_lora_name(start.lora_name());
+  es.set_priority(start.priority());
+  *es.mutable_trace_headers() = start.trace_headers();
+  es.set_arrival_time(NowSeconds());
+  std::weak_ptr<GenerateSession> weak = weak_from_this();
+  s = engine_->StartRequest(es, [weak, id](const rill::internal::EngineOutput& out) {
+    if (auto self = weak.lock()) self->OnEngineOutput(id, out);
+  });
+  if (!s.ok()) {
+    {
+      absl::MutexLock l(&mu_);
+      active_.erase(id);
+      idle_cv_.SignalAll();
+    }
+    SendError(id, s);
+  }
+}
+
+void GenerateSession::OnEngineOutput(const std::string& id,
+                                     const rill::internal::EngineOutput& out) {
+  // Holding mu_ while writing keeps each request's responses in order.
+  absl::MutexLock l(&mu_);
+  auto it = active_.find(id);
+  if (it == active_.end()) return;
+  if (out.has_status() && out.status().code() == grpc::StatusCode::UNAVAILABLE) {
+    saw_unavailable_ = true;
+  }
+  CompletionStream::Result r = it->second->OnOutput(out);
+  if (r.response) Send(*r.response);
+  if (r.done) {
+    active_.erase(it);
+    idle_cv_.SignalAll();
+  }
+  if (r.abort_engine) engine_->AbortRequest(id);
+}
+
+void GenerateSession::HandleAbort(const std::string& request_id) {
+  absl::MutexLock l(&mu_);
+  auto it = active_.find(request_id);
+  if (it == active_.end()) {
+    GenerateResponse resp;
+    resp.set_request_id(request_id);
+    resp.set_finished(true);
+    resp.mutable_status()->set_code(grpc::StatusCode::NOT_FOUND);
+    resp.mutable_status()->set_message(
+        absl::StrCat("abort: no running request ", request_id, " on this stream"));
+    Send(resp);
+    return;
+  }
+  engine_->AbortRequest(request_id);
+  Send(it->second->Finish(rill::v1::FINISH_REASON_ABORT, 0, ""));
+  active_.erase(it);
+  idle_cv_.SignalAll();
+}
+
+void GenerateSession::AbortAll() {
+  absl::MutexLock l(&mu_);
+  for (auto& [id, cs] : active_) engine_->AbortRequest(id);
+  active_.clear();
+  idle_cv_.SignalAll();
+}
+
+grpc::Status GenerateSession::Run() {
+  grpc::ByteBuffer buf;
+  while (stream_->Read(&buf)) {
+    HandleMessage(BufferToString(buf));
+    buf.Clear();
+  }
+  // Half-closed: let running requests finish unless the call is cancelled.
+  while (!ctx_->IsCancelled()) {
+    absl::MutexLock l(&mu_);
+    if (active_.empty()) break;
+    idle_cv_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
+  }
+  bool cancelled = ctx_->IsCancelled();
+  LOG(INFO) << "generate stream ended (cancelled=" << cancelled << ")";
+  AbortAll();
+  {
+    absl::MutexLock l(&write_mu_);
+    stream_ = nullptr;
+  }
+  bool unavailable;
+  {
+    absl::MutexLock l(&mu_);
+    unavailable = saw_unavailable_;
+  }
+  if (unavailable) {
+    ctx_->AddTrailingMetadata("grpc-retry-pushback-ms",
+                              std::to_string(EngineClient::kRetryPushbackMs));
+  }
+  if (cancelled) {
+    if (ctx_->deadline() <= std::chrono::system_clock::now()) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded; requests aborted");
+    }
+    return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled; requests aborted");
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace rill::frontend

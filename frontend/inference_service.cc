@@ -1,0 +1,165 @@
+#include "frontend/inference_service.h"
+
+#include <vector>
+
+#include <grpcpp/support/method_handler.h>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/request_validator.h"
+
+namespace rill::frontend {
+
+std::unique_ptr<grpc::ClientContext> ForwardContext(grpc::ServerContext* server_ctx) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  auto deadline = server_ctx->deadline();
+  auto cap = std::chrono::system_clock::now() + std::chrono::seconds(60);
+  ctx->set_deadline(deadline < cap ? deadline : cap);
+  return ctx;
+}
+
+grpc::Status WithRetryHint(grpc::ServerContext* ctx, grpc::Status s) {
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    ctx->AddTrailingMetadata("grpc-retry-pushback-ms",
+                             std::to_string(EngineClient::kRetryPushbackMs));
+  }
+  return s;
+}
+
+InferenceService::InferenceService(EngineClient* engine) : engine_(engine) {
+  // Method 0 is Generate (declaration order in inference.proto).
+  MarkMethodStreamed(
+      0, new grpc::internal::BidiStreamingHandler<InferenceService, grpc::ByteBuffer,
+                                                  rill::v1::GenerateResponse>(
+             [](InferenceService* self, grpc::ServerContext* ctx, RawGenerateStream* stream) {
+               return self->GenerateRaw(ctx, stream);
+             },
+             this));
+}
+
+grpc::Status InferenceService::GenerateRaw(grpc::ServerContext* ctx, RawGenerateStream* stream) {
+  ++open_streams_;
+  auto session = std::make_shared<GenerateSession>(engine_, ctx, stream);
+  grpc::Status s = session->Run();
+  --open_streams_;
+  return s;
+}
+
+grpc::Status InferenceService::Abort(grpc::ServerContext* ctx, const rill::v1::AbortRequest* req,
+                                     rill::v1::AbortResponse* resp) {
+  if (req->request_id().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request_id: empty");
+  }
+  auto c = ForwardContext(ctx);
+  return WithRetryHint(ctx, engine_->stub()->Abort(c.get(), *req, resp));
+}
+
+grpc::Status InferenceService::GetRequestStatus(grpc::ServerContext* ctx,
+                                                const rill::v1::GetRequestStatusRequest* req,
+                                                rill::v1::GetRequestStatusResponse* resp) {
+  auto c = ForwardContext(ctx);
+  return WithRetryHint(ctx, engine_->stub()->GetRequestStatus(c.get(), *req, resp));
+}
+
+grpc::Status InferenceService::Encode(grpc::ServerContext* ctx, const rill::v1::EncodeRequest* req,
+                                      rill::v1::EncodeResponse* resp) {
+  rill::internal::EngineEncodeRequest er;
+  er.set_request_id(req->request_id().empty() ? engine_->NewRequestId() : req->request_id());
+  if (req->prompt_case() == rill::v1::EncodeRequest::kText) {
+    if (req->text().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "text: empty");
+    for (int32_t id : engine_->tokenizer().Encode(req->text())) er.add_prompt_token_ids(id);
+  } else if (req->prompt_case() == rill::v1::EncodeRequest::kTokenIds) {
+    *er.mutable_prompt_token_ids() = req->token_ids().ids();
+  } else {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "prompt: set text or token_ids");
+  }
+  *er.mutable_pooling() = req->pooling();
+  er.set_lora_name(req->lora_name());
+  er.set_priority(req->priority());
+  auto c = ForwardContext(ctx);
+  return WithRetryHint(ctx, engine_->stub()->Encode(c.get(), er, resp));
+}
+
+grpc::Status InferenceService::Tokenize(grpc::ServerContext* ctx,
+                                        const rill::v1::TokenizeRequest* req,
+                                        rill::v1::TokenizeResponse* resp) {
+  const tokenizer::Tokenizer& tok = engine_->tokenizer();
+  rill::v1::StartRequest start;
+  if (req->input_case() == rill::v1::TokenizeRequest::kText) {
+    start.set_text(req->text());
+  } else if (req->input_case() == rill::v1::TokenizeRequest::kChat) {
+    *start.mutable_chat() = req->chat();
+  } else {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "input: set text or chat");
+  }
+  if (req->has_add_special_tokens()) start.set_add_special_tokens(req->add_special_tokens());
+  std::vector<int32_t> ids;
+  std::string text;
+  absl::Status s = BuildPrompt(tok, start, &ids, &text);
+  if (!s.ok()) return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+  for (int32_t id : ids) {
+    resp->add_token_ids(id);
+    if (req->return_token_strings()) resp->add_tokens(tok.bpe().IdToToken(id));
+  }
+  resp->set_count(ids.size());
+  resp->set_max_model_len(engine_->max_model_len());
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceService::Detokenize(grpc::ServerContext* ctx,
+                                          const rill::v1::DetokenizeRequest* req,
+                                          rill::v1::DetokenizeResponse* resp) {
+  const tokenizer::Tokenizer& tok = engine_->tokenizer();
+  for (int32_t id : req->token_ids()) {
+    if (id < 0 || id >= tok.vocab_size()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("token_ids: id ", id, " is outside the vocabulary"));
+    }
+  }
+  std::vector<int32_t> ids(req->token_ids().begin(), req->token_ids().end());
+  bool skip = req->has_skip_special_tokens() ? req->skip_special_tokens() : true;
+  absl::StatusOr<std::string> text = tok.Decode(ids, skip);
+  if (!text.ok()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(text.status().message()));
+  resp->set_text(*text);
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceService::GetModelConfig(grpc::ServerContext* ctx,
+                                              const rill::v1::GetModelConfigRequest* req,
+                                              rill::v1::ModelConfig* resp) {
+  auto c = ForwardContext(ctx);
+  return WithRetryHint(ctx, engine_->stub()->GetModelConfig(c.get(), *req, resp));
+}
+
+grpc::Status InferenceService::GetServerConfig(grpc::ServerContext* ctx,
+                                               const rill::v1::GetServerConfigRequest* req,
+                                               rill::v1::ServerConfig* resp) {
+  auto c = ForwardContext(ctx);
+  return WithRetryHint(ctx, engine_->stub()->GetServerConfig(c.get(), *req, resp));
+}
+
+grpc::Status InferenceService::GetLoad(grpc::ServerContext* ctx, const rill::v1::GetLoadRequest* req,
+                                       rill::v1::Load* resp) {
+  auto c = ForwardContext(ctx);
+  grpc::Status s = engine_->stub()->GetLoad(c.get(), *req, resp);
+  if (!s.ok()) return WithRetryHint(ctx, s);
+  resp->set_frontend_streams(open_streams_.load());
+  resp->set_frontend_id(engine_->frontend_id());
+  return s;
+}
+
+grpc::Status InferenceService::CheckHealth(grpc::ServerContext* ctx,
+                                           const rill::v1::CheckHealthRequest* req,
+                                           rill::v1::CheckHealthResponse* resp) {
+  if (!engine_->serving()) {
+    return WithRetryHint(ctx, grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                           engine_->unavailable_reason()));
+  }
+  auto c = ForwardContext(ctx);
+  grpc::Status s = engine_->stub()->CheckHealth(c.get(), *req, resp);
+  if (s.ok() && !resp->healthy()) {
+    return WithRetryHint(ctx, grpc::Status(grpc::StatusCode::UNAVAILABLE, resp->message()));
+  }
+  return WithRetryHint(ctx, s);
+}
+
+}  // namespace rill::frontend

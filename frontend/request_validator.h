@@ -1,0 +1,38 @@
+// Checks client requests before they reach the engine. Raw bytes are walked
+// against the message descriptor first, so bad UTF-8 in a string field and
+// unknown fields become INVALID_ARGUMENT naming the field (protobuf's own
+// parse would just fail and gRPC would answer INTERNAL).
+#ifndef RILL_FRONTEND_REQUEST_VALIDATOR_H_
+#define RILL_FRONTEND_REQUEST_VALIDATOR_H_
+
+#include <string>
+
+#include <google/protobuf/message.h>
+
+#include "absl/status/status.h"
+#include "rill/v1/inference.pb.h"
+
+namespace rill::frontend {
+
+inline constexpr int kMaxN = 64;
+inline constexpr int kMaxStopStrings = 64;
+inline constexpr int kMaxStopStringBytes = 1024;
+inline constexpr int kMaxLogprobs = 20;
+
+// Parses `bytes` into `msg`, rejecting invalid UTF-8 in string fields and
+// unknown fields (INVALID_ARGUMENT with the field path).
+absl::Status ParseChecked(const std::string& bytes, google::protobuf::Message* msg);
+
+// Best-effort start.request_id / abort.request_id from raw GenerateRequest
+// bytes (so errors name the request); empty when absent or invalid.
+std::string PeekRequestId(const std::string& bytes);
+
+// Sampling and prompt-shape checks that need no tokenizer.
+absl::Status ValidateStart(const rill::v1::StartRequest& start);
+
+// After tokenization: the prompt must leave room in the context.
+absl::Status ValidatePromptLength(size_t num_tokens, int64_t max_model_len);
+
+}  // namespace rill::frontend
+
+#endif  // RILL_FRONTEND_REQUEST_VALIDATOR_H_

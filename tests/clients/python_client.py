@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Reference Python client for rill.v1.Inference (also a smoke test).
+
+Generates the gRPC stubs from proto/ with grpc_tools.protoc into a temporary
+directory at run time, then against --target: streams two generations on one
+Generate stream, aborts one mid-way, reads the model/server config, the
+rill CheckHealth and the standard grpc health. Exits non-zero on failure.
+
+  python tests/clients/python_client.py --target 127.0.0.1:50051 --proto_dir proto
+"""
+import argparse
+import importlib
+import json
+import os
+import queue
+import sys
+import tempfile
+import time
+
+
+def load_stubs(proto_dir):
+    from grpc_tools import protoc
+    out = tempfile.mkdtemp(prefix="rill_stubs_")
+    files = ["rill/v1/inference.proto", "rill/v1/admin.proto", "grpc/health/v1/health.proto"]
+    rc = protoc.main(["protoc", "-I" + proto_dir, "--python_out=" + out, "--grpc_python_out=" + out] + files)
+    if rc != 0:
+        raise RuntimeError("protoc failed: %d" % rc)
+    sys.path.insert(0, out)
+    mods = {}
+    for name in ["rill.v1.inference_pb2", "rill.v1.inference_pb2_grpc",
+                 "grpc.health.v1.health_pb2", "grpc.health.v1.health_pb2_grpc"]:
+        mods[name.split(".")[-1]] = importlib.import_module(name)
+    return mods
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--proto_dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "proto"))
+    ap.add_argument("--prompt", default="Hello, my name is")
+    ap.add_argument("--max_tokens", type=int, default=12)
+    ap.add_argument("--timeout", type=float, default=60)
+    args = ap.parse_args()
+
+    import grpc
+    m = load_stubs(args.proto_dir)
+    pb, pbg = m["inference_pb2"], m["inference_pb2_grpc"]
+    channel = grpc.insecure_channel(args.target)
+    grpc.channel_ready_future(channel).result(timeout=args.timeout)
+    stub = pbg.InferenceStub(channel)
+
+    outbox = queue.Queue()
+
+    def requests():
+        while True:
+            item = outbox.get()
+            if item is None:
+                return
+            yield item
+
+    def start(rid, max_tokens):
+        return pb.GenerateRequest(start=pb.StartRequest(
+            request_id=rid, text=args.prompt,
+            sampling=pb.SamplingParams(max_tokens=max_tokens, temperature=0.0)))
+
+    outbox.put(start("py-full", args.max_tokens))
+    outbox.put(start("py-abort", 100000))
+    texts = {"py-full": "", "py-abort": ""}
+    final = {}
+    aborted_sent = False
+    for resp in stub.Generate(requests(), timeout=args.timeout):
+        if resp.status.code != 0:
+            raise RuntimeError("request %s failed: %s" % (resp.request_id, resp.status.message))
+        for c in resp.outputs:
+            texts[resp.request_id] += c.text
+            if c.finish_reason:
+                final[resp.request_id] = pb.FinishReason.Name(c.finish_reason)
+        if resp.request_id == "py-abort" and resp.outputs and not aborted_sent:
+            outbox.put(pb.GenerateRequest(abort=pb.AbortRequest(request_id="py-abort")))
+            aborted_sent = True
+        if len(final) == 2:
+            outbox.put(None)  # Half-close: the stream ends.
+    assert final.get("py-full") in ("FINISH_REASON_LENGTH", "FINISH_REASON_STOP"), final
+    assert final.get("py-abort") == "FINISH_REASON_ABORT", final
+
+    model = stub.GetModelConfig(pb.GetModelConfigRequest(), timeout=args.timeout)
+    server = stub.GetServerConfig(pb.GetServerConfigRequest(), timeout=args.timeout)
+    health = stub.CheckHealth(pb.CheckHealthRequest(), timeout=args.timeout)
+    hs = m["health_pb2_grpc"].HealthStub(channel).Check(m["health_pb2"].HealthCheckRequest(), timeout=args.timeout)
+    assert health.healthy
+    assert hs.status == m["health_pb2"].HealthCheckResponse.SERVING
+    print(json.dumps({
+        "texts": texts, "finish": final, "vocab_size": model.vocab_size,
+        "max_model_len": model.max_model_len, "backend": server.engine.backend,
+        "healthy": health.healthy,
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
