@@ -8,6 +8,8 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "absl/time/clock.h"
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -24,15 +26,29 @@ using grpc::health::v1::HealthCheckResponse;
 class HealthRoundTripTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // The frontend needs an engine before it listens: a fake one (its own
+    // process) serving the default model's tokenizer.
+    const std::string engine_port_file = absl::StrCat(testing::TestTempDir(), "/engine.port");
+    std::remove(engine_port_file.c_str());
+    ASSERT_TRUE(engine_
+                    .Start({testing::RunfilePath("frontend/fake_engine_main"), "--port=0",
+                            "--port_file=" + engine_port_file},
+                           absl::StrCat(testing::TestTempDir(), "/engine.log"))
+                    .ok());
+    absl::StatusOr<std::string> engine_port =
+        testing::WaitForFile(engine_port_file, absl::Seconds(60), &engine_);
+    ASSERT_TRUE(engine_port.ok()) << engine_port.status();
     port_file_ = absl::StrCat(testing::TestTempDir(), "/frontend.port");
     std::remove(port_file_.c_str());
     ASSERT_TRUE(server_
                     .Start({testing::RunfilePath("frontend/rill-frontend"), "--port=0",
-                            "--port_file=" + port_file_},
+                            "--port_file=" + port_file_,
+                            absl::StrCat("--engine=127.0.0.1:",
+                                         std::string(absl::StripAsciiWhitespace(*engine_port)))},
                            absl::StrCat(testing::TestTempDir(), "/frontend.log"))
                     .ok());
     absl::StatusOr<std::string> port =
-        testing::WaitForFile(port_file_, absl::Seconds(30), &server_);
+        testing::WaitForFile(port_file_, absl::Seconds(60), &server_);
     ASSERT_TRUE(port.ok()) << port.status();
     ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(*port), &port_));
     channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_),
@@ -40,6 +56,7 @@ class HealthRoundTripTest : public ::testing::Test {
   }
 
   std::string port_file_;
+  testing::Subprocess engine_;
   testing::Subprocess server_;
   int port_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
@@ -51,7 +68,17 @@ TEST_F(HealthRoundTripTest, OverallHealthIsServing) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   HealthCheckRequest request;
   HealthCheckResponse response;
-  grpc::Status status = stub->Check(&ctx, request, &response);
+  // SERVING once the engine stream is up (polled: it comes up just after
+  // the port opens).
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  grpc::Status status;
+  do {
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    status = stub->Check(&c, request, &response);
+    if (status.ok() && response.status() == HealthCheckResponse::SERVING) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  } while (absl::Now() < deadline);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
 }
