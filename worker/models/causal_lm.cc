@@ -12,7 +12,7 @@ KvCacheShape CausalLm::CacheShape(int num_blocks, int block_size) const {
   shape.num_layers = config().num_layers;
   shape.num_blocks = num_blocks;
   shape.block_size = block_size;
-  shape.num_kv_heads = config().num_kv_heads;
+  shape.num_kv_heads = cache_kv_heads_;
   shape.head_dim = config().head_dim;
   return shape;
 }
@@ -21,7 +21,7 @@ absl::Status CausalLm::Forward(const ForwardBatch& batch, PagedKvCache* cache,
                                ForwardOutput* out) {
   const loader::ModelConfig& cfg = config();
   const KvCacheShape& shape = cache->shape();
-  if (shape.num_layers != cfg.num_layers || shape.num_kv_heads != cfg.num_kv_heads ||
+  if (shape.num_layers != cfg.num_layers || shape.num_kv_heads != cache_kv_heads_ ||
       shape.head_dim != cfg.head_dim) {
     return absl::InvalidArgumentError("KV cache shape does not match the model");
   }

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/cpu/thread_pool.h"
+#include "worker/comm/communicator.h"
 #include "worker/forward_batch.h"
 #include "worker/kv_cache.h"
 #include "worker/loader/checkpoint.h"
@@ -22,6 +23,10 @@ struct ModelOptions {
   // reference to ~1e-5 relative). false: 8-bit activations and integer dot
   // products, as llama.cpp does (faster prefill; ~1e-2 relative logit error).
   bool exact_matmul = true;
+  // Tensor parallelism: this process runs rank comm->rank() of
+  // comm->world_size() (see tp_plan.h) and all-reduces through it. Null: the
+  // whole model. Must outlive the model.
+  Communicator* comm = nullptr;
 };
 
 class CausalLm {
@@ -31,7 +36,8 @@ class CausalLm {
   const loader::ModelConfig& config() const { return checkpoint_->config(); }
   const loader::Checkpoint& checkpoint() const { return *checkpoint_; }
 
-  // The KV cache layout this model needs for `num_blocks` blocks.
+  // The KV cache layout this model needs for `num_blocks` blocks (this
+  // rank's K/V heads under tensor parallelism).
   KvCacheShape CacheShape(int num_blocks, int block_size) const;
 
   // Computes the batch's logits and writes the new tokens' K/V into `cache`.
@@ -43,7 +49,10 @@ class CausalLm {
  protected:
   CausalLm(std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
            const ModelOptions& options)
-      : checkpoint_(std::move(checkpoint)), pool_(pool), options_(options) {}
+      : checkpoint_(std::move(checkpoint)),
+        pool_(pool),
+        options_(options),
+        cache_kv_heads_(checkpoint_->config().num_kv_heads) {}
 
   // Forward after validation. `positions`/`seq_of_token` are per batch token.
   virtual absl::Status ForwardValidated(const ForwardBatch& batch, PagedKvCache* cache,
@@ -52,6 +61,9 @@ class CausalLm {
   std::shared_ptr<const loader::Checkpoint> checkpoint_;
   cpu::ThreadPool* pool_;
   ModelOptions options_;
+  // K/V heads held in this process's cache (fewer than the model's on a
+  // tensor-parallel rank).
+  int cache_kv_heads_;
 };
 
 // Builds the model for the checkpoint's architecture ("llama" family or "gpt2").

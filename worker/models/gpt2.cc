@@ -26,6 +26,11 @@ class Gpt2 : public CausalLm {
   absl::Status Bind() {
     const loader::ModelConfig& c = config();
     const loader::Checkpoint& ck = checkpoint();
+    if (options_.comm != nullptr && options_.comm->world_size() > 1) {
+      return absl::UnimplementedError(
+          "tensor parallelism is implemented for the llama family only; run gpt2 models with "
+          "tensor_parallel_size 1");
+    }
     if (c.num_heads <= 0 || c.num_kv_heads != c.num_heads || c.head_dim <= 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(ck.path(), ": bad head configuration for gpt2"));

@@ -10,6 +10,8 @@
 #include "kernels/cpu/aligned_buffer.h"
 #include "kernels/cpu/ops.h"
 #include "worker/models/layers.h"
+#include "worker/models/tp_plan.h"
+#include "worker/models/tp_slice.h"
 
 namespace rill::worker {
 namespace {
@@ -37,6 +39,12 @@ class Llama : public CausalLm {
     }
     const int64_t h = c.hidden_size, qd = c.num_heads * c.head_dim,
                   kvd = c.num_kv_heads * c.head_dim, f = c.intermediate_size;
+    const int world = options_.comm ? options_.comm->world_size() : 1;
+    absl::StatusOr<TpPartition> part =
+        PartitionForRank(c, options_.comm ? options_.comm->rank() : 0, world);
+    if (!part.ok()) return part.status();
+    part_ = *part;
+    cache_kv_heads_ = part_.num_kv_heads();
     TensorBinder bind(ck, options_.exact_matmul);
     bind.Matrix("token_embd", c.vocab_size, h, &embed_);
     if (ck.Find("output") != nullptr) {
@@ -65,6 +73,7 @@ class Llama : public CausalLm {
       }
     }
     if (!bind.status().ok()) return bind.status();
+    if (world > 1) TakeShard();
     absl::StatusOr<std::vector<float>> inv_freq = RopeInverseFrequencies(c);
     if (!inv_freq.ok()) return inv_freq.status();
     inv_freq_ = std::move(*inv_freq);
@@ -79,13 +88,45 @@ class Llama : public CausalLm {
     return absl::OkStatus();
   }
 
+  // Narrows every layer to this rank's heads and MLP features.
+  void TakeShard() {
+    const int64_t hd = config().head_dim;
+    const int64_t q0 = part_.q_head_begin * hd, q1 = part_.q_head_end * hd;
+    const int64_t kv0 = part_.kv_head_begin * hd, kv1 = part_.kv_head_end * hd;
+    auto slice = [](const std::vector<float>& v, int64_t b, int64_t e) {
+      return std::vector<float>(v.begin() + b, v.begin() + e);
+    };
+    for (LlamaLayer& L : layers_) {
+      L.q = SliceRows(L.q, q0, q1);
+      L.k = SliceRows(L.k, kv0, kv1);
+      L.v = SliceRows(L.v, kv0, kv1);
+      L.o = SliceCols(L.o, q0, q1, &shard_storage_);
+      L.gate = SliceRows(L.gate, part_.ffn_begin, part_.ffn_end);
+      L.up = SliceRows(L.up, part_.ffn_begin, part_.ffn_end);
+      L.down = SliceCols(L.down, part_.ffn_begin, part_.ffn_end, &shard_storage_);
+      if (!L.q_bias.empty()) {
+        L.q_bias = slice(L.q_bias, q0, q1);
+        L.k_bias = slice(L.k_bias, kv0, kv1);
+        L.v_bias = slice(L.v_bias, kv0, kv1);
+      }
+    }
+  }
+
+  // Sums the row-parallel partial outputs over the ranks (no-op alone).
+  absl::Status ReduceAcrossRanks(float* data, int64_t count) {
+    if (options_.comm == nullptr || options_.comm->world_size() == 1) return absl::OkStatus();
+    return options_.comm->AllReduceSum(data, count);
+  }
+
  protected:
   absl::Status ForwardValidated(const ForwardBatch& batch, PagedKvCache* cache,
                                 ForwardOutput* out) override {
     const loader::ModelConfig& c = config();
     const BatchLayout layout = LayoutBatch(batch);
+    // This rank's share (the whole model when not tensor-parallel).
+    const int num_heads = part_.num_heads(), num_kv_heads = part_.num_kv_heads();
     const int64_t n = layout.num_tokens, h = c.hidden_size, hd = c.head_dim,
-                  qd = c.num_heads * hd, kvd = c.num_kv_heads * hd, f = c.intermediate_size;
+                  qd = num_heads * hd, kvd = num_kv_heads * hd, f = part_.ffn_size();
     const float eps = static_cast<float>(c.rms_norm_eps);
 
     // Two buffers serve twice (RSS for long prefills): the normed input
@@ -115,13 +156,14 @@ class Llama : public CausalLm {
         AddBiasRows(k_.data(), L.k_bias.data(), n, kvd);
         AddBiasRows(v_.data(), L.v_bias.data(), n, kvd);
       }
-      cpu::Rope(q_.data(), n, qd, c.num_heads, hd, hd, layout.positions.data(), inv_freq_.data(),
+      cpu::Rope(q_.data(), n, qd, num_heads, hd, hd, layout.positions.data(), inv_freq_.data(),
                 rope);
-      cpu::Rope(k_.data(), n, kvd, c.num_kv_heads, hd, hd, layout.positions.data(),
+      cpu::Rope(k_.data(), n, kvd, num_kv_heads, hd, hd, layout.positions.data(),
                 inv_freq_.data(), rope);
       WriteKv(batch, layout, l, k_.data(), v_.data(), cache);
-      AttendAll(batch, layout, l, q_.data(), c.num_heads, cache, attn, pool_);
+      AttendAll(batch, layout, l, q_.data(), num_heads, cache, attn, pool_);
       cpu::MatMul(L.o, attn, n, tmp, pool_);
+      if (absl::Status s = ReduceAcrossRanks(tmp, n * h); !s.ok()) return s;
       cpu::Add(x_.data(), tmp, n * h, x_.data());
 
       cpu::RmsNorm(x_.data(), L.ffn_norm.data(), n, h, eps, xn_.data());
@@ -135,6 +177,7 @@ class Llama : public CausalLm {
         cpu::SwiGlu(gate_.data(), up_.data(), m * f, gate_.data());
         cpu::MatMul(L.down, gate_.data(), m, tmp + t0 * h, pool_);
       }
+      if (absl::Status s = ReduceAcrossRanks(tmp, n * h); !s.ok()) return s;
       cpu::Add(x_.data(), tmp, n * h, x_.data());
     }
     std::vector<float> rows = GatherLogitRows(layout, x_.data(), h);
@@ -149,6 +192,9 @@ class Llama : public CausalLm {
   std::vector<float> output_norm_;
   std::vector<LlamaLayer> layers_;
   std::vector<float> inv_freq_;
+  TpPartition part_;
+  // Dequantized column slices (only when a cut is not on a block boundary).
+  std::vector<std::unique_ptr<cpu::AlignedFloats>> shard_storage_;
   // Scratch, reused across steps (sized to the largest batch seen), 64-byte
   // aligned for the matmul kernels.
   cpu::AlignedFloats x_, xn_, q_, k_, v_, gate_, up_;
