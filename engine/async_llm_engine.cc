@@ -307,7 +307,25 @@ bool AsyncLLMEngine::Errored() const { return !DeadError().ok(); }
 
 absl::Status AsyncLLMEngine::DeadError() const {
   absl::MutexLock lock(&mu_);
+  if (dead_error_.ok()) {
+    if (absl::Status s = executor_->CheckHealth(); !s.ok()) {
+      dead_error_ = absl::UnavailableError(absl::StrCat("engine is dead: ", s.message()));
+    }
+  }
   return dead_error_;
+}
+
+absl::StatusOr<std::vector<std::string>> AsyncLLMEngine::CollectiveRpc(
+    const std::string& method) {
+  std::vector<std::string> results;
+  absl::Status s = RunOnLoop([&] {
+    absl::StatusOr<std::vector<std::string>> r = executor_->CollectiveRpc(method);
+    if (!r.ok()) return r.status();
+    results = std::move(*r);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return results;
 }
 
 absl::Status AsyncLLMEngine::ResetPrefixCache() {
@@ -444,6 +462,10 @@ void AsyncLLMEngine::Loop() {
         }
         Deliver(core_->FailAll(outs.status()));
       }
+    } else if (Errored() && core_->HasUnfinished()) {
+      // The executor died between steps (a worker process exited): nothing
+      // unfinished may wait for a step that will never come.
+      Deliver(core_->FailAll(DeadError()));
     } else {
       Deliver(core_->TakePendingOutputs());
     }

@@ -93,7 +93,13 @@ class AsyncLLMEngine {
   bool IsRunning() const { return running_.load(); }
   bool IsStopped() const { return !running_.load(); }
   bool Errored() const;
-  absl::Status DeadError() const;  // OK unless Errored().
+  // OK unless Errored(). Also consults the executor, so a worker process
+  // that died while the engine was idle is noticed by the next call.
+  absl::Status DeadError() const;
+
+  // Allow-listed worker methods ("ping", "get_worker_info"): one JSON result
+  // per tensor-parallel rank, run on the loop between steps.
+  absl::StatusOr<std::vector<std::string>> CollectiveRpc(const std::string& method);
 
   absl::Status ResetPrefixCache();
   // Stops scheduling; level >= 1 also preempts running requests and drops
@@ -158,7 +164,7 @@ class AsyncLLMEngine {
   mutable absl::Mutex mu_;
   std::deque<Command> commands_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status dead_error_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Status dead_error_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, RequestStatus> status_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> finished_ids_ ABSL_GUARDED_BY(mu_);  // Oldest first, capped.
   int num_unfinished_ ABSL_GUARDED_BY(mu_) = 0;

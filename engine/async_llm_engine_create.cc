@@ -1,15 +1,64 @@
-// AsyncLLMEngine::Create(EngineArgs): the in-process model. Kept apart from
-// async_llm_engine.cc so engines over other executors (tests, the
-// multi-process executor) do not link the model code.
+// AsyncLLMEngine::Create(EngineArgs): the in-process model, or rill-worker
+// processes for tensor_parallel_size > 1. Kept apart from async_llm_engine.cc
+// so engines over other executors (tests) do not link the model code.
+#include <unistd.h>
+
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 #include "engine/async_llm_engine.h"
 #include "engine/local_model_executor.h"
+#include "engine/multiproc_executor.h"
 #include "engine/model_path.h"
 #include "engine/tokenizer_loader.h"
 
 namespace rill::engine {
 
+namespace {
+
+// rill-worker next to this binary (an image or install directory), else
+// where Bazel puts it relative to bazel-bin/{engine/service,cli,...}.
+std::string DefaultWorkerBinary() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "rill-worker";
+  const std::filesystem::path dir = exe.parent_path();
+  for (const std::filesystem::path& p :
+       {dir / "rill-worker", dir / "../worker/rill-worker", dir / "../../worker/rill-worker"}) {
+    if (access(p.c_str(), X_OK) == 0) return p.lexically_normal().string();
+  }
+  return (dir / "rill-worker").string();
+}
+
+absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateMultiprocess(const EngineArgs& args) {
+  MultiprocExecutorOptions options;
+  options.model_path = ResolveModelPath(args.model);
+  options.tensor_parallel_size = args.tensor_parallel_size;
+  options.worker_binary = args.worker_binary.empty() ? DefaultWorkerBinary() : args.worker_binary;
+  options.num_blocks = args.num_kv_blocks;
+  options.kv_cache_bytes = args.kv_cache_bytes;
+  options.block_size = args.block_size;
+  options.threads = args.threads;
+  absl::StatusOr<std::unique_ptr<MultiprocExecutor>> executor =
+      MultiprocExecutor::Create(options);
+  if (!executor.ok()) return executor.status();
+  absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> tokenizer =
+      LoadTokenizer((*executor)->checkpoint());
+  if (!tokenizer.ok()) return tokenizer.status();
+  EngineArgs resolved = args;
+  resolved.model = options.model_path;
+  resolved.worker_binary = options.worker_binary;
+  return AsyncLLMEngine::Create(resolved, std::move(*executor), std::move(*tokenizer));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(const EngineArgs& args) {
+  if (args.tensor_parallel_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor_parallel_size must be >= 1, got ", args.tensor_parallel_size));
+  }
+  if (args.tensor_parallel_size > 1) return CreateMultiprocess(args);
   LocalExecutorOptions options;
   options.model_path = ResolveModelPath(args.model);
   options.num_blocks = args.num_kv_blocks;

@@ -5,7 +5,11 @@
 #ifndef RILL_ENGINE_MODEL_EXECUTOR_H_
 #define RILL_ENGINE_MODEL_EXECUTOR_H_
 
+#include <string>
+#include <vector>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "worker/forward_batch.h"
 #include "worker/loader/checkpoint.h"
 
@@ -33,7 +37,15 @@ class ModelExecutor {
   // everything first). WakeUp restores the ability to Execute.
   virtual absl::Status Sleep(int level) { return absl::OkStatus(); }
   virtual absl::Status WakeUp() { return absl::OkStatus(); }
+
+  // The allow-listed worker methods behind Admin/CollectiveRpc, one JSON
+  // result per rank: "ping" and "get_worker_info". Anything else is
+  // PermissionDenied: there are no arbitrary calls into workers.
+  virtual absl::StatusOr<std::vector<std::string>> CollectiveRpc(const std::string& method);
 };
+
+// PermissionDenied naming the allow-list, for methods outside it.
+absl::Status NotAllowListed(const std::string& method);
 
 }  // namespace rill::engine
 

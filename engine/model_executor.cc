@@ -1,0 +1,26 @@
+#include "engine/model_executor.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace rill::engine {
+
+absl::Status NotAllowListed(const std::string& method) {
+  return absl::PermissionDeniedError(absl::StrCat(
+      "worker method '", method, "' is not allow-listed (allowed: ping, get_worker_info)"));
+}
+
+absl::StatusOr<std::vector<std::string>> ModelExecutor::CollectiveRpc(const std::string& method) {
+  // One rank, in this process.
+  if (method == "ping") return std::vector<std::string>{"\"pong\""};
+  if (method == "get_worker_info") {
+    return std::vector<std::string>{absl::StrCat(
+        "{\"rank\":0,\"world_size\":1,\"pid\":", getpid(), ",\"threads\":", num_threads(),
+        ",\"kv_cache_bytes\":", kv_cache_bytes(), ",\"communicator\":\"none\",\"process\":"
+        "\"engine\"}")};
+  }
+  return NotAllowListed(method);
+}
+
+}  // namespace rill::engine

@@ -1,0 +1,499 @@
+#include "engine/multiproc_executor.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "worker/ipc/frame.h"
+#include "worker/models/tp_plan.h"
+
+extern char** environ;
+
+namespace rill::engine {
+namespace {
+
+using rill::internal::WorkerCommand;
+using rill::internal::WorkerReply;
+
+std::string DescribeExit(int wstatus) {
+  if (WIFEXITED(wstatus)) return absl::StrCat("exited with code ", WEXITSTATUS(wstatus));
+  if (WIFSIGNALED(wstatus)) {
+    return absl::StrCat("was killed by signal ", WTERMSIG(wstatus), " (",
+                        strsignal(WTERMSIG(wstatus)), ")");
+  }
+  return "stopped";
+}
+
+absl::Status FromReply(const WorkerReply& r, int rank) {
+  if (r.code() == 0) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(r.code()),
+                      absl::StrCat("worker rank ", rank, ": ", r.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MultiprocExecutor>> MultiprocExecutor::Create(
+    const MultiprocExecutorOptions& options) {
+  if (options.tensor_parallel_size < 1) {
+    return absl::InvalidArgumentError("tensor_parallel_size must be >= 1");
+  }
+  if (options.block_size < 1) return absl::InvalidArgumentError("block_size must be >= 1");
+  if (access(options.worker_binary.c_str(), X_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat("rill-worker binary not found or not executable: '",
+                                            options.worker_binary,
+                                            "' (set --worker_binary)"));
+  }
+  auto ex = std::unique_ptr<MultiprocExecutor>(new MultiprocExecutor(options));
+  // The engine needs the config and tokenizer; the mapping is cheap and
+  // shared with the page cache the workers use.
+  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
+      loader::LoadCheckpoint(options.model_path);
+  if (!ckpt.ok()) return ckpt.status();
+  ex->checkpoint_ = std::move(*ckpt);
+  const loader::ModelConfig& c = ex->checkpoint_->config();
+  if (c.architecture != "llama" && options.tensor_parallel_size > 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "tensor parallelism is implemented for the llama family; '", c.architecture,
+        "' needs tensor_parallel_size 1"));
+  }
+  absl::StatusOr<int> kv_heads = worker::MaxKvHeadsPerRank(c, options.tensor_parallel_size);
+  if (!kv_heads.ok()) return kv_heads.status();
+  ex->num_blocks_ = options.num_blocks;
+  if (ex->num_blocks_ <= 0) {
+    const int64_t block_bytes = int64_t{2} * c.num_layers * options.block_size * *kv_heads *
+                                c.head_dim * sizeof(float);
+    ex->num_blocks_ = static_cast<int>(options.kv_cache_bytes / block_bytes);
+    if (ex->num_blocks_ < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("kv_cache_bytes ", options.kv_cache_bytes,
+                                                     " is smaller than one KV block per rank (",
+                                                     block_bytes, " bytes)"));
+    }
+  }
+  const int cores = options.threads > 0
+                        ? options.threads
+                        : static_cast<int>(std::thread::hardware_concurrency());
+  ex->threads_per_rank_ = std::max(1, cores / options.tensor_parallel_size);
+  if (absl::Status s = ex->Start(); !s.ok()) return s;
+  LOG(INFO) << "multi-process executor: " << options.tensor_parallel_size << " ranks ("
+            << options.worker_binary << "), " << ex->num_blocks_ << " KV blocks of "
+            << options.block_size << " tokens per rank, " << ex->threads_per_rank_
+            << " threads per rank";
+  return ex;
+}
+
+absl::Status MultiprocExecutor::Start() {
+  char tmpl[] = "/tmp/rill-tp-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    return absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
+  }
+  run_dir_ = tmpl;
+  const std::string sock_path = run_dir_ + "/control.sock";
+  const std::string gloo_dir = run_dir_ + "/gloo";
+  std::filesystem::create_directory(gloo_dir);
+
+  const int listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listen_fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, sock_path.c_str(), sock_path.size() + 1);
+  if (bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(listen_fd, options_.tensor_parallel_size) != 0) {
+    const std::string err = std::strerror(errno);
+    close(listen_fd);
+    return absl::InternalError(absl::StrCat("control socket ", sock_path, ": ", err));
+  }
+
+  {
+    absl::MutexLock lock(&state_mu_);
+    ranks_.resize(options_.tensor_parallel_size);
+    for (int r = 0; r < options_.tensor_parallel_size; ++r) {
+      std::vector<std::string> args = {
+          options_.worker_binary,
+          absl::StrCat("--rank=", r),
+          absl::StrCat("--world_size=", options_.tensor_parallel_size),
+          absl::StrCat("--model=", options_.model_path),
+          absl::StrCat("--control_socket=", sock_path),
+          absl::StrCat("--rendezvous_dir=", gloo_dir),
+          absl::StrCat("--threads=", threads_per_rank_),
+          absl::StrCat("--num_blocks=", num_blocks_),
+          absl::StrCat("--block_size=", options_.block_size),
+          absl::StrCat("--exact_matmul=", options_.exact_matmul ? "true" : "false"),
+          absl::StrCat("--comm_timeout_s=", options_.comm_timeout_s)};
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      pid_t pid = -1;
+      const int err = posix_spawn(&pid, options_.worker_binary.c_str(), nullptr, nullptr,
+                                  argv.data(), environ);
+      if (err != 0) {
+        close(listen_fd);
+        return MarkDeadLocked(absl::StrCat("cannot start ", options_.worker_binary, ": ",
+                                           std::strerror(err)));
+      }
+      ranks_[r].pid = pid;
+    }
+  }
+  absl::Status accepted = AcceptWorkers(listen_fd);
+  close(listen_fd);
+  return accepted;
+}
+
+absl::Status MultiprocExecutor::AcceptWorkers(int listen_fd) {
+  const absl::Time deadline = absl::Now() + options_.start_timeout;
+  const int world = options_.tensor_parallel_size;
+  std::vector<int> fds(world, -1);
+  std::vector<bool> ready(world, false);
+  int connected = 0, num_ready = 0;
+  std::vector<char> no_payload;
+  while (num_ready < world) {
+    {
+      absl::MutexLock lock(&state_mu_);
+      ReapExited();
+      if (!dead_.ok()) return dead_;
+    }
+    if (absl::Now() > deadline) {
+      return MarkDead(absl::StrCat("workers did not become ready within ",
+                                   absl::FormatDuration(options_.start_timeout)));
+    }
+    std::vector<pollfd> pfds;
+    if (connected < world) pfds.push_back({listen_fd, POLLIN, 0});
+    for (int r = 0; r < world; ++r) {
+      if (fds[r] >= 0 && !ready[r]) pfds.push_back({fds[r], POLLIN, 0});
+    }
+    if (poll(pfds.data(), pfds.size(), 200) <= 0) continue;
+    for (const pollfd& p : pfds) {
+      if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      std::string header;
+      if (p.fd == listen_fd) {
+        const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) continue;
+        rill::internal::WorkerHello hello;
+        if (!worker::ReadFrame(fd, &header, nullptr).ok() || !hello.ParseFromString(header) ||
+            hello.rank() < 0 || hello.rank() >= world || fds[hello.rank()] >= 0) {
+          close(fd);
+          continue;
+        }
+        fds[hello.rank()] = fd;
+        {
+          absl::MutexLock lock(&state_mu_);
+          ranks_[hello.rank()].fd = fd;
+        }
+        ++connected;
+        continue;
+      }
+      int rank = 0;
+      while (fds[rank] != p.fd) ++rank;
+      rill::internal::WorkerReady msg;
+      absl::Status s = worker::ReadFrame(p.fd, &header, nullptr);
+      if (!s.ok() || !msg.ParseFromString(header)) {
+        absl::MutexLock lock(&state_mu_);
+        ReapExited();
+        return MarkDeadLocked(absl::StrCat("worker rank ", rank, " failed while loading",
+                                           dead_.ok() ? "" : ": ", dead_.message()));
+      }
+      if (msg.code() != 0) {
+        return MarkDead(absl::StrCat("worker rank ", rank, " could not load the model: ",
+                                     msg.message()));
+      }
+      ready[rank] = true;
+      ++num_ready;
+      absl::MutexLock lock(&io_mu_);
+      kv_bytes_total_ += msg.kv_cache_bytes();
+    }
+  }
+  return absl::OkStatus();
+}
+
+MultiprocExecutor::~MultiprocExecutor() {
+  bool alive;
+  {
+    absl::MutexLock lock(&state_mu_);
+    alive = dead_.ok();
+  }
+  if (alive) {
+    WorkerCommand cmd;
+    cmd.set_shutdown(true);
+    absl::MutexLock lock(&io_mu_);
+    (void)Broadcast(cmd.SerializeAsString());
+  }
+  absl::MutexLock lock(&state_mu_);
+  // Grace period for a clean exit, then kill what is left.
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  for (Rank& r : ranks_) {
+    while (r.pid > 0 && !r.exited) {
+      int ws = 0;
+      if (waitpid(r.pid, &ws, WNOHANG) == r.pid) {
+        r.exited = true;
+      } else if (absl::Now() > deadline) {
+        kill(r.pid, SIGKILL);
+        waitpid(r.pid, &ws, 0);
+        r.exited = true;
+      } else {
+        absl::SleepFor(absl::Milliseconds(10));
+      }
+    }
+    if (r.fd >= 0) close(r.fd);
+  }
+  std::error_code ec;
+  if (!run_dir_.empty()) std::filesystem::remove_all(run_dir_, ec);
+}
+
+void MultiprocExecutor::ReapExited() {
+  std::string exits;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& r = ranks_[i];
+    if (r.pid <= 0 || r.exited) continue;
+    int ws = 0;
+    if (waitpid(r.pid, &ws, WNOHANG) == r.pid) {
+      r.exited = true;
+      absl::StrAppend(&exits, exits.empty() ? "" : "; ", "worker rank ", i, " (pid ", r.pid,
+                      ") ", DescribeExit(ws));
+    }
+  }
+  if (!exits.empty() && dead_.ok()) (void)MarkDeadLocked(exits);
+}
+
+absl::Status MultiprocExecutor::DeadAfterFailure(int rank, const std::string& what) {
+  // One rank's death makes its peers fail their collective and exit too;
+  // give them a moment so the reason names every rank that went, the
+  // killed one included, rather than only the first to be noticed.
+  absl::SleepFor(absl::Milliseconds(150));
+  absl::MutexLock lock(&state_mu_);
+  ReapExited();
+  return MarkDeadLocked(absl::StrCat("worker rank ", rank, " (pid ", ranks_[rank].pid, ") ", what));
+}
+
+absl::Status MultiprocExecutor::MarkDead(const std::string& reason) {
+  absl::MutexLock lock(&state_mu_);
+  return MarkDeadLocked(reason);
+}
+
+absl::Status MultiprocExecutor::MarkDeadLocked(const std::string& reason) {
+  if (dead_.ok()) {
+    dead_ = absl::UnavailableError(
+        absl::StrCat(reason, "; tensor-parallel workers stopped, restart the engine"));
+    LOG(ERROR) << "multi-process executor is dead: " << reason;
+    // The surviving ranks would wait in a collective for the lost one.
+    for (Rank& r : ranks_) {
+      if (r.pid > 0 && !r.exited) kill(r.pid, SIGKILL);
+    }
+  }
+  return dead_;
+}
+
+absl::Status MultiprocExecutor::Dead() const {
+  absl::MutexLock lock(&state_mu_);
+  return dead_;
+}
+
+absl::Status MultiprocExecutor::CheckHealth() {
+  absl::MutexLock lock(&state_mu_);
+  ReapExited();
+  return dead_;
+}
+
+std::vector<pid_t> MultiprocExecutor::worker_pids() const {
+  absl::MutexLock lock(&state_mu_);
+  std::vector<pid_t> pids;
+  for (const Rank& r : ranks_) pids.push_back(r.pid);
+  return pids;
+}
+
+int64_t MultiprocExecutor::kv_cache_bytes() const {
+  absl::MutexLock lock(&io_mu_);
+  return asleep_ ? 0 : kv_bytes_total_;
+}
+
+absl::Duration MultiprocExecutor::mean_broadcast_time() const {
+  absl::MutexLock lock(&io_mu_);
+  return broadcasts_ ? broadcast_total_ / broadcasts_ : absl::ZeroDuration();
+}
+
+absl::Status MultiprocExecutor::Broadcast(const std::string& bytes) {
+  std::vector<int> fds;
+  {
+    absl::MutexLock lock(&state_mu_);
+    if (!dead_.ok()) return dead_;
+    for (const Rank& r : ranks_) fds.push_back(r.fd);
+  }
+  for (size_t r = 0; r < fds.size(); ++r) {
+    if (absl::Status s = worker::WriteFrame(fds[r], bytes); !s.ok()) {
+      absl::MutexLock lock(&state_mu_);
+      ReapExited();
+      return MarkDeadLocked(absl::StrCat("worker rank ", r, ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<WorkerReply>> MultiprocExecutor::RoundTrip(
+    WorkerCommand cmd, std::vector<char>* rank0_payload) {
+  cmd.set_seq(next_seq_++);
+  const absl::Time t0 = absl::Now();
+  if (absl::Status s = Broadcast(cmd.SerializeAsString()); !s.ok()) return s;
+  if (cmd.has_step()) {
+    broadcast_total_ += absl::Now() - t0;
+    ++broadcasts_;
+  }
+  const int world = options_.tensor_parallel_size;
+  std::vector<int> fds;
+  {
+    absl::MutexLock lock(&state_mu_);
+    for (const Rank& r : ranks_) fds.push_back(r.fd);
+  }
+  std::vector<WorkerReply> replies(world);
+  std::vector<bool> got(world, false);
+  int remaining = world;
+  // Wait on every rank at once: whichever dies first is noticed at once,
+  // even while another rank is stuck in a collective waiting for it.
+  while (remaining > 0) {
+    std::vector<pollfd> pfds;
+    for (int r = 0; r < world; ++r) {
+      if (!got[r]) pfds.push_back({fds[r], POLLIN, 0});
+    }
+    const int n = poll(pfds.data(), pfds.size(), 1000);
+    if (n < 0 && errno != EINTR) return MarkDead(absl::StrCat("poll: ", std::strerror(errno)));
+    if (n <= 0) {
+      absl::MutexLock lock(&state_mu_);
+      ReapExited();
+      if (!dead_.ok()) return dead_;
+      continue;
+    }
+    for (const pollfd& p : pfds) {
+      if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      int rank = 0;
+      while (fds[rank] != p.fd) ++rank;
+      std::string header;
+      std::vector<char> scratch;
+      absl::Status s = worker::ReadFrame(p.fd, &header, rank == 0 ? rank0_payload : &scratch);
+      if (!s.ok() || !replies[rank].ParseFromString(header) ||
+          replies[rank].seq() != cmd.seq()) {
+        return DeadAfterFailure(rank, absl::StrCat("broke its control channel: ",
+                                                   s.ok() ? "bad reply" : s.message()));
+      }
+      got[rank] = true;
+      --remaining;
+    }
+  }
+  return replies;
+}
+
+absl::Status MultiprocExecutor::Execute(const worker::ForwardBatch& batch,
+                                        worker::ForwardOutput* out) {
+  WorkerCommand cmd;
+  rill::internal::StepCommand* step = cmd.mutable_step();
+  for (const worker::SequenceChunk& s : batch.sequences) {
+    rill::internal::StepSequence* seq = step->add_sequences();
+    seq->mutable_tokens()->Add(s.tokens.begin(), s.tokens.end());
+    seq->set_start_pos(s.start_pos);
+    seq->mutable_block_table()->Add(s.block_table.begin(), s.block_table.end());
+    seq->set_all_logits(s.all_logits);
+  }
+  absl::MutexLock lock(&io_mu_);
+  absl::StatusOr<std::vector<WorkerReply>> replies = RoundTrip(std::move(cmd), &payload_);
+  if (!replies.ok()) return replies.status();
+  for (int r = 0; r < static_cast<int>(replies->size()); ++r) {
+    const WorkerReply& reply = (*replies)[r];
+    if (reply.code() == static_cast<int>(absl::StatusCode::kUnavailable)) {
+      return DeadAfterFailure(r, reply.message());
+    }
+    if (absl::Status s = FromReply(reply, r); !s.ok()) return s;
+  }
+  const WorkerReply& r0 = (*replies)[0];
+  const int64_t vocab = r0.vocab();
+  int64_t total_rows = 0;
+  for (int rows : r0.logit_rows()) total_rows += rows;
+  if (r0.logit_rows_size() != static_cast<int>(batch.sequences.size()) ||
+      static_cast<int64_t>(payload_.size()) != total_rows * vocab * int64_t{sizeof(float)}) {
+    return MarkDead("worker rank 0 returned logits of the wrong size");
+  }
+  out->logits.resize(batch.sequences.size());
+  const float* f = reinterpret_cast<const float*>(payload_.data());
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const int64_t n = r0.logit_rows(s) * vocab;
+    out->logits[s].assign(f, f + n);
+    f += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MultiprocExecutor::Command(WorkerCommand cmd) {
+  absl::MutexLock lock(&io_mu_);
+  std::vector<char> unused;
+  absl::StatusOr<std::vector<WorkerReply>> replies = RoundTrip(std::move(cmd), &unused);
+  if (!replies.ok()) return replies.status();
+  for (int r = 0; r < static_cast<int>(replies->size()); ++r) {
+    if (absl::Status s = FromReply((*replies)[r], r); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MultiprocExecutor::Sleep(int level) {
+  WorkerCommand cmd;
+  cmd.set_sleep_level(level);
+  absl::Status s = Command(std::move(cmd));
+  if (s.ok() && level >= 1) {
+    absl::MutexLock lock(&io_mu_);
+    asleep_ = true;
+  }
+  return s;
+}
+
+absl::Status MultiprocExecutor::WakeUp() {
+  WorkerCommand cmd;
+  cmd.set_wake_up(true);
+  absl::Status s = Command(std::move(cmd));
+  if (s.ok()) {
+    absl::MutexLock lock(&io_mu_);
+    asleep_ = false;
+  }
+  return s;
+}
+
+absl::StatusOr<std::vector<std::string>> MultiprocExecutor::CollectiveRpc(
+    const std::string& method) {
+  WorkerCommand cmd;
+  if (method == "ping") {
+    cmd.set_ping(true);
+  } else if (method == "get_worker_info") {
+    cmd.set_get_info(true);
+  } else {
+    return NotAllowListed(method);
+  }
+  absl::MutexLock lock(&io_mu_);
+  std::vector<char> unused;
+  absl::StatusOr<std::vector<WorkerReply>> replies = RoundTrip(std::move(cmd), &unused);
+  if (!replies.ok()) return replies.status();
+  std::vector<std::string> results;
+  for (int r = 0; r < static_cast<int>(replies->size()); ++r) {
+    const WorkerReply& reply = (*replies)[r];
+    if (absl::Status s = FromReply(reply, r); !s.ok()) return s;
+    if (method == "ping") {
+      results.push_back("\"pong\"");
+      continue;
+    }
+    const rill::internal::WorkerInfo& i = reply.info();
+    results.push_back(absl::StrCat(
+        "{\"rank\":", i.rank(), ",\"world_size\":", i.world_size(), ",\"pid\":", i.pid(),
+        ",\"threads\":", i.threads(), ",\"kv_cache_bytes\":", i.kv_cache_bytes(),
+        ",\"num_kv_heads\":", i.num_kv_heads(), ",\"q_heads\":[", i.q_head_begin(), ",",
+        i.q_head_end(), "],\"ffn\":[", i.ffn_begin(), ",", i.ffn_end(),
+        "],\"communicator\":\"", i.communicator(), "\",\"steps\":", i.steps(),
+        ",\"process\":\"rill-worker\"}"));
+  }
+  return results;
+}
+
+}  // namespace rill::engine

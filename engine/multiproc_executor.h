@@ -1,0 +1,113 @@
+// Runs the model in tensor_parallel_size rill-worker processes (one per
+// rank, see worker/worker_process.h). Each step's batch is serialized once
+// and the same bytes are written to every rank's Unix control socket; the
+// ranks all-reduce among themselves over gloo and rank 0 returns the logits.
+//
+// Failure model: a worker that exits or whose socket breaks makes the
+// executor dead for good: every rank is killed (the survivors would block in
+// a collective), CheckHealth and Execute return UNAVAILABLE naming the rank
+// and how it died. Recovery is a restart of the engine process (rill serve
+// and Kubernetes do it; see the README).
+#ifndef RILL_ENGINE_MULTIPROC_EXECUTOR_H_
+#define RILL_ENGINE_MULTIPROC_EXECUTOR_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/model_executor.h"
+#include "rill/internal/worker.pb.h"
+#include "worker/loader/checkpoint.h"
+
+namespace rill::engine {
+
+struct MultiprocExecutorOptions {
+  std::string model_path;  // resolved .gguf file or HF directory
+  int tensor_parallel_size = 2;
+  std::string worker_binary;  // path of rill-worker
+  int num_blocks = 0;         // 0: derive from kv_cache_bytes
+  // KV cache budget of each rank (each holds only its K/V heads).
+  int64_t kv_cache_bytes = int64_t{512} << 20;
+  int block_size = 16;
+  int threads = 0;  // all ranks together; 0 = all cores. At least 1 per rank.
+  bool exact_matmul = true;
+  absl::Duration start_timeout = absl::Minutes(5);
+  int comm_timeout_s = 60;
+};
+
+class MultiprocExecutor : public ModelExecutor {
+ public:
+  // Spawns the workers and waits until every rank has loaded its shard.
+  static absl::StatusOr<std::unique_ptr<MultiprocExecutor>> Create(
+      const MultiprocExecutorOptions& options);
+  // Shuts the workers down (kills them after a grace period).
+  ~MultiprocExecutor() override;
+
+  absl::Status Execute(const worker::ForwardBatch& batch, worker::ForwardOutput* out) override;
+  int num_blocks() const override { return num_blocks_; }
+  int block_size() const override { return options_.block_size; }
+  const loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
+  int tensor_parallel_size() const override { return options_.tensor_parallel_size; }
+  int num_threads() const override { return threads_per_rank_ * options_.tensor_parallel_size; }
+  int64_t kv_cache_bytes() const override;
+  absl::Status CheckHealth() override;
+  absl::Status Sleep(int level) override;
+  absl::Status WakeUp() override;
+  absl::StatusOr<std::vector<std::string>> CollectiveRpc(const std::string& method) override;
+
+  const loader::Checkpoint& checkpoint() const { return *checkpoint_; }
+  std::vector<pid_t> worker_pids() const;
+  // Mean time to serialize one step's command and write it to every rank.
+  absl::Duration mean_broadcast_time() const;
+
+ private:
+  struct Rank {
+    pid_t pid = -1;
+    int fd = -1;
+    bool exited = false;
+  };
+
+  explicit MultiprocExecutor(const MultiprocExecutorOptions& options) : options_(options) {}
+  absl::Status Start();
+  absl::Status AcceptWorkers(int listen_fd);
+  // Sends `cmd` to every rank and collects the replies (index = rank).
+  absl::StatusOr<std::vector<rill::internal::WorkerReply>> RoundTrip(
+      rill::internal::WorkerCommand cmd, std::vector<char>* rank0_payload)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
+  absl::Status Broadcast(const std::string& bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
+  // A simple command every rank must acknowledge with OK.
+  absl::Status Command(rill::internal::WorkerCommand cmd);
+  // Reaps exited workers; marks the executor dead if any has.
+  void ReapExited() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_mu_);
+  absl::Status MarkDead(const std::string& reason);
+  absl::Status DeadAfterFailure(int rank, const std::string& what);
+  absl::Status MarkDeadLocked(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_mu_);
+  absl::Status Dead() const;
+
+  const MultiprocExecutorOptions options_;
+  std::shared_ptr<const loader::Checkpoint> checkpoint_;
+  std::string run_dir_;  // control socket + gloo rendezvous, removed at the end
+  int num_blocks_ = 0;
+  int threads_per_rank_ = 1;
+
+  mutable absl::Mutex io_mu_;  // one command round trip at a time
+  uint64_t next_seq_ ABSL_GUARDED_BY(io_mu_) = 1;
+  int64_t kv_bytes_total_ ABSL_GUARDED_BY(io_mu_) = 0;
+  bool asleep_ ABSL_GUARDED_BY(io_mu_) = false;
+  std::vector<char> payload_ ABSL_GUARDED_BY(io_mu_);
+  absl::Duration broadcast_total_ ABSL_GUARDED_BY(io_mu_);
+  int64_t broadcasts_ ABSL_GUARDED_BY(io_mu_) = 0;
+
+  mutable absl::Mutex state_mu_;
+  std::vector<Rank> ranks_ ABSL_GUARDED_BY(state_mu_);
+  absl::Status dead_ ABSL_GUARDED_BY(state_mu_);
+};
+
+}  // namespace rill::engine
+
+#endif  // RILL_ENGINE_MULTIPROC_EXECUTOR_H_

@@ -1,0 +1,225 @@
+// Tensor parallelism through real rill-worker processes: TP=2 gives the same
+// greedy outputs as the in-process TP=1 engine for 10 prompts (run together,
+// so steps batch them), collective RPCs reach every rank, sleep/wake works
+// across processes, and a killed worker makes the engine unhealthy with the
+// reason, fails what is running instead of hanging, and leaves no process.
+#include "engine/multiproc_executor.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/async_llm_engine.h"
+#include "engine/model_path.h"
+#include "tests/util/subprocess.h"
+
+namespace rill::engine {
+namespace {
+
+bool HaveModel() {
+  struct stat st;
+  return stat(ResolveModelPath("default").c_str(), &st) == 0;
+}
+
+EngineArgs Args(int tp) {
+  EngineArgs a;
+  a.tensor_parallel_size = tp;
+  a.worker_binary = testing::RunfilePath("worker/rill-worker");
+  a.kv_cache_bytes = int64_t{64} << 20;
+  a.threads = 2;
+  return a;
+}
+
+SamplingParams Greedy(int max_tokens) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+std::vector<RequestOutput> RunAll(AsyncLLMEngine* engine, const std::vector<std::string>& prompts,
+                                  int max_tokens) {
+  std::vector<std::shared_ptr<RequestOutputStream>> streams;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto s = engine->Generate(prompts[i], Greedy(max_tokens), absl::StrCat("r", i));
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (s.ok()) streams.push_back(*s);
+  }
+  std::vector<RequestOutput> outs(streams.size());
+  for (size_t i = 0; i < streams.size(); ++i) {
+    while (true) {
+      absl::StatusOr<RequestOutput> o = streams[i]->Next(absl::Seconds(300));
+      if (!o.ok()) break;
+      outs[i] = std::move(*o);
+    }
+    EXPECT_TRUE(outs[i].finished);
+  }
+  return outs;
+}
+
+std::vector<std::string> TenPrompts() {
+  return {"The capital of France is",
+          "Write one sentence about the ocean.",
+          "List three colors:",
+          "def fibonacci(n):",
+          "Once upon a time, in a small village,",
+          "The three laws of motion are",
+          "Translate to French: good morning",
+          "Q: What is 12 times 12?\nA:",
+          "A haiku about rivers:",
+          "The best way to learn a language is"};
+}
+
+bool ProcessGone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+TEST(MultiprocExecutorTest, TwoRanksMatchOneRankGreedyOnTenPrompts) {
+  if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  std::vector<RequestOutput> base, tp;
+  {
+    absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> one = AsyncLLMEngine::Create(Args(1));
+    ASSERT_TRUE(one.ok()) << one.status();
+    base = RunAll(one->get(), TenPrompts(), 24);
+  }
+  std::vector<pid_t> pids;
+  {
+    absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> two = AsyncLLMEngine::Create(Args(2));
+    ASSERT_TRUE(two.ok()) << two.status();
+    EXPECT_EQ((*two)->GetEngineConfig().parallel.tensor_parallel_size, 2);
+    tp = RunAll(two->get(), TenPrompts(), 24);
+    absl::StatusOr<std::vector<std::string>> info = (*two)->CollectiveRpc("get_worker_info");
+    ASSERT_TRUE(info.ok()) << info.status();
+    ASSERT_EQ(info->size(), 2u);
+    EXPECT_NE((*info)[0].find("\"rank\":0"), std::string::npos) << (*info)[0];
+    EXPECT_NE((*info)[1].find("\"rank\":1"), std::string::npos) << (*info)[1];
+    EXPECT_NE((*info)[1].find("\"communicator\":\"gloo\""), std::string::npos) << (*info)[1];
+    // SmolLM2's 3 K/V heads: 2 on rank 0, 1 on rank 1.
+    EXPECT_NE((*info)[0].find("\"num_kv_heads\":2"), std::string::npos) << (*info)[0];
+    EXPECT_NE((*info)[1].find("\"num_kv_heads\":1"), std::string::npos) << (*info)[1];
+    absl::StatusOr<std::vector<std::string>> bad = (*two)->CollectiveRpc("exec_shell");
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kPermissionDenied);
+  }
+  ASSERT_EQ(base.size(), tp.size());
+  for (size_t i = 0; i < base.size(); ++i) {
+    ASSERT_FALSE(base[i].outputs.empty());
+    ASSERT_FALSE(tp[i].outputs.empty());
+    EXPECT_EQ(tp[i].outputs[0].token_ids, base[i].outputs[0].token_ids)
+        << "prompt " << i << ": TP=1 '" << base[i].outputs[0].text << "' vs TP=2 '"
+        << tp[i].outputs[0].text << "'";
+  }
+}
+
+TEST(MultiprocExecutorTest, SleepWakeAcrossProcessesAndCleanShutdown) {
+  if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  MultiprocExecutorOptions o;
+  o.model_path = ResolveModelPath("default");
+  o.worker_binary = testing::RunfilePath("worker/rill-worker");
+  o.num_blocks = 64;
+  o.threads = 2;
+  std::vector<pid_t> pids;
+  {
+    absl::StatusOr<std::unique_ptr<MultiprocExecutor>> ex = MultiprocExecutor::Create(o);
+    ASSERT_TRUE(ex.ok()) << ex.status();
+    pids = (*ex)->worker_pids();
+    EXPECT_GT((*ex)->kv_cache_bytes(), 0);
+    worker::ForwardBatch batch;
+    batch.sequences.push_back({{504, 3575, 282, 4649, 314}, 0, {0}, false});
+    worker::ForwardOutput before, after;
+    ASSERT_TRUE((*ex)->Execute(batch, &before).ok());
+    ASSERT_TRUE((*ex)->Sleep(1).ok());
+    EXPECT_EQ((*ex)->kv_cache_bytes(), 0);
+    ASSERT_TRUE((*ex)->WakeUp().ok());
+    ASSERT_TRUE((*ex)->Execute(batch, &after).ok());
+    EXPECT_EQ(before.logits, after.logits);
+    // A bad batch is the caller's error, not a dead executor.
+    batch.sequences[0].block_table = {1000};
+    absl::Status bad = (*ex)->Execute(batch, &after);
+    EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE((*ex)->CheckHealth().ok());
+    EXPECT_LT((*ex)->mean_broadcast_time(), absl::Milliseconds(1));
+  }
+  for (pid_t p : pids) EXPECT_TRUE(ProcessGone(p)) << "worker " << p << " still running";
+}
+
+TEST(MultiprocExecutorTest, KilledWorkerMakesTheEngineDeadWithTheReasonAndFailsRequests) {
+  if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = AsyncLLMEngine::Create(Args(2));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  absl::StatusOr<std::vector<std::string>> info = (*engine)->CollectiveRpc("get_worker_info");
+  ASSERT_TRUE(info.ok());
+  // pid of rank 1 from its info JSON.
+  const std::string& j = (*info)[1];
+  const size_t at = j.find("\"pid\":") + 6;
+  const pid_t rank1 = static_cast<pid_t>(std::stol(j.substr(at)));
+  const size_t at0 = (*info)[0].find("\"pid\":") + 6;
+  const pid_t rank0 = static_cast<pid_t>(std::stol((*info)[0].substr(at0)));
+
+  // A long generation in flight when the worker dies.
+  auto stream = (*engine)->Generate("Tell me a long story about a dragon.", Greedy(2000), "long");
+  ASSERT_TRUE(stream.ok());
+  ASSERT_TRUE((*stream)->Next(absl::Seconds(120)).ok());  // first token arrived
+  ASSERT_EQ(kill(rank1, SIGKILL), 0);
+  RequestOutput last;
+  const absl::Time start = absl::Now();
+  while (true) {
+    absl::StatusOr<RequestOutput> o = (*stream)->Next(absl::Seconds(60));
+    ASSERT_TRUE(o.ok()) << "stream did not finish after the worker died: " << o.status();
+    last = std::move(*o);
+    if (last.finished) break;
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  EXPECT_EQ(last.outputs[0].finish_reason, "error");
+  absl::Status health = (*engine)->CheckHealth();
+  EXPECT_EQ(health.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(health.message().find("rank 1"), std::string::npos) << health;
+  auto refused = (*engine)->Generate("hello", Greedy(4), "after");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+  engine->reset();
+  EXPECT_TRUE(ProcessGone(rank0));
+}
+
+TEST(MultiprocExecutorTest, IdleWorkerDeathIsNoticedByHealth) {
+  if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = AsyncLLMEngine::Create(Args(2));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  absl::StatusOr<std::vector<std::string>> info = (*engine)->CollectiveRpc("get_worker_info");
+  ASSERT_TRUE(info.ok());
+  const size_t at = (*info)[0].find("\"pid\":") + 6;
+  ASSERT_EQ(kill(static_cast<pid_t>(std::stol((*info)[0].substr(at))), SIGKILL), 0);
+  absl::Status health;
+  for (int i = 0; i < 100 && health.ok(); ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+    health = (*engine)->CheckHealth();
+  }
+  EXPECT_EQ(health.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(health.message().find("rank 0"), std::string::npos) << health;
+  EXPECT_NE(health.message().find("signal 9"), std::string::npos) << health;
+}
+
+TEST(MultiprocExecutorTest, BadConfigurationsAreClearErrors) {
+  if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  EngineArgs a = Args(4);  // SmolLM2 has 3 K/V heads.
+  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> e = AsyncLLMEngine::Create(a);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << e.status();
+  EXPECT_NE(e.status().message().find("K/V heads"), std::string::npos) << e.status();
+  a = Args(2);
+  a.worker_binary = "/nonexistent/rill-worker";
+  e = AsyncLLMEngine::Create(a);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kNotFound) << e.status();
+  a = Args(2);
+  a.model = "/nonexistent/model.gguf";
+  e = AsyncLLMEngine::Create(a);
+  EXPECT_FALSE(e.ok());
+}
+
+}  // namespace
+}  // namespace rill::engine

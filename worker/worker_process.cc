@@ -1,0 +1,243 @@
+#include "worker/worker_process.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/thread_pool.h"
+#include "rill/internal/worker.pb.h"
+#include "worker/comm/gloo_communicator.h"
+#include "worker/ipc/frame.h"
+#include "worker/kv_cache.h"
+#include "worker/loader/checkpoint.h"
+#include "worker/models/causal_lm.h"
+#include "worker/models/tp_plan.h"
+
+namespace rill::worker {
+namespace {
+
+absl::StatusOr<int> ConnectControlSocket(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("control socket path too long: ", path));
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  // The engine listens before it spawns workers; retry briefly anyway.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
+    close(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return absl::UnavailableError(absl::StrCat("cannot connect to the engine at ", path));
+}
+
+absl::Status Send(int fd, const google::protobuf::Message& m, const void* payload = nullptr,
+                  size_t bytes = 0) {
+  return WriteFrame(fd, m.SerializeAsString(), payload, bytes);
+}
+
+void SetStatus(const absl::Status& s, rill::internal::WorkerReply* reply) {
+  reply->set_code(static_cast<int32_t>(s.code()));
+  reply->set_message(std::string(s.message()));
+}
+
+class Worker {
+ public:
+  Worker(const WorkerProcessOptions& options, int fd) : options_(options), fd_(fd) {}
+
+  // Everything before serving; its status goes to the engine in WorkerReady.
+  absl::Status Init() {
+    if (options_.world_size > 1) {
+      GlooOptions g;
+      g.rank = options_.rank;
+      g.world_size = options_.world_size;
+      g.rendezvous_dir = options_.rendezvous_dir;
+      g.timeout = options_.comm_timeout;
+      absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm = GlooCommunicator::Create(g);
+      if (!comm.ok()) return comm.status();
+      comm_ = std::move(*comm);
+    } else {
+      comm_ = std::make_unique<SingleRankCommunicator>();
+    }
+    absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
+        loader::LoadCheckpoint(options_.model_path);
+    if (!ckpt.ok()) return ckpt.status();
+    checkpoint_ = std::move(*ckpt);
+    absl::StatusOr<TpPartition> part =
+        PartitionForRank(checkpoint_->config(), options_.rank, options_.world_size);
+    if (!part.ok()) return part.status();
+    part_ = *part;
+    pool_ = std::make_unique<cpu::ThreadPool>(options_.threads);
+    ModelOptions mo;
+    mo.exact_matmul = options_.exact_matmul;
+    mo.comm = comm_.get();
+    absl::StatusOr<std::unique_ptr<CausalLm>> model = CreateCausalLm(checkpoint_, pool_.get(), mo);
+    if (!model.ok()) return model.status();
+    model_ = std::move(*model);
+    return AllocateCache();
+  }
+
+  absl::Status SendReady(const absl::Status& init) {
+    rill::internal::WorkerReady ready;
+    ready.set_code(static_cast<int32_t>(init.code()));
+    ready.set_message(std::string(init.message()));
+    if (init.ok()) {
+      ready.set_num_kv_heads(part_.num_kv_heads());
+      ready.set_kv_cache_bytes(cache_->bytes());
+      ready.set_threads(pool_->num_threads());
+      ready.set_communicator(comm_->backend());
+    }
+    return Send(fd_, ready);
+  }
+
+  absl::Status Serve() {
+    std::string header;
+    while (true) {
+      if (absl::Status s = ReadFrame(fd_, &header, nullptr); !s.ok()) {
+        // The engine closed the socket: it is gone or done with us.
+        LOG(INFO) << "rank " << options_.rank << ": control socket closed, exiting";
+        return absl::OkStatus();
+      }
+      rill::internal::WorkerCommand cmd;
+      if (!cmd.ParseFromString(header)) return absl::DataLossError("unparsable worker command");
+      rill::internal::WorkerReply reply;
+      reply.set_seq(cmd.seq());
+      switch (cmd.command_case()) {
+        case rill::internal::WorkerCommand::kStep: {
+          absl::Status s = RunStep(cmd.step(), &reply);
+          // A failed collective leaves the group unusable: report and exit.
+          if (s.code() == absl::StatusCode::kUnavailable) {
+            SetStatus(s, &reply);
+            (void)Send(fd_, reply);
+            return s;
+          }
+          continue;  // RunStep sent the reply.
+        }
+        case rill::internal::WorkerCommand::kSleepLevel:
+          if (cmd.sleep_level() >= 1) cache_.reset();
+          break;
+        case rill::internal::WorkerCommand::kWakeUp:
+          SetStatus(AllocateCache(), &reply);
+          break;
+        case rill::internal::WorkerCommand::kPing:
+          break;
+        case rill::internal::WorkerCommand::kGetInfo:
+          FillInfo(reply.mutable_info());
+          break;
+        case rill::internal::WorkerCommand::kShutdown:
+          (void)Send(fd_, reply);
+          return absl::OkStatus();
+        default:
+          SetStatus(absl::InvalidArgumentError("unknown worker command"), &reply);
+      }
+      if (absl::Status s = Send(fd_, reply); !s.ok()) return absl::OkStatus();
+    }
+  }
+
+ private:
+  absl::Status AllocateCache() {
+    if (cache_ != nullptr) return absl::OkStatus();
+    absl::StatusOr<PagedKvCache> cache =
+        PagedKvCache::Create(model_->CacheShape(options_.num_blocks, options_.block_size));
+    if (!cache.ok()) return cache.status();
+    cache_ = std::make_unique<PagedKvCache>(std::move(*cache));
+    return absl::OkStatus();
+  }
+
+  // Runs the forward pass and sends the reply (with logits from rank 0).
+  // Returns the forward's status.
+  absl::Status RunStep(const rill::internal::StepCommand& step,
+                       rill::internal::WorkerReply* reply) {
+    ForwardBatch batch;
+    batch.sequences.resize(step.sequences_size());
+    for (int i = 0; i < step.sequences_size(); ++i) {
+      const rill::internal::StepSequence& in = step.sequences(i);
+      SequenceChunk& seq = batch.sequences[i];
+      seq.tokens.assign(in.tokens().begin(), in.tokens().end());
+      seq.start_pos = in.start_pos();
+      seq.block_table.assign(in.block_table().begin(), in.block_table().end());
+      seq.all_logits = in.all_logits();
+    }
+    absl::Status s = cache_ == nullptr ? absl::FailedPreconditionError("worker is asleep")
+                                       : model_->Forward(batch, cache_.get(), &out_);
+    ++steps_;
+    SetStatus(s, reply);
+    if (!s.ok() || options_.rank != 0) {
+      (void)Send(fd_, *reply);
+      return s;
+    }
+    const int64_t vocab = model_->config().vocab_size;
+    reply->set_vocab(static_cast<int32_t>(vocab));
+    size_t total = 0;
+    for (const std::vector<float>& rows : out_.logits) {
+      reply->add_logit_rows(static_cast<int32_t>(rows.size() / vocab));
+      total += rows.size();
+    }
+    payload_.resize(total);
+    size_t at = 0;
+    for (const std::vector<float>& rows : out_.logits) {
+      std::memcpy(payload_.data() + at, rows.data(), rows.size() * sizeof(float));
+      at += rows.size();
+    }
+    (void)Send(fd_, *reply, payload_.data(), payload_.size() * sizeof(float));
+    return s;
+  }
+
+  void FillInfo(rill::internal::WorkerInfo* info) const {
+    info->set_rank(options_.rank);
+    info->set_world_size(options_.world_size);
+    info->set_pid(getpid());
+    info->set_num_kv_heads(part_.num_kv_heads());
+    info->set_q_head_begin(part_.q_head_begin);
+    info->set_q_head_end(part_.q_head_end);
+    info->set_ffn_begin(part_.ffn_begin);
+    info->set_ffn_end(part_.ffn_end);
+    info->set_kv_cache_bytes(cache_ ? cache_->bytes() : 0);
+    info->set_threads(pool_->num_threads());
+    info->set_communicator(comm_->backend());
+    info->set_steps(steps_);
+  }
+
+  const WorkerProcessOptions options_;
+  const int fd_;
+  std::unique_ptr<Communicator> comm_;
+  std::shared_ptr<const loader::Checkpoint> checkpoint_;
+  TpPartition part_;
+  std::unique_ptr<cpu::ThreadPool> pool_;
+  std::unique_ptr<CausalLm> model_;
+  std::unique_ptr<PagedKvCache> cache_;
+  ForwardOutput out_;
+  std::vector<float> payload_;
+  uint64_t steps_ = 0;
+};
+
+}  // namespace
+
+absl::Status RunWorkerProcess(const WorkerProcessOptions& options) {
+  absl::StatusOr<int> fd = ConnectControlSocket(options.control_socket);
+  if (!fd.ok()) return fd.status();
+  rill::internal::WorkerHello hello;
+  hello.set_rank(options.rank);
+  hello.set_pid(getpid());
+  if (absl::Status s = Send(*fd, hello); !s.ok()) return s;
+  Worker worker(options, *fd);
+  const absl::Status init = worker.Init();
+  if (absl::Status s = worker.SendReady(init); !s.ok()) return s;
+  if (!init.ok()) return init;
+  LOG(INFO) << "rank " << options.rank << " of " << options.world_size << " ready";
+  absl::Status served = worker.Serve();
+  close(*fd);
+  return served;
+}
+
+}  // namespace rill::worker
