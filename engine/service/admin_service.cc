@@ -97,22 +97,12 @@ grpc::Status AdminServiceImpl::CollectiveRpc(grpc::ServerContext*,
                                              const rill::v1::CollectiveRpcRequest* request,
                                              rill::v1::CollectiveRpcResponse* response) {
   RILL_REQUIRE_ENGINE();
-  const int ranks = engine->GetEngineConfig().parallel.tensor_parallel_size;
-  if (request->method() == "ping") {
-    for (int r = 0; r < ranks; ++r) response->add_results_json("\"pong\"");
-    return grpc::Status::OK;
-  }
-  if (request->method() == "get_worker_info") {
-    for (int r = 0; r < ranks; ++r) {
-      response->add_results_json(absl::StrCat("{\"rank\":", r, ",\"world_size\":", ranks,
-                                              ",\"threads\":",
-                                              engine->GetEngineConfig().parallel.threads, "}"));
-    }
-    return grpc::Status::OK;
-  }
-  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                      absl::StrCat("worker method '", request->method(),
-                                   "' is not allow-listed (allowed: ping, get_worker_info)"));
+  // The executor enforces the allow-list (ping, get_worker_info) and
+  // reaches every tensor-parallel rank.
+  absl::StatusOr<std::vector<std::string>> results = engine->CollectiveRpc(request->method());
+  if (!results.ok()) return ToGrpcStatus(results.status());
+  for (std::string& r : *results) response->add_results_json(std::move(r));
+  return grpc::Status::OK;
 }
 
 #undef RILL_REQUIRE_ENGINE

@@ -21,8 +21,8 @@ absl::Status ServiceStack::Start(const StackOptions& options) {
   lo.engine_binary = RunfilePath("engine/service/rill-engine");
   lo.frontend_binary = RunfilePath("frontend/rill-frontend");
   lo.engine_flags = {"--model=default", "--threads=2",
-                     absl::StrCat("--tensor_parallel_size=", options.tensor_parallel_size)};
-  // TODO(issue 5): pass --worker_binary once //worker:rill-worker exists (TP > 1).
+                     absl::StrCat("--tensor_parallel_size=", options.tensor_parallel_size),
+                     absl::StrCat("--worker_binary=", RunfilePath("worker/rill-worker"))};
   for (const std::string& f : options.engine_flags) lo.engine_flags.push_back(f);
   lo.frontend_flags = options.frontend_flags;
   lo.run_dir = run_dir_;
