@@ -58,13 +58,15 @@ def main():
                 return
             yield item
 
-    def start(rid, max_tokens):
+    def start(rid, max_tokens, ignore_eos=False):
         return pb.GenerateRequest(start=pb.StartRequest(
             request_id=rid, text=args.prompt,
-            sampling=pb.SamplingParams(max_tokens=max_tokens, temperature=0.0)))
+            sampling=pb.SamplingParams(max_tokens=max_tokens, temperature=0.0,
+                                       ignore_eos=ignore_eos)))
 
     outbox.put(start("py-full", args.max_tokens))
-    outbox.put(start("py-abort", 100000))
+    # Long enough that only the abort can end it (within any context length).
+    outbox.put(start("py-abort", 4000, ignore_eos=True))
     texts = {"py-full": "", "py-abort": ""}
     final = {}
     aborted_sent = False
