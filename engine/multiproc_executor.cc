@@ -316,9 +316,9 @@ int64_t MultiprocExecutor::kv_cache_bytes() const {
   return asleep_ ? 0 : kv_bytes_total_;
 }
 
-absl::Duration MultiprocExecutor::mean_broadcast_time() const {
+MultiprocExecutor::BroadcastStats MultiprocExecutor::broadcast_stats() const {
   absl::MutexLock lock(&io_mu_);
-  return broadcasts_ ? broadcast_total_ / broadcasts_ : absl::ZeroDuration();
+  return {broadcasts_, broadcast_total_};
 }
 
 absl::Status MultiprocExecutor::Broadcast(const std::string& bytes) {

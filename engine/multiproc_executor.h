@@ -62,8 +62,13 @@ class MultiprocExecutor : public ModelExecutor {
 
   const loader::Checkpoint& checkpoint() const { return *checkpoint_; }
   std::vector<pid_t> worker_pids() const;
-  // Mean time to serialize one step's command and write it to every rank.
-  absl::Duration mean_broadcast_time() const;
+  // Steps broadcast so far and the total time spent serializing each
+  // step's command once and writing it to every rank.
+  struct BroadcastStats {
+    int64_t steps = 0;
+    absl::Duration total;
+  };
+  BroadcastStats broadcast_stats() const;
 
  private:
   struct Rank {

@@ -143,7 +143,6 @@ TEST(MultiprocExecutorTest, SleepWakeAcrossProcessesAndCleanShutdown) {
     absl::Status bad = (*ex)->Execute(batch, &after);
     EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_TRUE((*ex)->CheckHealth().ok());
-    EXPECT_LT((*ex)->mean_broadcast_time(), absl::Milliseconds(1));
   }
   for (pid_t p : pids) EXPECT_TRUE(ProcessGone(p)) << "worker " << p << " still running";
 }
