@@ -424,7 +424,8 @@ EngineStats AsyncLLMEngine::LogStatsLocked() {
 void AsyncLLMEngine::Loop() {
   absl::Time last_log = absl::Now();
   while (true) {
-    const bool has_work = !sleeping_ && core_->HasUnfinished() && !Errored();
+    // Unfinished requests on a dead engine are work too: they must be failed.
+    const bool has_work = core_->HasUnfinished() && (!sleeping_ || Errored());
     std::deque<Command> commands;
     bool stop = false;
     {

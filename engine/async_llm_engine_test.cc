@@ -288,13 +288,18 @@ TEST_F(EngineTest, CallbackVariant) {
 }
 
 TEST_F(EngineTest, ExecutorFailureMakesEngineDeadWithCause) {
-  MakeEngine();
+  FakeModelExecutor::Options o;
+  o.step_delay = absl::Milliseconds(5);
+  MakeEngine(o);
   EXPECT_TRUE(engine_->CheckHealth().ok());
   EXPECT_TRUE(engine_->IsRunning());
   EXPECT_FALSE(engine_->Errored());
-  fake_->SetFailure(absl::InternalError("worker 0 died"));
-  auto stream = engine_->Generate(Prompt(4, 1), Greedy(5), "victim");
+  // The executor fails while a request runs: it ends with the cause, either
+  // from the failed step or from the executor's health between steps.
+  auto stream = engine_->Generate(Prompt(4, 1), Greedy(200), "victim");
   ASSERT_TRUE(stream.ok());
+  ASSERT_TRUE((*stream)->Next(absl::Seconds(10)).ok());
+  fake_->SetFailure(absl::InternalError("worker 0 died"));
   std::vector<RequestOutput> outs = Drain(stream->get());
   ASSERT_FALSE(outs.empty());
   EXPECT_EQ(outs.back().outputs[0].finish_reason, "error");
@@ -305,6 +310,17 @@ TEST_F(EngineTest, ExecutorFailureMakesEngineDeadWithCause) {
   EXPECT_EQ(engine_->Generate(Prompt(4, 1), Greedy(5), "x").status().code(),
             absl::StatusCode::kUnavailable);
   EXPECT_EQ(*engine_->GetRequestStatus("victim"), RequestStatus::kFailed);
+}
+
+TEST_F(EngineTest, ExecutorUnhealthyWhileIdleRefusesNewRequests) {
+  MakeEngine();
+  fake_->SetFailure(absl::InternalError("worker 1 was killed"));
+  absl::Status health = engine_->CheckHealth();
+  EXPECT_EQ(health.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(health.message().find("worker 1 was killed"), std::string::npos) << health;
+  auto refused = engine_->Generate(Prompt(4, 1), Greedy(5), "late");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("worker 1 was killed"), std::string::npos);
 }
 
 TEST_F(EngineTest, StopAbortsUnfinishedAndConfigIsReported) {

@@ -177,7 +177,7 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
     s.all_logits = c.request->params.prompt_logprobs.has_value() &&
                    c.start_pos + 1 < static_cast<int64_t>(c.request->prompt_token_ids.size());
   }
-  worker::ForwardOutput fwd;
+  worker::ForwardOutput& fwd = fwd_;  // Reused: its rows keep their capacity.
   if (absl::Status s = executor_->Execute(batch, &fwd); !s.ok()) return s;
   if (fwd.logits.size() != plan.chunks.size()) {
     return absl::InternalError(absl::StrCat("executor returned ", fwd.logits.size(),

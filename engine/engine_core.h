@@ -106,6 +106,7 @@ class EngineCore {
   Scheduler scheduler_;
   std::vector<int32_t> eos_ids_;
   int64_t vocab_size_;
+  worker::ForwardOutput fwd_;  // The last step's logits, reused across steps.
   EngineCoreStats stats_;
   std::vector<EngineCoreOutput> pending_;
   TransitionCallback on_transitions_;

@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "worker/sampler.h"
 
 namespace rill::engine {
 
@@ -46,20 +47,14 @@ void ProcessLogits(const Request& r, const std::vector<int32_t>& eos_ids, float*
 }
 
 float TokenLogprob(const float* logits, int64_t vocab, int32_t token) {
-  const float max = *std::max_element(logits, logits + vocab);
-  double sum = 0.0;
-  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max));
-  return logits[token] - max - static_cast<float>(std::log(sum));
+  return worker::LogProbOf(logits, vocab, token);
 }
 
 TopLogprobs TopKLogprobs(const float* logits, int64_t vocab, int k) {
   TopLogprobs out;
   if (k <= 0 || vocab == 0) return out;
   k = static_cast<int>(std::min<int64_t>(k, vocab));
-  const float max = *std::max_element(logits, logits + vocab);
-  double sum = 0.0;
-  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max));
-  const float log_z = max + static_cast<float>(std::log(sum));
+  const float log_z = worker::LogSumExp(logits, vocab);
   std::vector<int32_t> ids(vocab);
   std::iota(ids.begin(), ids.end(), 0);
   std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {

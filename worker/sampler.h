@@ -45,6 +45,9 @@ class Sampler {
 // log-softmax of logits[token] over the row.
 float LogProbOf(const float* logits, int64_t vocab_size, int32_t token);
 
+// log(sum exp(logits)): the log-softmax denominator (vectorised).
+float LogSumExp(const float* logits, int64_t vocab_size);
+
 }  // namespace rill::worker
 
 #endif  // RILL_WORKER_SAMPLER_H_

@@ -1,5 +1,6 @@
 #include "kernels/cpu/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -131,6 +132,45 @@ RILL_TARGET_AVX2 void SoftmaxAvx2(float* x, int64_t n) {
   for (; i < n; ++i) x[i] *= inv;
 }
 
+RILL_TARGET_AVX2 double SumExpShiftedAvx2(const float* x, int64_t n, float m) {
+  const __m256 vmax = _mm256_set1_ps(m);
+  __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = ExpPs(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+    acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    acc1 = _mm256_add_pd(acc1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(acc0, acc1));
+  double s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (; i < n; ++i) s += std::exp(static_cast<double>(x[i] - m));
+  return s;
+}
+
+RILL_TARGET_AVX2 float MaxAvx2(const float* x, int64_t n) {
+  __m256 vm = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  // max_ps returns its second operand when either is NaN: NaNs are skipped.
+  for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(_mm256_loadu_ps(x + i), vm);
+  float m = HmaxPs8(vm);
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+RILL_TARGET_AVX2 int64_t FirstEqualAvx2(const float* x, int64_t n, float v) {
+  const __m256 vv = _mm256_set1_ps(v);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), vv, _CMP_EQ_OQ));
+    if (mask != 0) return i + __builtin_ctz(mask);
+  }
+  for (; i < n; ++i) {
+    if (x[i] == v) return i;
+  }
+  return 0;
+}
+
 RILL_TARGET_AVX2 void AddAvx2(const float* a, const float* b, int64_t n, float* out) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -185,6 +225,29 @@ void Gelu(const float* x, int64_t n, float* out) {
 void Softmax(float* x, int64_t n) {
   DCHECK_GE(n, 1);
   UseAvx2() ? SoftmaxAvx2(x, n) : SoftmaxScalar(x, n);
+}
+
+int64_t ArgMax(const float* x, int64_t n) {
+  DCHECK_GE(n, 1);
+  if (UseAvx2()) return FirstEqualAvx2(x, n, MaxAvx2(x, n));
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (x[i] > x[best] || (x[best] != x[best] && x[i] == x[i])) best = i;
+  }
+  return best;
+}
+
+float LogSumExp(const float* x, int64_t n) {
+  DCHECK_GE(n, 1);
+  const float m = *std::max_element(x, x + n);
+  if (m == -std::numeric_limits<float>::infinity()) return m;
+  double s = 0.0;
+  if (UseAvx2()) {
+    s = SumExpShiftedAvx2(x, n, m);
+  } else {
+    for (int64_t i = 0; i < n; ++i) s += std::exp(static_cast<double>(x[i] - m));
+  }
+  return m + static_cast<float>(std::log(s));
 }
 
 void Add(const float* a, const float* b, int64_t n, float* out) {

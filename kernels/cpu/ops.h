@@ -26,6 +26,16 @@ void Gelu(const float* x, int64_t n, float* out);
 // In-place softmax of one row of n (n >= 1). Entries of -inf get 0.
 void Softmax(float* x, int64_t n);
 
+// log(sum_i exp(x[i])) for n >= 1, shifted by the max for stability, with
+// float exps summed in double (the log-softmax denominator of a vocabulary
+// row). Deterministic: depends only on x and n. -inf if every x[i] is -inf.
+float LogSumExp(const float* x, int64_t n);
+
+// Index of the largest x[i] (n >= 1); ties go to the lowest index, so the
+// result never depends on how the scan is split. NaNs are never chosen
+// unless every entry is NaN (then 0).
+int64_t ArgMax(const float* x, int64_t n);
+
 // out = a + b.
 void Add(const float* a, const float* b, int64_t n, float* out);
 

@@ -127,6 +127,32 @@ TEST_P(OpsTest, SoftmaxAddScale) {
   for (int i = 0; i < 37; ++i) EXPECT_EQ(out[i], a[i] * 0.5f);
 }
 
+TEST_P(OpsTest, LogSumExpAndArgMax) {
+  std::mt19937 rng(Seed() + 4);
+  for (int64_t n : {1, 7, 8, 9, 49152}) {
+    auto x = Randn(n, rng, 8.0f);
+    if (n > 2) x[1] = -std::numeric_limits<float>::infinity();
+    double m = -INFINITY, s = 0;
+    for (float v : x) m = std::max<double>(m, v);
+    for (float v : x) s += std::exp(v - m);
+    EXPECT_NEAR(LogSumExp(x.data(), n), m + std::log(s), 1e-5 * std::max(1.0, std::fabs(m)));
+    int64_t want = 0;
+    for (int64_t i = 1; i < n; ++i) want = x[i] > x[want] ? i : want;
+    EXPECT_EQ(ArgMax(x.data(), n), want) << "n=" << n;
+    // Ties go to the lowest index, wherever the lanes split.
+    if (n > 20) {
+      x[n - 1] = x[13] = x[5] = 1e9f;
+      EXPECT_EQ(ArgMax(x.data(), n), 5);
+    }
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> all_neg_inf(11, -inf);
+  EXPECT_EQ(LogSumExp(all_neg_inf.data(), 11), -inf);
+  EXPECT_EQ(ArgMax(all_neg_inf.data(), 11), 0);
+  std::vector<float> with_nan = {1.0f, std::nanf(""), 3.0f, 2.0f, 0, 0, 0, 0, 0, -1.0f};
+  EXPECT_EQ(ArgMax(with_nan.data(), with_nan.size()), 2);
+}
+
 TEST_P(OpsTest, RopeBothLayouts) {
   std::mt19937 rng(Seed() + 4);
   const int64_t n_tokens = 3, n_heads = 2, head_dim = 8, rot_dim = 6, stride = 20;

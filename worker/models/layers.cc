@@ -231,9 +231,13 @@ std::vector<float> GatherLogitRows(const BatchLayout& layout, const float* hidde
 void ProjectLogits(const ForwardBatch& batch, const std::vector<float>& rows,
                    const cpu::WeightMatrix& head, ForwardOutput* out, cpu::ThreadPool* pool) {
   const int64_t n = rows.size() / head.cols;
-  std::vector<float> logits(n * head.rows);
+  // Reused across steps: a fresh 200 KB-per-row buffer every step costs
+  // page faults and zeroing, and so do fresh output rows (assign into an
+  // existing vector keeps its capacity when callers reuse `out`).
+  thread_local std::vector<float> logits;
+  if (logits.size() < static_cast<size_t>(n * head.rows)) logits.resize(n * head.rows);
   cpu::MatMul(head, rows.data(), n, logits.data(), pool);
-  out->logits.assign(batch.sequences.size(), {});
+  out->logits.resize(batch.sequences.size());
   int64_t row = 0;
   for (size_t s = 0; s < batch.sequences.size(); ++s) {
     const int64_t count = batch.sequences[s].all_logits ? batch.sequences[s].tokens.size() : 1;
