@@ -108,12 +108,20 @@ TEST(ConvertTest, StatusRoundTripsAndSamplingParamsMap) {
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->max_tokens, 7);
 
-  rill::v1::SamplingParams n;
-  n.set_n(1000000);
-  EXPECT_EQ(FromProto(n).status().code(), absl::StatusCode::kInvalidArgument);
-  rill::v1::SamplingParams pl;
-  pl.set_prompt_logprobs(1);
-  EXPECT_EQ(FromProto(pl).status().code(), absl::StatusCode::kInvalidArgument);
+  // n, prompt_logprobs and logit_bias are carried to the engine, which
+  // validates their ranges at admission.
+  rill::v1::SamplingParams extra;
+  extra.set_n(3);
+  extra.set_prompt_logprobs(2);
+  (*extra.mutable_logit_bias())[17] = -5.0f;
+  absl::StatusOr<engine::SamplingParams> x = FromProto(extra);
+  ASSERT_TRUE(x.ok()) << x.status();
+  EXPECT_EQ(x->n, 3);
+  EXPECT_EQ(x->prompt_logprobs, 2);
+  EXPECT_FLOAT_EQ(x->logit_bias.at(17), -5.0f);
+  rill::v1::SamplingParams huge;
+  huge.set_n(4000000000u);
+  EXPECT_GT(FromProto(huge)->n, 64);  // Saturated, then refused by validation.
 }
 
 }  // namespace

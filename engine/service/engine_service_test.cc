@@ -175,11 +175,12 @@ TEST_F(EngineServiceTest, PerRequestErrorsKeepTheStreamServing) {
   const std::vector<int32_t> prompt = Encode("Hello there");
   ASSERT_TRUE(stream->Write(Start("long", prompt, 40, /*ignore_eos=*/true)));
   EngineRequest bad_n = Start("bad-n", prompt, 4);
-  bad_n.mutable_start()->mutable_sampling()->set_n(3);
+  bad_n.mutable_start()->mutable_sampling()->set_n(1000000);  // n is capped at 64
   EngineRequest bad_temp = Start("bad-temp", prompt, 4);
   bad_temp.mutable_start()->mutable_sampling()->set_temperature(-1);
   EngineRequest bad_bias = Start("bad-bias", prompt, 4);
-  (*bad_bias.mutable_start()->mutable_sampling()->mutable_logit_bias())[5] = 1.0f;
+  // Token id outside the vocabulary.
+  (*bad_bias.mutable_start()->mutable_sampling()->mutable_logit_bias())[10000000] = 1.0f;
   EngineRequest lora = Start("lora", prompt, 4);
   lora.mutable_start()->set_lora_name("nope");
   ASSERT_TRUE(stream->Write(bad_n));

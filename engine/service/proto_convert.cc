@@ -1,5 +1,7 @@
 #include "engine/service/proto_convert.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
@@ -14,15 +16,11 @@ double UnixSecondsOrZero(absl::Time t) {
 
 absl::StatusOr<engine::SamplingParams> FromProto(const rill::v1::SamplingParams& p) {
   engine::SamplingParams out;
-  if (p.has_n() && p.n() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("n = ", p.n(), " is not supported (only 1)"));
-  }
-  if (p.has_prompt_logprobs()) {
-    return absl::InvalidArgumentError("prompt_logprobs is not supported by this engine");
-  }
-  if (!p.logit_bias().empty()) {
-    return absl::InvalidArgumentError("logit_bias is not supported by this engine");
-  }
+  // Ranges (n, prompt_logprobs, logit_bias ids) are checked by the engine's
+  // ValidateSamplingParams at admission, with messages naming the field.
+  if (p.has_n()) out.n = static_cast<int>(std::min<uint32_t>(p.n(), 1u << 30));
+  if (p.has_prompt_logprobs()) out.prompt_logprobs = p.prompt_logprobs();
+  for (const auto& [token, bias] : p.logit_bias()) out.logit_bias[token] = bias;
   if (p.has_max_tokens()) out.max_tokens = p.max_tokens();
   out.min_tokens = p.min_tokens();
   if (p.has_temperature()) out.temperature = p.temperature();
@@ -95,6 +93,19 @@ rill::internal::EngineOutput ToEngineOutput(const engine::RequestOutput& o) {
           t->set_token_id(id);
           t->set_logprob(lp);
         }
+      }
+    }
+  }
+  // Position i + 1 of the prompt (the first token has no logprob).
+  for (size_t i = 0; i < o.prompt_logprobs.size() && i + 1 < o.prompt_token_ids.size(); ++i) {
+    rill::v1::PositionLogprobs* pos = out.add_prompt_logprobs();
+    pos->mutable_chosen()->set_token_id(o.prompt_token_ids[i + 1]);
+    pos->mutable_chosen()->set_logprob(o.prompt_logprobs[i]);
+    if (i < o.prompt_top_logprobs.size()) {
+      for (const auto& [id, lp] : o.prompt_top_logprobs[i]) {
+        rill::v1::TokenLogprob* t = pos->add_top();
+        t->set_token_id(id);
+        t->set_logprob(lp);
       }
     }
   }

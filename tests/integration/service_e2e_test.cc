@@ -282,6 +282,55 @@ TEST_F(ServiceE2eTest, MalformedRequestsGetTheRightCodeAndTheStreamGoesOn) {
   EXPECT_TRUE(last["good-after-bad"].finished());
 }
 
+// n parallel samples, prompt logprobs and logit bias reach the engine and
+// come back through the frontend.
+TEST_F(ServiceE2eTest, ParallelSamplesPromptLogprobsAndLogitBias) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(300)));
+  auto stream = stub_->Generate(&ctx);
+  v1::GenerateRequest req;
+  v1::StartRequest* start = req.mutable_start();
+  *start = GreedyText("The capital of France is", 12, "n3");
+  start->mutable_sampling()->set_n(3);
+  start->mutable_sampling()->set_temperature(1.0f);
+  start->mutable_sampling()->set_seed(7);
+  start->mutable_sampling()->set_prompt_logprobs(2);
+  ASSERT_TRUE(stream->Write(req));
+  v1::GenerateRequest biased;
+  *biased.mutable_start() = GreedyText("The capital of France is", 5, "bias");
+  // A +100 bias on one token makes greedy pick it every time.
+  (*biased.mutable_start()->mutable_sampling()->mutable_logit_bias())[1234] = 100.0f;
+  ASSERT_TRUE(stream->Write(biased));
+  stream->WritesDone();
+  std::map<uint32_t, std::vector<int32_t>> samples;
+  std::vector<int32_t> bias_ids;
+  int prompt_positions = 0, finished = 0;
+  v1::GenerateResponse resp;
+  while (stream->Read(&resp)) {
+    ASSERT_EQ(resp.status().code(), 0) << resp.status().message();
+    for (const v1::Completion& o : resp.outputs()) {
+      auto& ids = resp.request_id() == "n3" ? samples[o.index()] : bias_ids;
+      ids.insert(ids.end(), o.token_ids().begin(), o.token_ids().end());
+    }
+    if (resp.request_id() == "n3") {
+      prompt_positions += resp.prompt_logprobs_size();
+      for (const v1::PositionLogprobs& p : resp.prompt_logprobs()) {
+        EXPECT_LE(p.chosen().logprob(), 0.0f);
+        EXPECT_EQ(p.top_size(), 2);
+      }
+    }
+    finished += resp.finished();
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(finished, 2);
+  ASSERT_EQ(samples.size(), 3u);
+  for (const auto& [index, ids] : samples) EXPECT_EQ(ids.size(), 12u) << "sample " << index;
+  EXPECT_FALSE(samples[0] == samples[1] && samples[1] == samples[2])
+      << "three seeded samples at temperature 1 came out identical";
+  EXPECT_EQ(prompt_positions, 4);  // 5 prompt tokens: positions 1..4.
+  EXPECT_EQ(bias_ids, std::vector<int32_t>(5, 1234));
+}
+
 TEST_F(ServiceE2eTest, UnaryAbortFromAnotherConnection) {
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
