@@ -39,6 +39,7 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateMultiprocess(const EngineA
   options.kv_cache_bytes = args.kv_cache_bytes;
   options.block_size = args.block_size;
   options.threads = args.threads;
+  options.external_worker_dir = args.external_worker_dir;
   absl::StatusOr<std::unique_ptr<MultiprocExecutor>> executor =
       MultiprocExecutor::Create(options);
   if (!executor.ok()) return executor.status();
@@ -58,7 +59,9 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(const Eng
     return absl::InvalidArgumentError(
         absl::StrCat("tensor_parallel_size must be >= 1, got ", args.tensor_parallel_size));
   }
-  if (args.tensor_parallel_size > 1) return CreateMultiprocess(args);
+  if (args.tensor_parallel_size > 1 || !args.external_worker_dir.empty()) {
+    return CreateMultiprocess(args);
+  }
   LocalExecutorOptions options;
   options.model_path = ResolveModelPath(args.model);
   options.num_blocks = args.num_kv_blocks;

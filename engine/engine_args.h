@@ -27,6 +27,9 @@ struct EngineArgs {
   // Tensor parallelism: > 1 runs the model in that many rill-worker processes.
   int tensor_parallel_size = 1;
   std::string worker_binary;  // Path of rill-worker; "" = next to the running binary.
+  // Non-empty: the workers are started by someone else (containers of the
+  // engine's pod) and connect to <dir>/control.sock; see MultiprocExecutor.
+  std::string external_worker_dir;
   // Log stats (DoLogStats) from the loop this often; zero disables.
   absl::Duration log_stats_interval = absl::ZeroDuration();
 };

@@ -50,7 +50,7 @@ absl::StatusOr<std::unique_ptr<MultiprocExecutor>> MultiprocExecutor::Create(
     return absl::InvalidArgumentError("tensor_parallel_size must be >= 1");
   }
   if (options.block_size < 1) return absl::InvalidArgumentError("block_size must be >= 1");
-  if (access(options.worker_binary.c_str(), X_OK) != 0) {
+  if (options.external_worker_dir.empty() && access(options.worker_binary.c_str(), X_OK) != 0) {
     return absl::NotFoundError(absl::StrCat("rill-worker binary not found or not executable: '",
                                             options.worker_binary,
                                             "' (set --worker_binary)"));
@@ -87,21 +87,37 @@ absl::StatusOr<std::unique_ptr<MultiprocExecutor>> MultiprocExecutor::Create(
   ex->threads_per_rank_ = std::max(1, cores / options.tensor_parallel_size);
   if (absl::Status s = ex->Start(); !s.ok()) return s;
   LOG(INFO) << "multi-process executor: " << options.tensor_parallel_size << " ranks ("
-            << options.worker_binary << "), " << ex->num_blocks_ << " KV blocks of "
+            << (options.external_worker_dir.empty() ? options.worker_binary
+                                                    : "external workers in " +
+                                                          options.external_worker_dir)
+            << "), " << ex->num_blocks_ << " KV blocks of "
             << options.block_size << " tokens per rank, " << ex->threads_per_rank_
             << " threads per rank";
   return ex;
 }
 
 absl::Status MultiprocExecutor::Start() {
-  char tmpl[] = "/tmp/rill-tp-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) {
-    return absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
+  spawned_ = options_.external_worker_dir.empty();
+  if (spawned_) {
+    char tmpl[] = "/tmp/rill-tp-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) {
+      return absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
+    }
+    run_dir_ = tmpl;
+    gloo_dir_ = run_dir_ + "/gloo";
+  } else {
+    run_dir_ = options_.external_worker_dir;
+    // A fresh rendezvous for every engine start: gloo never deletes keys.
+    gloo_dir_ = absl::StrCat(run_dir_, "/gloo-", getpid(), "-", absl::ToUnixMicros(absl::Now()));
   }
-  run_dir_ = tmpl;
   const std::string sock_path = run_dir_ + "/control.sock";
-  const std::string gloo_dir = run_dir_ + "/gloo";
-  std::filesystem::create_directory(gloo_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(gloo_dir_, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", gloo_dir_, ": ", ec.message()));
+  if (sock_path.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("control socket path too long: ", sock_path));
+  }
+  unlink(sock_path.c_str());  // A stale socket of a previous engine.
 
   const int listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listen_fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
@@ -118,19 +134,10 @@ absl::Status MultiprocExecutor::Start() {
   {
     absl::MutexLock lock(&state_mu_);
     ranks_.resize(options_.tensor_parallel_size);
-    for (int r = 0; r < options_.tensor_parallel_size; ++r) {
-      std::vector<std::string> args = {
-          options_.worker_binary,
-          absl::StrCat("--rank=", r),
-          absl::StrCat("--world_size=", options_.tensor_parallel_size),
-          absl::StrCat("--model=", options_.model_path),
-          absl::StrCat("--control_socket=", sock_path),
-          absl::StrCat("--rendezvous_dir=", gloo_dir),
-          absl::StrCat("--threads=", threads_per_rank_),
-          absl::StrCat("--num_blocks=", num_blocks_),
-          absl::StrCat("--block_size=", options_.block_size),
-          absl::StrCat("--exact_matmul=", options_.exact_matmul ? "true" : "false"),
-          absl::StrCat("--comm_timeout_s=", options_.comm_timeout_s)};
+    for (int r = 0; spawned_ && r < options_.tensor_parallel_size; ++r) {
+      // Everything else comes in the WorkerConfig reply to the worker's hello.
+      std::vector<std::string> args = {options_.worker_binary, absl::StrCat("--rank=", r),
+                                       absl::StrCat("--control_socket=", sock_path)};
       std::vector<char*> argv;
       for (std::string& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -144,6 +151,10 @@ absl::Status MultiprocExecutor::Start() {
       }
       ranks_[r].pid = pid;
     }
+  }
+  if (!spawned_) {
+    LOG(INFO) << "waiting for " << options_.tensor_parallel_size
+              << " rill-worker processes to connect to " << sock_path;
   }
   absl::Status accepted = AcceptWorkers(listen_fd);
   close(listen_fd);
@@ -185,10 +196,24 @@ absl::Status MultiprocExecutor::AcceptWorkers(int listen_fd) {
           close(fd);
           continue;
         }
+        rill::internal::WorkerConfig config;
+        config.set_world_size(world);
+        config.set_model_path(options_.model_path);
+        config.set_rendezvous_dir(gloo_dir_);
+        config.set_threads(threads_per_rank_);
+        config.set_num_blocks(num_blocks_);
+        config.set_block_size(options_.block_size);
+        config.set_exact_matmul(options_.exact_matmul);
+        config.set_comm_timeout_s(options_.comm_timeout_s);
+        if (!worker::WriteFrame(fd, config.SerializeAsString()).ok()) {
+          close(fd);
+          continue;
+        }
         fds[hello.rank()] = fd;
         {
           absl::MutexLock lock(&state_mu_);
           ranks_[hello.rank()].fd = fd;
+          if (!spawned_) ranks_[hello.rank()].pid = -1;
         }
         ++connected;
         continue;
@@ -247,7 +272,13 @@ MultiprocExecutor::~MultiprocExecutor() {
     if (r.fd >= 0) close(r.fd);
   }
   std::error_code ec;
-  if (!run_dir_.empty()) std::filesystem::remove_all(run_dir_, ec);
+  if (spawned_) {
+    if (!run_dir_.empty()) std::filesystem::remove_all(run_dir_, ec);
+  } else {
+    // The directory is shared with the worker containers: remove only ours.
+    std::filesystem::remove(run_dir_ + "/control.sock", ec);
+    std::filesystem::remove_all(gloo_dir_, ec);
+  }
 }
 
 void MultiprocExecutor::ReapExited() {

@@ -38,6 +38,12 @@ struct MultiprocExecutorOptions {
   bool exact_matmul = true;
   absl::Duration start_timeout = absl::Minutes(5);
   int comm_timeout_s = 60;
+  // Non-empty: do not spawn workers; listen on <dir>/control.sock for
+  // tensor_parallel_size rill-worker processes started on their own (the
+  // worker containers of the engine's Kubernetes pod share this directory).
+  // Their death is then seen on the socket only, and they are stopped by
+  // closing it rather than by a signal.
+  std::string external_worker_dir;
 };
 
 class MultiprocExecutor : public ModelExecutor {
@@ -72,7 +78,7 @@ class MultiprocExecutor : public ModelExecutor {
 
  private:
   struct Rank {
-    pid_t pid = -1;
+    pid_t pid = -1;  // Ours to wait for and kill only when we spawned it.
     int fd = -1;
     bool exited = false;
   };
@@ -96,7 +102,9 @@ class MultiprocExecutor : public ModelExecutor {
 
   const MultiprocExecutorOptions options_;
   std::shared_ptr<const loader::Checkpoint> checkpoint_;
-  std::string run_dir_;  // control socket + gloo rendezvous, removed at the end
+  std::string run_dir_;  // control socket + gloo rendezvous
+  std::string gloo_dir_;
+  bool spawned_ = true;  // false with external_worker_dir
   int num_blocks_ = 0;
   int threads_per_rank_ = 1;
 

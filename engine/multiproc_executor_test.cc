@@ -7,8 +7,10 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -218,6 +220,63 @@ TEST(MultiprocExecutorTest, BadConfigurationsAreClearErrors) {
   a.model = "/nonexistent/model.gguf";
   e = AsyncLLMEngine::Create(a);
   EXPECT_FALSE(e.ok());
+}
+
+}  // namespace
+}  // namespace rill::engine
+
+namespace rill::engine {
+namespace {
+
+// Workers started on their own (as containers of a Kubernetes pod would be),
+// before the engine, connecting to the engine's socket in a shared directory.
+TEST(MultiprocExecutorTest, ExternalWorkersConnectAndServe) {
+  if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  char tmpl[] = "/tmp/rill-ext-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const std::string bin = testing::RunfilePath("worker/rill-worker");
+      const std::string rank = absl::StrCat("--rank=", r);
+      const std::string sock = absl::StrCat("--control_socket=", dir, "/control.sock");
+      execl(bin.c_str(), bin.c_str(), rank.c_str(), sock.c_str(), "--connect_timeout_s=120",
+            nullptr);
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  absl::SleepFor(absl::Milliseconds(300));  // The workers are up first and keep retrying.
+  EngineArgs a = Args(2);
+  a.worker_binary = "";
+  a.external_worker_dir = dir;
+  std::vector<RequestOutput> tp;
+  {
+    absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = AsyncLLMEngine::Create(a);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    tp = RunAll(engine->get(), {"The capital of France is"}, 8);
+    absl::StatusOr<std::vector<std::string>> info = (*engine)->CollectiveRpc("get_worker_info");
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_NE((*info)[1].find(absl::StrCat("\"pid\":", pids[1])), std::string::npos) << (*info)[1];
+  }
+  // The engine's shutdown ends the worker processes cleanly.
+  for (pid_t p : pids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(p, &status, 0), p);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  std::vector<RequestOutput> base;
+  {
+    absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> one = AsyncLLMEngine::Create(Args(1));
+    ASSERT_TRUE(one.ok());
+    base = RunAll(one->get(), {"The capital of France is"}, 8);
+  }
+  EXPECT_EQ(tp[0].outputs[0].token_ids, base[0].outputs[0].token_ids);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 }  // namespace

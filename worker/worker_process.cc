@@ -23,22 +23,27 @@
 namespace rill::worker {
 namespace {
 
-absl::StatusOr<int> ConnectControlSocket(const std::string& path) {
+absl::StatusOr<int> ConnectControlSocket(const std::string& path,
+                                         std::chrono::milliseconds timeout) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof(addr.sun_path)) {
     return absl::InvalidArgumentError(absl::StrCat("control socket path too long: ", path));
   }
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  // The engine listens before it spawns workers; retry briefly anyway.
-  for (int attempt = 0; attempt < 100; ++attempt) {
+  // The engine may not listen yet (a worker container can start first).
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
     const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
     if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
     close(fd);
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::UnavailableError(absl::StrCat("cannot connect to the engine at ", path, ": ",
+                                                 std::strerror(errno)));
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  return absl::UnavailableError(absl::StrCat("cannot connect to the engine at ", path));
 }
 
 absl::Status Send(int fd, const google::protobuf::Message& m, const void* payload = nullptr,
@@ -53,16 +58,22 @@ void SetStatus(const absl::Status& s, rill::internal::WorkerReply* reply) {
 
 class Worker {
  public:
-  Worker(const WorkerProcessOptions& options, int fd) : options_(options), fd_(fd) {}
+  Worker(int rank, const rill::internal::WorkerConfig& config, int fd)
+      : rank_(rank), config_(config), fd_(fd) {}
 
   // Everything before serving; its status goes to the engine in WorkerReady.
   absl::Status Init() {
-    if (options_.world_size > 1) {
+    if (config_.world_size() < 1 || rank_ >= config_.world_size() || config_.num_blocks() < 1 ||
+        config_.block_size() < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("bad worker configuration for rank ", rank_,
+                                                     ": ", config_.ShortDebugString()));
+    }
+    if (config_.world_size() > 1) {
       GlooOptions g;
-      g.rank = options_.rank;
-      g.world_size = options_.world_size;
-      g.rendezvous_dir = options_.rendezvous_dir;
-      g.timeout = options_.comm_timeout;
+      g.rank = rank_;
+      g.world_size = config_.world_size();
+      g.rendezvous_dir = config_.rendezvous_dir();
+      g.timeout = std::chrono::seconds(std::max(1, config_.comm_timeout_s()));
       absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm = GlooCommunicator::Create(g);
       if (!comm.ok()) return comm.status();
       comm_ = std::move(*comm);
@@ -70,16 +81,16 @@ class Worker {
       comm_ = std::make_unique<SingleRankCommunicator>();
     }
     absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
-        loader::LoadCheckpoint(options_.model_path);
+        loader::LoadCheckpoint(config_.model_path());
     if (!ckpt.ok()) return ckpt.status();
     checkpoint_ = std::move(*ckpt);
     absl::StatusOr<TpPartition> part =
-        PartitionForRank(checkpoint_->config(), options_.rank, options_.world_size);
+        PartitionForRank(checkpoint_->config(), rank_, config_.world_size());
     if (!part.ok()) return part.status();
     part_ = *part;
-    pool_ = std::make_unique<cpu::ThreadPool>(options_.threads);
+    pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, config_.threads()));
     ModelOptions mo;
-    mo.exact_matmul = options_.exact_matmul;
+    mo.exact_matmul = config_.exact_matmul();
     mo.comm = comm_.get();
     absl::StatusOr<std::unique_ptr<CausalLm>> model = CreateCausalLm(checkpoint_, pool_.get(), mo);
     if (!model.ok()) return model.status();
@@ -105,7 +116,7 @@ class Worker {
     while (true) {
       if (absl::Status s = ReadFrame(fd_, &header, nullptr); !s.ok()) {
         // The engine closed the socket: it is gone or done with us.
-        LOG(INFO) << "rank " << options_.rank << ": control socket closed, exiting";
+        LOG(INFO) << "rank " << rank_ << ": control socket closed, exiting";
         return absl::OkStatus();
       }
       rill::internal::WorkerCommand cmd;
@@ -148,7 +159,7 @@ class Worker {
   absl::Status AllocateCache() {
     if (cache_ != nullptr) return absl::OkStatus();
     absl::StatusOr<PagedKvCache> cache =
-        PagedKvCache::Create(model_->CacheShape(options_.num_blocks, options_.block_size));
+        PagedKvCache::Create(model_->CacheShape(config_.num_blocks(), config_.block_size()));
     if (!cache.ok()) return cache.status();
     cache_ = std::make_unique<PagedKvCache>(std::move(*cache));
     return absl::OkStatus();
@@ -172,7 +183,7 @@ class Worker {
                                        : model_->Forward(batch, cache_.get(), &out_);
     ++steps_;
     SetStatus(s, reply);
-    if (!s.ok() || options_.rank != 0) {
+    if (!s.ok() || rank_ != 0) {
       (void)Send(fd_, *reply);
       return s;
     }
@@ -194,8 +205,8 @@ class Worker {
   }
 
   void FillInfo(rill::internal::WorkerInfo* info) const {
-    info->set_rank(options_.rank);
-    info->set_world_size(options_.world_size);
+    info->set_rank(rank_);
+    info->set_world_size(config_.world_size());
     info->set_pid(getpid());
     info->set_num_kv_heads(part_.num_kv_heads());
     info->set_q_head_begin(part_.q_head_begin);
@@ -208,7 +219,8 @@ class Worker {
     info->set_steps(steps_);
   }
 
-  const WorkerProcessOptions options_;
+  const int rank_;
+  const rill::internal::WorkerConfig config_;
   const int fd_;
   std::unique_ptr<Communicator> comm_;
   std::shared_ptr<const loader::Checkpoint> checkpoint_;
@@ -224,17 +236,25 @@ class Worker {
 }  // namespace
 
 absl::Status RunWorkerProcess(const WorkerProcessOptions& options) {
-  absl::StatusOr<int> fd = ConnectControlSocket(options.control_socket);
+  absl::StatusOr<int> fd = ConnectControlSocket(options.control_socket, options.connect_timeout);
   if (!fd.ok()) return fd.status();
   rill::internal::WorkerHello hello;
   hello.set_rank(options.rank);
   hello.set_pid(getpid());
   if (absl::Status s = Send(*fd, hello); !s.ok()) return s;
-  Worker worker(options, *fd);
+  std::string header;
+  rill::internal::WorkerConfig config;
+  if (absl::Status s = ReadFrame(*fd, &header, nullptr); !s.ok()) {
+    close(*fd);
+    return absl::UnavailableError(absl::StrCat("engine closed the socket before configuring rank ",
+                                               options.rank, " (", s.message(), ")"));
+  }
+  if (!config.ParseFromString(header)) return absl::DataLossError("unparsable worker config");
+  Worker worker(options.rank, config, *fd);
   const absl::Status init = worker.Init();
   if (absl::Status s = worker.SendReady(init); !s.ok()) return s;
   if (!init.ok()) return init;
-  LOG(INFO) << "rank " << options.rank << " of " << options.world_size << " ready";
+  LOG(INFO) << "rank " << options.rank << " of " << config.world_size() << " ready";
   absl::Status served = worker.Serve();
   close(*fd);
   return served;

@@ -27,6 +27,9 @@ ABSL_FLAG(std::string, model, "default", "Model name or path (see engine::Resolv
 ABSL_FLAG(int, threads, 0, "Compute threads; 0 = all cores.");
 ABSL_FLAG(int, tensor_parallel_size, 1, "> 1 runs the model in that many rill-worker processes.");
 ABSL_FLAG(std::string, worker_binary, "", "Path of rill-worker; empty = next to this binary.");
+ABSL_FLAG(std::string, external_workers_dir, "",
+          "Do not start workers: wait for --tensor_parallel_size rill-worker processes "
+          "(e.g. containers of this pod) on <dir>/control.sock.");
 ABSL_FLAG(int, max_num_seqs, 64, "Most requests running at once.");
 ABSL_FLAG(int, max_num_batched_tokens, 2048, "Most tokens per engine step.");
 ABSL_FLAG(int, max_waiting_requests, 0, "Queue limit (RESOURCE_EXHAUSTED past it); 0 = none.");
@@ -59,6 +62,7 @@ int main(int argc, char** argv) {
   args.threads = absl::GetFlag(FLAGS_threads);
   args.tensor_parallel_size = absl::GetFlag(FLAGS_tensor_parallel_size);
   args.worker_binary = absl::GetFlag(FLAGS_worker_binary);
+  args.external_worker_dir = absl::GetFlag(FLAGS_external_workers_dir);
   args.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   args.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
   args.kv_cache_bytes = int64_t{absl::GetFlag(FLAGS_kv_cache_mb)} << 20;
