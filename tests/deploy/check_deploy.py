@@ -116,9 +116,31 @@ def cmd_manifests(overlay):
     check(len(espec.get("initContainers", [])) == 1, "engine: model-fetch init container missing")
     eargs = espec["containers"][0]["args"]
     tp = int(flag(eargs, "tensor_parallel_size") or 1)
-    gpus = espec["containers"][0]["resources"].get("limits", {}).get("nvidia.com/gpu")
-    if gpus is not None:
-        check(int(gpus) == tp, f"engine: {gpus} GPUs but tensor_parallel_size={tp}")
+    ext = flag(eargs, "external_workers_dir")
+    workers = [c for c in espec["containers"][1:] if "rill-worker" in " ".join(c.get("command", []))]
+    def gpus_of(c):
+        return int(c["resources"].get("limits", {}).get("nvidia.com/gpu", 0))
+    if ext:
+        # One worker container per rank, ranks 0..tp-1, all on the engine's socket.
+        check(len(workers) == tp, f"engine: {len(workers)} worker containers for tensor_parallel_size={tp}")
+        ranks = sorted(int(flag(c["args"], "rank") or -1) for c in workers)
+        check(ranks == list(range(tp)), f"engine: worker ranks {ranks}, want 0..{tp - 1}")
+        for c in workers:
+            check(flag(c["args"], "control_socket") == f"{ext}/control.sock",
+                  f"{c['name']}: --control_socket is not {ext}/control.sock")
+            check(any(m["mountPath"] == ext for m in c["volumeMounts"]), f"{c['name']}: {ext} not mounted")
+            check(any(m["mountPath"] == "/dev/shm" for m in c["volumeMounts"]), f"{c['name']}: /dev/shm not mounted")
+        check(any(m["mountPath"] == ext for m in espec["containers"][0]["volumeMounts"]),
+              f"engine: {ext} not mounted")
+        gpus = sum(gpus_of(c) for c in workers)
+        check(gpus in (0, tp), f"engine pod: {gpus} GPUs over the workers but tensor_parallel_size={tp}")
+        check(all(gpus_of(c) in (0, 1) for c in workers), "a worker container holds more than one GPU")
+        check(gpus_of(espec["containers"][0]) == 0, "engine container holds GPUs; the workers should")
+    else:
+        check(not workers, "worker containers without --external_workers_dir on the engine")
+        gpus = espec["containers"][0]["resources"].get("limits", {}).get("nvidia.com/gpu")
+        if gpus is not None:
+            check(int(gpus) == tp, f"engine: {gpus} GPUs but tensor_parallel_size={tp}")
     check(by_kind.get("Secret") is None, "a Secret is baked into the manifests")
     fe_engine = flag(pod_spec(fe)["containers"][0]["args"], "engine")
     check(fe_engine is not None and fe_engine.endswith(f":{flag(eargs, 'port')}"),
@@ -219,10 +241,13 @@ def cmd_launch(overlay, engine_bin, frontend_bin, worker_bin, model):
     eport, fport = free_port(), free_port()
     model_dir = os.path.dirname(model)
 
+    run_dir = tempfile.mkdtemp(prefix="rill-run-")  # Stands in for the shared /run/rill volume.
+
     def localize(args, port, extra_env):
         out = []
         for a in args:
             a = a.replace("/opt/rill/bin/rill-worker", worker_bin).replace("/models/", model_dir + "/")
+            a = a.replace("/run/rill", run_dir)
             a = re.sub(r"\$\((\w+)\)", lambda m: extra_env.get(m.group(1), ""), a)
             if a.startswith("--port="):
                 a = f"--port={port}"
@@ -246,6 +271,11 @@ def cmd_launch(overlay, engine_bin, frontend_bin, worker_bin, model):
 
     procs = []
     try:
+        # Worker containers first, as the kubelet may start them before the engine.
+        for wc in pods["rill-engine"]["containers"][1:]:
+            wenv = env_of(wc)
+            check(wc.get("command") == ["/opt/rill/bin/rill-worker"], f"{wc['name']}: unexpected command")
+            procs.append(subprocess.Popen([worker_bin] + localize(wc["args"], 0, wenv), env=wenv))
         eenv = env_of(ec)
         procs.append(subprocess.Popen([engine_bin] + localize(ec["args"], eport, eenv), env=eenv))
         state = health(eport, 240)
@@ -254,14 +284,18 @@ def cmd_launch(overlay, engine_bin, frontend_bin, worker_bin, model):
         procs.append(subprocess.Popen([frontend_bin] + localize(fc["args"], fport, fenv), env=fenv))
         state = health(fport, 120)
         check(state == "SERVING", f"frontend health {state} with the manifest's args {fc['args']}")
+        # Frontend, then engine, get SIGTERM; the workers end when the engine
+        # closes their socket (as their containers would).
         for p in reversed(procs):
-            p.send_signal(signal.SIGTERM)
+            if os.path.basename(p.args[0]) != "rill-worker":
+                p.send_signal(signal.SIGTERM)
             try:
                 rc = p.wait(60)
-                check(rc == 0, f"{p.args[0]} exited {rc} on SIGTERM")
+                check(rc == 0, f"{p.args[0]} exited {rc} on shutdown")
             except subprocess.TimeoutExpired:
-                check(False, f"{p.args[0]} did not exit within 60 s of SIGTERM")
+                check(False, f"{p.args[0]} did not exit within 60 s of shutdown")
     finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
         for p in procs:
             if p.poll() is None:
                 p.kill()

@@ -35,5 +35,21 @@ TEST(DeployDockerfile, RuntimeStageInstallsEveryLibraryTheBinariesLoad) {
   ExpectChecksPass(args);
 }
 
+// The binaries started with exactly the args and env of the manifests (paths
+// mapped to this machine), probed over grpc.health.v1, then shut down.
+void ExpectLaunchPasses(const std::string& overlay) {
+  ExpectChecksPass({"launch", RunfilePath(overlay), RunfilePath("engine/service/rill-engine"),
+                    RunfilePath("frontend/rill-frontend"), RunfilePath("worker/rill-worker"),
+                    DefaultModelPath()});
+}
+
+TEST(DeployLaunch, CpuOverlayCommandLinesServe) { ExpectLaunchPasses("deploy/k8s/overlays/cpu"); }
+
+// Our CPU binaries stand in for the CUDA image: the two worker containers
+// connect to the engine through the shared socket directory (over gloo here).
+TEST(DeployLaunch, GpuOverlayWorkerContainersServe) {
+  ExpectLaunchPasses("deploy/k8s/overlays/gpu");
+}
+
 }  // namespace
 }  // namespace rill::testing
