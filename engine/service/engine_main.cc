@@ -17,6 +17,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/tls_credentials.h"
 #include "engine/service/engine_host.h"
 #include "engine/service/engine_server.h"
 
@@ -39,6 +40,10 @@ ABSL_FLAG(bool, enable_prefix_caching, true, "Reuse KV blocks of shared prompt p
 ABSL_FLAG(double, log_stats_interval_s, 0, "Log engine stats this often; 0 disables.");
 ABSL_FLAG(double, exit_when_dead_s, 5, "Exit with code 3 once the engine is dead this long.");
 ABSL_FLAG(double, debug_load_delay_s, 0, "Tests: stay in the loading state this long first.");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate: serve TLS (with --tls_key).");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA: require client certificates it signed (mutual TLS, e.g. for frontends).");
 ABSL_FLAG(std::string, profile_dir, "/tmp/rill-profile", "Default Admin.StartProfile dir.");
 
 namespace {
@@ -77,7 +82,15 @@ int main(int argc, char** argv) {
   rill::service::EngineHost host(options);
   const std::string address =
       absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
-  rill::service::EngineServer server(&host, address, absl::GetFlag(FLAGS_profile_dir));
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      rill::base::MakeServerCredentials({absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+                                         absl::GetFlag(FLAGS_tls_client_ca)});
+  if (!credentials.ok()) {
+    LOG(ERROR) << credentials.status();
+    return 2;
+  }
+  rill::service::EngineServer server(&host, address, absl::GetFlag(FLAGS_profile_dir),
+                                     *credentials);
   if (absl::Status s = server.Start(); !s.ok()) {
     LOG(ERROR) << s;
     return 1;

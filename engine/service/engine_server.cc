@@ -10,11 +10,13 @@
 
 namespace rill::service {
 
-EngineServer::EngineServer(EngineHost* host, std::string address, std::string profile_dir)
+EngineServer::EngineServer(EngineHost* host, std::string address, std::string profile_dir,
+                           std::shared_ptr<grpc::ServerCredentials> credentials)
     : host_(host),
       engine_service_(host),
       admin_service_(host, std::move(profile_dir)),
-      address_(std::move(address)) {}
+      address_(std::move(address)),
+      credentials_(credentials ? std::move(credentials) : grpc::InsecureServerCredentials()) {}
 
 EngineServer::~EngineServer() { Shutdown(absl::ZeroDuration()); }
 
@@ -22,7 +24,7 @@ absl::Status EngineServer::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address_, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(address_, credentials_, &port_);
   builder.RegisterService(&engine_service_);
   builder.RegisterService(&admin_service_);
   server_ = builder.BuildAndStart();

@@ -15,12 +15,15 @@
 #include "engine/service/engine_host.h"
 #include "engine/service/engine_service.h"
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/security/server_credentials.h>
 
 namespace rill::service {
 
 class EngineServer {
  public:
-  EngineServer(EngineHost* host, std::string address, std::string profile_dir);
+  // `credentials` null: plaintext (see base/tls_credentials.h for TLS).
+  EngineServer(EngineHost* host, std::string address, std::string profile_dir,
+               std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
   ~EngineServer();
 
   absl::Status Start();  // Listens and starts the health poller.
@@ -41,6 +44,7 @@ class EngineServer {
   void SetServing(bool serving);
 
   const std::string address_;
+  std::shared_ptr<grpc::ServerCredentials> credentials_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::thread poller_;
