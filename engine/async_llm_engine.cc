@@ -122,6 +122,7 @@ void AsyncLLMEngine::Stop() {
     late.swap(commands_);
   }
   for (Command& c : late) c();
+  FailEncodes(absl::UnavailableError("the engine stopped before the Encode request ran"));
   for (const std::string& id : core_->scheduler().UnfinishedIds()) (void)core_->AbortRequest(id);
   Deliver(core_->TakePendingOutputs());
 }
@@ -210,6 +211,10 @@ absl::Status AsyncLLMEngine::AddRequest(const Prompt& prompt, const SamplingPara
   if (absl::Status dead = DeadError(); !dead.ok()) return dead;
   if (!running_) return absl::UnavailableError("the engine is not running");
   if (request_id.empty()) return absl::InvalidArgumentError("request_id is empty");
+  if (!executor_->can_generate()) {
+    return absl::UnimplementedError(
+        "this model is an encoder (embeddings only): it cannot generate; use Encode");
+  }
   std::vector<int32_t> ids = prompt.token_ids;
   if (!prompt.is_tokens) {
     if (tokenizer_ == nullptr) {
@@ -444,6 +449,7 @@ void AsyncLLMEngine::Loop() {
     }
     for (Command& c : commands) c();
     if (stop) break;
+    if (!sleeping_ && !Errored()) RunEncodes();
     if (!sleeping_ && core_->HasUnfinished() && !Errored()) {
       const absl::Time step_start = absl::Now();
       const int64_t tokens_before = core_->stats().prompt_tokens + core_->stats().generation_tokens;
@@ -477,6 +483,7 @@ void AsyncLLMEngine::Loop() {
       last_log = absl::Now();
     }
   }
+  FailEncodes(absl::UnavailableError("the engine stopped before the Encode request ran"));
   for (const std::string& id : core_->scheduler().UnfinishedIds()) (void)core_->AbortRequest(id);
   Deliver(core_->TakePendingOutputs());
   PublishStats();

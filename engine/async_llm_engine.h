@@ -24,8 +24,11 @@
 #include "engine/model_executor.h"
 #include "engine/output_processor.h"
 #include "engine/output_stream.h"
+#include "engine/pooling_params.h"
 #include "engine/step_profiler.h"
 #include "frontend/tokenizer/bpe_tokenizer.h"
+#include "frontend/tokenizer/wordpiece_tokenizer.h"
+#include "worker/pooling.h"
 
 namespace rill::engine {
 
@@ -78,6 +81,30 @@ class AsyncLLMEngine {
                                     const std::string& request_id, OutputCallback callback,
                                     int priority = 0,
                                     absl::Time arrival_time = absl::InfinitePast());
+
+  // Embeds the prompt: its final hidden states pooled as `params` says.
+  // Errors come back at once: InvalidArgument for an empty request id or
+  // prompt, more tokens than max_model_len, an id outside the vocabulary or
+  // dimensions outside [0, hidden_size]; Unimplemented when the model cannot
+  // pool. Encode requests run in their own model call on the loop, between
+  // generation steps, batched with the other Encode requests pending then;
+  // they are not abortable and GetRequestStatus does not list them.
+  // `callback` runs on the loop thread.
+  absl::Status EncodeAsync(const Prompt& prompt, const PoolingParams& params,
+                           const std::string& request_id, EmbeddingCallback callback);
+  // Blocking form of EncodeAsync.
+  absl::StatusOr<EmbeddingOutput> Encode(const Prompt& prompt, const PoolingParams& params,
+                                         const std::string& request_id);
+  bool SupportsEncode() const { return executor_->can_pool(); }
+  bool SupportsGenerate() const { return executor_->can_generate(); }
+  // The WordPiece tokenizer of an encoder model (BERT) for text prompts of
+  // Encode; Create(EngineArgs) sets it. Call before the engine is shared.
+  void SetEncoderTokenizer(std::unique_ptr<tokenizer::WordPieceTokenizer> t) {
+    encoder_tokenizer_ = std::move(t);
+  }
+  const tokenizer::WordPieceTokenizer* GetEncoderTokenizer() const {
+    return encoder_tokenizer_.get();
+  }
 
   // Ends the request within one step ("abort"); NotFound if not unfinished.
   absl::Status Abort(const std::string& request_id);
@@ -146,16 +173,29 @@ class AsyncLLMEngine {
   // Request status from the scheduler's admissions (RUNNING) and preemptions (WAITING).
   void ApplyTransitions(const std::vector<std::pair<std::string, RequestState>>& transitions);
   void PublishStats();
+  struct PendingEncode {
+    std::string request_id;
+    std::vector<int32_t> ids;
+    worker::PoolingSpec spec;
+    EmbeddingCallback callback;
+  };
+  // Loop thread: runs every pending Encode (batches of at most max_num_seqs).
+  void RunEncodes();
+  // Fails every pending Encode with `status` (engine stopping).
+  void FailEncodes(const absl::Status& status);
   EngineStats LogStatsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const EngineArgs args_;
   std::unique_ptr<ModelExecutor> executor_;
   std::unique_ptr<tokenizer::BpeTokenizer> tokenizer_;
+  std::unique_ptr<tokenizer::WordPieceTokenizer> encoder_tokenizer_;
   EngineConfig config_;
   // Loop-thread state.
   std::unique_ptr<EngineCore> core_;
   OutputProcessor outputs_;
   absl::Time last_log_ = absl::Now();
+  std::vector<PendingEncode> pending_encodes_;
+  int64_t next_encode_seq_ = 0;
 
   std::thread thread_;
   std::atomic<bool> running_{false};

@@ -71,11 +71,27 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(const Eng
   absl::StatusOr<std::unique_ptr<LocalModelExecutor>> executor =
       LocalModelExecutor::Create(options);
   if (!executor.ok()) return executor.status();
+  EngineArgs resolved = args;
+  resolved.model = options.model_path;
+  if ((*executor)->is_encoder()) {
+    // Encoders (BERT) come with a WordPiece tokenizer.json, used by Encode;
+    // there is no BPE tokenizer and nothing to generate.
+    const std::string& json = (*executor)->checkpoint().tokenizer().tokenizer_json;
+    std::unique_ptr<tokenizer::WordPieceTokenizer> wordpiece;
+    if (!json.empty()) {
+      absl::StatusOr<std::unique_ptr<tokenizer::WordPieceTokenizer>> t =
+          tokenizer::WordPieceTokenizer::FromTokenizerJson(json);
+      if (!t.ok()) return t.status();
+      wordpiece = std::move(*t);
+    }
+    absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine =
+        Create(resolved, std::move(*executor), nullptr);
+    if (engine.ok()) (*engine)->SetEncoderTokenizer(std::move(wordpiece));
+    return engine;
+  }
   absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> tokenizer =
       LoadTokenizer((*executor)->checkpoint());
   if (!tokenizer.ok()) return tokenizer.status();
-  EngineArgs resolved = args;
-  resolved.model = options.model_path;
   return Create(resolved, std::move(*executor), std::move(*tokenizer));
 }
 

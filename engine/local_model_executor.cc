@@ -16,6 +16,16 @@ absl::StatusOr<std::unique_ptr<LocalModelExecutor>> LocalModelExecutor::Create(
   if (!ckpt.ok()) return ckpt.status();
   ex->checkpoint_ = std::move(*ckpt);
   ex->pool_ = std::make_unique<cpu::ThreadPool>(options.threads);
+  if (worker::IsEncoderArchitecture(ex->checkpoint_->config())) {
+    absl::StatusOr<std::unique_ptr<worker::Encoder>> encoder =
+        worker::CreateEncoder(ex->checkpoint_, ex->pool_.get());
+    if (!encoder.ok()) return encoder.status();
+    ex->encoder_ = std::move(*encoder);
+    ex->num_blocks_ = 1;  // The block manager needs one; an encoder uses none.
+    LOG(INFO) << "local executor: encoder " << options.model_path << ", "
+              << ex->pool_->num_threads() << " threads";
+    return ex;
+  }
   absl::StatusOr<std::unique_ptr<worker::CausalLm>> model =
       worker::CreateCausalLm(ex->checkpoint_, ex->pool_.get());
   if (!model.ok()) return model.status();
@@ -42,8 +52,23 @@ absl::StatusOr<std::unique_ptr<LocalModelExecutor>> LocalModelExecutor::Create(
 
 absl::Status LocalModelExecutor::Execute(const worker::ForwardBatch& batch,
                                          worker::ForwardOutput* out) {
+  if (encoder_ != nullptr) return ExecuteEncoder(batch, out);
   if (cache_ == nullptr) return absl::FailedPreconditionError("executor is asleep");
   return model_->Forward(batch, cache_.get(), out);
+}
+
+absl::Status LocalModelExecutor::ExecuteEncoder(const worker::ForwardBatch& batch,
+                                                worker::ForwardOutput* out) {
+  std::vector<worker::EncoderInput> inputs;
+  for (const worker::SequenceChunk& seq : batch.sequences) {
+    if (!seq.return_hidden || seq.start_pos != 0) {
+      return absl::InvalidArgumentError(
+          "an encoder model only computes hidden states of whole sequences (return_hidden)");
+    }
+    inputs.push_back(worker::EncoderInput{seq.tokens, {}});
+  }
+  out->logits.assign(batch.sequences.size(), {});
+  return encoder_->Encode(inputs, &out->hidden);
 }
 
 absl::Status LocalModelExecutor::Sleep(int level) {
@@ -52,7 +77,7 @@ absl::Status LocalModelExecutor::Sleep(int level) {
 }
 
 absl::Status LocalModelExecutor::WakeUp() {
-  if (cache_ != nullptr) return absl::OkStatus();
+  if (cache_ != nullptr || encoder_ != nullptr) return absl::OkStatus();
   absl::StatusOr<worker::PagedKvCache> cache =
       worker::PagedKvCache::Create(model_->CacheShape(num_blocks_, block_size_));
   if (!cache.ok()) return cache.status();

@@ -1,5 +1,6 @@
 // Runs the model in this process: checkpoint + CausalLm + PagedKvCache +
-// CPU thread pool.
+// CPU thread pool; or, for an encoder checkpoint (BERT), the Encoder and no
+// KV cache (pooling only).
 #ifndef RILL_ENGINE_LOCAL_MODEL_EXECUTOR_H_
 #define RILL_ENGINE_LOCAL_MODEL_EXECUTOR_H_
 
@@ -12,6 +13,7 @@
 #include "worker/kv_cache.h"
 #include "worker/loader/checkpoint.h"
 #include "worker/models/causal_lm.h"
+#include "worker/models/encoder.h"
 
 namespace rill::engine {
 
@@ -34,6 +36,9 @@ class LocalModelExecutor : public ModelExecutor {
   const loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
   int num_threads() const override { return pool_->num_threads(); }
   int64_t kv_cache_bytes() const override { return cache_ ? cache_->bytes() : 0; }
+  bool can_generate() const override { return encoder_ == nullptr; }
+  bool can_pool() const override { return true; }
+  bool is_encoder() const override { return encoder_ != nullptr; }
   absl::Status Sleep(int level) override;
   absl::Status WakeUp() override;
 
@@ -41,12 +46,14 @@ class LocalModelExecutor : public ModelExecutor {
 
  private:
   LocalModelExecutor() = default;
+  absl::Status ExecuteEncoder(const worker::ForwardBatch& batch, worker::ForwardOutput* out);
 
   int num_blocks_ = 0;
   int block_size_ = 16;
   std::shared_ptr<const loader::Checkpoint> checkpoint_;
   std::unique_ptr<cpu::ThreadPool> pool_;
   std::unique_ptr<worker::CausalLm> model_;
+  std::unique_ptr<worker::Encoder> encoder_;  // Instead of model_ for encoders.
   std::unique_ptr<worker::PagedKvCache> cache_;  // Null while asleep.
 };
 

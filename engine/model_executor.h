@@ -30,6 +30,13 @@ class ModelExecutor {
   // Bytes of KV cache held (0 while asleep).
   virtual int64_t kv_cache_bytes() const { return 0; }
 
+  // What the model serves. Pooling: Execute fills ForwardOutput::hidden for
+  // sequences with return_hidden. An encoder cannot generate and pools
+  // without KV blocks (its block tables are ignored).
+  virtual bool can_generate() const { return true; }
+  virtual bool can_pool() const { return false; }
+  virtual bool is_encoder() const { return false; }
+
   // Non-OK once the executor can no longer run steps (e.g. a dead worker).
   virtual absl::Status CheckHealth() { return absl::OkStatus(); }
 

@@ -65,9 +65,18 @@ absl::Status EngineClient::Start(absl::Duration timeout) {
         "cannot get the tokenizer from the engine at ", address_, ": ",
         last.error_message()));
   }
-  auto tok = tokenizer::Tokenizer::FromSpec(SpecFromProto(spec_));
-  if (!tok.ok()) return tok.status();
-  tokenizer_ = std::move(*tok);
+  if (spec_.model() == "wordpiece") {
+    // An encoder (BERT): the spec carries its tokenizer.json.
+    absl::StatusOr<tokenizer::json::Value> json = tokenizer::json::Parse(spec_.wordpiece_json());
+    if (!json.ok()) return json.status();
+    auto wp = tokenizer::WordPieceTokenizer::FromJson(*json);
+    if (!wp.ok()) return wp.status();
+    wordpiece_ = std::move(*wp);
+  } else {
+    auto tok = tokenizer::Tokenizer::FromSpec(SpecFromProto(spec_));
+    if (!tok.ok()) return tok.status();
+    tokenizer_ = std::move(*tok);
+  }
   stream_thread_ = std::thread([this] { StreamLoop(); });
   health_thread_ = std::thread([this] { HealthLoop(); });
   return absl::OkStatus();
@@ -104,7 +113,7 @@ void EngineClient::SetServingCallback(std::function<void(bool)> cb) {
 }
 
 void EngineClient::UpdateServing() {
-  bool now = stream_up_.load() && engine_healthy_.load() && tokenizer_;
+  bool now = stream_up_.load() && engine_healthy_.load() && (tokenizer_ || wordpiece_);
   std::function<void(bool)> cb;
   {
     absl::MutexLock l(&mu_);

@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "frontend/tokenizer/tokenizer.h"
+#include "frontend/tokenizer/wordpiece_tokenizer.h"
 #include "rill/internal/engine.grpc.pb.h"
 
 namespace rill::frontend {
@@ -41,7 +42,12 @@ class EngineClient {
   absl::Status Start(absl::Duration timeout);
   void Shutdown();
 
+  // The BPE tokenizer of a generative model; only valid when can_generate().
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  // False for an encoder model (spec "wordpiece"): embeddings only.
+  bool can_generate() const { return tokenizer_ != nullptr; }
+  // The WordPiece tokenizer of an encoder model (BERT), else null.
+  const tokenizer::WordPieceTokenizer* wordpiece() const { return wordpiece_.get(); }
   const rill::internal::TokenizerSpec& spec() const { return spec_; }
   int64_t max_model_len() const { return spec_.max_model_len(); }
   const std::string& frontend_id() const { return frontend_id_; }
@@ -78,6 +84,7 @@ class EngineClient {
   std::unique_ptr<rill::internal::Engine::Stub> stub_;
   rill::internal::TokenizerSpec spec_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<tokenizer::WordPieceTokenizer> wordpiece_;
   std::atomic<uint64_t> next_id_{0};
   uint64_t id_salt_ = 0;
 

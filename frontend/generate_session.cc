@@ -103,6 +103,10 @@ void GenerateSession::HandleStart(const rill::v1::StartRequest& start) {
   absl::Status s = ValidateStart(start);
   std::vector<int32_t> ids;
   std::string text;
+  if (s.ok() && !engine_->can_generate()) {
+    s = absl::UnimplementedError(
+        "this model is an encoder (embeddings only): Generate is not supported; use Encode");
+  }
   if (s.ok()) s = BuildPrompt(engine_->tokenizer(), start, &ids, &text);
   if (s.ok() && ids.empty()) s = absl::InvalidArgumentError("prompt: no tokens");
   if (s.ok()) s = ValidatePromptLength(ids.size(), engine_->max_model_len());

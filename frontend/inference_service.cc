@@ -66,7 +66,10 @@ grpc::Status InferenceService::Encode(grpc::ServerContext* ctx, const rill::v1::
   er.set_request_id(req->request_id().empty() ? engine_->NewRequestId() : req->request_id());
   if (req->prompt_case() == rill::v1::EncodeRequest::kText) {
     if (req->text().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "text: empty");
-    for (int32_t id : engine_->tokenizer().Encode(req->text())) er.add_prompt_token_ids(id);
+    const std::vector<int32_t> ids = engine_->wordpiece() != nullptr
+                                         ? engine_->wordpiece()->Encode(req->text())
+                                         : engine_->tokenizer().Encode(req->text());
+    for (int32_t id : ids) er.add_prompt_token_ids(id);
   } else if (req->prompt_case() == rill::v1::EncodeRequest::kTokenIds) {
     *er.mutable_prompt_token_ids() = req->token_ids().ids();
   } else {
@@ -82,6 +85,18 @@ grpc::Status InferenceService::Encode(grpc::ServerContext* ctx, const rill::v1::
 grpc::Status InferenceService::Tokenize(grpc::ServerContext* ctx,
                                         const rill::v1::TokenizeRequest* req,
                                         rill::v1::TokenizeResponse* resp) {
+  if (!engine_->can_generate()) {
+    // Encoder (WordPiece): plain text only, no chat template.
+    if (req->input_case() != rill::v1::TokenizeRequest::kText) {
+      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                          "this model is an encoder: only text can be tokenized");
+    }
+    const bool special = req->has_add_special_tokens() ? req->add_special_tokens() : true;
+    for (int32_t id : engine_->wordpiece()->Encode(req->text(), special)) resp->add_token_ids(id);
+    resp->set_count(resp->token_ids_size());
+    resp->set_max_model_len(engine_->max_model_len());
+    return grpc::Status::OK;
+  }
   const tokenizer::Tokenizer& tok = engine_->tokenizer();
   rill::v1::StartRequest start;
   if (req->input_case() == rill::v1::TokenizeRequest::kText) {
@@ -108,6 +123,10 @@ grpc::Status InferenceService::Tokenize(grpc::ServerContext* ctx,
 grpc::Status InferenceService::Detokenize(grpc::ServerContext* ctx,
                                           const rill::v1::DetokenizeRequest* req,
                                           rill::v1::DetokenizeResponse* resp) {
+  if (!engine_->can_generate()) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        "this model is an encoder: detokenization is not supported");
+  }
   const tokenizer::Tokenizer& tok = engine_->tokenizer();
   for (int32_t id : req->token_ids()) {
     if (id < 0 || id >= tok.vocab_size()) {

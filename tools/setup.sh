@@ -46,6 +46,12 @@ install_model() {
   RILL_MODEL_DIR="$MODEL_DIR" bash "$ROOT/tools/fetch_model.sh" "$VENV/bin/python" 2>&1 | sed 's/^\[fetch_model\]/[setup]/' >&2
 }
 
+install_embed_model() {
+  # all-MiniLM-L6-v2 (BERT) for the embeddings tests; pin in fetch_embed_model.sh.
+  RILL_MODEL_DIR="$MODEL_DIR" bash "$ROOT/tools/fetch_embed_model.sh" "$VENV/bin/python" 2>&1 | sed 's/^\[fetch_embed_model\]/[setup]/' >&2
+}
+
 install_apt
 install_venv
 install_model
+install_embed_model

@@ -20,6 +20,9 @@ struct SequenceChunk {
   std::vector<int32_t> block_table;
   // Logits for every new token (prompt logprobs, tests) instead of the last only.
   bool all_logits = false;
+  // Also return the final hidden states (after the final norm) of every new
+  // token, for pooling (embeddings). Encoders return only these.
+  bool return_hidden = false;
 };
 
 struct ForwardBatch {
@@ -29,6 +32,9 @@ struct ForwardBatch {
 struct ForwardOutput {
   // Per sequence: [n][vocab] row-major, n = tokens.size() if all_logits else 1.
   std::vector<std::vector<float>> logits;
+  // Per sequence: [tokens.size()][hidden_size] row-major when return_hidden,
+  // else empty.
+  std::vector<std::vector<float>> hidden;
 };
 
 }  // namespace rill::worker

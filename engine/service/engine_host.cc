@@ -2,6 +2,9 @@
 
 #include <glog/logging.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/model_path.h"
@@ -31,11 +34,19 @@ void EngineHost::Load() {
     // frontends rebuild from is read again from the checkpoint metadata.
     absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
         loader::LoadCheckpoint(engine::ResolveModelPath(options_.args.model));
-    if (ckpt.ok()) {
+    if (ckpt.ok() && (*created)->GetEncoderTokenizer() != nullptr) {
+      // Encoders ship their WordPiece tokenizer.json to the frontends as is.
+      std::ifstream in((*ckpt)->tokenizer().tokenizer_json, std::ios::binary);
+      std::ostringstream text;
+      text << in.rdbuf();
+      wordpiece_json_ = text.str();
+    } else if (ckpt.ok()) {
       absl::StatusOr<tokenizer::TokenizerSpec> spec = engine::TokenizerSpecFromCheckpoint(**ckpt);
       if (spec.ok()) spec_ = std::make_unique<tokenizer::TokenizerSpec>(std::move(*spec));
     }
-    if (spec_ == nullptr) LOG(WARNING) << "no tokenizer spec for GetTokenizer";
+    if (spec_ == nullptr && wordpiece_json_.empty()) {
+      LOG(WARNING) << "no tokenizer spec for GetTokenizer";
+    }
   }
   if (status.ok()) {
     engine_ = std::move(*created);

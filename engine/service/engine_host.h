@@ -44,6 +44,8 @@ class EngineHost {
   const HostOptions& options() const { return options_; }
   // Spec of the tokenizer (tokens present) once loaded; null if none.
   const tokenizer::TokenizerSpec* tokenizer_spec() const;
+  // An encoder model's tokenizer.json text (WordPiece) once loaded; else empty.
+  const std::string& wordpiece_json() const { return wordpiece_json_; }
 
   // OK when new requests may be served; UNAVAILABLE with the reason while
   // loading, sleeping, after a failed load or when the engine is dead.
@@ -64,6 +66,7 @@ class EngineHost {
   std::unique_ptr<engine::AsyncLLMEngine> engine_;
   std::atomic<engine::AsyncLLMEngine*> engine_ptr_{nullptr};
   std::unique_ptr<tokenizer::TokenizerSpec> spec_;
+  std::string wordpiece_json_;  // Written before engine_ptr_ is published.
   mutable absl::Mutex mu_;
   bool loaded_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status load_status_ ABSL_GUARDED_BY(mu_);

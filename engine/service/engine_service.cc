@@ -1,5 +1,6 @@
 #include "engine/service/engine_service.h"
 
+#include "absl/strings/str_cat.h"
 #include "engine/service/generate_stream.h"
 #include "engine/service/proto_convert.h"
 #include "engine/service/status_convert.h"
@@ -32,11 +33,27 @@ grpc::Status EngineServiceImpl::GetRequestStatus(grpc::ServerContext*,
 }
 
 grpc::Status EngineServiceImpl::Encode(grpc::ServerContext*,
-                                       const rill::internal::EngineEncodeRequest*,
-                                       rill::v1::EncodeResponse*) {
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                      "embeddings (Encode) are not supported yet: this model has no pooling "
-                      "head and pooling models are a later feature");
+                                       const rill::internal::EngineEncodeRequest* request,
+                                       rill::v1::EncodeResponse* response) {
+  if (absl::Status s = host_->Usable(); !s.ok()) return ToGrpcStatus(s);
+  engine::AsyncLLMEngine* e = host_->engine();
+  if (!e->SupportsEncode()) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        "embeddings (Encode) are not supported by this model: it cannot pool "
+                        "hidden states");
+  }
+  if (!request->lora_name().empty()) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("LoRA adapter '", request->lora_name(), "' is not loaded"));
+  }
+  engine::PoolingParams params = FromProto(request->pooling());
+  std::vector<int32_t> ids(request->prompt_token_ids().begin(), request->prompt_token_ids().end());
+  absl::StatusOr<engine::EmbeddingOutput> out = e->Encode(ids, params, request->request_id());
+  if (!out.ok()) return ToGrpcStatus(out.status());
+  response->set_request_id(out->request_id);
+  *response->mutable_embedding() = {out->embedding.begin(), out->embedding.end()};
+  response->set_num_prompt_tokens(out->num_prompt_tokens);
+  return grpc::Status::OK;
 }
 
 grpc::Status EngineServiceImpl::GetTokenizer(grpc::ServerContext*,
@@ -44,6 +61,12 @@ grpc::Status EngineServiceImpl::GetTokenizer(grpc::ServerContext*,
                                              rill::internal::TokenizerSpec* response) {
   if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
   const tokenizer::TokenizerSpec* spec = host_->tokenizer_spec();
+  if (spec == nullptr && !host_->wordpiece_json().empty()) {
+    response->set_model("wordpiece");
+    response->set_wordpiece_json(host_->wordpiece_json());
+    response->set_max_model_len(host_->engine()->GetEngineConfig().model.max_model_len);
+    return grpc::Status::OK;
+  }
   if (spec == nullptr) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "this model has no tokenizer");
   }

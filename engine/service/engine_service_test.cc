@@ -417,8 +417,51 @@ TEST_F(EngineServiceTest, ConfigLoadAndEncode) {
     grpc::ClientContext ctx;
     rill::v1::EncodeResponse resp;
     grpc::Status s = engine_->Encode(&ctx, rill::internal::EngineEncodeRequest(), &resp);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-    EXPECT_NE(s.error_message().find("embeddings"), std::string::npos);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  }
+}
+
+// Encode on the decoder: LAST pooling by default, normalized; validation
+// errors map to INVALID_ARGUMENT.
+TEST_F(EngineServiceTest, EncodePoolsDecoderHiddenStates) {
+  rill::internal::EngineEncodeRequest req;
+  req.set_request_id("embed-1");
+  for (int32_t t : Encode("The capital of France is")) req.add_prompt_token_ids(t);
+  rill::v1::EncodeResponse a, b;
+  {
+    grpc::ClientContext ctx;
+    grpc::Status s = engine_->Encode(&ctx, req, &a);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  EXPECT_EQ(a.request_id(), "embed-1");
+  EXPECT_EQ(a.num_prompt_tokens(), req.prompt_token_ids_size());
+  ASSERT_EQ(a.embedding_size(), 576);
+  double norm = 0;
+  for (float x : a.embedding()) norm += double(x) * x;
+  EXPECT_NEAR(norm, 1.0, 1e-5);
+  req.mutable_pooling()->set_type(rill::v1::POOLING_TYPE_MEAN);
+  req.mutable_pooling()->set_dimensions(128);
+  req.mutable_pooling()->set_normalize(false);
+  {
+    grpc::ClientContext ctx;
+    grpc::Status s = engine_->Encode(&ctx, req, &b);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  EXPECT_EQ(b.embedding_size(), 128);
+  req.mutable_pooling()->set_dimensions(577);
+  {
+    grpc::ClientContext ctx;
+    grpc::Status s = engine_->Encode(&ctx, req, &b);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("dimensions"), std::string::npos) << s.error_message();
+  }
+  req.mutable_pooling()->set_dimensions(0);
+  for (int i = 0; i < 300; ++i) req.add_prompt_token_ids(1);  // Past max_model_len 256.
+  {
+    grpc::ClientContext ctx;
+    grpc::Status s = engine_->Encode(&ctx, req, &b);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("max_model_len"), std::string::npos) << s.error_message();
   }
 }
 

@@ -252,4 +252,17 @@ rill::v1::Stats ToStats(const engine::EngineStats& s) {
   return p;
 }
 
+engine::PoolingParams FromProto(const rill::v1::PoolingParams& proto) {
+  engine::PoolingParams p;
+  switch (proto.type()) {
+    case rill::v1::POOLING_TYPE_MEAN: p.type = engine::PoolingType::kMean; break;
+    case rill::v1::POOLING_TYPE_CLS: p.type = engine::PoolingType::kCls; break;
+    case rill::v1::POOLING_TYPE_LAST: p.type = engine::PoolingType::kLast; break;
+    default: p.type = engine::PoolingType::kDefault; break;
+  }
+  p.normalize = proto.has_normalize() ? proto.normalize() : true;
+  p.dimensions = proto.dimensions();
+  return p;
+}
+
 }  // namespace rill::service

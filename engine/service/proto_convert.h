@@ -27,6 +27,8 @@ rill::v1::RequestState ToProto(engine::RequestStatus status);
 
 rill::internal::TokenizerSpec ToProto(const tokenizer::TokenizerSpec& spec, int64_t max_model_len);
 tokenizer::TokenizerSpec FromProto(const rill::internal::TokenizerSpec& proto);
+// normalize defaults to true when unset.
+engine::PoolingParams FromProto(const rill::v1::PoolingParams& proto);
 
 rill::v1::ModelConfig ToModelConfig(const std::string& model_name,
                                     const engine::EngineConfig& config, bool has_chat_template);

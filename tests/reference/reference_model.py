@@ -483,6 +483,8 @@ class Model:
             x = layer_norm(x, w['output_norm.weight'], w['output_norm.bias'], cfg.norm_eps)
         else:
             x = rms_norm(x, w['output_norm.weight'], cfg.norm_eps)
+        if start == 0:
+            self.prompt_hidden = x  # Final hidden states of the prompt (--pool-out).
         return x @ self.lm_head().T
 
     def greedy(self, tokens: List[int], n_new: int, use_cache: bool = True):
@@ -535,6 +537,9 @@ def main(argv=None):
     ap.add_argument('--dtype', default='float64', choices=['float64', 'float32'])
     ap.add_argument('--no-cache', action='store_true',
                     help='recompute the full sequence for each greedy step')
+    ap.add_argument('--pool', default='mean', choices=['mean', 'last', 'cls'],
+                    help='pooling of the prompt hidden states for --pool-out')
+    ap.add_argument('--pool-out', help='L2-normalized pooled prompt embedding (raw float32)')
     args = ap.parse_args(argv)
 
     tokens = [int(t) for t in args.tokens.split(',') if t.strip()]
@@ -555,6 +560,10 @@ def main(argv=None):
     if args.out:
         write_logits(args.out, logits, {'tokens': tokens, 'greedy': cont,
                                         'model': os.path.abspath(args.model)})
+    if args.pool_out:
+        h = model.prompt_hidden
+        v = {'mean': h.mean(axis=0), 'last': h[-1], 'cls': h[0]}[args.pool]
+        (v / np.linalg.norm(v)).astype('<f4').tofile(args.pool_out)
     json.dump(summary, sys.stdout)
     sys.stdout.write('\n')
     return 0

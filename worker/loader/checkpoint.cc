@@ -89,6 +89,33 @@ absl::Status CheckpointBuilder::Validate(const Checkpoint& c) {
   const int64_t q = m.num_heads * m.head_dim, kv = m.num_kv_heads * m.head_dim;
   Validator val(c);
   RILL_RETURN_IF_ERROR(val.Expect("token_embd", {h, v}));
+  if (m.architecture == "bert") {
+    RILL_RETURN_IF_ERROR(positive("type_vocab_size", m.type_vocab_size));
+    if (m.num_heads * m.head_dim != h) {
+      return absl::InvalidArgumentError(absl::StrCat(c.path(), ": hidden_size ", h,
+                                                     " is not a multiple of num_heads ", m.num_heads));
+    }
+    RILL_RETURN_IF_ERROR(val.Expect("pos_embd", {h, m.max_position_embeddings}));
+    RILL_RETURN_IF_ERROR(val.Expect("token_types", {h, m.type_vocab_size}));
+    RILL_RETURN_IF_ERROR(val.Expect("token_embd_norm", {h}));
+    RILL_RETURN_IF_ERROR(val.Expect("token_embd_norm.bias", {h}));
+    for (int64_t i = 0; i < m.num_layers; ++i) {
+      const std::string b = absl::StrCat("blk.", i, ".");
+      for (const char* name : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
+        RILL_RETURN_IF_ERROR(val.Expect(b + name, {h, h}));
+        RILL_RETURN_IF_ERROR(val.Expect(b + name + ".bias", {h}));
+      }
+      for (const char* name : {"attn_output_norm", "layer_output_norm"}) {
+        RILL_RETURN_IF_ERROR(val.Expect(b + name, {h}));
+        RILL_RETURN_IF_ERROR(val.Expect(b + name + ".bias", {h}));
+      }
+      RILL_RETURN_IF_ERROR(val.Expect(b + "ffn_up", {h, inter}));
+      RILL_RETURN_IF_ERROR(val.Expect(b + "ffn_up.bias", {inter}));
+      RILL_RETURN_IF_ERROR(val.Expect(b + "ffn_down", {inter, h}));
+      RILL_RETURN_IF_ERROR(val.Expect(b + "ffn_down.bias", {h}));
+    }
+    return absl::OkStatus();
+  }
   RILL_RETURN_IF_ERROR(val.Expect("output_norm", {h}));
   if (m.tie_word_embeddings) {
     if (c.Find("output") != nullptr) {

@@ -8,6 +8,11 @@
 //   blk.N.attn_norm[.bias], blk.N.attn_q/k/v[.bias], blk.N.attn_output[.bias],
 //   blk.N.attn_qkv[.bias] (gpt2), blk.N.ffn_norm[.bias], blk.N.ffn_gate,
 //   blk.N.ffn_up[.bias], blk.N.ffn_down[.bias].
+// BERT encoders (architecture "bert") use llama.cpp's BERT names:
+//   token_embd, pos_embd, token_types, token_embd_norm[.bias],
+//   blk.N.attn_q/k/v[.bias], blk.N.attn_output[.bias],
+//   blk.N.attn_output_norm[.bias], blk.N.ffn_up[.bias], blk.N.ffn_down[.bias],
+//   blk.N.layer_output_norm[.bias].
 // Other tensors of a GGUF file keep their name minus ".weight" (e.g.
 // rope_freqs); unknown HF tensors are dropped.
 
@@ -36,7 +41,9 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string architecture;  // "llama" (also Qwen2/Mistral) or "gpt2".
+  // "llama" (also Qwen2/Mistral), "gpt2", or "bert" (an encoder: no head,
+  // bidirectional attention; runs through worker/models/encoder.h).
+  std::string architecture;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_layers = 0;
@@ -48,7 +55,8 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   double rms_norm_eps = 1e-5;    // llama.
-  double layer_norm_eps = 1e-5;  // gpt2.
+  double layer_norm_eps = 1e-5;  // gpt2, bert.
+  int64_t type_vocab_size = 0;   // bert: token type (segment) embeddings.
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v biases present (Qwen2).
   // True: rotary pairs are adjacent (x[2i], x[2i+1]) because llama.cpp's

@@ -180,6 +180,44 @@ std::string MapGpt2Name(std::string n, bool* conv1d) {
   return "";  // attn.bias / attn.masked_bias are causal-mask buffers.
 }
 
+std::string MapBertName(std::string n) {
+  if (absl::StartsWith(n, "bert.")) n = n.substr(5);
+  std::string suffix;
+  if (absl::EndsWith(n, ".weight")) {
+    n.resize(n.size() - 7);
+  } else if (absl::EndsWith(n, ".bias")) {
+    n.resize(n.size() - 5);
+    suffix = ".bias";
+  } else {
+    return "";  // embeddings.position_ids is an index buffer.
+  }
+  if (n == "embeddings.word_embeddings") return "token_embd";
+  if (n == "embeddings.position_embeddings") return "pos_embd";
+  if (n == "embeddings.token_type_embeddings") return "token_types";
+  if (n == "embeddings.LayerNorm") return "token_embd_norm" + suffix;
+  static const char* const kPrefix = "encoder.layer.";
+  if (!absl::StartsWith(n, kPrefix)) return "";  // pooler.*: unused.
+  std::string rest = n.substr(strlen(kPrefix));
+  size_t dot = rest.find('.');
+  int64_t layer;
+  if (dot == std::string::npos || !absl::SimpleAtoi(rest.substr(0, dot), &layer)) return "";
+  const std::string tail = rest.substr(dot + 1);
+  static const std::pair<const char*, const char*> kMap[] = {
+      {"attention.self.query", "attn_q"},
+      {"attention.self.key", "attn_k"},
+      {"attention.self.value", "attn_v"},
+      {"attention.output.dense", "attn_output"},
+      {"attention.output.LayerNorm", "attn_output_norm"},
+      {"intermediate.dense", "ffn_up"},
+      {"output.dense", "ffn_down"},
+      {"output.LayerNorm", "layer_output_norm"},
+  };
+  for (const auto& [hf, gg] : kMap) {
+    if (tail == hf) return absl::StrCat("blk.", layer, ".", gg, suffix);
+  }
+  return "";
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std::string& dir) {
@@ -227,6 +265,30 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
     m.attention_bias = true;
     ASSIGN_OR_RETURN_(tie, r.Bool("tie_word_embeddings"));
     if (!tie.has_value()) tie = true;  // GPT-2 always ties.
+  } else if (model_type == "bert") {
+    m.architecture = "bert";
+    ASSIGN_OR_RETURN_(m.vocab_size, r.Int("vocab_size"));
+    ASSIGN_OR_RETURN_(m.hidden_size, r.Int("hidden_size"));
+    ASSIGN_OR_RETURN_(m.num_layers, r.Int("num_hidden_layers"));
+    ASSIGN_OR_RETURN_(m.num_heads, r.Int("num_attention_heads"));
+    m.num_kv_heads = m.num_heads;
+    m.head_dim = m.num_heads > 0 ? m.hidden_size / m.num_heads : 0;
+    ASSIGN_OR_RETURN_(m.intermediate_size, r.Int("intermediate_size"));
+    ASSIGN_OR_RETURN_(m.max_position_embeddings, r.Int("max_position_embeddings"));
+    ASSIGN_OR_RETURN_(m.layer_norm_eps, r.Float("layer_norm_eps", 1e-12));
+    ASSIGN_OR_RETURN_(m.type_vocab_size, r.Int("type_vocab_size", 2));
+    const JsonValue* act = config->Find("hidden_act");
+    if (act != nullptr && act->string_value() != "gelu") {
+      return absl::InvalidArgumentError(absl::StrCat(config_path, ": bert hidden_act '",
+                                                     act->string_value(), "' (supported: gelu)"));
+    }
+    const JsonValue* pos = config->Find("position_embedding_type");
+    if (pos != nullptr && pos->string_value() != "absolute") {
+      return absl::InvalidArgumentError(absl::StrCat(config_path, ": bert position_embedding_type '",
+                                                     pos->string_value(), "' (supported: absolute)"));
+    }
+    m.attention_bias = true;
+    tie = true;  // No LM head: an encoder.
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(config_path, ": unsupported model_type '", model_type, "'"));
@@ -259,7 +321,9 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
   if (!shards.ok()) return shards.status();
   for (const auto& [name, t] : (*shards)->tensors()) {
     bool conv1d = false;
-    std::string canon = m.architecture == "gpt2" ? MapGpt2Name(name, &conv1d) : MapLlamaName(name);
+    std::string canon = m.architecture == "gpt2"   ? MapGpt2Name(name, &conv1d)
+                        : m.architecture == "bert" ? MapBertName(name)
+                                                   : MapLlamaName(name);
     if (canon.empty()) continue;
     TensorRef ref{t->type, std::vector<int64_t>(t->shape.rbegin(), t->shape.rend()), t->data,
                   t->nbytes};

@@ -28,6 +28,10 @@ bool DtypeToGgml(std::string_view dtype, GgmlType* type) {
   if (dtype == "F32") *type = GgmlType::kF32;
   else if (dtype == "F16") *type = GgmlType::kF16;
   else if (dtype == "BF16") *type = GgmlType::kBF16;
+  // Integer buffers (BERT's position_ids) load so the file opens; no model
+  // binds them as weights.
+  else if (dtype == "I64") *type = GgmlType::kI64;
+  else if (dtype == "I32") *type = GgmlType::kI32;
   else return false;
   return true;
 }
@@ -110,7 +114,7 @@ absl::Status SafetensorsFile::ParseInternal(const uint8_t* data, size_t size) {
     if (!DtypeToGgml(dtype->string_value(), &t.type)) {
       return absl::InvalidArgumentError(
           absl::StrCat(path_, ": tensor '", name, "' has unsupported dtype ", dtype->string_value(),
-                       " (supported: F32, F16, BF16)"));
+                       " (supported: F32, F16, BF16, I64, I32)"));
     }
     uint64_t elements = 1;
     for (const JsonValue& d : shape->array_items()) {

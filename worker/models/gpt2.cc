@@ -111,6 +111,9 @@ class Gpt2 : public CausalLm {
       AddBiasRows(tmp_.data(), L.fc_proj_b.data(), n, h);
       cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
     }
+    EmitHiddenStates(batch, layout, x_.data(), h, [&](float* r, int64_t m) {
+      cpu::LayerNorm(r, lnf_w_.data(), lnf_b_.data(), m, h, eps, r);
+    }, out);
     std::vector<float> rows = GatherLogitRows(layout, x_.data(), h);
     const int64_t nr = rows.size() / h;
     cpu::LayerNorm(rows.data(), lnf_w_.data(), lnf_b_.data(), nr, h, eps, rows.data());

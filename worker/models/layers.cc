@@ -247,4 +247,17 @@ void ProjectLogits(const ForwardBatch& batch, const std::vector<float>& rows,
   }
 }
 
+void EmitHiddenStates(const ForwardBatch& batch, const BatchLayout& layout, const float* x,
+                      int64_t width, const std::function<void(float*, int64_t)>& final_norm,
+                      ForwardOutput* out) {
+  out->hidden.assign(batch.sequences.size(), {});
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    if (!batch.sequences[s].return_hidden) continue;
+    const int64_t begin = layout.seq_begin[s], n = layout.seq_begin[s + 1] - begin;
+    std::vector<float>& rows = out->hidden[s];
+    rows.assign(x + begin * width, x + (begin + n) * width);
+    final_norm(rows.data(), n);
+  }
+}
+
 }  // namespace rill::worker

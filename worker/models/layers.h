@@ -5,6 +5,7 @@
 #define RILL_WORKER_MODELS_LAYERS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,13 @@ std::vector<float> GatherLogitRows(const BatchLayout& layout, const float* hidde
 // (after the final norm).
 void ProjectLogits(const ForwardBatch& batch, const std::vector<float>& rows,
                    const cpu::WeightMatrix& head, ForwardOutput* out, cpu::ThreadPool* pool);
+
+// out->hidden[s] = final_norm(rows of sequence s) for each sequence with
+// return_hidden, empty for the others. `x`: [num_tokens][width] before the
+// final norm; final_norm(rows, n) normalizes n rows in place.
+void EmitHiddenStates(const ForwardBatch& batch, const BatchLayout& layout, const float* x,
+                      int64_t width, const std::function<void(float*, int64_t)>& final_norm,
+                      ForwardOutput* out);
 
 }  // namespace rill::worker
 

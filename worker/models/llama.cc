@@ -180,6 +180,9 @@ class Llama : public CausalLm {
       if (absl::Status s = ReduceAcrossRanks(tmp, n * h); !s.ok()) return s;
       cpu::Add(x_.data(), tmp, n * h, x_.data());
     }
+    EmitHiddenStates(batch, layout, x_.data(), h, [&](float* r, int64_t m) {
+      cpu::RmsNorm(r, output_norm_.data(), m, h, eps, r);
+    }, out);
     std::vector<float> rows = GatherLogitRows(layout, x_.data(), h);
     const int64_t nr = rows.size() / h;
     cpu::RmsNorm(rows.data(), output_norm_.data(), nr, h, eps, rows.data());

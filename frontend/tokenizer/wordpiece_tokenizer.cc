@@ -1,0 +1,190 @@
+#include "frontend/tokenizer/wordpiece_tokenizer.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "frontend/tokenizer/unicode_data.h"
+
+namespace rill::tokenizer {
+namespace {
+
+bool BoolOr(const json::Value* obj, std::string_view key, bool def) {
+  const json::Value* v = obj != nullptr ? obj->Find(key) : nullptr;
+  return v != nullptr && v->is_bool() ? v->AsBool() : def;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromTokenizerJson(
+    const std::string& path) {
+  absl::StatusOr<json::Value> root = json::ParseFile(path);
+  if (!root.ok()) return root.status();
+  absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> t = FromJson(*root);
+  if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message()));
+  return t;
+}
+
+absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromJson(
+    const json::Value& root) {
+  const json::Value* model = root.Find("model");
+  if (model == nullptr || model->Find("type") == nullptr ||
+      model->Find("type")->AsString() != "WordPiece") {
+    return absl::InvalidArgumentError("tokenizer model is not WordPiece");
+  }
+  const json::Value* vocab = model->Find("vocab");
+  if (vocab == nullptr || !vocab->is_object() || vocab->AsObject().empty()) {
+    return absl::InvalidArgumentError("WordPiece model has no vocab");
+  }
+  std::unique_ptr<WordPieceTokenizer> t(new WordPieceTokenizer());
+  const size_t n = vocab->AsObject().size();
+  t->id_to_token_.resize(n);
+  for (const auto& [token, id] : vocab->AsObject()) {
+    const double d = id.AsNumber();
+    if (!id.is_number() || d < 0 || d >= n || d != static_cast<int32_t>(d)) {
+      return absl::InvalidArgumentError(absl::StrCat("vocab id of '", token, "' is not in [0, ", n, ")"));
+    }
+    t->vocab_[token] = static_cast<int32_t>(d);
+    t->id_to_token_[static_cast<size_t>(d)] = token;
+  }
+  if (const json::Value* p = model->Find("continuing_subword_prefix"); p != nullptr && p->is_string()) {
+    t->prefix_ = p->AsString();
+  }
+  if (const json::Value* m = model->Find("max_input_chars_per_word"); m != nullptr && m->is_number()) {
+    t->max_input_chars_per_word_ = static_cast<int>(m->AsNumber());
+  }
+  const json::Value* unk = model->Find("unk_token");
+  std::optional<int32_t> unk_id = t->TokenToId(unk != nullptr ? unk->AsString() : "[UNK]");
+  if (!unk_id.has_value()) return absl::InvalidArgumentError("WordPiece unk_token is not in the vocab");
+  t->unk_id_ = *unk_id;
+  t->pad_id_ = t->TokenToId("[PAD]").value_or(-1);
+
+  const json::Value* norm = root.Find("normalizer");
+  if (norm != nullptr && !norm->is_null()) {
+    if (norm->Find("type") == nullptr || norm->Find("type")->AsString() != "BertNormalizer") {
+      return absl::UnimplementedError("only the BertNormalizer is supported with WordPiece");
+    }
+    t->normalizer_.clean_text = BoolOr(norm, "clean_text", true);
+    t->normalizer_.handle_chinese_chars = BoolOr(norm, "handle_chinese_chars", true);
+    t->normalizer_.lowercase = BoolOr(norm, "lowercase", true);
+    // strip_accents null follows lowercase (the BERT convention).
+    t->normalizer_.strip_accents = BoolOr(norm, "strip_accents", t->normalizer_.lowercase);
+  } else {
+    t->normalizer_ = BertNormalizerOptions{false, false, false, false};
+  }
+
+  if (const json::Value* added = root.Find("added_tokens"); added != nullptr) {
+    for (const json::Value& a : added->AsArray()) {
+      const json::Value* content = a.Find("content");
+      const json::Value* id = a.Find("id");
+      if (content == nullptr || id == nullptr || !BoolOr(&a, "special", false)) continue;
+      t->specials_.emplace_back(content->AsString(), static_cast<int32_t>(id->AsNumber()));
+    }
+    std::sort(t->specials_.begin(), t->specials_.end(),
+              [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  }
+
+  // Post-processor: the ids around a single sequence.
+  const json::Value* post = root.Find("post_processor");
+  const std::string post_type =
+      post != nullptr && post->Find("type") != nullptr ? post->Find("type")->AsString() : "";
+  auto special_id = [&](const std::string& name) -> absl::StatusOr<int32_t> {
+    std::optional<int32_t> id = t->TokenToId(name);
+    if (!id.has_value()) return absl::InvalidArgumentError(absl::StrCat("special token ", name, " is not in the vocab"));
+    return *id;
+  };
+  if (post_type == "TemplateProcessing") {
+    bool after = false;
+    const json::Value* single = post->Find("single");
+    for (const json::Value& piece : single != nullptr ? single->AsArray() : std::vector<json::Value>{}) {
+      if (piece.Find("Sequence") != nullptr) {
+        after = true;
+      } else if (const json::Value* s = piece.Find("SpecialToken"); s != nullptr) {
+        absl::StatusOr<int32_t> id = special_id(s->Find("id") != nullptr ? s->Find("id")->AsString() : "");
+        if (!id.ok()) return id.status();
+        (after ? t->suffix_ids_ : t->prefix_ids_).push_back(*id);
+      }
+    }
+  } else if (post_type == "BertProcessing" || post_type.empty()) {
+    absl::StatusOr<int32_t> cls = special_id("[CLS]");
+    absl::StatusOr<int32_t> sep = special_id("[SEP]");
+    if (!cls.ok()) return cls.status();
+    if (!sep.ok()) return sep.status();
+    t->prefix_ids_ = {*cls};
+    t->suffix_ids_ = {*sep};
+  } else {
+    return absl::UnimplementedError(absl::StrCat("post_processor ", post_type, " is not supported"));
+  }
+  return t;
+}
+
+std::optional<int32_t> WordPieceTokenizer::TokenToId(std::string_view token) const {
+  auto it = vocab_.find(std::string(token));
+  if (it == vocab_.end()) return std::nullopt;
+  return it->second;
+}
+
+void WordPieceTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* out) const {
+  std::vector<size_t> offsets;
+  const std::vector<uint32_t> cps = DecodeUtf8(word, &offsets);
+  if (static_cast<int>(cps.size()) > max_input_chars_per_word_) {
+    out->push_back(unk_id_);
+    return;
+  }
+  // Greedy longest match first, on character boundaries.
+  std::vector<int32_t> pieces;
+  size_t start = 0;
+  std::string candidate;
+  while (start < cps.size()) {
+    size_t end = cps.size();
+    int32_t found = -1;
+    while (end > start) {
+      candidate.assign(start > 0 ? prefix_ : "");
+      candidate.append(word.substr(offsets[start], offsets[end] - offsets[start]));
+      auto it = vocab_.find(candidate);
+      if (it != vocab_.end()) {
+        found = it->second;
+        break;
+      }
+      --end;
+    }
+    if (found < 0) {
+      out->push_back(unk_id_);
+      return;
+    }
+    pieces.push_back(found);
+    start = end;
+  }
+  out->insert(out->end(), pieces.begin(), pieces.end());
+}
+
+std::vector<int32_t> WordPieceTokenizer::Encode(std::string_view text,
+                                                bool add_special_tokens) const {
+  std::vector<int32_t> ids;
+  if (add_special_tokens) ids = prefix_ids_;
+  auto encode_run = [&](std::string_view run) {
+    for (const std::string& word : BertPreTokenize(BertNormalize(run, normalizer_))) {
+      EncodeWord(word, &ids);
+    }
+  };
+  size_t run_begin = 0, pos = 0;
+  while (pos < text.size()) {
+    bool matched = false;
+    for (const auto& [content, id] : specials_) {
+      if (!content.empty() && text.compare(pos, content.size(), content) == 0) {
+        encode_run(text.substr(run_begin, pos - run_begin));
+        ids.push_back(id);
+        pos += content.size();
+        run_begin = pos;
+        matched = true;
+        break;
+      }
+    }
+    if (!matched) ++pos;
+  }
+  encode_run(text.substr(run_begin));
+  if (add_special_tokens) ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
+  return ids;
+}
+
+}  // namespace rill::tokenizer

@@ -1,0 +1,104 @@
+// rill.v1.Inference/Encode end to end: rill-engine serving all-MiniLM-L6-v2
+// (BERT) behind rill-frontend, over real gRPC on 127.0.0.1. The frontend
+// tokenizes text with the WordPiece tokenizer it got from the engine.
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "rill/v1/inference.grpc.pb.h"
+#include "tests/integration/service_stack.h"
+
+namespace rill {
+namespace {
+
+std::string EmbedModelDir() {
+  const char* dir = std::getenv("RILL_MODEL_DIR");
+  const char* home = std::getenv("HOME");
+  std::string base = dir != nullptr && *dir != '\0'
+                         ? std::string(dir)
+                         : std::string(home != nullptr ? home : "") + "/.cache/rill/models";
+  return base + "/all-MiniLM-L6-v2";
+}
+
+grpc::Status Encode(v1::Inference::Stub* stub, const v1::EncodeRequest& req, v1::EncodeResponse* resp) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  return stub->Encode(&ctx, req, resp);
+}
+
+double Dot(const v1::EncodeResponse& a, const v1::EncodeResponse& b) {
+  double d = 0;
+  for (int i = 0; i < a.embedding_size(); ++i) d += double(a.embedding(i)) * b.embedding(i);
+  return d;
+}
+
+TEST(EmbeddingsE2eTest, BertEncodeOverTheFrontend) {
+  testing::ServiceStack stack;
+  testing::StackOptions options;
+  options.engine_flags = {"--model=" + EmbedModelDir()};
+  absl::Status started = stack.Start(options);
+  ASSERT_TRUE(started.ok()) << started;
+  auto stub = v1::Inference::NewStub(stack.NewChannel());
+
+  v1::EncodeRequest req;
+  req.set_text("A man is eating food.");
+  v1::EncodeResponse a, b;
+  grpc::Status s = Encode(stub.get(), req, &a);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_FALSE(a.request_id().empty());
+  EXPECT_EQ(a.num_prompt_tokens(), 8);
+  ASSERT_EQ(a.embedding_size(), 384);
+  EXPECT_NEAR(Dot(a, a), 1.0, 1e-5);
+  req.set_text("A man is eating a piece of bread.");
+  ASSERT_TRUE(Encode(stub.get(), req, &b).ok());
+  EXPECT_NEAR(Dot(a, b), 0.7553, 2e-3);  // sentence-transformers' published value.
+
+  // Token ids, CLS pooling, Matryoshka dimensions.
+  v1::EncodeRequest ids;
+  for (int32_t t : {101, 7592, 2088, 102}) ids.mutable_token_ids()->add_ids(t);
+  ids.mutable_pooling()->set_type(v1::POOLING_TYPE_CLS);
+  ids.mutable_pooling()->set_dimensions(32);
+  v1::EncodeResponse c;
+  s = Encode(stub.get(), ids, &c);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(c.embedding_size(), 32);
+
+  // Bad input: clear errors with the right codes.
+  v1::EncodeRequest bad;
+  EXPECT_EQ(Encode(stub.get(), bad, &c).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  for (int i = 0; i < 600; ++i) bad.mutable_text()->append(" word");  // 602 tokens > 512.
+  s = Encode(stub.get(), bad, &c);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("max_model_len"), std::string::npos) << s.error_message();
+  ids.mutable_pooling()->set_dimensions(1000);
+  s = Encode(stub.get(), ids, &c);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+
+  // Generation is not what an encoder does.
+  grpc::ClientContext ctx;
+  auto stream = stub->Generate(&ctx);
+  v1::GenerateRequest g;
+  g.mutable_start()->set_text("hello");
+  g.mutable_start()->mutable_sampling()->set_max_tokens(4);
+  ASSERT_TRUE(stream->Write(g));
+  stream->WritesDone();
+  v1::GenerateResponse r;
+  bool saw_error = false;
+  while (stream->Read(&r)) {
+    if (r.status().code() != 0 || r.finished()) {
+      saw_error = r.status().code() == static_cast<int>(grpc::StatusCode::UNIMPLEMENTED);
+      break;
+    }
+  }
+  EXPECT_TRUE(saw_error) << r.DebugString();
+  stream->Finish();
+  // Still serving embeddings afterwards.
+  EXPECT_TRUE(Encode(stub.get(), req, &b).ok());
+}
+
+}  // namespace
+}  // namespace rill
