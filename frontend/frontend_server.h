@@ -23,6 +23,7 @@ struct FrontendOptions {
   std::string frontend_id = "0";
   std::string admin_token;  // Empty: no Admin service.
   absl::Duration engine_wait = absl::Seconds(120);
+  SessionOptions session;
 };
 
 class FrontendServer {

@@ -25,7 +25,8 @@ grpc::Status WithRetryHint(grpc::ServerContext* ctx, grpc::Status s) {
   return s;
 }
 
-InferenceService::InferenceService(EngineClient* engine) : engine_(engine) {
+InferenceService::InferenceService(EngineClient* engine, SessionOptions options)
+    : engine_(engine), options_(std::move(options)) {
   // Method 0 is Generate (declaration order in inference.proto).
   MarkMethodStreamed(
       0, new grpc::internal::BidiStreamingHandler<InferenceService, grpc::ByteBuffer,
@@ -38,7 +39,8 @@ InferenceService::InferenceService(EngineClient* engine) : engine_(engine) {
 
 grpc::Status InferenceService::GenerateRaw(grpc::ServerContext* ctx, RawGenerateStream* stream) {
   ++open_streams_;
-  auto session = std::make_shared<GenerateSession>(engine_, ctx, stream);
+  auto session = std::make_shared<GenerateSession>(engine_, ctx, stream, options_,
+                                                   &pending_requests_);
   grpc::Status s = session->Run();
   --open_streams_;
   return s;

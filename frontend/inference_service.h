@@ -13,7 +13,7 @@ namespace rill::frontend {
 
 class InferenceService final : public rill::v1::Inference::Service {
  public:
-  explicit InferenceService(EngineClient* engine);
+  InferenceService(EngineClient* engine, SessionOptions options = {});
 
   // Generate reads raw bytes (see request_validator.h); registered in the
   // constructor in place of the generated handler.
@@ -42,7 +42,9 @@ class InferenceService final : public rill::v1::Inference::Service {
 
  private:
   EngineClient* const engine_;
+  const SessionOptions options_;
   std::atomic<int> open_streams_{0};
+  std::atomic<int> pending_requests_{0};
 };
 
 // A client context for a forwarded call: the caller's deadline, if any.
