@@ -37,6 +37,15 @@ ABSL_FLAG(int64_t, max_tokens_limit, 0, "Largest sampling.max_tokens accepted; 0
 ABSL_FLAG(int, max_n, 64, "Largest sampling.n accepted.");
 ABSL_FLAG(int, max_stop_strings, 64, "Most stop strings per request.");
 ABSL_FLAG(int, max_stop_bytes, 4096, "Most bytes over all stop strings of a request.");
+ABSL_FLAG(int, max_receive_message_bytes, 8 << 20,
+          "Largest client message accepted; larger ones get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, max_send_message_bytes, 64 << 20, "Largest message sent to a client.");
+ABSL_FLAG(int, engine_max_message_bytes, 256 << 20,
+          "Largest message sent to / received from the engine.");
+ABSL_FLAG(int, keepalive_time_ms, 30000,
+          "gRPC keepalive ping interval, to clients and to the engine.");
+ABSL_FLAG(int, keepalive_timeout_ms, 10000,
+          "A peer that does not answer a keepalive ping this fast is dropped.");
 ABSL_FLAG(int, max_logprobs, 20, "Largest logprobs / prompt_logprobs accepted.");
 
 int main(int argc, char** argv) {
@@ -69,6 +78,14 @@ int main(int argc, char** argv) {
   opts.session.limits.max_stop_strings = absl::GetFlag(FLAGS_max_stop_strings);
   opts.session.limits.max_stop_total_bytes = absl::GetFlag(FLAGS_max_stop_bytes);
   opts.session.limits.max_logprobs = absl::GetFlag(FLAGS_max_logprobs);
+  opts.server_transport.max_receive_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
+  opts.server_transport.max_send_bytes = absl::GetFlag(FLAGS_max_send_message_bytes);
+  opts.engine_transport.max_receive_bytes = absl::GetFlag(FLAGS_engine_max_message_bytes);
+  opts.engine_transport.max_send_bytes = absl::GetFlag(FLAGS_engine_max_message_bytes);
+  for (auto* t : {&opts.server_transport, &opts.engine_transport}) {
+    t->keepalive_time = absl::Milliseconds(absl::GetFlag(FLAGS_keepalive_time_ms));
+    t->keepalive_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_keepalive_timeout_ms));
+  }
   rill::frontend::FrontendServer server(opts);
   if (absl::Status s = server.Start(); !s.ok()) {
     LOG(ERROR) << s;

@@ -6,10 +6,12 @@ namespace rill::frontend {
 
 absl::Status FrontendServer::Start() {
   if (options_.engine_address.empty()) return absl::InvalidArgumentError("--engine is required");
-  engine_ = std::make_unique<EngineClient>(options_.engine_address, options_.frontend_id);
+  engine_ = std::make_unique<EngineClient>(options_.engine_address, options_.frontend_id,
+                                           options_.engine_transport);
   if (absl::Status s = engine_->Start(options_.engine_wait); !s.ok()) return s;
   inference_ = std::make_unique<InferenceService>(engine_.get(), options_.session);
-  server_ = std::make_unique<HealthServer>(absl::StrCat(options_.host, ":", options_.port));
+  server_ = std::make_unique<HealthServer>(absl::StrCat(options_.host, ":", options_.port),
+                                           options_.server_transport);
   server_->AddService(inference_.get());
   if (!options_.admin_token.empty()) {
     admin_ = std::make_unique<AdminService>(options_.admin_token, engine_->channel());

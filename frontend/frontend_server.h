@@ -24,6 +24,8 @@ struct FrontendOptions {
   std::string admin_token;  // Empty: no Admin service.
   absl::Duration engine_wait = absl::Seconds(120);
   SessionOptions session;
+  GrpcTransportOptions server_transport;  // The client-facing server.
+  GrpcTransportOptions engine_transport = EngineClient::DefaultEngineTransport();
 };
 
 class FrontendServer {

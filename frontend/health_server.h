@@ -11,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "frontend/session_options.h"
 
 namespace rill::frontend {
 
@@ -19,7 +20,8 @@ namespace rill::frontend {
 class HealthServer {
  public:
   // `address` is host:port; port 0 lets the kernel choose (see port()).
-  explicit HealthServer(std::string address) : address_(std::move(address)) {}
+  explicit HealthServer(std::string address, GrpcTransportOptions transport = {})
+      : address_(std::move(address)), transport_(transport) {}
   ~HealthServer();
 
   // Services must outlive the server.
@@ -36,6 +38,7 @@ class HealthServer {
 
  private:
   std::string address_;
+  GrpcTransportOptions transport_;
   std::vector<grpc::Service*> services_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -23,6 +23,8 @@ class ReliabilityTest : public FrontendFixture {
     opts->session.limits.max_stop_strings = 3;
     opts->session.limits.max_stop_total_bytes = 10;
     opts->session.limits.max_logprobs = 5;
+    opts->server_transport.max_receive_bytes = 64 << 10;
+    opts->server_transport.keepalive_time = absl::Seconds(5);
   }
 
   // One request on its own stream; the final response.
@@ -136,6 +138,29 @@ TEST_F(ReliabilityTest, DeadlineMidGeneration) {
   }
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_TRUE(engine_->WaitForAbort("dl", absl::Seconds(10)));
+}
+
+TEST_F(ReliabilityTest, MessageOverTheLimit) {
+  {
+    grpc::ClientContext c;
+    rill::v1::TokenizeRequest t;
+    t.set_text(std::string(100 << 10, 'a'));
+    rill::v1::TokenizeResponse tr;
+    EXPECT_EQ(stub_->Tokenize(&c, t, &tr).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  grpc::ClientContext ctx;
+  auto stream = stub_->Generate(&ctx);
+  stream->Write(Start("big", std::string(100 << 10, 'a'), 3));
+  GenerateResponse r;
+  while (stream->Read(&r)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // Under the limit is fine.
+  grpc::ClientContext c;
+  rill::v1::TokenizeRequest t;
+  t.set_text("Hello");
+  rill::v1::TokenizeResponse tr;
+  EXPECT_TRUE(stub_->Tokenize(&c, t, &tr).ok());
 }
 
 }  // namespace

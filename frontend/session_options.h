@@ -20,6 +20,16 @@ struct RequestLimits {
   int max_logprobs = 20;            // logprobs and prompt_logprobs.
 };
 
+// gRPC transport settings, for the client-facing server and for the channel
+// to the engine. Keepalive pings find dead peers (a crashed frontend or a
+// half-open TCP connection) that would otherwise hold requests forever.
+struct GrpcTransportOptions {
+  int max_receive_bytes = 8 << 20;  // Larger messages get RESOURCE_EXHAUSTED.
+  int max_send_bytes = 64 << 20;
+  absl::Duration keepalive_time = absl::Seconds(30);
+  absl::Duration keepalive_timeout = absl::Seconds(10);
+};
+
 struct SessionOptions {
   // Responses queued for one client stream before it counts as "full".
   int send_buffer_messages = 1024;
