@@ -46,6 +46,9 @@ ABSL_FLAG(int, keepalive_time_ms, 30000,
           "gRPC keepalive ping interval, to clients and to the engine.");
 ABSL_FLAG(int, keepalive_timeout_ms, 10000,
           "A peer that does not answer a keepalive ping this fast is dropped.");
+ABSL_FLAG(int, shutdown_grace_ms, 10000,
+          "On SIGTERM/SIGINT: how long running requests may finish before the rest are "
+          "ended with finish_reason ABORT.");
 ABSL_FLAG(int, max_logprobs, 20, "Largest logprobs / prompt_logprobs accepted.");
 
 int main(int argc, char** argv) {
@@ -100,7 +103,7 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&set, &sig);
   LOG(INFO) << "signal " << sig << ": shutting down";
-  server.Shutdown();
+  server.Shutdown(absl::Milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms)));
   server.Wait();
   return 0;
 }

@@ -28,11 +28,20 @@ absl::Status FrontendServer::Start() {
   return absl::OkStatus();
 }
 
-void FrontendServer::Shutdown() {
+void FrontendServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
   if (engine_) engine_->SetServingCallback(nullptr);
-  if (server_) server_->Shutdown();
+  if (server_) {
+    server_->SetServing("", false);
+    server_->SetServing("rill.v1.Inference", false);
+    // grpc::Server::Shutdown stops accepting at once and blocks until calls
+    // end; the extra second lets the ABORT responses reach clients before
+    // streams still open are cancelled.
+    std::thread stop([this, grace] { server_->Shutdown(grace + absl::Seconds(1)); });
+    if (inference_) inference_->Drain(grace);
+    stop.join();
+  }
   if (engine_) engine_->Shutdown();
 }
 

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -36,7 +37,9 @@ class FrontendServer {
   // Waits for the engine's tokenizer, then listens.
   absl::Status Start();
   int port() const { return server_ ? server_->port() : 0; }
-  void Shutdown();
+  // Stops accepting calls and lets running requests finish for up to
+  // `grace`; the rest end with finish_reason ABORT, then streams are closed.
+  void Shutdown(absl::Duration grace = absl::ZeroDuration());
   void Wait();
   EngineClient* engine() { return engine_.get(); }
 

@@ -181,7 +181,9 @@ void GenerateSession::HandleStart(const rill::v1::StartRequest& start) {
   }
   {
     absl::MutexLock l(&mu_);
-    if (active_.contains(id)) {
+    if (shutting_down_) {
+      s = absl::UnavailableError("frontend shutting down; retry on another frontend");
+    } else if (active_.contains(id)) {
       s = absl::AlreadyExistsError(absl::StrCat("request_id ", id, " is already running on this stream"));
     } else if (options_.max_pending_requests > 0 && pending_ != nullptr &&
                pending_->fetch_add(1) >= options_.max_pending_requests) {
@@ -250,6 +252,18 @@ void GenerateSession::HandleAbort(const std::string& request_id) {
   engine_->AbortRequest(request_id);
   Send(it->second->Finish(rill::v1::FINISH_REASON_ABORT, 0, ""));
   EraseLocked(request_id);
+}
+
+void GenerateSession::AbortForShutdown() {
+  absl::MutexLock l(&mu_);
+  shutting_down_ = true;
+  for (auto& [id, cs] : active_) {
+    engine_->AbortRequest(id);
+    Send(cs->Finish(rill::v1::FINISH_REASON_ABORT, 0, ""));
+  }
+  if (pending_ != nullptr) pending_->fetch_sub(static_cast<int>(active_.size()));
+  active_.clear();
+  idle_cv_.SignalAll();
 }
 
 void GenerateSession::AbortAll() {

@@ -38,6 +38,9 @@ class GenerateSession : public std::enable_shared_from_this<GenerateSession> {
 
   // Runs the stream to its end; the handler's return value.
   grpc::Status Run();
+  // Shutdown: ends every running request with finish_reason ABORT (aborted
+  // at the engine) and rejects new ones.
+  void AbortForShutdown();
 
  private:
   void HandleMessage(const std::string& bytes);
@@ -65,6 +68,7 @@ class GenerateSession : public std::enable_shared_from_this<GenerateSession> {
   absl::flat_hash_map<std::string, std::unique_ptr<CompletionStream>> active_
       ABSL_GUARDED_BY(mu_);
   bool saw_unavailable_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 
   absl::Mutex write_mu_;
   RawGenerateStream* const stream_;

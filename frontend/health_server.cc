@@ -48,9 +48,10 @@ void HealthServer::SetServing(const std::string& service, bool serving) {
   }
 }
 
-void HealthServer::Shutdown() {
+void HealthServer::Shutdown(absl::Duration grace) {
   if (server_ != nullptr) {
-    server_->Shutdown();
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
   }
 }
 

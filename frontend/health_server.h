@@ -33,7 +33,9 @@ class HealthServer {
   // Overall ("") and per-service health; NOT_SERVING until set otherwise.
   void SetServing(const std::string& service, bool serving);
 
-  void Shutdown();
+  // Stops accepting calls; in-flight calls get until `grace`, then are
+  // cancelled. Blocks until they are done.
+  void Shutdown(absl::Duration grace = absl::ZeroDuration());
   void Wait();
 
  private:
