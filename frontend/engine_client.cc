@@ -32,12 +32,18 @@ tokenizer::TokenizerSpec SpecFromProto(const rill::internal::TokenizerSpec& p) {
   return s;
 }
 
-EngineClient::EngineClient(std::string address, std::string frontend_id)
+EngineClient::EngineClient(std::string address, std::string frontend_id,
+                           GrpcTransportOptions transport)
     : address_(std::move(address)), frontend_id_(std::move(frontend_id)) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 256 << 20);
+  args.SetMaxReceiveMessageSize(transport.max_receive_bytes);
+  args.SetMaxSendMessageSize(transport.max_send_bytes);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, absl::ToInt64Milliseconds(transport.keepalive_time));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+              absl::ToInt64Milliseconds(transport.keepalive_timeout));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   channel_ = grpc::CreateCustomChannel(
       address_, grpc::InsecureChannelCredentials(), args);
   stub_ = rill::internal::Engine::NewStub(channel_);

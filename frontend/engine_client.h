@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "frontend/session_options.h"
 #include "frontend/tokenizer/tokenizer.h"
 #include "frontend/tokenizer/wordpiece_tokenizer.h"
 #include "rill/internal/engine.grpc.pb.h"
@@ -34,7 +35,15 @@ class EngineClient {
   // Milliseconds suggested to clients in grpc-retry-pushback-ms.
   static constexpr int kRetryPushbackMs = 1000;
 
-  EngineClient(std::string address, std::string frontend_id);
+  // `transport`: keepalive and message size limits of the engine channel.
+  EngineClient(std::string address, std::string frontend_id,
+               GrpcTransportOptions transport = DefaultEngineTransport());
+  // Like GrpcTransportOptions{} but with room for the tokenizer spec.
+  static GrpcTransportOptions DefaultEngineTransport() {
+    GrpcTransportOptions t;
+    t.max_receive_bytes = 256 << 20;
+    return t;
+  }
   ~EngineClient();
 
   // Fetches the tokenizer (retrying until `timeout`), then starts the stream

@@ -23,6 +23,33 @@ ABSL_FLAG(std::string, frontend_id, "0",
 ABSL_FLAG(std::string, admin_token, "",
           "Serve rill.v1.Admin, requiring `authorization: Bearer <token>`. Empty: no Admin.");
 ABSL_FLAG(int, engine_wait_s, 120, "How long to wait for the engine at start.");
+ABSL_FLAG(int, client_send_buffer, 1024,
+          "Responses queued per client Generate stream before it counts as full "
+          "(twice this is a hard cap).");
+ABSL_FLAG(int, client_stall_timeout_ms, 30000,
+          "A stream whose send buffer stays full this long is ended: its requests are "
+          "aborted at the engine (the client was not reading).");
+ABSL_FLAG(int, max_pending_requests, 4096,
+          "Running requests over all streams of this frontend; more get "
+          "RESOURCE_EXHAUSTED. 0: no limit.");
+ABSL_FLAG(int64_t, max_prompt_tokens, 0, "Prompt token limit; 0: the model context.");
+ABSL_FLAG(int64_t, max_tokens_limit, 0, "Largest sampling.max_tokens accepted; 0: no cap.");
+ABSL_FLAG(int, max_n, 64, "Largest sampling.n accepted.");
+ABSL_FLAG(int, max_stop_strings, 64, "Most stop strings per request.");
+ABSL_FLAG(int, max_stop_bytes, 4096, "Most bytes over all stop strings of a request.");
+ABSL_FLAG(int, max_receive_message_bytes, 8 << 20,
+          "Largest client message accepted; larger ones get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, max_send_message_bytes, 64 << 20, "Largest message sent to a client.");
+ABSL_FLAG(int, engine_max_message_bytes, 256 << 20,
+          "Largest message sent to / received from the engine.");
+ABSL_FLAG(int, keepalive_time_ms, 30000,
+          "gRPC keepalive ping interval, to clients and to the engine.");
+ABSL_FLAG(int, keepalive_timeout_ms, 10000,
+          "A peer that does not answer a keepalive ping this fast is dropped.");
+ABSL_FLAG(int, shutdown_grace_ms, 10000,
+          "On SIGTERM/SIGINT: how long running requests may finish before the rest are "
+          "ended with finish_reason ABORT.");
+ABSL_FLAG(int, max_logprobs, 20, "Largest logprobs / prompt_logprobs accepted.");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -45,6 +72,23 @@ int main(int argc, char** argv) {
   opts.frontend_id = absl::GetFlag(FLAGS_frontend_id);
   opts.admin_token = absl::GetFlag(FLAGS_admin_token);
   opts.engine_wait = absl::Seconds(absl::GetFlag(FLAGS_engine_wait_s));
+  opts.session.send_buffer_messages = absl::GetFlag(FLAGS_client_send_buffer);
+  opts.session.stall_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_client_stall_timeout_ms));
+  opts.session.max_pending_requests = absl::GetFlag(FLAGS_max_pending_requests);
+  opts.session.limits.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
+  opts.session.limits.max_tokens = absl::GetFlag(FLAGS_max_tokens_limit);
+  opts.session.limits.max_n = absl::GetFlag(FLAGS_max_n);
+  opts.session.limits.max_stop_strings = absl::GetFlag(FLAGS_max_stop_strings);
+  opts.session.limits.max_stop_total_bytes = absl::GetFlag(FLAGS_max_stop_bytes);
+  opts.session.limits.max_logprobs = absl::GetFlag(FLAGS_max_logprobs);
+  opts.server_transport.max_receive_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
+  opts.server_transport.max_send_bytes = absl::GetFlag(FLAGS_max_send_message_bytes);
+  opts.engine_transport.max_receive_bytes = absl::GetFlag(FLAGS_engine_max_message_bytes);
+  opts.engine_transport.max_send_bytes = absl::GetFlag(FLAGS_engine_max_message_bytes);
+  for (auto* t : {&opts.server_transport, &opts.engine_transport}) {
+    t->keepalive_time = absl::Milliseconds(absl::GetFlag(FLAGS_keepalive_time_ms));
+    t->keepalive_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_keepalive_timeout_ms));
+  }
   rill::frontend::FrontendServer server(opts);
   if (absl::Status s = server.Start(); !s.ok()) {
     LOG(ERROR) << s;
@@ -59,7 +103,7 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&set, &sig);
   LOG(INFO) << "signal " << sig << ": shutting down";
-  server.Shutdown();
+  server.Shutdown(absl::Milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms)));
   server.Wait();
   return 0;
 }

@@ -84,5 +84,74 @@ TEST(FrontendProcessTest, BinaryServesGenerateAndPythonClient) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
+// SIGTERM: a short request finishes normally inside the grace period, a long
+// one ends with finish_reason ABORT (aborted at the engine), exit status 0.
+TEST(FrontendProcessTest, SigtermDrainsThenAborts) {
+  auto spec = DefaultModelSpec();
+  if (!spec.ok()) GTEST_SKIP() << spec.status();
+  FakeEngine engine(*spec);
+  ASSERT_TRUE(engine.Start().ok());
+  std::vector<int32_t> script;
+  for (int i = 0; i < 40; ++i) script.push_back(300 + i);
+  engine.set_script(script);
+  engine.set_token_delay_ms(50);
+
+  const std::string port_file = absl::StrCat(getenv("TEST_TMPDIR"), "/fe_port_term");
+  std::vector<std::string> argv = {"frontend/rill-frontend", "--host=127.0.0.1", "--port=0",
+                                   "--port_file=" + port_file, "--engine=" + engine.address(),
+                                   "--shutdown_grace_ms=3000"};
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> a;
+    for (auto& s : argv) a.push_back(s.data());
+    a.push_back(nullptr);
+    execv(a[0], a.data());
+    _exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  int port = 0;
+  for (int i = 0; i < 600 && port == 0; ++i) {
+    std::ifstream f(port_file);
+    if (!(f >> port)) port = 0;
+    if (port == 0) absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_GT(port, 0);
+  auto stub = rill::v1::Inference::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  auto start = [](const std::string& id, int max_tokens) {
+    rill::v1::GenerateRequest req;
+    req.mutable_start()->set_request_id(id);
+    req.mutable_start()->set_text("Hello");
+    req.mutable_start()->mutable_sampling()->set_max_tokens(max_tokens);
+    return req;
+  };
+  grpc::ClientContext short_ctx, long_ctx;
+  short_ctx.set_wait_for_ready(true);
+  long_ctx.set_wait_for_ready(true);
+  auto short_stream = stub->Generate(&short_ctx);
+  auto long_stream = stub->Generate(&long_ctx);
+  short_stream->Write(start("short", 10));  // ~0.5 s at 50 ms a token.
+  long_stream->Write(start("long", 100000));
+  rill::v1::GenerateResponse r;
+  ASSERT_TRUE(short_stream->Read(&r));
+  ASSERT_TRUE(long_stream->Read(&r));
+  kill(pid, SIGTERM);
+  rill::v1::GenerateResponse last;
+  while (short_stream->Read(&r)) last = r;
+  EXPECT_TRUE(last.finished());
+  EXPECT_EQ(last.status().code(), 0);
+  ASSERT_GT(last.outputs_size(), 0);
+  EXPECT_EQ(last.outputs(0).finish_reason(), rill::v1::FINISH_REASON_LENGTH);
+  last.Clear();
+  while (long_stream->Read(&r)) last = r;
+  EXPECT_TRUE(last.finished());
+  ASSERT_GT(last.outputs_size(), 0);
+  EXPECT_EQ(last.outputs(0).finish_reason(), rill::v1::FINISH_REASON_ABORT);
+  EXPECT_TRUE(engine.WaitForAbort("long", absl::Seconds(10)));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
 }  // namespace
 }  // namespace rill::frontend::testing

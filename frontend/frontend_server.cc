@@ -6,10 +6,12 @@ namespace rill::frontend {
 
 absl::Status FrontendServer::Start() {
   if (options_.engine_address.empty()) return absl::InvalidArgumentError("--engine is required");
-  engine_ = std::make_unique<EngineClient>(options_.engine_address, options_.frontend_id);
+  engine_ = std::make_unique<EngineClient>(options_.engine_address, options_.frontend_id,
+                                           options_.engine_transport);
   if (absl::Status s = engine_->Start(options_.engine_wait); !s.ok()) return s;
-  inference_ = std::make_unique<InferenceService>(engine_.get());
-  server_ = std::make_unique<HealthServer>(absl::StrCat(options_.host, ":", options_.port));
+  inference_ = std::make_unique<InferenceService>(engine_.get(), options_.session);
+  server_ = std::make_unique<HealthServer>(absl::StrCat(options_.host, ":", options_.port),
+                                           options_.server_transport);
   server_->AddService(inference_.get());
   if (!options_.admin_token.empty()) {
     admin_ = std::make_unique<AdminService>(options_.admin_token, engine_->channel());
@@ -26,11 +28,20 @@ absl::Status FrontendServer::Start() {
   return absl::OkStatus();
 }
 
-void FrontendServer::Shutdown() {
+void FrontendServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
   if (engine_) engine_->SetServingCallback(nullptr);
-  if (server_) server_->Shutdown();
+  if (server_) {
+    server_->SetServing("", false);
+    server_->SetServing("rill.v1.Inference", false);
+    // grpc::Server::Shutdown stops accepting at once and blocks until calls
+    // end; the extra second lets the ABORT responses reach clients before
+    // streams still open are cancelled.
+    std::thread stop([this, grace] { server_->Shutdown(grace + absl::Seconds(1)); });
+    if (inference_) inference_->Drain(grace);
+    stop.join();
+  }
   if (engine_) engine_->Shutdown();
 }
 

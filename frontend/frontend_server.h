@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -23,6 +24,9 @@ struct FrontendOptions {
   std::string frontend_id = "0";
   std::string admin_token;  // Empty: no Admin service.
   absl::Duration engine_wait = absl::Seconds(120);
+  SessionOptions session;
+  GrpcTransportOptions server_transport;  // The client-facing server.
+  GrpcTransportOptions engine_transport = EngineClient::DefaultEngineTransport();
 };
 
 class FrontendServer {
@@ -33,7 +37,9 @@ class FrontendServer {
   // Waits for the engine's tokenizer, then listens.
   absl::Status Start();
   int port() const { return server_ ? server_->port() : 0; }
-  void Shutdown();
+  // Stops accepting calls and lets running requests finish for up to
+  // `grace`; the rest end with finish_reason ABORT, then streams are closed.
+  void Shutdown(absl::Duration grace = absl::ZeroDuration());
   void Wait();
   EngineClient* engine() { return engine_.get(); }
 

@@ -1,5 +1,6 @@
 #include "frontend/generate_session.h"
 
+#include <algorithm>
 #include <vector>
 
 #include <glog/logging.h>
@@ -63,7 +64,75 @@ std::string BufferToString(const grpc::ByteBuffer& buf) {
 
 void GenerateSession::Send(const GenerateResponse& resp) {
   absl::MutexLock l(&write_mu_);
-  if (stream_ != nullptr) stream_->Write(resp);
+  if (closed_) return;
+  const size_t cap = static_cast<size_t>(std::max(1, options_.send_buffer_messages));
+  // Over the soft cap the stall clock runs; twice the cap is a hard bound on
+  // memory: the stream is ended at once.
+  if (out_.size() >= 2 * cap) {
+    full_since_ = absl::InfinitePast();
+    return;
+  }
+  out_.push_back(resp);
+  if (out_.size() >= cap && full_since_ == absl::InfiniteFuture()) full_since_ = absl::Now();
+}
+
+void GenerateSession::WriterLoop() {
+  struct Done {
+    GenerateSession* self;
+    ~Done() {
+      absl::MutexLock l(&self->write_mu_);
+      self->writer_done_ = true;
+    }
+  } done{this};
+  const size_t cap = static_cast<size_t>(std::max(1, options_.send_buffer_messages));
+  while (true) {
+    GenerateResponse resp;
+    {
+      absl::MutexLock l(&write_mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
+        return !out_.empty() || closed_;
+      };
+      write_mu_.Await(absl::Condition(&ready));
+      if (out_.empty() || stalled_) return;
+      resp = std::move(out_.front());
+      out_.pop_front();
+      if (out_.size() < cap && full_since_ != absl::InfinitePast()) {
+        full_since_ = absl::InfiniteFuture();
+      }
+    }
+    if (!stream_->Write(resp)) {
+      absl::MutexLock l(&write_mu_);
+      closed_ = true;
+      out_.clear();
+      return;
+    }
+  }
+}
+
+void GenerateSession::WatchdogLoop() {
+  while (true) {
+    {
+      absl::MutexLock l(&write_mu_);
+      if (writer_done_) return;
+      write_mu_.AwaitWithTimeout(absl::Condition(&writer_done_), absl::Milliseconds(100));
+      if (writer_done_) return;
+      if (absl::Now() - full_since_ < options_.stall_timeout) continue;
+      stalled_ = true;
+      closed_ = true;
+      out_.clear();
+    }
+    LOG(WARNING) << "client stream not reading: send buffer full for over "
+                 << options_.stall_timeout << "; aborting its requests";
+    AbortAll();
+    // Unblocks the writer's Write and the handler's Read.
+    ctx_->TryCancel();
+    return;
+  }
+}
+
+void GenerateSession::EraseLocked(const std::string& id) {
+  if (active_.erase(id) > 0 && pending_ != nullptr) pending_->fetch_sub(1);
+  idle_cv_.SignalAll();
 }
 
 void GenerateSession::SendError(const std::string& id, const absl::Status& s) {
@@ -100,7 +169,7 @@ void GenerateSession::HandleMessage(const std::string& bytes) {
 
 void GenerateSession::HandleStart(const rill::v1::StartRequest& start) {
   std::string id = start.request_id().empty() ? engine_->NewRequestId() : start.request_id();
-  absl::Status s = ValidateStart(start);
+  absl::Status s = ValidateStart(start, options_.limits);
   std::vector<int32_t> ids;
   std::string text;
   if (s.ok() && !engine_->can_generate()) {
@@ -109,16 +178,25 @@ void GenerateSession::HandleStart(const rill::v1::StartRequest& start) {
   }
   if (s.ok()) s = BuildPrompt(engine_->tokenizer(), start, &ids, &text);
   if (s.ok() && ids.empty()) s = absl::InvalidArgumentError("prompt: no tokens");
-  if (s.ok()) s = ValidatePromptLength(ids.size(), engine_->max_model_len());
+  if (s.ok()) s = ValidatePromptLength(ids.size(), engine_->max_model_len(), options_.limits);
   if (!s.ok()) {
     SendError(id, s);
     return;
   }
   {
     absl::MutexLock l(&mu_);
-    if (active_.contains(id)) {
+    if (shutting_down_) {
+      s = absl::UnavailableError("frontend shutting down; retry on another frontend");
+    } else if (active_.contains(id)) {
       s = absl::AlreadyExistsError(absl::StrCat("request_id ", id, " is already running on this stream"));
+    } else if (options_.max_pending_requests > 0 && pending_ != nullptr &&
+               pending_->fetch_add(1) >= options_.max_pending_requests) {
+      pending_->fetch_sub(1);
+      s = absl::ResourceExhaustedError(absl::StrCat(
+          "this frontend already has ", options_.max_pending_requests,
+          " running requests (--max_pending_requests); retry later"));
     } else {
+      if (pending_ != nullptr && options_.max_pending_requests <= 0) pending_->fetch_add(1);
       active_[id] = std::make_unique<CompletionStream>(&engine_->tokenizer(), start, id, ids, text);
     }
   }
@@ -141,8 +219,7 @@ void GenerateSession::HandleStart(const rill::v1::StartRequest& start) {
   if (!s.ok()) {
     {
       absl::MutexLock l(&mu_);
-      active_.erase(id);
-      idle_cv_.SignalAll();
+      EraseLocked(id);
     }
     SendError(id, s);
   }
@@ -159,10 +236,7 @@ void GenerateSession::OnEngineOutput(const std::string& id,
   }
   CompletionStream::Result r = it->second->OnOutput(out);
   if (r.response) Send(*r.response);
-  if (r.done) {
-    active_.erase(it);
-    idle_cv_.SignalAll();
-  }
+  if (r.done) EraseLocked(id);
   if (r.abort_engine) engine_->AbortRequest(id);
 }
 
@@ -181,18 +255,32 @@ void GenerateSession::HandleAbort(const std::string& request_id) {
   }
   engine_->AbortRequest(request_id);
   Send(it->second->Finish(rill::v1::FINISH_REASON_ABORT, 0, ""));
-  active_.erase(it);
+  EraseLocked(request_id);
+}
+
+void GenerateSession::AbortForShutdown() {
+  absl::MutexLock l(&mu_);
+  shutting_down_ = true;
+  for (auto& [id, cs] : active_) {
+    engine_->AbortRequest(id);
+    Send(cs->Finish(rill::v1::FINISH_REASON_ABORT, 0, ""));
+  }
+  if (pending_ != nullptr) pending_->fetch_sub(static_cast<int>(active_.size()));
+  active_.clear();
   idle_cv_.SignalAll();
 }
 
 void GenerateSession::AbortAll() {
   absl::MutexLock l(&mu_);
   for (auto& [id, cs] : active_) engine_->AbortRequest(id);
+  if (pending_ != nullptr) pending_->fetch_sub(static_cast<int>(active_.size()));
   active_.clear();
   idle_cv_.SignalAll();
 }
 
 grpc::Status GenerateSession::Run() {
+  std::thread writer([this] { WriterLoop(); });
+  std::thread watchdog([this] { WatchdogLoop(); });
   grpc::ByteBuffer buf;
   while (stream_->Read(&buf)) {
     HandleMessage(BufferToString(buf));
@@ -207,9 +295,22 @@ grpc::Status GenerateSession::Run() {
   bool cancelled = ctx_->IsCancelled();
   LOG(INFO) << "generate stream ended (cancelled=" << cancelled << ")";
   AbortAll();
+  bool stalled;
+  {
+    // The writer drains what is queued (unless the call is gone) and exits.
+    absl::MutexLock l(&write_mu_);
+    closed_ = true;
+  }
+  writer.join();
+  watchdog.join();
   {
     absl::MutexLock l(&write_mu_);
-    stream_ = nullptr;
+    stalled = stalled_;
+  }
+  if (stalled) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "client was not reading its Generate stream: send buffer full for over " +
+                            absl::FormatDuration(options_.stall_timeout) + "; requests aborted");
   }
   bool unavailable;
   {

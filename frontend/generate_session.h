@@ -3,8 +3,11 @@
 #ifndef RILL_FRONTEND_GENERATE_SESSION_H_
 #define RILL_FRONTEND_GENERATE_SESSION_H_
 
+#include <atomic>
+#include <deque>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <grpcpp/grpcpp.h>
 
@@ -12,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "frontend/completion_stream.h"
 #include "frontend/engine_client.h"
+#include "frontend/session_options.h"
 #include "rill/v1/inference.pb.h"
 
 namespace rill::frontend {
@@ -26,12 +30,17 @@ absl::Status BuildPrompt(const tokenizer::Tokenizer& tok,
 
 class GenerateSession : public std::enable_shared_from_this<GenerateSession> {
  public:
+  // `pending` counts running requests over all sessions of the frontend.
   GenerateSession(EngineClient* engine, grpc::ServerContext* ctx,
-                  RawGenerateStream* stream)
-      : engine_(engine), ctx_(ctx), stream_(stream) {}
+                  RawGenerateStream* stream, const SessionOptions& options,
+                  std::atomic<int>* pending)
+      : engine_(engine), ctx_(ctx), options_(options), pending_(pending), stream_(stream) {}
 
   // Runs the stream to its end; the handler's return value.
   grpc::Status Run();
+  // Shutdown: ends every running request with finish_reason ABORT (aborted
+  // at the engine) and rejects new ones.
+  void AbortForShutdown();
 
  private:
   void HandleMessage(const std::string& bytes);
@@ -41,18 +50,33 @@ class GenerateSession : public std::enable_shared_from_this<GenerateSession> {
   void SendError(const std::string& id, const absl::Status& s);
   void Send(const rill::v1::GenerateResponse& resp);
   void AbortAll();
+  // Erases a running request (mu_ held) and releases its pending slot.
+  void EraseLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes queued responses to the client; the only caller of stream_->Write
+  // so a client that does not read never blocks the engine reader thread.
+  void WriterLoop();
+  // Ends the stream when the send buffer stays full past the stall timeout.
+  void WatchdogLoop();
 
   EngineClient* const engine_;
   grpc::ServerContext* const ctx_;
+  const SessionOptions options_;
+  std::atomic<int>* const pending_;
 
   absl::Mutex mu_;
   absl::CondVar idle_cv_;
   absl::flat_hash_map<std::string, std::unique_ptr<CompletionStream>> active_
       ABSL_GUARDED_BY(mu_);
   bool saw_unavailable_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 
   absl::Mutex write_mu_;
-  RawGenerateStream* stream_ ABSL_GUARDED_BY(write_mu_);
+  RawGenerateStream* const stream_;
+  std::deque<rill::v1::GenerateResponse> out_ ABSL_GUARDED_BY(write_mu_);
+  bool closed_ ABSL_GUARDED_BY(write_mu_) = false;    // No more writes.
+  bool stalled_ ABSL_GUARDED_BY(write_mu_) = false;      // Ended: client not reading.
+  bool writer_done_ ABSL_GUARDED_BY(write_mu_) = false;  // WriterLoop returned.
+  absl::Time full_since_ ABSL_GUARDED_BY(write_mu_) = absl::InfiniteFuture();
 };
 
 }  // namespace rill::frontend

@@ -16,6 +16,16 @@ absl::Status HealthServer::Start() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address_, grpc::InsecureServerCredentials(), &port_);
+  builder.SetMaxReceiveMessageSize(transport_.max_receive_bytes);
+  builder.SetMaxSendMessageSize(transport_.max_send_bytes);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             absl::ToInt64Milliseconds(transport_.keepalive_time));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             absl::ToInt64Milliseconds(transport_.keepalive_timeout));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Clients may ping as often as every 10 s without being sent GOAWAY.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   for (grpc::Service* service : services_) builder.RegisterService(service);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
@@ -38,9 +48,10 @@ void HealthServer::SetServing(const std::string& service, bool serving) {
   }
 }
 
-void HealthServer::Shutdown() {
+void HealthServer::Shutdown(absl::Duration grace) {
   if (server_ != nullptr) {
-    server_->Shutdown();
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
   }
 }
 

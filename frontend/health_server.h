@@ -11,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "frontend/session_options.h"
 
 namespace rill::frontend {
 
@@ -19,7 +20,8 @@ namespace rill::frontend {
 class HealthServer {
  public:
   // `address` is host:port; port 0 lets the kernel choose (see port()).
-  explicit HealthServer(std::string address) : address_(std::move(address)) {}
+  explicit HealthServer(std::string address, GrpcTransportOptions transport = {})
+      : address_(std::move(address)), transport_(transport) {}
   ~HealthServer();
 
   // Services must outlive the server.
@@ -31,11 +33,14 @@ class HealthServer {
   // Overall ("") and per-service health; NOT_SERVING until set otherwise.
   void SetServing(const std::string& service, bool serving);
 
-  void Shutdown();
+  // Stops accepting calls; in-flight calls get until `grace`, then are
+  // cancelled. Blocks until they are done.
+  void Shutdown(absl::Duration grace = absl::ZeroDuration());
   void Wait();
 
  private:
   std::string address_;
+  GrpcTransportOptions transport_;
   std::vector<grpc::Service*> services_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

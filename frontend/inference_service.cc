@@ -25,7 +25,8 @@ grpc::Status WithRetryHint(grpc::ServerContext* ctx, grpc::Status s) {
   return s;
 }
 
-InferenceService::InferenceService(EngineClient* engine) : engine_(engine) {
+InferenceService::InferenceService(EngineClient* engine, SessionOptions options)
+    : engine_(engine), options_(std::move(options)) {
   // Method 0 is Generate (declaration order in inference.proto).
   MarkMethodStreamed(
       0, new grpc::internal::BidiStreamingHandler<InferenceService, grpc::ByteBuffer,
@@ -38,10 +39,26 @@ InferenceService::InferenceService(EngineClient* engine) : engine_(engine) {
 
 grpc::Status InferenceService::GenerateRaw(grpc::ServerContext* ctx, RawGenerateStream* stream) {
   ++open_streams_;
-  auto session = std::make_shared<GenerateSession>(engine_, ctx, stream);
+  auto session = std::make_shared<GenerateSession>(engine_, ctx, stream, options_,
+                                                   &pending_requests_);
+  {
+    absl::MutexLock l(&sessions_mu_);
+    sessions_.insert(session.get());
+  }
   grpc::Status s = session->Run();
+  {
+    absl::MutexLock l(&sessions_mu_);
+    sessions_.erase(session.get());
+  }
   --open_streams_;
   return s;
+}
+
+void InferenceService::Drain(absl::Duration grace) {
+  absl::Time end = absl::Now() + grace;
+  while (pending_requests_.load() > 0 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(20));
+  absl::MutexLock l(&sessions_mu_);
+  for (GenerateSession* s : sessions_) s->AbortForShutdown();
 }
 
 grpc::Status InferenceService::Abort(grpc::ServerContext* ctx, const rill::v1::AbortRequest* req,

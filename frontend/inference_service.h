@@ -5,6 +5,9 @@
 
 #include <atomic>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+
 #include "frontend/engine_client.h"
 #include "frontend/generate_session.h"
 #include "rill/v1/inference.grpc.pb.h"
@@ -13,7 +16,7 @@ namespace rill::frontend {
 
 class InferenceService final : public rill::v1::Inference::Service {
  public:
-  explicit InferenceService(EngineClient* engine);
+  InferenceService(EngineClient* engine, SessionOptions options = {});
 
   // Generate reads raw bytes (see request_validator.h); registered in the
   // constructor in place of the generated handler.
@@ -40,9 +43,18 @@ class InferenceService final : public rill::v1::Inference::Service {
   grpc::Status CheckHealth(grpc::ServerContext* ctx, const rill::v1::CheckHealthRequest* req,
                            rill::v1::CheckHealthResponse* resp) override;
 
+  // Graceful shutdown: waits up to `grace` for running requests to finish,
+  // then ends the rest with finish_reason ABORT.
+  void Drain(absl::Duration grace);
+  int pending_requests() const { return pending_requests_.load(); }
+
  private:
   EngineClient* const engine_;
+  const SessionOptions options_;
   std::atomic<int> open_streams_{0};
+  std::atomic<int> pending_requests_{0};
+  absl::Mutex sessions_mu_;
+  absl::flat_hash_set<GenerateSession*> sessions_ ABSL_GUARDED_BY(sessions_mu_);
 };
 
 // A client context for a forwarded call: the caller's deadline, if any.

@@ -96,7 +96,10 @@ absl::Status ParseChecked(const std::string& bytes, google::protobuf::Message* m
   return absl::OkStatus();
 }
 
-absl::Status ValidateStart(const rill::v1::StartRequest& start) {
+absl::Status ValidateStart(const rill::v1::StartRequest& start, const RequestLimits& limits) {
+  const int kMaxN = limits.max_n;
+  const int kMaxStopStrings = limits.max_stop_strings;
+  const int kMaxLogprobs = limits.max_logprobs;
   switch (start.prompt_case()) {
     case rill::v1::StartRequest::kText:
       if (start.text().empty()) return Invalid("start.text", "prompt is empty");
@@ -117,6 +120,10 @@ absl::Status ValidateStart(const rill::v1::StartRequest& start) {
   if (p.has_max_tokens() && p.max_tokens() < 1) {
     return Invalid("sampling.max_tokens", absl::StrCat(p.max_tokens(), " must be >= 1"));
   }
+  if (limits.max_tokens > 0 && p.has_max_tokens() && p.max_tokens() > limits.max_tokens) {
+    return Invalid("sampling.max_tokens", absl::StrCat(p.max_tokens(), " is over this server's limit of ",
+                                                       limits.max_tokens, " (--max_tokens_limit)"));
+  }
   if (p.min_tokens() < 0) return Invalid("sampling.min_tokens", "must be >= 0");
   if (p.has_max_tokens() && p.min_tokens() > p.max_tokens()) {
     return Invalid("sampling.min_tokens", "must be <= max_tokens");
@@ -135,11 +142,11 @@ absl::Status ValidateStart(const rill::v1::StartRequest& start) {
   if (p.stop_size() > kMaxStopStrings) {
     return Invalid("sampling.stop", absl::StrCat(p.stop_size(), " stop strings (max ", kMaxStopStrings, ")"));
   }
-  for (const std::string& s : p.stop()) {
-    if (s.size() > kMaxStopStringBytes) {
-      return Invalid("sampling.stop", absl::StrCat("a stop string has ", s.size(), " bytes (max ",
-                                                   kMaxStopStringBytes, ")"));
-    }
+  size_t stop_bytes = 0;
+  for (const std::string& s : p.stop()) stop_bytes += s.size();
+  if (stop_bytes > static_cast<size_t>(limits.max_stop_total_bytes)) {
+    return Invalid("sampling.stop", absl::StrCat("stop strings total ", stop_bytes, " bytes (max ",
+                                                 limits.max_stop_total_bytes, ")"));
   }
   if (p.logprobs() < 0 || p.logprobs() > kMaxLogprobs) {
     return Invalid("sampling.logprobs", absl::StrCat(p.logprobs(), " is outside [0, ", kMaxLogprobs, "]"));
@@ -156,7 +163,12 @@ absl::Status ValidateStart(const rill::v1::StartRequest& start) {
   return absl::OkStatus();
 }
 
-absl::Status ValidatePromptLength(size_t num_tokens, int64_t max_model_len) {
+absl::Status ValidatePromptLength(size_t num_tokens, int64_t max_model_len,
+                                  const RequestLimits& limits) {
+  if (limits.max_prompt_tokens > 0 && static_cast<int64_t>(num_tokens) > limits.max_prompt_tokens) {
+    return Invalid("prompt", absl::StrCat(num_tokens, " tokens is over this server's limit of ",
+                                          limits.max_prompt_tokens, " (--max_prompt_tokens)"));
+  }
   if (max_model_len > 0 && static_cast<int64_t>(num_tokens) >= max_model_len) {
     return Invalid("prompt", absl::StrCat(num_tokens, " tokens leaves no room in the context of ",
                                           max_model_len, " tokens"));

@@ -10,14 +10,11 @@
 #include <google/protobuf/message.h>
 
 #include "absl/status/status.h"
+#include "frontend/session_options.h"
 #include "rill/v1/inference.pb.h"
 
 namespace rill::frontend {
 
-inline constexpr int kMaxN = 64;
-inline constexpr int kMaxStopStrings = 64;
-inline constexpr int kMaxStopStringBytes = 1024;
-inline constexpr int kMaxLogprobs = 20;
 
 // Parses `bytes` into `msg`, rejecting invalid UTF-8 in string fields and
 // unknown fields (INVALID_ARGUMENT with the field path).
@@ -28,10 +25,12 @@ absl::Status ParseChecked(const std::string& bytes, google::protobuf::Message* m
 std::string PeekRequestId(const std::string& bytes);
 
 // Sampling and prompt-shape checks that need no tokenizer.
-absl::Status ValidateStart(const rill::v1::StartRequest& start);
+absl::Status ValidateStart(const rill::v1::StartRequest& start,
+                           const RequestLimits& limits = {});
 
 // After tokenization: the prompt must leave room in the context.
-absl::Status ValidatePromptLength(size_t num_tokens, int64_t max_model_len);
+absl::Status ValidatePromptLength(size_t num_tokens, int64_t max_model_len,
+                                  const RequestLimits& limits = {});
 
 }  // namespace rill::frontend
 

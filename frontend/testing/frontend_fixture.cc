@@ -17,6 +17,7 @@ void FrontendFixture::SetUp() {
   opts.frontend_id = "fe7";
   opts.admin_token = kToken;
   opts.engine_wait = absl::Seconds(30);
+  Customize(&opts);
   frontend_ = std::make_unique<FrontendServer>(opts);
   absl::Status s = frontend_->Start();
   ASSERT_TRUE(s.ok()) << s;

@@ -23,6 +23,8 @@ using GenStream = grpc::ClientReaderWriter<rill::v1::GenerateRequest, rill::v1::
 class FrontendFixture : public ::testing::Test {
  protected:
   void SetUp() override;
+  // Lets a test change the frontend's options before it starts.
+  virtual void Customize(FrontendOptions* opts) {}
   void TearDown() override;
 
   const tokenizer::Tokenizer& tok() { return frontend_->engine()->tokenizer(); }

@@ -1,0 +1,45 @@
+// Per-frontend knobs shared by every Generate session: the client send buffer
+// and its stall timeout (slow clients), and admission limits.
+#ifndef RILL_FRONTEND_SESSION_OPTIONS_H_
+#define RILL_FRONTEND_SESSION_OPTIONS_H_
+
+#include <cstdint>
+
+#include "absl/time/time.h"
+
+namespace rill::frontend {
+
+// Per-request limits checked before a request reaches the engine. 0 means
+// "no limit beyond the model context" where noted.
+struct RequestLimits {
+  int64_t max_prompt_tokens = 0;  // 0: the model context (max_model_len - 1).
+  int64_t max_tokens = 0;         // Cap on sampling.max_tokens; 0: none.
+  int max_n = 64;
+  int max_stop_strings = 64;
+  int max_stop_total_bytes = 4096;  // Sum of all stop strings' bytes.
+  int max_logprobs = 20;            // logprobs and prompt_logprobs.
+};
+
+// gRPC transport settings, for the client-facing server and for the channel
+// to the engine. Keepalive pings find dead peers (a crashed frontend or a
+// half-open TCP connection) that would otherwise hold requests forever.
+struct GrpcTransportOptions {
+  int max_receive_bytes = 8 << 20;  // Larger messages get RESOURCE_EXHAUSTED.
+  int max_send_bytes = 64 << 20;
+  absl::Duration keepalive_time = absl::Seconds(30);
+  absl::Duration keepalive_timeout = absl::Seconds(10);
+};
+
+struct SessionOptions {
+  // Responses queued for one client stream before it counts as "full".
+  int send_buffer_messages = 1024;
+  // A stream whose buffer stays full this long is ended (client not reading).
+  absl::Duration stall_timeout = absl::Seconds(30);
+  // Running requests over all streams of this frontend; 0: no limit.
+  int max_pending_requests = 4096;
+  RequestLimits limits;
+};
+
+}  // namespace rill::frontend
+
+#endif  // RILL_FRONTEND_SESSION_OPTIONS_H_
