@@ -336,7 +336,12 @@ TEST_F(EngineTest, StopAbortsUnfinishedAndConfigIsReported) {
   auto stream = engine_->Generate(Prompt(4, 1), Greedy(200), "r");
   ASSERT_TRUE(stream.ok());
   ASSERT_TRUE((*stream)->Next(absl::Seconds(10)).ok());
+  // Stats are published after the step that delivered the output: wait for them.
   EngineStats stats = engine_->DoLogStats();
+  for (int i = 0; i < 200 && stats.num_running + stats.num_waiting != 1; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+    stats = engine_->DoLogStats();
+  }
   EXPECT_EQ(stats.num_running + stats.num_waiting, 1);
   engine_->Stop();
   EXPECT_TRUE(engine_->IsStopped());
