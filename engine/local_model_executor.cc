@@ -33,8 +33,7 @@ absl::StatusOr<std::unique_ptr<LocalModelExecutor>> LocalModelExecutor::Create(
   int num_blocks = options.num_blocks;
   if (num_blocks <= 0) {
     const worker::KvCacheShape one = ex->model_->CacheShape(1, options.block_size);
-    const int64_t block_bytes = int64_t{2} * one.num_layers * one.block_size *
-                                one.num_kv_heads * one.head_dim * sizeof(float);
+    const int64_t block_bytes = one.block_bytes();
     num_blocks = static_cast<int>(options.kv_cache_bytes / block_bytes);
     if (num_blocks < 1) {
       return absl::InvalidArgumentError(absl::StrCat("kv_cache_bytes ", options.kv_cache_bytes,

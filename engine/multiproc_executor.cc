@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/ipc/frame.h"
+#include "worker/kv_cache.h"
 #include "worker/models/tp_plan.h"
 
 extern char** environ;
@@ -72,8 +73,12 @@ absl::StatusOr<std::unique_ptr<MultiprocExecutor>> MultiprocExecutor::Create(
   if (!kv_heads.ok()) return kv_heads.status();
   ex->num_blocks_ = options.num_blocks;
   if (ex->num_blocks_ <= 0) {
-    const int64_t block_bytes = int64_t{2} * c.num_layers * options.block_size * *kv_heads *
-                                c.head_dim * sizeof(float);
+    worker::KvCacheShape rank_shape;  // The rank holding the most K/V heads.
+    rank_shape.num_layers = c.num_layers;
+    rank_shape.block_size = options.block_size;
+    rank_shape.num_kv_heads = *kv_heads;
+    rank_shape.head_dim = c.head_dim;
+    const int64_t block_bytes = rank_shape.block_bytes();
     ex->num_blocks_ = static_cast<int>(options.kv_cache_bytes / block_bytes);
     if (ex->num_blocks_ < 1) {
       return absl::InvalidArgumentError(absl::StrCat("kv_cache_bytes ", options.kv_cache_bytes,

@@ -18,6 +18,12 @@ struct KvCacheShape {
   int block_size = 16;  // token slots per block
   int num_kv_heads = 0;
   int head_dim = 0;
+
+  // Bytes one block takes over all layers (f32 keys and values): what a KV
+  // budget is divided by to size the cache.
+  int64_t block_bytes() const {
+    return int64_t{2} * num_layers * block_size * num_kv_heads * head_dim * sizeof(float);
+  }
 };
 
 class PagedKvCache {
