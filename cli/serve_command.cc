@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -52,7 +53,14 @@ bool IsServing(const std::string& address) {
 
 std::string MakeRunDir() {
   std::string dir = absl::GetFlag(FLAGS_run_dir);
-  if (!dir.empty()) return dir;
+  if (!dir.empty()) {
+    // A given run dir may not exist yet (e.g. under a fresh bench/out); the
+    // children's logs and port files go there.
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) LOG(ERROR) << "cannot create --run_dir " << dir << ": " << ec.message();
+    return dir;
+  }
   char tmpl[] = "/tmp/rill-serve.XXXXXX";
   const char* made = mkdtemp(tmpl);
   return made != nullptr ? made : "/tmp";

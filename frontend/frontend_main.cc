@@ -2,13 +2,13 @@
 // (and rill.v1.Admin with --admin_token), health and reflection, and speaks
 // token ids to one engine over a single multiplexed stream.
 #include <csignal>
-#include <fstream>
 #include <string>
 
 #include <glog/logging.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "base/port_file.h"
 #include "frontend/frontend_server.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
@@ -94,10 +94,11 @@ int main(int argc, char** argv) {
     LOG(ERROR) << s;
     return 1;
   }
-  if (!absl::GetFlag(FLAGS_port_file).empty()) {
-    std::string tmp = absl::GetFlag(FLAGS_port_file) + ".tmp";
-    std::ofstream(tmp) << server.port() << "\n";
-    std::rename(tmp.c_str(), absl::GetFlag(FLAGS_port_file).c_str());
+  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
+    if (absl::Status s = rill::base::WritePortFile(port_file, server.port()); !s.ok()) {
+      LOG(ERROR) << s;
+      return 1;
+    }
   }
 
   int sig = 0;

@@ -8,7 +8,6 @@
 
 #include <atomic>
 #include <csignal>
-#include <fstream>
 #include <string>
 
 #include <glog/logging.h>
@@ -17,6 +16,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/port_file.h"
 #include "base/tls_credentials.h"
 #include "engine/service/engine_host.h"
 #include "engine/service/engine_server.h"
@@ -96,10 +96,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
-    // Written then renamed, so readers never see a partial port.
-    const std::string tmp = port_file + ".tmp";
-    std::ofstream(tmp) << server.port() << "\n";
-    std::rename(tmp.c_str(), port_file.c_str());
+    if (absl::Status s = rill::base::WritePortFile(port_file, server.port()); !s.ok()) {
+      LOG(ERROR) << s;
+      return 1;
+    }
   }
   host.StartLoading();
 
