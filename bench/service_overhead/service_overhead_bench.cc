@@ -28,6 +28,7 @@ ABSL_FLAG(int, threads, 2, "Engine threads (both sides).");
 ABSL_FLAG(int, gen_tokens, 128, "Tokens per decode-rate stream.");
 ABSL_FLAG(int, rate_reps, 3, "Decode-rate streams per side.");
 ABSL_FLAG(int, ttft_reps, 20, "Short requests per side for TTFT (median reported).");
+ABSL_FLAG(int, ttft_tokens, 2, "max_tokens of the TTFT requests.");
 ABSL_FLAG(std::string, prompt, "The history of the river is", "Prompt text.");
 ABSL_FLAG(std::string, engine_binary, "", "Default: bazel-bin layout.");
 ABSL_FLAG(std::string, frontend_binary, "", "Default: bazel-bin layout.");
@@ -105,7 +106,7 @@ void Measure(Fn run, std::vector<double>* tps, std::vector<double>* ttft) {
   for (int r = 0; r < absl::GetFlag(FLAGS_rate_reps); ++r) {
     tps->push_back(run(absl::GetFlag(FLAGS_gen_tokens), r).decode_tps);
   }
-  for (int r = 0; r < absl::GetFlag(FLAGS_ttft_reps); ++r) ttft->push_back(run(2, 1000 + r).ttft_ms);
+  for (int r = 0; r < absl::GetFlag(FLAGS_ttft_reps); ++r) ttft->push_back(run(absl::GetFlag(FLAGS_ttft_tokens), 1000 + r).ttft_ms);
 }
 
 }  // namespace

@@ -50,48 +50,90 @@ struct Vec {
   void (*axpy)(float*, float, float, const float*, int);
 };
 
-// One (query, head): keys are visited block by block; the running max is
-// updated once per block so the accumulator is rescaled at most once per
-// block_size keys.
-void AttendOne(const PagedAttentionArgs& a, const Vec& vec, int64_t qi, int h, float scale,
-               float* scores, float* acc) {
+// Queries of one sequence taken together, and with them all the query heads
+// that share one KV head (GQA), so each K/V block is read from memory once per
+// tile instead of once per (query, head). Every (query, head) still runs the
+// exact arithmetic of a lone query, in the same order, so results do not
+// depend on the tiling or on the other queries in the call.
+constexpr int64_t kQueryTile = 8;
+
+struct WorkItem {
+  const PagedAttentionArgs* args;
+  int64_t q_begin;
+  int64_t q_end;
+  int kv_head;
+};
+
+// Per (query, head) online-softmax state, in scratch owned by the caller.
+struct TileState {
+  float* m;    // running max
+  float* l;    // running sum of exp
+  float* acc;  // [head_dim] running weighted sum of V
+};
+
+// Keys are visited block by block; the running max is updated once per block
+// so each accumulator is rescaled at most once per block_size keys.
+void AttendTile(const WorkItem& item, const Vec& vec, float scale, std::vector<float>* scratch) {
+  const PagedAttentionArgs& a = *item.args;
   const int hd = a.head_dim;
   const int group = a.num_heads / a.num_kv_heads;
-  const int kvh = h / group;
+  const int64_t n_tile = item.q_end - item.q_begin;
   const int64_t q_stride = a.q_token_stride ? a.q_token_stride : int64_t{a.num_heads} * hd;
   const int64_t o_stride = a.out_token_stride ? a.out_token_stride : int64_t{a.num_heads} * hd;
-  const float* q = a.q + qi * q_stride + int64_t{h} * hd;
-  float* out = a.out + qi * o_stride + int64_t{h} * hd;
-  const int64_t n_keys = std::min(a.context_len, a.start_pos + qi + 1);
   const int64_t row = int64_t{a.num_kv_heads} * hd;  // floats per cache slot
-  const int64_t kv_off = int64_t{kvh} * hd;
+  const int64_t kv_off = int64_t{item.kv_head} * hd;
+  const int64_t n_states = n_tile * group;
 
-  std::memset(acc, 0, hd * sizeof(float));
-  float m = -std::numeric_limits<float>::infinity();
-  float l = 0.0f;
-  for (int64_t b0 = 0; b0 < n_keys; b0 += a.block_size) {
+  scratch->assign(a.block_size + n_states * (2 + hd), 0.0f);
+  float* scores = scratch->data();
+  float* m = scores + a.block_size;
+  float* l = m + n_states;
+  float* acc = l + n_states;
+  for (int64_t i = 0; i < n_states; ++i) m[i] = -std::numeric_limits<float>::infinity();
+
+  // The last query of the tile sees the most keys.
+  const int64_t max_keys = std::min(a.context_len, a.start_pos + item.q_end);
+  for (int64_t b0 = 0; b0 < max_keys; b0 += a.block_size) {
     const int64_t block = a.block_table[b0 / a.block_size];
-    const int cnt = static_cast<int>(std::min<int64_t>(a.block_size, n_keys - b0));
     const float* kb = a.k_cache + block * a.block_size * row + kv_off;
     const float* vb = a.v_cache + block * a.block_size * row + kv_off;
-    float bm = -std::numeric_limits<float>::infinity();
-    for (int j = 0; j < cnt; ++j) {
-      scores[j] = vec.dot(q, kb + j * row, hd) * scale;
-      bm = std::max(bm, scores[j]);
+    for (int64_t t = 0; t < n_tile; ++t) {
+      const int64_t qi = item.q_begin + t;
+      const int64_t n_keys = std::min(a.context_len, a.start_pos + qi + 1);
+      if (b0 >= n_keys) continue;
+      const int cnt = static_cast<int>(std::min<int64_t>(a.block_size, n_keys - b0));
+      for (int g = 0; g < group; ++g) {
+        const int h = item.kv_head * group + g;
+        const float* q = a.q + qi * q_stride + int64_t{h} * hd;
+        const int64_t st = t * group + g;
+        float* acc_h = acc + st * hd;
+        float bm = -std::numeric_limits<float>::infinity();
+        for (int j = 0; j < cnt; ++j) {
+          scores[j] = vec.dot(q, kb + j * row, hd) * scale;
+          bm = std::max(bm, scores[j]);
+        }
+        const float m_new = std::max(m[st], bm);
+        float c = std::exp(m[st] - m_new);  // 0 on the first block (m = -inf)
+        l[st] *= c;
+        for (int j = 0; j < cnt; ++j) {
+          const float p = std::exp(scores[j] - m_new);
+          l[st] += p;
+          vec.axpy(acc_h, c, p, vb + j * row, hd);
+          c = 1.0f;
+        }
+        m[st] = m_new;
+      }
     }
-    const float m_new = std::max(m, bm);
-    float c = std::exp(m - m_new);  // 0 on the first block (m = -inf)
-    l *= c;
-    for (int j = 0; j < cnt; ++j) {
-      const float p = std::exp(scores[j] - m_new);
-      l += p;
-      vec.axpy(acc, c, p, vb + j * row, hd);
-      c = 1.0f;
-    }
-    m = m_new;
   }
-  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-  for (int i = 0; i < hd; ++i) out[i] = acc[i] * inv;
+  for (int64_t t = 0; t < n_tile; ++t) {
+    for (int g = 0; g < group; ++g) {
+      const int64_t st = t * group + g;
+      const int h = item.kv_head * group + g;
+      float* out = a.out + (item.q_begin + t) * o_stride + int64_t{h} * hd;
+      const float inv = l[st] > 0.0f ? 1.0f / l[st] : 0.0f;
+      for (int i = 0; i < hd; ++i) out[i] = acc[st * hd + i] * inv;
+    }
+  }
 }
 
 }  // namespace
@@ -121,15 +163,28 @@ absl::Status ValidatePagedAttentionArgs(const PagedAttentionArgs& a) {
 }
 
 void PagedAttention(const PagedAttentionArgs& args) {
-  DCHECK(ValidatePagedAttentionArgs(args).ok()) << ValidatePagedAttentionArgs(args);
+  PagedAttentionBatch(absl::MakeConstSpan(&args, 1), args.pool);
+}
+
+void PagedAttentionBatch(absl::Span<const PagedAttentionArgs> seqs, ThreadPool* pool) {
   const Vec vec = UseAvx2() ? Vec{DotAvx2, ScaleAxpyAvx2} : Vec{DotScalar, ScaleAxpyScalar};
-  const float scale = args.scale != 0.0f ? args.scale : 1.0f / std::sqrt(float(args.head_dim));
-  const int64_t items = args.n_q * args.num_heads;
-  ParallelFor(args.pool, items, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scratch(args.block_size + args.head_dim);
-    for (int64_t it = begin; it < end; ++it) {
-      AttendOne(args, vec, it / args.num_heads, static_cast<int>(it % args.num_heads), scale,
-                scratch.data(), scratch.data() + args.block_size);
+  // One parallel loop over the whole batch: many short decode sequences then
+  // share one dispatch instead of paying one each.
+  std::vector<WorkItem> items;
+  for (const PagedAttentionArgs& a : seqs) {
+    DCHECK(ValidatePagedAttentionArgs(a).ok()) << ValidatePagedAttentionArgs(a);
+    for (int64_t q0 = 0; q0 < a.n_q; q0 += kQueryTile) {
+      for (int kvh = 0; kvh < a.num_kv_heads; ++kvh) {
+        items.push_back({&a, q0, std::min(a.n_q, q0 + kQueryTile), kvh});
+      }
+    }
+  }
+  ParallelFor(pool, static_cast<int64_t>(items.size()), 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch;
+    for (int64_t i = begin; i < end; ++i) {
+      const PagedAttentionArgs& a = *items[i].args;
+      const float scale = a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(float(a.head_dim));
+      AttendTile(items[i], vec, scale, &scratch);
     }
   });
 }

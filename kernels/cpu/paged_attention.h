@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace rill::cpu {
@@ -45,6 +46,11 @@ absl::Status ValidatePagedAttentionArgs(const PagedAttentionArgs& args);
 // (online) softmax per query. The result for a query does not depend on
 // n_q or on which other queries share the call.
 void PagedAttention(const PagedAttentionArgs& args);
+
+// PagedAttention for several sequences (each entry one sequence's chunk) in
+// one parallel loop on `pool` (the entries' own pool fields are ignored).
+// Same results as calling PagedAttention on each entry.
+void PagedAttentionBatch(absl::Span<const PagedAttentionArgs> seqs, ThreadPool* pool);
 
 // Stores n_tokens new K/V rows ([n_tokens][num_kv_heads][head_dim]) for
 // positions start_pos .. start_pos + n_tokens - 1 of the sequence whose

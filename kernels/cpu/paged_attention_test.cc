@@ -130,6 +130,79 @@ TEST_P(PagedAttentionTest, MatchesNaive) {
   }
 }
 
+// Several sequences in one call (one parallel loop, query tiles, GQA heads
+// taken together) give the same bits as each sequence alone, single-threaded.
+TEST_P(PagedAttentionTest, BatchEqualsEachSequenceAlone) {
+  std::mt19937 rng(Seed() + 1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  ThreadPool pool(2);
+  const int heads = 9, kv_heads = 3, hd = 64, bs = 16;
+  const int64_t row = int64_t{kv_heads} * hd, qrow = int64_t{heads} * hd;
+  const int64_t cache_blocks = 96;
+  std::vector<float> kc(cache_blocks * bs * row), vc(cache_blocks * bs * row);
+  for (float& x : kc) x = normal(rng);
+  for (float& x : vc) x = normal(rng);
+  std::vector<int32_t> ids(cache_blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  // (start_pos, n_q): decodes, a prefill that spans several query tiles, a
+  // chunk that starts mid-block.
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {0, 1}, {300, 1}, {0, 37}, {45, 19}, {130, 1}, {7, 9}};
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<std::vector<float>> qs, outs;
+  std::vector<PagedAttentionArgs> all;
+  size_t next_block = 0;
+  for (const auto& [start, n_q] : shapes) {
+    const int64_t ctx = start + n_q;
+    const int64_t nb = (ctx + bs - 1) / bs;
+    ASSERT_LE(next_block + nb, ids.size());
+    tables.emplace_back(ids.begin() + next_block, ids.begin() + next_block + nb);
+    next_block += nb;
+    qs.emplace_back(n_q * qrow);
+    for (float& x : qs.back()) x = normal(rng);
+    outs.emplace_back(n_q * qrow, -7.0f);
+  }
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    PagedAttentionArgs a;
+    a.q = qs[i].data();
+    a.out = outs[i].data();
+    a.k_cache = kc.data();
+    a.v_cache = vc.data();
+    a.block_table = tables[i].data();
+    a.block_table_len = tables[i].size();
+    a.block_size = bs;
+    a.start_pos = shapes[i].first;
+    a.n_q = shapes[i].second;
+    a.context_len = a.start_pos + a.n_q;
+    a.num_heads = heads;
+    a.num_kv_heads = kv_heads;
+    a.head_dim = hd;
+    all.push_back(a);
+  }
+  PagedAttentionBatch(all, &pool);
+  for (size_t i = 0; i < all.size(); ++i) {
+    std::vector<float> alone(outs[i].size(), -9.0f);
+    PagedAttentionArgs a = all[i];
+    a.out = alone.data();
+    a.pool = nullptr;
+    PagedAttention(a);
+    for (size_t e = 0; e < alone.size(); ++e) ASSERT_EQ(alone[e], outs[i][e]) << "seq " << i << " " << e;
+    // And each query alone (as a decode would compute it).
+    for (int64_t t = 0; t < a.n_q; ++t) {
+      std::vector<float> one(qrow);
+      PagedAttentionArgs a1 = a;
+      a1.q = qs[i].data() + t * qrow;
+      a1.out = one.data();
+      a1.start_pos = a.start_pos + t;
+      a1.n_q = 1;
+      a1.context_len = a1.start_pos + 1;
+      PagedAttention(a1);
+      for (int64_t e = 0; e < qrow; ++e) ASSERT_EQ(one[e], outs[i][t * qrow + e]) << i << " q " << t;
+    }
+  }
+}
+
 TEST_P(PagedAttentionTest, ValidateRejectsShortTable) {
   float buf[64] = {};
   int32_t table[1] = {0};

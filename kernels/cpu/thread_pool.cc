@@ -106,6 +106,7 @@ void ThreadPool::WorkerLoop() {
       done_cv_.notify_all();
     }
     job->refs.fetch_sub(1, std::memory_order_release);
+    sched_yield();
   }
 }
 
@@ -123,6 +124,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
     return;
   }
   std::lock_guard<std::mutex> call_lock(call_mu_);
+  sched_yield();
   Job job;
   job.fn = &fn;
   job.n = n;
