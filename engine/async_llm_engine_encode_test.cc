@@ -3,8 +3,11 @@
 // on a fake executor that cannot pool.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -35,6 +38,41 @@ double Dot(const std::vector<float>& a, const std::vector<float>& b) {
   double d = 0;
   for (size_t i = 0; i < a.size(); ++i) d += double(a[i]) * b[i];
   return d;
+}
+
+// Rill's Encode (WordPiece tokenizer, BERT encoder, mean pooling, L2
+// normalization) against sentence-transformers' own output for the same
+// sentences (tests/reference/sentence_transformers_minilm.py made the fixture).
+TEST(EncodeTest, MatchesSentenceTransformersOnHundredSentences) {
+  const std::string dir = "tests/reference/testdata/";
+  std::ifstream texts_in(dir + "st_minilm_sentences.txt");
+  ASSERT_TRUE(texts_in.good()) << "missing " << dir << "st_minilm_sentences.txt";
+  std::vector<std::string> texts;
+  for (std::string line; std::getline(texts_in, line);) texts.push_back(line);
+  ASSERT_EQ(texts.size(), 100u);
+  constexpr int kDim = 384;
+  std::vector<float> ref(texts.size() * kDim);
+  std::ifstream emb_in(dir + "st_minilm_embeddings.f32", std::ios::binary);
+  emb_in.read(reinterpret_cast<char*>(ref.data()), ref.size() * sizeof(float));
+  ASSERT_TRUE(emb_in.good()) << "short st_minilm_embeddings.f32";
+
+  EngineArgs args;
+  args.model = EmbedModelDir();
+  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = AsyncLLMEngine::Create(args);
+  ASSERT_TRUE(engine.ok()) << engine.status() << " (run tools/setup.sh)";
+  double worst = 1.0;
+  for (size_t s = 0; s < texts.size(); ++s) {
+    absl::StatusOr<EmbeddingOutput> out = (*engine)->Encode(texts[s], {}, absl::StrCat("st", s));
+    ASSERT_TRUE(out.ok()) << out.status() << " sentence " << s;
+    ASSERT_EQ(out->embedding.size(), static_cast<size_t>(kDim));
+    const std::vector<float> want(ref.begin() + s * kDim, ref.begin() + (s + 1) * kDim);
+    const double cosine = Dot(out->embedding, want) /
+                          std::sqrt(Dot(out->embedding, out->embedding) * Dot(want, want));
+    worst = std::min(worst, cosine);
+    EXPECT_GT(cosine, 0.9999) << "sentence " << s << ": " << texts[s];
+  }
+  std::printf("worst cosine vs sentence-transformers over %zu sentences: %.8f\n", texts.size(),
+              worst);
 }
 
 TEST(EncodeTest, BertTextEmbeddingsAreSemantic) {
