@@ -1,22 +1,41 @@
 // rill-frontend as a separate process (its real flags) in front of an
 // in-process fake engine; the Python reference client runs against it.
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <fstream>
+#include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "frontend/testing/fake_engine.h"
 #include "frontend/tokenizer/test_util.h"
+#include "tests/util/subprocess.h"
 #include "rill/v1/inference.grpc.pb.h"
 
 namespace rill::frontend::testing {
 namespace {
+
+// Starts rill-frontend with its real flags (plus `extra`) in front of
+// `engine` and returns its port once it listens.
+int StartFrontend(const FakeEngine& engine, const std::string& name,
+                  const std::vector<std::string>& extra, rill::testing::Subprocess* child) {
+  const std::string port_file = absl::StrCat(rill::testing::TestTempDir(), "/", name, ".port");
+  std::vector<std::string> argv = {rill::testing::RunfilePath("frontend/rill-frontend"),
+                                   "--host=127.0.0.1", "--port=0", "--port_file=" + port_file,
+                                   "--engine=" + engine.address()};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  absl::Status started = child->Start(argv);
+  EXPECT_TRUE(started.ok()) << started;
+  absl::StatusOr<std::string> port = rill::testing::WaitForFile(port_file, absl::Seconds(60), child);
+  EXPECT_TRUE(port.ok()) << port.status();
+  int n = 0;
+  return port.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*port), &n) ? n : 0;
+}
 
 TEST(FrontendProcessTest, BinaryServesGenerateAndPythonClient) {
   auto spec = DefaultModelSpec();
@@ -28,25 +47,8 @@ TEST(FrontendProcessTest, BinaryServesGenerateAndPythonClient) {
   engine.set_script(script);
   engine.set_token_delay_ms(5);
 
-  const std::string port_file = absl::StrCat(getenv("TEST_TMPDIR"), "/fe_port");
-  std::vector<std::string> argv = {"frontend/rill-frontend", "--host=127.0.0.1", "--port=0",
-                                   "--port_file=" + port_file, "--engine=" + engine.address(),
-                                   "--frontend_id=p1"};
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> a;
-    for (auto& s : argv) a.push_back(s.data());
-    a.push_back(nullptr);
-    execv(a[0], a.data());
-    _exit(127);
-  }
-  ASSERT_GT(pid, 0);
-  int port = 0;
-  for (int i = 0; i < 600 && port == 0; ++i) {
-    std::ifstream f(port_file);
-    if (!(f >> port)) port = 0;
-    if (port == 0) absl::SleepFor(absl::Milliseconds(100));
-  }
+  rill::testing::Subprocess frontend;
+  const int port = StartFrontend(engine, "fe", {"--frontend_id=p1"}, &frontend);
   ASSERT_GT(port, 0);
   const std::string target = absl::StrCat("127.0.0.1:", port);
   auto stub = rill::v1::Inference::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
@@ -78,10 +80,10 @@ TEST(FrontendProcessTest, BinaryServesGenerateAndPythonClient) {
                                    " --proto_dir proto");
     EXPECT_EQ(system(cmd.c_str()), 0) << cmd;
   }
-  kill(pid, SIGTERM);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  frontend.SignalGroup(SIGTERM);
+  absl::StatusOr<int> code = frontend.Wait(absl::Seconds(30));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << rill::base::DescribeExitCode(*code);
 }
 
 // SIGTERM: a short request finishes normally inside the grace period, a long
@@ -96,25 +98,8 @@ TEST(FrontendProcessTest, SigtermDrainsThenAborts) {
   engine.set_script(script);
   engine.set_token_delay_ms(50);
 
-  const std::string port_file = absl::StrCat(getenv("TEST_TMPDIR"), "/fe_port_term");
-  std::vector<std::string> argv = {"frontend/rill-frontend", "--host=127.0.0.1", "--port=0",
-                                   "--port_file=" + port_file, "--engine=" + engine.address(),
-                                   "--shutdown_grace_ms=3000"};
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> a;
-    for (auto& s : argv) a.push_back(s.data());
-    a.push_back(nullptr);
-    execv(a[0], a.data());
-    _exit(127);
-  }
-  ASSERT_GT(pid, 0);
-  int port = 0;
-  for (int i = 0; i < 600 && port == 0; ++i) {
-    std::ifstream f(port_file);
-    if (!(f >> port)) port = 0;
-    if (port == 0) absl::SleepFor(absl::Milliseconds(100));
-  }
+  rill::testing::Subprocess frontend;
+  const int port = StartFrontend(engine, "fe_term", {"--shutdown_grace_ms=3000"}, &frontend);
   ASSERT_GT(port, 0);
   auto stub = rill::v1::Inference::NewStub(
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
@@ -135,7 +120,7 @@ TEST(FrontendProcessTest, SigtermDrainsThenAborts) {
   rill::v1::GenerateResponse r;
   ASSERT_TRUE(short_stream->Read(&r));
   ASSERT_TRUE(long_stream->Read(&r));
-  kill(pid, SIGTERM);
+  frontend.SignalGroup(SIGTERM);
   rill::v1::GenerateResponse last;
   while (short_stream->Read(&r)) last = r;
   EXPECT_TRUE(last.finished());
@@ -148,9 +133,9 @@ TEST(FrontendProcessTest, SigtermDrainsThenAborts) {
   ASSERT_GT(last.outputs_size(), 0);
   EXPECT_EQ(last.outputs(0).finish_reason(), rill::v1::FINISH_REASON_ABORT);
   EXPECT_TRUE(engine.WaitForAbort("long", absl::Seconds(10)));
-  int status = 0;
-  waitpid(pid, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  absl::StatusOr<int> code = frontend.Wait(absl::Seconds(30));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << rill::base::DescribeExitCode(*code);
 }
 
 }  // namespace
