@@ -6,31 +6,12 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "frontend/tokenizer/spec_proto.h"
 
 namespace rill::frontend {
 
 using rill::internal::EngineOutput;
 using rill::internal::EngineRequest;
-
-tokenizer::TokenizerSpec SpecFromProto(const rill::internal::TokenizerSpec& p) {
-  tokenizer::TokenizerSpec s;
-  s.model = p.model();
-  s.tokens.assign(p.tokens().begin(), p.tokens().end());
-  s.token_types.assign(p.token_types().begin(), p.token_types().end());
-  s.merges.assign(p.merges().begin(), p.merges().end());
-  s.scores.assign(p.scores().begin(), p.scores().end());
-  if (!p.pre().empty()) s.pre = p.pre();
-  s.bos_id = p.bos_id();
-  s.eos_id = p.eos_id();
-  s.pad_id = p.pad_id();
-  s.unk_id = p.unk_id();
-  s.add_bos = p.add_bos();
-  s.add_eos = p.add_eos();
-  s.add_space_prefix = p.add_space_prefix();
-  s.byte_fallback = p.byte_fallback();
-  s.chat_template = p.chat_template();
-  return s;
-}
 
 EngineClient::EngineClient(std::string address, std::string frontend_id,
                            GrpcTransportOptions transport)
@@ -79,7 +60,7 @@ absl::Status EngineClient::Start(absl::Duration timeout) {
     if (!wp.ok()) return wp.status();
     wordpiece_ = std::move(*wp);
   } else {
-    auto tok = tokenizer::Tokenizer::FromSpec(SpecFromProto(spec_));
+    auto tok = tokenizer::Tokenizer::FromSpec(tokenizer::SpecFromProto(spec_));
     if (!tok.ok()) return tok.status();
     tokenizer_ = std::move(*tok);
   }

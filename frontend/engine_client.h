@@ -24,9 +24,6 @@
 
 namespace rill::frontend {
 
-// Converts the wire spec to the tokenizer's plain struct.
-tokenizer::TokenizerSpec SpecFromProto(const rill::internal::TokenizerSpec& p);
-
 // Thread-safe. Outputs for a request are delivered, in order, on the single
 // stream reader thread; a sink must not block for long.
 class EngineClient {

@@ -4,6 +4,7 @@
 #include "engine/service/generate_stream.h"
 #include "engine/service/proto_convert.h"
 #include "engine/service/status_convert.h"
+#include "frontend/tokenizer/spec_proto.h"
 
 namespace rill::service {
 
@@ -70,7 +71,7 @@ grpc::Status EngineServiceImpl::GetTokenizer(grpc::ServerContext*,
   if (spec == nullptr) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "this model has no tokenizer");
   }
-  *response = ToProto(*spec, host_->engine()->GetEngineConfig().model.max_model_len);
+  *response = tokenizer::SpecToProto(*spec, host_->engine()->GetEngineConfig().model.max_model_len);
   return grpc::Status::OK;
 }
 

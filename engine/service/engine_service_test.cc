@@ -13,6 +13,7 @@
 #include "engine/service/engine_server.h"
 #include "engine/service/proto_convert.h"
 #include "frontend/tokenizer/bpe_tokenizer.h"
+#include "frontend/tokenizer/spec_proto.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "rill/internal/engine.grpc.pb.h"
 #include "rill/v1/admin.grpc.pb.h"
@@ -471,7 +472,7 @@ TEST_F(EngineServiceTest, TokenizerSpecRebuildsAnIdenticalTokenizer) {
   ASSERT_TRUE(engine_->GetTokenizer(&ctx, rill::internal::GetTokenizerRequest(), &spec).ok());
   EXPECT_EQ(spec.max_model_len(), 256);
   absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> rebuilt =
-      tokenizer::BpeTokenizer::Create(FromProto(spec));
+      tokenizer::BpeTokenizer::Create(tokenizer::SpecFromProto(spec));
   ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
   const tokenizer::BpeTokenizer* local = host_->engine()->GetTokenizer();
   for (const std::string text :

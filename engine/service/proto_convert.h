@@ -25,8 +25,6 @@ rill::internal::EngineOutput ToEngineOutput(const engine::RequestOutput& output)
 rill::v1::FinishReason FinishReasonFromString(const std::string& reason);
 rill::v1::RequestState ToProto(engine::RequestStatus status);
 
-rill::internal::TokenizerSpec ToProto(const tokenizer::TokenizerSpec& spec, int64_t max_model_len);
-tokenizer::TokenizerSpec FromProto(const rill::internal::TokenizerSpec& proto);
 // normalize defaults to true when unset.
 engine::PoolingParams FromProto(const rill::v1::PoolingParams& proto);
 
