@@ -1,0 +1,62 @@
+#include "worker/lora/lora_apply.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace rill::worker {
+
+LoraTokenMap::LoraTokenMap(const ForwardBatch& batch) {
+  for (const SequenceChunk& seq : batch.sequences) {
+    const LoraAdapter* a = seq.lora.get();
+    any_ = any_ || a != nullptr;
+    adapters_.insert(adapters_.end(), seq.tokens.size(), a);
+  }
+}
+
+absl::Status CheckLoraAdapters(const ForwardBatch& batch, int64_t hidden_size,
+                               int64_t num_layers) {
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const LoraAdapter* a = batch.sequences[s].lora.get();
+    if (a == nullptr) continue;
+    if (a->hidden_size != hidden_size || a->num_layers != num_layers) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", s, ": LoRA adapter ", a->path, " was loaded for a model of hidden size ",
+          a->hidden_size, " and ", a->num_layers, " layers, not this one (", hidden_size, ", ",
+          num_layers, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void ApplyLora(const LoraTokenMap& map, int64_t t0, int64_t m, int64_t layer, LoraModule module,
+               const float* x, float* y, cpu::ThreadPool* pool) {
+  if (!map.any()) return;
+  cpu::ParallelFor(pool, m, 4, [&](int64_t begin, int64_t end) {
+    std::vector<float> ax;
+    for (int64_t i = begin; i < end; ++i) {
+      const LoraAdapter* a = map.adapter(t0 + i);
+      if (a == nullptr) continue;
+      const LoraWeights& w = a->weights(layer, module);
+      if (w.empty()) continue;
+      const int64_t r = a->rank, in = w.in, out = w.out;
+      const float* xi = x + i * in;
+      float* yi = y + i * out;
+      ax.assign(r, 0.0f);
+      for (int64_t j = 0; j < r; ++j) {
+        const float* aj = w.a.data() + j * in;
+        float acc = 0.0f;
+        for (int64_t k = 0; k < in; ++k) acc += aj[k] * xi[k];
+        ax[j] = acc;
+      }
+      for (int64_t o = 0; o < out; ++o) {
+        const float* bo = w.b.data() + o * r;
+        float acc = 0.0f;
+        for (int64_t j = 0; j < r; ++j) acc += bo[j] * ax[j];
+        yi[o] += acc;
+      }
+    }
+  });
+}
+
+}  // namespace rill::worker
