@@ -2,6 +2,8 @@
 // model whose weights were merged with X offline (W + scale B A, built here),
 // and a batch that mixes four adapters and the base model gives every
 // sequence exactly what it gets alone.
+#include <unistd.h>
+
 #include <cmath>
 #include <iostream>
 #include <memory>
@@ -11,7 +13,9 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "kernels/cpu/thread_pool.h"
+#include "tests/util/python_runner.h"
 #include "worker/loader/checkpoint.h"
 #include "worker/lora/lora_adapter.h"
 #include "worker/lora/lora_test_util.h"
@@ -150,6 +154,53 @@ INSTANTIATE_TEST_SUITE_P(
                            "down_proj"},
                           8, 16)}),
     [](const ::testing::TestParamInfo<MergeCase>& i) { return i.param.name; });
+
+// The real default model (quantized weights) with a random adapter against
+// the same file with the targeted projections replaced by f32 W + scale B A.
+TEST(DefaultModelLoraTest, AdapterEqualsOfflineMergedWeights) {
+  const std::string path = rill::testing::DefaultModelPath();
+  if (access(path.c_str(), R_OK) != 0) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  const uint32_t seed = std::random_device{}();
+  std::cout << "seed " << seed << "\n";
+  std::mt19937 rng(seed);
+  cpu::ThreadPool pool(0);
+  std::unique_ptr<CausalLm> model = LoadModel(path, &pool);
+  ASSERT_TRUE(model);
+  const loader::ModelConfig& c = model->config();
+  TinySpec spec;
+  spec.hidden = c.hidden_size;
+  spec.heads = c.num_heads;
+  spec.kv_heads = c.num_kv_heads;
+  spec.head_dim = c.head_dim;
+  spec.ffn = c.intermediate_size;
+  spec.layers = c.num_layers;
+  spec.vocab = c.vocab_size;
+  const AdapterSpec a = Targets({"q_proj", "k_proj", "v_proj"}, 8, 16);
+  const testing::Weights adapter = testing::RandomAdapter(spec, a, &rng);
+  const std::string dir = testing::TempDir() + "/default_lora";
+  ASSERT_TRUE(testing::WriteAdapter(dir + "/adapter", a, adapter).ok());
+  const absl::Status merged_written =
+      testing::WriteMergedGguf(path, dir + "/merged.gguf", a, adapter);
+  ASSERT_TRUE(merged_written.ok()) << merged_written;
+  std::unique_ptr<CausalLm> merged = LoadModel(dir + "/merged.gguf", &pool);
+  ASSERT_TRUE(merged);
+  absl::StatusOr<std::shared_ptr<const LoraAdapter>> lora =
+      LoadLoraAdapter(dir + "/adapter", c);
+  ASSERT_TRUE(lora.ok()) << lora.status();
+  // "The capital of France is" and a continuation.
+  const std::vector<int32_t> prompt = {504, 3575, 282, 4649, 314};
+  absl::Time t0 = absl::Now();
+  const GenRun with_adapter = Generate(model.get(), prompt, 16, *lora);
+  absl::Time t1 = absl::Now();
+  const GenRun plain = Generate(model.get(), prompt, 16, nullptr);
+  absl::Time t2 = absl::Now();
+  std::cout << "17 forwards: with adapter (rank 8, q/k/v) " << absl::FormatDuration(t1 - t0)
+            << ", base " << absl::FormatDuration(t2 - t1) << "\n";
+  const GenRun reference = Generate(merged.get(), prompt, 16, nullptr);
+  EXPECT_LT(RelL2(with_adapter.logits, reference.logits), 1e-4);
+  EXPECT_EQ(with_adapter.greedy, reference.greedy);
+  EXPECT_GT(RelL2(plain.logits, reference.logits), 1e-2);
+}
 
 // Four adapters and the base model in one step, each sequence with cached
 // context and new tokens, against each sequence alone. More than 256 tokens

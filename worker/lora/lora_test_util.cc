@@ -7,6 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/cpu/quant_types.h"
+#include "worker/loader/checkpoint.h"
+#include "worker/loader/gguf.h"
 #include "worker/loader/gguf_writer.h"
 #include "worker/loader/safetensors_writer.h"
 
@@ -216,6 +219,82 @@ Weights Merge(const Weights& model, const AdapterSpec& a, const Weights& adapter
     }
   }
   return merged;
+}
+
+absl::Status WriteMergedGguf(const std::string& src, const std::string& dst, const AdapterSpec& a,
+                             const Weights& adapter) {
+  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(src);
+  if (!ckpt.ok()) return ckpt.status();
+  const loader::ModelConfig& c = (*ckpt)->config();
+  if (c.architecture != "llama" || !c.rope_interleaved) {
+    return absl::InvalidArgumentError("WriteMergedGguf: GGUF llama models only");
+  }
+  absl::StatusOr<std::unique_ptr<loader::GgufFile>> file = loader::GgufFile::Open(src);
+  if (!file.ok()) return file.status();
+  loader::GgufWriter g;
+  g.AddString("general.architecture", "llama");
+  g.AddUint32("llama.embedding_length", c.hidden_size);
+  g.AddUint32("llama.block_count", c.num_layers);
+  g.AddUint32("llama.attention.head_count", c.num_heads);
+  g.AddUint32("llama.attention.head_count_kv", c.num_kv_heads);
+  g.AddUint32("llama.attention.key_length", c.head_dim);
+  g.AddUint32("llama.feed_forward_length", c.intermediate_size);
+  g.AddUint32("llama.context_length", c.max_position_embeddings);
+  g.AddUint32("llama.vocab_size", c.vocab_size);
+  g.AddFloat32("llama.rope.freq_base", c.rope_theta);
+  g.AddFloat32("llama.attention.layer_norm_rms_epsilon", c.rms_norm_eps);
+  if (c.rope_scaling.type != loader::RopeScaling::Type::kNone) {
+    return absl::UnimplementedError("WriteMergedGguf: rope scaling is not copied");
+  }
+  const double scale = AdapterScale(a);
+  for (const loader::GgufTensorInfo& t : (*file)->tensors()) {
+    const std::string name(t.name);
+    const Proj* proj = nullptr;
+    int64_t layer = -1;
+    for (const Proj& p : kProjs) {
+      const std::string suffix = std::string(".") + p.gguf + ".weight";
+      if (name.rfind("blk.", 0) == 0 && name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        proj = &p;
+        layer = std::stoll(name.substr(4, name.size() - suffix.size() - 4));
+      }
+    }
+    const std::string stem =
+        proj ? absl::StrCat("base_model.model.model.layers.", layer, ".", proj->block, ".",
+                            proj->module)
+             : "";
+    if (proj == nullptr || !adapter.count(stem + ".lora_A.weight")) {
+      g.AddTensor(name, t.type, t.ne, std::string(static_cast<const char*>(t.data), t.nbytes));
+      continue;
+    }
+    const int64_t in = t.ne[0], out = t.ne[1];
+    absl::StatusOr<cpu::QuantType> qt = cpu::QuantTypeFromId(static_cast<int32_t>(t.type));
+    if (!qt.ok()) return qt.status();
+    std::vector<float> w(in * out);
+    const size_t row_bytes = t.nbytes / out;
+    for (int64_t r = 0; r < out; ++r) {
+      cpu::DequantizeRow(*qt, static_cast<const char*>(t.data) + r * row_bytes, &w[r * in], in);
+    }
+    const Tensor& ta = adapter.at(stem + ".lora_A.weight");
+    const Tensor& tb = adapter.at(stem + ".lora_B.weight");
+    const int64_t rank = ta.shape[0];
+    std::vector<float> delta(in * out);  // HF row order.
+    for (int64_t o = 0; o < out; ++o) {
+      for (int64_t k = 0; k < in; ++k) {
+        double acc = 0;
+        for (int64_t j = 0; j < rank; ++j) acc += double(tb.values[o * rank + j]) * ta.values[j * in + k];
+        delta[o * in + k] = static_cast<float>(scale * acc);
+      }
+    }
+    const std::string m = proj->module;
+    if (m == "q_proj") delta = PermuteQk(delta, c.num_heads, c.head_dim, in);
+    if (m == "k_proj") delta = PermuteQk(delta, c.num_kv_heads, c.head_dim, in);
+    for (size_t i = 0; i < w.size(); ++i) w[i] += delta[i];
+    g.AddF32Tensor(name, t.ne, w);
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(dst).parent_path(), ec);
+  return g.WriteFile(dst);
 }
 
 std::string TempDir() {

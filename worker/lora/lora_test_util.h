@@ -56,6 +56,13 @@ std::string AdapterConfigJson(const AdapterSpec& a);
 // W + scale * B A for every adapted projection, in HF layout.
 Weights Merge(const Weights& model, const AdapterSpec& a, const Weights& adapter);
 
+// Copies the GGUF "llama" model at `src` to `dst` with every projection the
+// adapter targets replaced by f32 W + scale * B A (W dequantized; the delta's
+// q/k rows permuted as llama.cpp permuted W's). Other tensors keep their
+// bytes and type.
+absl::Status WriteMergedGguf(const std::string& src, const std::string& dst, const AdapterSpec& a,
+                             const Weights& adapter);
+
 std::string TempDir();
 
 }  // namespace rill::worker::testing
