@@ -217,6 +217,15 @@ std::vector<float> PermuteRowsForInterleavedRope(const std::vector<float>& b, in
   return out;
 }
 
+// [rows][cols] -> [cols][rows].
+std::vector<float> Transpose(const std::vector<float>& m, int64_t rows, int64_t cols) {
+  std::vector<float> t(m.size());
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) t[j * rows + i] = m[i * cols + j];
+  }
+  return t;
+}
+
 }  // namespace
 
 const char* LoraModuleName(LoraModule module) { return kModuleNames[static_cast<int>(module)]; }
@@ -316,6 +325,8 @@ absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
                                                                      : config.num_kv_heads;
         w.b = PermuteRowsForInterleavedRope(w.b, heads, config.head_dim, r);
       }
+      w.a = Transpose(w.a, r, w.in);
+      w.b = Transpose(w.b, w.out, r);
       a.num_parameters += static_cast<int64_t>(w.a.size() + w.b.size());
     }
   }

@@ -1,8 +1,8 @@
 // A LoRA adapter in PEFT format (adapter_config.json +
 // adapter_model.safetensors), loaded for one base model: per layer and
 // targeted projection, the low-rank pair A [rank][in] and B [out][rank] in
-// f32, B pre-multiplied by the scale (alpha / rank, or alpha / sqrt(rank)
-// with use_rslora). The base weights are never touched: the forward adds
+// f32 (stored transposed for the apply loops), B pre-multiplied by the scale
+// (alpha / rank, or alpha / sqrt(rank) with use_rslora). The base weights are never touched: the forward adds
 // B (A x) to each targeted projection's output (lora_apply.h).
 //
 // Immutable once loaded, so one adapter is shared (shared_ptr<const>) by the
@@ -32,8 +32,8 @@ const char* LoraModuleName(LoraModule module);
 struct LoraWeights {
   int64_t in = 0;        // Input features.
   int64_t out = 0;       // Output features.
-  std::vector<float> a;  // [rank][in] row-major.
-  std::vector<float> b;  // [out][rank] row-major, times the adapter's scale.
+  std::vector<float> a;  // A transposed: [in][rank] row-major.
+  std::vector<float> b;  // B transposed, times the adapter's scale: [rank][out].
   bool empty() const { return a.empty(); }
 };
 

@@ -33,7 +33,7 @@ void ApplyLora(const LoraTokenMap& map, int64_t t0, int64_t m, int64_t layer, Lo
                const float* x, float* y, cpu::ThreadPool* pool) {
   if (!map.any()) return;
   cpu::ParallelFor(pool, m, 4, [&](int64_t begin, int64_t end) {
-    std::vector<float> ax;
+    std::vector<float> ax, delta;
     for (int64_t i = begin; i < end; ++i) {
       const LoraAdapter* a = map.adapter(t0 + i);
       if (a == nullptr) continue;
@@ -41,20 +41,23 @@ void ApplyLora(const LoraTokenMap& map, int64_t t0, int64_t m, int64_t layer, Lo
       if (w.empty()) continue;
       const int64_t r = a->rank, in = w.in, out = w.out;
       const float* xi = x + i * in;
-      float* yi = y + i * out;
+      // Both products run over independent lanes (rank, then output
+      // features) in a fixed order: vectorizable, and the same for a token
+      // whatever else is in the batch.
       ax.assign(r, 0.0f);
+      for (int64_t k = 0; k < in; ++k) {
+        const float xk = xi[k];
+        const float* at = w.a.data() + k * r;
+        for (int64_t j = 0; j < r; ++j) ax[j] += at[j] * xk;
+      }
+      delta.assign(out, 0.0f);
       for (int64_t j = 0; j < r; ++j) {
-        const float* aj = w.a.data() + j * in;
-        float acc = 0.0f;
-        for (int64_t k = 0; k < in; ++k) acc += aj[k] * xi[k];
-        ax[j] = acc;
+        const float aj = ax[j];
+        const float* bt = w.b.data() + j * out;
+        for (int64_t o = 0; o < out; ++o) delta[o] += bt[o] * aj;
       }
-      for (int64_t o = 0; o < out; ++o) {
-        const float* bo = w.b.data() + o * r;
-        float acc = 0.0f;
-        for (int64_t j = 0; j < r; ++j) acc += bo[j] * ax[j];
-        yi[o] += acc;
-      }
+      float* yi = y + i * out;
+      for (int64_t o = 0; o < out; ++o) yi[o] += delta[o];
     }
   });
 }
