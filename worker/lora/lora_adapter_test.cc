@@ -2,6 +2,7 @@
 // runtime cannot or must not use.
 #include "worker/lora/lora_adapter.h"
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/thread_pool.h"
 #include "worker/loader/checkpoint.h"
+#include "worker/loader/safetensors_writer.h"
 #include "worker/lora/lora_test_util.h"
 #include "worker/models/causal_lm.h"
 
@@ -173,6 +175,50 @@ TEST_F(LoraAdapterTest, TensorsMustMatchTargets) {
   config.targets = {"q_proj", "k_proj"};
   ExpectError(WriteAndLoad("missing", config, "", &none), absl::StatusCode::kInvalidArgument,
               "target module q_proj has no weights");
+}
+
+// PEFT often saves adapters in the model's dtype: BF16 tensors load as the
+// same values in f32.
+TEST_F(LoraAdapterTest, Bf16TensorsLoadLikeTheirF32Values) {
+  AdapterSpec a;
+  a.targets = {"q_proj", "down_proj"};
+  testing::Weights t = testing::RandomAdapter(spec_, a, &rng_);
+  loader::SafetensorsWriter bf16;
+  for (auto& [name, tensor] : t) {
+    std::string data(tensor.values.size() * 2, '\0');
+    for (size_t i = 0; i < tensor.values.size(); ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &tensor.values[i], 4);
+      bits &= 0xffff0000u;  // Exactly representable in BF16.
+      std::memcpy(&tensor.values[i], &bits, 4);
+      const uint16_t hi = bits >> 16;
+      std::memcpy(&data[2 * i], &hi, 2);
+    }
+    bf16.AddTensor(name, "BF16", tensor.shape, data);
+  }
+  ASSERT_TRUE(testing::WriteAdapter(dir_ + "/f32", a, t).ok());
+  ASSERT_TRUE(testing::WriteAdapter(dir_ + "/bf16", a, t).ok());
+  ASSERT_TRUE(bf16.WriteFile(dir_ + "/bf16/adapter_model.safetensors").ok());
+  absl::StatusOr<std::shared_ptr<const LoraAdapter>> x = LoadLoraAdapter(dir_ + "/f32", ckpt_->config());
+  absl::StatusOr<std::shared_ptr<const LoraAdapter>> y =
+      LoadLoraAdapter(dir_ + "/bf16", ckpt_->config());
+  ASSERT_TRUE(x.ok() && y.ok()) << x.status() << " " << y.status();
+  for (int64_t l = 0; l < spec_.layers; ++l) {
+    for (LoraModule m : {LoraModule::kQ, LoraModule::kDown}) {
+      EXPECT_EQ((*x)->weights(l, m).a, (*y)->weights(l, m).a);
+      EXPECT_EQ((*x)->weights(l, m).b, (*y)->weights(l, m).b);
+    }
+  }
+}
+
+TEST_F(LoraAdapterTest, CorruptWeightsFileIsInvalidArgument) {
+  AdapterSpec a;
+  ASSERT_TRUE(WriteAndLoad("corrupt", a).ok());
+  std::ofstream(dir_ + "/corrupt/adapter_model.safetensors", std::ios::trunc) << "not a file";
+  absl::StatusOr<std::shared_ptr<const LoraAdapter>> r =
+      LoadLoraAdapter(dir_ + "/corrupt", ckpt_->config());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
 }
 
 TEST_F(LoraAdapterTest, NonLlamaArchitectureIsUnimplemented) {
