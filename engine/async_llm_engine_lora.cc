@@ -27,8 +27,8 @@ absl::StatusOr<LoraInfo> AsyncLLMEngine::AddLoraTrusted(const LoraRequest& reque
   }
   absl::StatusOr<LoraInfo> info = lora_->Add(request);
   if (info.ok()) {
-    LOG(INFO) << "LoRA adapter '" << info->name << "' (id " << info->id << ", rank "
-              << info->rank << ") loaded from " << info->path;
+    LOG(INFO) << "LoRA adapter '" << info->name << "' (id " << info->id << ", rank " << info->rank
+              << ") loaded from " << info->path;
   }
   return info;
 }

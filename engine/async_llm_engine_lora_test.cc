@@ -4,13 +4,13 @@
 // alone (under a max_loras limit too), the prefix cache never serves one
 // adapter's blocks to another, and bad adapters fail clearly while the
 // engine keeps serving.
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "engine/async_llm_engine.h"
@@ -152,9 +152,9 @@ TEST_F(LoraEngineTest, PrefixCacheNeverCrossesAdapters) {
   }
   for (int round = 0; round < 2; ++round) {
     for (int i = -1; i < 4; ++i) {
-      EXPECT_EQ(RunOne(e.get(), prompt, absl::StrCat("w", round, i),
-                       i < 0 ? "" : absl::StrCat("a", i)),
-                cold[i + 1])
+      EXPECT_EQ(
+          RunOne(e.get(), prompt, absl::StrCat("w", round, i), i < 0 ? "" : absl::StrCat("a", i)),
+          cold[i + 1])
           << "round " << round << " adapter " << i;
     }
   }
@@ -239,8 +239,7 @@ TEST_F(LoraEngineTest, BadAdaptersFailClearlyAndEngineKeepsServing) {
   EXPECT_EQ(g.status().code(), absl::StatusCode::kNotFound) << g.status();
 
   ASSERT_TRUE(e->AddLora({"a0", 0, AdapterDir(0)}).ok());
-  EXPECT_EQ(e->AddLora({"a0", 0, AdapterDir(1)}).status().code(),
-            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(e->AddLora({"a0", 0, AdapterDir(1)}).status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(e->AddLora({"other", 1, AdapterDir(1)}).status().code(),
             absl::StatusCode::kAlreadyExists);  // id 1 is a0's.
   EXPECT_EQ(e->RemoveLora("nope").code(), absl::StatusCode::kNotFound);

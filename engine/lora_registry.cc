@@ -39,10 +39,9 @@ absl::StatusOr<std::string> ResolveLoraPath(const std::string& root, const std::
   const fs::path resolved = fs::canonical(p, ec);
   if (ec) return absl::NotFoundError(absl::StrCat("LoRA path ", path, " does not exist"));
   if (!under(resolved, canonical_root)) {
-    return absl::PermissionDeniedError(absl::StrCat("LoRA path ", path, " resolves to ",
-                                                    resolved.string(),
-                                                    ", outside the allowed root ",
-                                                    canonical_root.string()));
+    return absl::PermissionDeniedError(
+        absl::StrCat("LoRA path ", path, " resolves to ", resolved.string(),
+                     ", outside the allowed root ", canonical_root.string()));
   }
   return resolved.string();
 }
@@ -63,8 +62,8 @@ absl::StatusOr<LoraInfo> LoraRegistry::Add(const LoraRequest& request) {
     if (request.id > 0) {
       for (const auto& [name, e] : entries_) {
         if (e.info.id == request.id) {
-          return absl::AlreadyExistsError(absl::StrCat("LoRA id ", request.id,
-                                                       " is already used by '", name, "'"));
+          return absl::AlreadyExistsError(
+              absl::StrCat("LoRA id ", request.id, " is already used by '", name, "'"));
         }
       }
     }
@@ -135,9 +134,8 @@ absl::StatusOr<LoraHandle> LoraRegistry::Acquire(const std::string& name) {
   // Evicted: reload outside the lock.
   absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> adapter = loader_(path);
   if (!adapter.ok()) {
-    return absl::Status(adapter.status().code(),
-                        absl::StrCat("reloading LoRA adapter '", name,
-                                     "': ", adapter.status().message()));
+    return absl::Status(adapter.status().code(), absl::StrCat("reloading LoRA adapter '", name,
+                                                              "': ", adapter.status().message()));
   }
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(name);

@@ -1,10 +1,10 @@
 #include "engine/lora_registry.h"
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
-
-#include <gtest/gtest.h>
 
 #include "worker/lora/lora_adapter.h"
 
@@ -15,15 +15,17 @@ namespace {
 struct FakeLoader {
   std::map<std::string, int> loads;
   LoraRegistry::Loader Get() {
-    return [this](const std::string& path)
-               -> absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> {
-      if (path.find("bad") != std::string::npos) return absl::InvalidArgumentError("bad " + path);
-      ++loads[path];
-      auto a = std::make_shared<worker::LoraAdapter>();
-      a->rank = static_cast<int>(path.size());
-      a->path = path;
-      return std::shared_ptr<const worker::LoraAdapter>(a);
-    };
+    return
+        [this](
+            const std::string& path) -> absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> {
+          if (path.find("bad") != std::string::npos)
+            return absl::InvalidArgumentError("bad " + path);
+          ++loads[path];
+          auto a = std::make_shared<worker::LoraAdapter>();
+          a->rank = static_cast<int>(path.size());
+          a->path = path;
+          return std::shared_ptr<const worker::LoraAdapter>(a);
+        };
   }
 };
 
@@ -71,7 +73,7 @@ TEST(LoraRegistryTest, LruEvictsLeastRecentlyUsedAndReloads) {
   LoraRegistry r(f.Get(), 2);
   ASSERT_TRUE(r.Add({"a", 0, "/p/a"}).ok());
   ASSERT_TRUE(r.Add({"b", 0, "/p/b"}).ok());
-  ASSERT_TRUE(r.Acquire("a").ok());  // a is now the most recent.
+  ASSERT_TRUE(r.Acquire("a").ok());           // a is now the most recent.
   ASSERT_TRUE(r.Add({"c", 0, "/p/c"}).ok());  // Evicts b.
   EXPECT_EQ(r.num_loaded(), 2);
   std::vector<LoraInfo> list = r.List();
@@ -104,8 +106,7 @@ TEST(ResolveLoraPathTest, OnlyUnderTheRoot) {
             absl::StatusCode::kPermissionDenied);  // A prefix of the name is not "under".
   EXPECT_EQ(ResolveLoraPath(root, root + "/up/secret").status().code(),
             absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(ResolveLoraPath(root, root + "/missing").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ResolveLoraPath(root, root + "/missing").status().code(), absl::StatusCode::kNotFound);
   absl::Status s = ResolveLoraPath(root, "/etc/passwd").status();
   EXPECT_NE(s.message().find("/etc/passwd"), std::string::npos) << s;
 }

@@ -80,7 +80,8 @@ rill::v1::LoraAdapter ToProto(const engine::LoraInfo& info) {
 
 }  // namespace
 
-grpc::Status AdminServiceImpl::AddLora(grpc::ServerContext*, const rill::v1::AddLoraRequest* request,
+grpc::Status AdminServiceImpl::AddLora(grpc::ServerContext*,
+                                       const rill::v1::AddLoraRequest* request,
                                        rill::v1::AddLoraResponse* response) {
   RILL_REQUIRE_ENGINE();
   if (request->name().empty()) {

@@ -44,7 +44,9 @@ grpc::Status EngineServiceImpl::Encode(grpc::ServerContext*,
   }
   if (!request->lora_name().empty()) {
     bool known = false;
-    for (const engine::LoraInfo& l : e->ListLoras()) known = known || l.name == request->lora_name();
+    for (const engine::LoraInfo& l : e->ListLoras()) {
+      known = known || l.name == request->lora_name();
+    }
     if (!known) {
       return grpc::Status(grpc::StatusCode::NOT_FOUND,
                           absl::StrCat("LoRA adapter '", request->lora_name(), "' is not loaded"));

@@ -3,14 +3,14 @@
 // serving the default model. Admin.AddLora / ListLoras / RemoveLora over
 // gRPC, Generate with a lora_name equal to the in-process engine with the
 // same adapter, and per-request NOT_FOUND for an unknown adapter.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "engine/async_llm_engine.h"

@@ -23,9 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kModuleNames[kNumLoraModules] = {"q_proj",    "k_proj",  "v_proj",
-                                                       "o_proj",    "gate_proj", "up_proj",
-                                                       "down_proj"};
+constexpr const char* kModuleNames[kNumLoraModules] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                                                       "gate_proj", "up_proj", "down_proj"};
 
 int ModuleIndex(std::string_view name) {
   for (int i = 0; i < kNumLoraModules; ++i) {
@@ -45,16 +44,21 @@ struct Dims {
 
 // [in, out] of each projection of the base model.
 Dims ModuleDims(const loader::ModelConfig& c, int module) {
-  const int64_t h = c.hidden_size, qd = c.num_heads * c.head_dim,
-                kvd = c.num_kv_heads * c.head_dim, f = c.intermediate_size;
+  const int64_t h = c.hidden_size, qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim,
+                f = c.intermediate_size;
   switch (static_cast<LoraModule>(module)) {
-    case LoraModule::kQ: return {h, qd};
+    case LoraModule::kQ:
+      return {h, qd};
     case LoraModule::kK:
-    case LoraModule::kV: return {h, kvd};
-    case LoraModule::kO: return {qd, h};
+    case LoraModule::kV:
+      return {h, kvd};
+    case LoraModule::kO:
+      return {qd, h};
     case LoraModule::kGate:
-    case LoraModule::kUp: return {h, f};
-    case LoraModule::kDown: return {f, h};
+    case LoraModule::kUp:
+      return {h, f};
+    case LoraModule::kDown:
+      return {f, h};
   }
   return {0, 0};
 }
@@ -108,8 +112,8 @@ absl::StatusOr<AdapterConfig> ParseConfig(const std::string& path, int max_rank)
     return absl::InvalidArgumentError(absl::StrCat(path, ": \"r\" must be a positive integer"));
   }
   if (*rank > max_rank) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": rank ", *rank,
-                                                   " exceeds max_lora_rank ", max_rank));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": rank ", *rank, " exceeds max_lora_rank ", max_rank));
   }
   c.rank = static_cast<int>(*rank);
   if (const loader::JsonValue* a = json->Find("lora_alpha"); a != nullptr && !a->is_null()) {
@@ -131,8 +135,8 @@ absl::StatusOr<AdapterConfig> ParseConfig(const std::string& path, int max_rank)
       v != nullptr && v->is_string() && v->string_value() != "none") {
     return Refuse(path, absl::StrCat("bias=\"", v->string_value(), "\""));
   }
-  for (const char* key : {"modules_to_save", "layers_to_transform", "rank_pattern",
-                          "alpha_pattern"}) {
+  for (const char* key :
+       {"modules_to_save", "layers_to_transform", "rank_pattern", "alpha_pattern"}) {
     if (!IsEmptyOrNull(json->Find(key))) return Refuse(path, key);
   }
   const loader::JsonValue* targets = json->Find("target_modules");
@@ -233,9 +237,10 @@ const char* LoraModuleName(LoraModule module) { return kModuleNames[static_cast<
 absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
     const std::string& dir, const loader::ModelConfig& config, const LoraLoadOptions& options) {
   if (config.architecture != "llama") {
-    return absl::UnimplementedError(absl::StrCat("LoRA adapters are supported for the Llama "
-                                                 "family only, not architecture '",
-                                                 config.architecture, "'"));
+    return absl::UnimplementedError(
+        absl::StrCat("LoRA adapters are supported for the Llama "
+                     "family only, not architecture '",
+                     config.architecture, "'"));
   }
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
@@ -276,8 +281,8 @@ absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
       return absl::InvalidArgumentError(absl::StrCat(
           weights_path, ": unexpected tensor '", t.name,
           "' (expected base_model.model.model.layers.<i>.<self_attn|mlp>.<module>.lora_<A|B>"
-          ".weight with i < ", config.num_layers, " and module one of ", SupportedModules(),
-          ")"));
+          ".weight with i < ",
+          config.num_layers, " and module one of ", SupportedModules(), ")"));
     }
     if (!cfg->targets[key.module]) {
       return absl::InvalidArgumentError(absl::StrCat(weights_path, ": tensor '", t.name,
@@ -285,13 +290,12 @@ absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
                                                      ", which target_modules does not list"));
     }
     const Dims d = ModuleDims(config, key.module);
-    const std::vector<int64_t> want = key.is_a ? std::vector<int64_t>{r, d.in}
-                                               : std::vector<int64_t>{d.out, r};
+    const std::vector<int64_t> want =
+        key.is_a ? std::vector<int64_t>{r, d.in} : std::vector<int64_t>{d.out, r};
     if (t.shape != want) {
-      return absl::InvalidArgumentError(absl::StrCat(weights_path, ": tensor '", t.name,
-                                                     "' has shape ", ShapeString(t.shape),
-                                                     ", expected ", ShapeString(want),
-                                                     " (rank ", r, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(weights_path, ": tensor '", t.name, "' has shape ", ShapeString(t.shape),
+                       ", expected ", ShapeString(want), " (rank ", r, ")"));
     }
     absl::StatusOr<cpu::QuantType> type = cpu::QuantTypeFromId(static_cast<int32_t>(t.type));
     if (!type.ok()) return type.status();
@@ -302,8 +306,8 @@ absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
     w.out = d.out;
     std::vector<float>& dst = key.is_a ? w.a : w.b;
     if (!dst.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(weights_path, ": tensor '", t.name,
-                                                     "' appears twice"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(weights_path, ": tensor '", t.name, "' appears twice"));
     }
     dst = std::move(values);
     module_seen[key.module] = true;
@@ -312,17 +316,17 @@ absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
     for (int m = 0; m < kNumLoraModules; ++m) {
       LoraWeights& w = a.layers[l][m];
       if (w.a.empty() != w.b.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            weights_path, ": layer ", l, " ", kModuleNames[m], " has lora_", w.a.empty() ? "B" : "A",
-            " but no lora_", w.a.empty() ? "A" : "B"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(weights_path, ": layer ", l, " ", kModuleNames[m], " has lora_",
+                         w.a.empty() ? "B" : "A", " but no lora_", w.a.empty() ? "A" : "B"));
       }
       if (w.empty()) continue;
       for (float& x : w.b) x *= a.scale;
       const bool permute = config.rope_interleaved && (m == static_cast<int>(LoraModule::kQ) ||
                                                        m == static_cast<int>(LoraModule::kK));
       if (permute) {
-        const int64_t heads = m == static_cast<int>(LoraModule::kQ) ? config.num_heads
-                                                                     : config.num_kv_heads;
+        const int64_t heads =
+            m == static_cast<int>(LoraModule::kQ) ? config.num_heads : config.num_kv_heads;
         w.b = PermuteRowsForInterleavedRope(w.b, heads, config.head_dim, r);
       }
       w.a = Transpose(w.a, r, w.in);
@@ -332,8 +336,8 @@ absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
   }
   for (int m = 0; m < kNumLoraModules; ++m) {
     if (cfg->targets[m] && !module_seen[m]) {
-      return absl::InvalidArgumentError(absl::StrCat(weights_path, ": target module ",
-                                                     kModuleNames[m], " has no weights"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(weights_path, ": target module ", kModuleNames[m], " has no weights"));
     }
   }
   return std::shared_ptr<const LoraAdapter>(std::move(adapter));

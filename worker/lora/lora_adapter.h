@@ -2,8 +2,8 @@
 // adapter_model.safetensors), loaded for one base model: per layer and
 // targeted projection, the low-rank pair A [rank][in] and B [out][rank] in
 // f32 (stored transposed for the apply loops), B pre-multiplied by the scale
-// (alpha / rank, or alpha / sqrt(rank) with use_rslora). The base weights are never touched: the forward adds
-// B (A x) to each targeted projection's output (lora_apply.h).
+// (alpha / rank, or alpha / sqrt(rank) with use_rslora). The base weights are never touched: the
+// forward adds B (A x) to each targeted projection's output (lora_apply.h).
 //
 // Immutable once loaded, so one adapter is shared (shared_ptr<const>) by the
 // engine's registry and every in-flight sequence that uses it.
@@ -72,8 +72,7 @@ struct LoraLoadOptions {
 // base weights. For GGUF "llama" checkpoints (config.rope_interleaved) the
 // rows of q/k's B are permuted the way llama.cpp permuted the base q/k rows.
 absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
-    const std::string& dir, const loader::ModelConfig& config,
-    const LoraLoadOptions& options = {});
+    const std::string& dir, const loader::ModelConfig& config, const LoraLoadOptions& options = {});
 
 }  // namespace rill::worker
 

@@ -2,12 +2,12 @@
 // runtime cannot or must not use.
 #include "worker/lora/lora_adapter.h"
 
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/thread_pool.h"
@@ -27,9 +27,9 @@ class LoraAdapterTest : public ::testing::Test {
   void SetUp() override {
     dir_ = absl::StrCat(testing::TempDir(), "/adapters_",
                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    ASSERT_TRUE(testing::WriteGgufModel(dir_ + "/model.gguf", spec_,
-                                        testing::RandomModel(spec_, &rng_))
-                    .ok());
+    ASSERT_TRUE(
+        testing::WriteGgufModel(dir_ + "/model.gguf", spec_, testing::RandomModel(spec_, &rng_))
+            .ok());
     absl::StatusOr<std::unique_ptr<loader::Checkpoint>> c =
         loader::LoadCheckpoint(dir_ + "/model.gguf");
     ASSERT_TRUE(c.ok()) << c.status();
@@ -59,8 +59,8 @@ class LoraAdapterTest : public ::testing::Test {
   std::unique_ptr<loader::Checkpoint> ckpt_;
 };
 
-void ExpectError(const absl::StatusOr<std::shared_ptr<const LoraAdapter>>& r,
-                 absl::StatusCode code, const std::string& needle) {
+void ExpectError(const absl::StatusOr<std::shared_ptr<const LoraAdapter>>& r, absl::StatusCode code,
+                 const std::string& needle) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), code) << r.status();
   EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status();
@@ -122,8 +122,8 @@ TEST_F(LoraAdapterTest, WrongRankInTensorsNamesTensorAndShapes) {
   config.rank = 4;
   AdapterSpec tensors = config;
   tensors.rank = 8;
-  ExpectError(WriteAndLoad("wrong_rank", config, "", &tensors),
-              absl::StatusCode::kInvalidArgument, "has shape [8, 48], expected [4, 48]");
+  ExpectError(WriteAndLoad("wrong_rank", config, "", &tensors), absl::StatusCode::kInvalidArgument,
+              "has shape [8, 48], expected [4, 48]");
 }
 
 TEST_F(LoraAdapterTest, ShapeMismatchWithModelIsRefused) {
@@ -199,7 +199,8 @@ TEST_F(LoraAdapterTest, Bf16TensorsLoadLikeTheirF32Values) {
   ASSERT_TRUE(testing::WriteAdapter(dir_ + "/f32", a, t).ok());
   ASSERT_TRUE(testing::WriteAdapter(dir_ + "/bf16", a, t).ok());
   ASSERT_TRUE(bf16.WriteFile(dir_ + "/bf16/adapter_model.safetensors").ok());
-  absl::StatusOr<std::shared_ptr<const LoraAdapter>> x = LoadLoraAdapter(dir_ + "/f32", ckpt_->config());
+  absl::StatusOr<std::shared_ptr<const LoraAdapter>> x =
+      LoadLoraAdapter(dir_ + "/f32", ckpt_->config());
   absl::StatusOr<std::shared_ptr<const LoraAdapter>> y =
       LoadLoraAdapter(dir_ + "/bf16", ckpt_->config());
   ASSERT_TRUE(x.ok() && y.ok()) << x.status() << " " << y.status();
@@ -236,9 +237,9 @@ TEST_F(LoraAdapterTest, ForwardRefusesAdapterOfAnotherModel) {
   ASSERT_TRUE(l.ok());
   TinySpec deeper = spec_;
   deeper.layers = 3;
-  ASSERT_TRUE(testing::WriteGgufModel(dir_ + "/deeper.gguf", deeper,
-                                      testing::RandomModel(deeper, &rng_))
-                  .ok());
+  ASSERT_TRUE(
+      testing::WriteGgufModel(dir_ + "/deeper.gguf", deeper, testing::RandomModel(deeper, &rng_))
+          .ok());
   absl::StatusOr<std::unique_ptr<loader::Checkpoint>> c =
       loader::LoadCheckpoint(dir_ + "/deeper.gguf");
   ASSERT_TRUE(c.ok());

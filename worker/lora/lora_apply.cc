@@ -14,8 +14,7 @@ LoraTokenMap::LoraTokenMap(const ForwardBatch& batch) {
   }
 }
 
-absl::Status CheckLoraAdapters(const ForwardBatch& batch, int64_t hidden_size,
-                               int64_t num_layers) {
+absl::Status CheckLoraAdapters(const ForwardBatch& batch, int64_t hidden_size, int64_t num_layers) {
   for (size_t s = 0; s < batch.sequences.size(); ++s) {
     const LoraAdapter* a = batch.sequences[s].lora.get();
     if (a == nullptr) continue;

@@ -33,8 +33,7 @@ class LoraTokenMap {
 
 // InvalidArgument naming the sequence when an adapter was loaded for other
 // model dimensions than (hidden_size, num_layers).
-absl::Status CheckLoraAdapters(const ForwardBatch& batch, int64_t hidden_size,
-                               int64_t num_layers);
+absl::Status CheckLoraAdapters(const ForwardBatch& batch, int64_t hidden_size, int64_t num_layers);
 
 // y[i] += B (A x[i]) for tokens t0 + i, i < m, whose adapter targets
 // (layer, module). x: [m][in] row-major, y: [m][out], with in/out the

@@ -2,6 +2,7 @@
 // model whose weights were merged with X offline (W + scale B A, built here),
 // and a batch that mixes four adapters and the base model gives every
 // sequence exactly what it gets alone.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -9,8 +10,6 @@
 #include <memory>
 #include <random>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -52,7 +51,7 @@ struct GenRun {
 };
 
 GenRun Generate(CausalLm* model, const std::vector<int32_t>& prompt, int steps,
-             std::shared_ptr<const LoraAdapter> lora) {
+                std::shared_ptr<const LoraAdapter> lora) {
   const int bs = 16, blocks = (prompt.size() + steps) / bs + 2;
   absl::StatusOr<PagedKvCache> cache = PagedKvCache::Create(model->CacheShape(blocks, bs));
   EXPECT_TRUE(cache.ok());
@@ -144,15 +143,15 @@ TinySpec Qwen2Tiny() {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, MergedEquivalenceTest,
-    ::testing::Values(
-        MergeCase{"tiny_llama_all", TinySpec{}, AdapterSpec{}},
-        MergeCase{"tiny_llama_qv_rslora", TinySpec{}, Targets({"q_proj", "v_proj"}, 8, 16, true)},
-        MergeCase{"tiny_qwen2_attn", Qwen2Tiny(),
-                  Targets({"q_proj", "k_proj", "v_proj", "o_proj"}, 2, 4)},
-        MergeCase{"default_architecture", testing::DefaultArchitectureSpec(),
-                  Targets({"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                           "down_proj"},
-                          8, 16)}),
+    ::testing::Values(MergeCase{"tiny_llama_all", TinySpec{}, AdapterSpec{}},
+                      MergeCase{"tiny_llama_qv_rslora", TinySpec{},
+                                Targets({"q_proj", "v_proj"}, 8, 16, true)},
+                      MergeCase{"tiny_qwen2_attn", Qwen2Tiny(),
+                                Targets({"q_proj", "k_proj", "v_proj", "o_proj"}, 2, 4)},
+                      MergeCase{"default_architecture", testing::DefaultArchitectureSpec(),
+                                Targets({"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                         "up_proj", "down_proj"},
+                                        8, 16)}),
     [](const ::testing::TestParamInfo<MergeCase>& i) { return i.param.name; });
 
 // The real default model (quantized weights) with a random adapter against
@@ -184,8 +183,7 @@ TEST(DefaultModelLoraTest, AdapterEqualsOfflineMergedWeights) {
   ASSERT_TRUE(merged_written.ok()) << merged_written;
   std::unique_ptr<CausalLm> merged = LoadModel(dir + "/merged.gguf", &pool);
   ASSERT_TRUE(merged);
-  absl::StatusOr<std::shared_ptr<const LoraAdapter>> lora =
-      LoadLoraAdapter(dir + "/adapter", c);
+  absl::StatusOr<std::shared_ptr<const LoraAdapter>> lora = LoadLoraAdapter(dir + "/adapter", c);
   ASSERT_TRUE(lora.ok()) << lora.status();
   // "The capital of France is" and a continuation.
   const std::vector<int32_t> prompt = {504, 3575, 282, 4649, 314};
@@ -211,14 +209,14 @@ TEST(MixedLoraBatchTest, EverySequenceGetsWhatItGetsAlone) {
   std::mt19937 rng(seed);
   const TinySpec spec = testing::DefaultArchitectureSpec(2, 1024);
   const std::string dir = absl::StrCat(testing::TempDir(), "/mixed");
-  ASSERT_TRUE(testing::WriteGgufModel(dir + "/base.gguf", spec, testing::RandomModel(spec, &rng))
-                  .ok());
+  ASSERT_TRUE(
+      testing::WriteGgufModel(dir + "/base.gguf", spec, testing::RandomModel(spec, &rng)).ok());
   cpu::ThreadPool pool(0);
   std::unique_ptr<CausalLm> model = LoadModel(dir + "/base.gguf", &pool);
   ASSERT_TRUE(model);
-  const std::vector<AdapterSpec> specs = {
-      AdapterSpec{}, Targets({"q_proj", "v_proj"}, 8, 16), Targets({"down_proj"}, 2, 2, true),
-      Targets({"o_proj", "gate_proj", "up_proj"}, 16, 8)};
+  const std::vector<AdapterSpec> specs = {AdapterSpec{}, Targets({"q_proj", "v_proj"}, 8, 16),
+                                          Targets({"down_proj"}, 2, 2, true),
+                                          Targets({"o_proj", "gate_proj", "up_proj"}, 16, 8)};
   std::vector<std::shared_ptr<const LoraAdapter>> adapters;
   for (size_t i = 0; i < specs.size(); ++i) {
     const std::string a = absl::StrCat(dir, "/adapter", i);
@@ -298,9 +296,9 @@ TEST(MixedLoraBatchTest, EverySequenceGetsWhatItGetsAlone) {
   ForwardOutput out;
   ASSERT_TRUE(model->Forward(batch, cache.get(), &out).ok());
   for (int s = 0; s < kSeqs; ++s) {
-    EXPECT_EQ(out.logits[s], alone[s]) << "sequence " << s << " (adapter " << s % adapters.size()
-                                       << ", context " << context[s].size() << ", new "
-                                       << fresh[s].size() << ")";
+    EXPECT_EQ(out.logits[s], alone[s])
+        << "sequence " << s << " (adapter " << s % adapters.size() << ", context "
+        << context[s].size() << ", new " << fresh[s].size() << ")";
   }
   // And the adapters do change the output (sequence 0 has adapter 0 vs base).
   ForwardBatch base_only;

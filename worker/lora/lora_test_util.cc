@@ -35,10 +35,11 @@ struct Proj {
   const char* block;  // self_attn or mlp
   const char* gguf;
 };
-constexpr Proj kProjs[] = {{"q_proj", "self_attn", "attn_q"},   {"k_proj", "self_attn", "attn_k"},
-                           {"v_proj", "self_attn", "attn_v"},   {"o_proj", "self_attn", "attn_output"},
-                           {"gate_proj", "mlp", "ffn_gate"},    {"up_proj", "mlp", "ffn_up"},
-                           {"down_proj", "mlp", "ffn_down"}};
+constexpr Proj kProjs[] = {
+    {"q_proj", "self_attn", "attn_q"}, {"k_proj", "self_attn", "attn_k"},
+    {"v_proj", "self_attn", "attn_v"}, {"o_proj", "self_attn", "attn_output"},
+    {"gate_proj", "mlp", "ffn_gate"},  {"up_proj", "mlp", "ffn_up"},
+    {"down_proj", "mlp", "ffn_down"}};
 
 // [in, out] of a projection.
 std::pair<int64_t, int64_t> Dims(const TinySpec& s, const std::string& module) {
@@ -161,8 +162,8 @@ Weights RandomAdapter(const TinySpec& s, const AdapterSpec& a, std::mt19937* rng
   for (int64_t l = 0; l < s.layers; ++l) {
     for (const std::string& m : a.targets) {
       auto [in, out] = Dims(s, m);
-      const std::string p = absl::StrCat("base_model.model.model.layers.", l, ".", BlockOf(m), ".",
-                                         m, ".");
+      const std::string p =
+          absl::StrCat("base_model.model.model.layers.", l, ".", BlockOf(m), ".", m, ".");
       Add(&w, p + "lora_A.weight", {a.rank, in}, 1.0 / std::sqrt(double(in)), rng);
       Add(&w, p + "lora_B.weight", {out, a.rank}, 0.3 / std::sqrt(double(a.rank)), rng);
     }
@@ -202,8 +203,8 @@ Weights Merge(const Weights& model, const AdapterSpec& a, const Weights& adapter
   const std::string prefix = "base_model.model.";
   for (const auto& [name, ta] : adapter) {
     const std::string suffix = ".lora_A.weight";
-    if (name.size() < suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(),
-                                                    suffix) != 0) {
+    if (name.size() < suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
       continue;
     }
     const std::string stem = name.substr(0, name.size() - suffix.size());
@@ -259,10 +260,9 @@ absl::Status WriteMergedGguf(const std::string& src, const std::string& dst, con
         layer = std::stoll(name.substr(4, name.size() - suffix.size() - 4));
       }
     }
-    const std::string stem =
-        proj ? absl::StrCat("base_model.model.model.layers.", layer, ".", proj->block, ".",
-                            proj->module)
-             : "";
+    const std::string stem = proj ? absl::StrCat("base_model.model.model.layers.", layer, ".",
+                                                 proj->block, ".", proj->module)
+                                  : "";
     if (proj == nullptr || !adapter.count(stem + ".lora_A.weight")) {
       g.AddTensor(name, t.type, t.ne, std::string(static_cast<const char*>(t.data), t.nbytes));
       continue;
@@ -282,7 +282,8 @@ absl::Status WriteMergedGguf(const std::string& src, const std::string& dst, con
     for (int64_t o = 0; o < out; ++o) {
       for (int64_t k = 0; k < in; ++k) {
         double acc = 0;
-        for (int64_t j = 0; j < rank; ++j) acc += double(tb.values[o * rank + j]) * ta.values[j * in + k];
+        for (int64_t j = 0; j < rank; ++j)
+          acc += double(tb.values[o * rank + j]) * ta.values[j * in + k];
         delta[o * in + k] = static_cast<float>(scale * acc);
       }
     }

@@ -42,7 +42,7 @@ struct AdapterSpec {
   int rank = 4;
   double alpha = 8.0;
   bool use_rslora = false;
-  std::vector<std::string> targets = {"q_proj", "k_proj", "v_proj", "o_proj",
+  std::vector<std::string> targets = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                       "gate_proj", "up_proj", "down_proj"};
 };
 // PEFT names: base_model.model.model.layers.{i}.self_attn.q_proj.lora_A.weight ...
