@@ -277,6 +277,22 @@ TEST_F(LoraEngineTest, NoRootRefusesRuntimeLoadsButStartupAdaptersLoad) {
   EXPECT_NE(failed.status().message().find("--lora x="), std::string::npos) << failed.status();
 }
 
+// A request keeps its adapter when it is removed (or evicted) before the
+// request runs: the engine sleeps, so the request is queued, not running.
+TEST_F(LoraEngineTest, RemovedAdapterStaysWithItsQueuedRequest) {
+  std::unique_ptr<AsyncLLMEngine> e = MakeEngine(root_ + "/base.gguf", Args());
+  ASSERT_TRUE(e);
+  AddAll(e.get());
+  const std::vector<int32_t> want = RunOne(e.get(), prompts_[2], "first", "a1");
+  ASSERT_TRUE(e->Sleep(1).ok());
+  absl::StatusOr<std::shared_ptr<RequestOutputStream>> s =
+      e->Generate(prompts_[2], Greedy(), "queued", 0, absl::InfinitePast(), "a1");
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(e->RemoveLora("a1").ok());
+  ASSERT_TRUE(e->WakeUp().ok());
+  EXPECT_EQ(Collect(*s), want);
+}
+
 // One adapter kept in memory: the other is evicted and reloaded on use,
 // with the same outputs.
 TEST_F(LoraEngineTest, LruEvictsAndReloads) {
