@@ -14,6 +14,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "cli/common_flags.h"
 #include "cli/server_launcher.h"
@@ -28,6 +29,10 @@ ABSL_FLAG(std::string, admin_token, "",
 ABSL_FLAG(std::vector<std::string>, engine_flags, {},
           "Extra rill-engine flags, comma-separated (e.g. --max_num_seqs=32).");
 ABSL_FLAG(std::vector<std::string>, frontend_flags, {}, "Extra rill-frontend flags.");
+ABSL_FLAG(std::vector<std::string>, lora, {},
+          "LoRA adapters loaded at start-up: name=path,name=path (PEFT directories).");
+ABSL_FLAG(std::string, lora_root, "",
+          "Admin.AddLora may load adapters from under this directory only (empty: refused).");
 ABSL_FLAG(std::string, run_dir, "", "Port files and logs; default a fresh /tmp/rill-serve.XXXXXX.");
 ABSL_FLAG(bool, log_to_files, false, "Child logs go to <run_dir>/<name>.log instead of stderr.");
 ABSL_FLAG(std::string, ready_file, "",
@@ -92,6 +97,12 @@ int RunServe(int, char**) {
       absl::StrCat("--threads=", absl::GetFlag(FLAGS_threads)),
       absl::StrCat("--tensor_parallel_size=", absl::GetFlag(FLAGS_tensor_parallel_size)),
   };
+  if (!absl::GetFlag(FLAGS_lora).empty()) {
+    opts.engine_flags.push_back("--lora=" + absl::StrJoin(absl::GetFlag(FLAGS_lora), ","));
+  }
+  if (!absl::GetFlag(FLAGS_lora_root).empty()) {
+    opts.engine_flags.push_back("--lora_root=" + absl::GetFlag(FLAGS_lora_root));
+  }
   for (const std::string& f : absl::GetFlag(FLAGS_engine_flags)) opts.engine_flags.push_back(f);
   if (!absl::GetFlag(FLAGS_admin_token).empty()) {
     opts.frontend_flags.push_back("--admin_token=" + absl::GetFlag(FLAGS_admin_token));

@@ -59,12 +59,25 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(
   sched.max_num_batched_tokens = args.max_num_batched_tokens;
   sched.max_model_len = args.max_model_len > 0 ? args.max_model_len : (context > 0 ? context : 2048);
   sched.policy = args.scheduling_policy;
+  sched.max_loras = args.max_loras;
   if (absl::Status s = ValidateSchedulerConfig(sched); !s.ok()) return s;
+  if (args.max_loras < 1 || args.max_lora_rank < 1 || args.max_cpu_loras < args.max_loras) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "need max_loras >= 1 (got ", args.max_loras, "), max_lora_rank >= 1 (got ",
+        args.max_lora_rank, ") and max_cpu_loras >= max_loras (got ", args.max_cpu_loras, ")"));
+  }
   EngineArgs fixed = args;
   fixed.max_model_len = sched.max_model_len;
   auto engine = std::unique_ptr<AsyncLLMEngine>(
       new AsyncLLMEngine(fixed, std::move(executor), std::move(tokenizer)));
   engine->Start();
+  for (const auto& [name, path] : args.loras) {
+    absl::StatusOr<LoraInfo> added = engine->AddLoraTrusted(LoraRequest{name, 0, path});
+    if (!added.ok()) {
+      return absl::Status(added.status().code(), absl::StrCat("--lora ", name, "=", path, ": ",
+                                                              added.status().message()));
+    }
+  }
   return engine;
 }
 
@@ -79,6 +92,7 @@ AsyncLLMEngine::AsyncLLMEngine(const EngineArgs& args, std::unique_ptr<ModelExec
   sched.max_num_batched_tokens = args.max_num_batched_tokens;
   sched.max_model_len = args.max_model_len;
   sched.policy = args.scheduling_policy;
+  sched.max_loras = args.max_loras;
   core_ = std::make_unique<EngineCore>(executor_.get(), sched, args.enable_prefix_caching);
   config_.model.path = args.model;
   config_.model.config = executor_->model_config();
@@ -91,6 +105,16 @@ AsyncLLMEngine::AsyncLLMEngine(const EngineArgs& args, std::unique_ptr<ModelExec
   config_.parallel.threads = executor_->num_threads();
   config_.scheduler = core_->scheduler().config();
   config_.decoding.eos_token_ids = core_->eos_token_ids();
+  config_.lora.enabled = executor_->supports_lora();
+  config_.lora.max_loras = args.max_loras;
+  config_.lora.max_lora_rank = args.max_lora_rank;
+  config_.lora.max_cpu_loras = args.max_cpu_loras;
+  config_.lora.root = args.lora_root;
+  lora_ = std::make_unique<LoraRegistry>(
+      [executor = executor_.get(), rank = args.max_lora_rank](const std::string& path) {
+        return executor->LoadLora(path, rank);
+      },
+      args.max_cpu_loras);
   core_->SetTransitionCallback(
       [this](const std::vector<std::pair<std::string, RequestState>>& t) { ApplyTransitions(t); });
 }
@@ -198,10 +222,12 @@ absl::Status AsyncLLMEngine::GenerateWithCallback(const Prompt& prompt,
                                                   const SamplingParams& params,
                                                   const std::string& request_id,
                                                   OutputCallback callback, int priority,
-                                                  absl::Time arrival_time) {
+                                                  absl::Time arrival_time,
+                                                  const std::string& lora_name) {
   if (!callback) return absl::InvalidArgumentError("callback is empty");
   auto stream = std::make_shared<RequestOutputStream>(request_id, std::move(callback));
-  return AddRequest(prompt, params, request_id, priority, arrival_time, "", std::move(stream));
+  return AddRequest(prompt, params, request_id, priority, arrival_time, lora_name,
+                    std::move(stream));
 }
 
 absl::Status AsyncLLMEngine::AddRequest(const Prompt& prompt, const SamplingParams& params,
@@ -226,10 +252,12 @@ absl::Status AsyncLLMEngine::AddRequest(const Prompt& prompt, const SamplingPara
   request->priority = priority;
   request->times.arrival = arrival == absl::InfinitePast() ? absl::Now() : arrival;
   request->lora_name = lora_name;
-  request->lora_key = lora_name.empty() ? 0 : std::hash<std::string>()(lora_name);
   if (!lora_name.empty()) {
-    // No adapters can be loaded yet (the LoRA issue adds AddLora).
-    return absl::NotFoundError(absl::StrCat("LoRA adapter '", lora_name, "' is not loaded"));
+    // May reload an evicted adapter: file I/O here, on the caller's thread.
+    absl::StatusOr<LoraHandle> lora = lora_->Acquire(lora_name);
+    if (!lora.ok()) return lora.status();
+    request->lora = lora->adapter;
+    request->lora_key = lora->cache_key;
   }
   if (absl::Status s = core_->Validate(*request); !s.ok()) return s;
   {
@@ -252,6 +280,7 @@ absl::Status AsyncLLMEngine::AddRequest(const Prompt& prompt, const SamplingPara
     sample->priority = request->priority;
     sample->times.arrival = request->times.arrival;
     sample->lora_name = request->lora_name;
+    sample->lora = request->lora;
     sample->lora_key = request->lora_key;
     if (i > 0) sample->fork_parent_id = SampleRequestId(request_id, 0, n);
     samples->push_back(std::move(sample));

@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "engine/engine_args.h"
 #include "engine/engine_core.h"
+#include "engine/lora_registry.h"
 #include "engine/model_executor.h"
 #include "engine/output_processor.h"
 #include "engine/output_stream.h"
@@ -80,7 +81,8 @@ class AsyncLLMEngine {
   absl::Status GenerateWithCallback(const Prompt& prompt, const SamplingParams& params,
                                     const std::string& request_id, OutputCallback callback,
                                     int priority = 0,
-                                    absl::Time arrival_time = absl::InfinitePast());
+                                    absl::Time arrival_time = absl::InfinitePast(),
+                                    const std::string& lora_name = "");
 
   // Embeds the prompt: its final hidden states pooled as `params` says.
   // Errors come back at once: InvalidArgument for an empty request id or
@@ -105,6 +107,17 @@ class AsyncLLMEngine {
   const tokenizer::WordPieceTokenizer* GetEncoderTokenizer() const {
     return encoder_tokenizer_.get();
   }
+
+  // LoRA adapters (see lora_registry.h); Generate names one by lora_name
+  // (NotFound when it is not registered). AddLora loads the adapter on the
+  // calling thread: PermissionDenied for a path outside EngineArgs::lora_root
+  // (or with no root), Unimplemented when the executor cannot run adapters,
+  // AlreadyExists for a used name or id, the loader's error for a bad
+  // adapter (NotFound / InvalidArgument naming the file). RemoveLora lets
+  // running requests of the adapter finish with it.
+  absl::StatusOr<LoraInfo> AddLora(const LoraRequest& request);
+  absl::Status RemoveLora(const std::string& name);
+  std::vector<LoraInfo> ListLoras() const { return lora_->List(); }
 
   // Ends the request within one step ("abort"); NotFound if not unfinished.
   absl::Status Abort(const std::string& request_id);
@@ -164,6 +177,8 @@ class AsyncLLMEngine {
                           const std::string& request_id, int priority, absl::Time arrival,
                           const std::string& lora_name,
                           std::shared_ptr<RequestOutputStream> stream);
+  // AddLora without the lora_root check (start-up adapters).
+  absl::StatusOr<LoraInfo> AddLoraTrusted(const LoraRequest& request);
   void Post(Command command);
   // Runs `command` on the loop and waits for its status.
   absl::Status RunOnLoop(std::function<absl::Status()> command);
@@ -190,6 +205,7 @@ class AsyncLLMEngine {
   std::unique_ptr<tokenizer::BpeTokenizer> tokenizer_;
   std::unique_ptr<tokenizer::WordPieceTokenizer> encoder_tokenizer_;
   EngineConfig config_;
+  std::unique_ptr<LoraRegistry> lora_;
   // Loop-thread state.
   std::unique_ptr<EngineCore> core_;
   OutputProcessor outputs_;

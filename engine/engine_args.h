@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "engine/scheduler.h"
@@ -32,6 +34,15 @@ struct EngineArgs {
   std::string external_worker_dir;
   // Log stats (DoLogStats) from the loop this often; zero disables.
   absl::Duration log_stats_interval = absl::ZeroDuration();
+  // LoRA adapters (PEFT directories) loaded at start-up, {name, path}. These
+  // come from the operator's command line, so any path is accepted.
+  std::vector<std::pair<std::string, std::string>> loras;
+  int max_loras = 4;        // Distinct adapters among the running requests (one batch).
+  int max_lora_rank = 64;   // Adapters of a higher rank are refused.
+  int max_cpu_loras = 16;   // Adapters kept in memory (LRU); others reload on use.
+  // AddLora paths must lie under this directory; empty: AddLora is refused
+  // (PermissionDenied) and only start-up adapters exist.
+  std::string lora_root;
 };
 
 struct EngineConfig {
@@ -55,6 +66,13 @@ struct EngineConfig {
     std::vector<int32_t> eos_token_ids;
     std::string detokenizer = "incremental";
   } decoding;
+  struct Lora {
+    bool enabled = false;  // The executor runs adapters.
+    int max_loras = 0;
+    int max_lora_rank = 0;
+    int max_cpu_loras = 0;
+    std::string root;
+  } lora;
 };
 
 }  // namespace rill::engine

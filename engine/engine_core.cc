@@ -174,6 +174,7 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
     s.tokens.reserve(c.num_tokens);
     for (int64_t i = 0; i < c.num_tokens; ++i) s.tokens.push_back(c.request->token_at(c.start_pos + i));
     s.block_table = blocks_.BlockTable(c.request->seq_no);
+    s.lora = c.request->lora;
     s.all_logits = c.request->params.prompt_logprobs.has_value() &&
                    c.start_pos + 1 < static_cast<int64_t>(c.request->prompt_token_ids.size());
   }

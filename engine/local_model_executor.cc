@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "worker/lora/lora_adapter.h"
 
 namespace rill::engine {
 
@@ -54,6 +55,13 @@ absl::Status LocalModelExecutor::Execute(const worker::ForwardBatch& batch,
   if (encoder_ != nullptr) return ExecuteEncoder(batch, out);
   if (cache_ == nullptr) return absl::FailedPreconditionError("executor is asleep");
   return model_->Forward(batch, cache_.get(), out);
+}
+
+absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> LocalModelExecutor::LoadLora(
+    const std::string& dir, int max_rank) {
+  if (!supports_lora()) return ModelExecutor::LoadLora(dir, max_rank);
+  return worker::LoadLoraAdapter(dir, checkpoint_->config(),
+                                 worker::LoraLoadOptions{.max_rank = max_rank});
 }
 
 absl::Status LocalModelExecutor::ExecuteEncoder(const worker::ForwardBatch& batch,

@@ -11,6 +11,13 @@ absl::Status NotAllowListed(const std::string& method) {
       "worker method '", method, "' is not allow-listed (allowed: ping, get_worker_info)"));
 }
 
+absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> ModelExecutor::LoadLora(
+    const std::string& dir, int) {
+  return absl::UnimplementedError(absl::StrCat(
+      "LoRA adapters are not supported by this executor (", dir,
+      "); they run in the in-process executor (tensor_parallel_size 1) only"));
+}
+
 absl::StatusOr<std::vector<std::string>> ModelExecutor::CollectiveRpc(const std::string& method) {
   // One rank, in this process.
   if (method == "ping") return std::vector<std::string>{"\"pong\""};

@@ -5,6 +5,7 @@
 #ifndef RILL_ENGINE_MODEL_EXECUTOR_H_
 #define RILL_ENGINE_MODEL_EXECUTOR_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,10 @@
 #include "absl/status/statusor.h"
 #include "worker/forward_batch.h"
 #include "worker/loader/checkpoint.h"
+
+namespace rill::worker {
+struct LoraAdapter;  // worker/lora/lora_adapter.h
+}
 
 namespace rill::engine {
 
@@ -36,6 +41,14 @@ class ModelExecutor {
   virtual bool can_generate() const { return true; }
   virtual bool can_pool() const { return false; }
   virtual bool is_encoder() const { return false; }
+
+  // Reads the PEFT adapter in `dir` for this model (sequences then name it
+  // in SequenceChunk::lora). Any thread may call it: it reads the file and
+  // the immutable model config only. Unimplemented when this executor cannot
+  // run adapters (the default; tensor-parallel workers).
+  virtual absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> LoadLora(
+      const std::string& dir, int max_rank);
+  virtual bool supports_lora() const { return false; }
 
   // Non-OK once the executor can no longer run steps (e.g. a dead worker).
   virtual absl::Status CheckHealth() { return absl::OkStatus(); }

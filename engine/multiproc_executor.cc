@@ -431,6 +431,10 @@ absl::Status MultiprocExecutor::Execute(const worker::ForwardBatch& batch,
   WorkerCommand cmd;
   rill::internal::StepCommand* step = cmd.mutable_step();
   for (const worker::SequenceChunk& s : batch.sequences) {
+    if (s.lora != nullptr) {
+      // LoadLora refuses adapters here, so this is only a safety net.
+      return absl::UnimplementedError("LoRA adapters need tensor_parallel_size 1");
+    }
     rill::internal::StepSequence* seq = step->add_sequences();
     seq->mutable_tokens()->Add(s.tokens.begin(), s.tokens.end());
     seq->set_start_pos(s.start_pos);

@@ -95,6 +95,10 @@ TEST(MultiprocExecutorTest, TwoRanksMatchOneRankGreedyOnTenPrompts) {
     absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> two = AsyncLLMEngine::Create(Args(2));
     ASSERT_TRUE(two.ok()) << two.status();
     EXPECT_EQ((*two)->GetEngineConfig().parallel.tensor_parallel_size, 2);
+    // LoRA adapters run at tensor_parallel_size 1 only: a clear refusal.
+    absl::StatusOr<LoraInfo> lora = (*two)->AddLora({"x", 0, "/tmp"});
+    EXPECT_EQ(lora.status().code(), absl::StatusCode::kUnimplemented) << lora.status();
+    EXPECT_FALSE((*two)->GetEngineConfig().lora.enabled);
     tp = RunAll(two->get(), TenPrompts(), 24);
     absl::StatusOr<std::vector<std::string>> info = (*two)->CollectiveRpc("get_worker_info");
     ASSERT_TRUE(info.ok()) << info.status();
@@ -145,6 +149,8 @@ TEST(MultiprocExecutorTest, SleepWakeAcrossProcessesAndCleanShutdown) {
     absl::Status bad = (*ex)->Execute(batch, &after);
     EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_TRUE((*ex)->CheckHealth().ok());
+    EXPECT_FALSE((*ex)->supports_lora());
+    EXPECT_EQ((*ex)->LoadLora("/tmp", 8).status().code(), absl::StatusCode::kUnimplemented);
   }
   for (pid_t p : pids) EXPECT_TRUE(ProcessGone(p)) << "worker " << p << " still running";
 }

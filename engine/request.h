@@ -14,6 +14,10 @@
 #include "engine/sampling_params.h"
 #include "worker/sampler.h"
 
+namespace rill::worker {
+struct LoraAdapter;  // worker/lora/lora_adapter.h
+}
+
 namespace rill::engine {
 
 enum class RequestState {
@@ -53,8 +57,13 @@ struct Request {
   std::vector<int32_t> prompt_token_ids;
   SamplingParams params;
   int priority = 0;  // Lower runs first under the priority policy.
-  std::string lora_name;  // Stored, not used yet.
-  uint64_t lora_key = 0;  // Extra prefix-cache key derived from lora_name.
+  // The LoRA adapter (null and "" for the base model), held until the request
+  // ends even if the adapter is removed or evicted meanwhile.
+  std::string lora_name;
+  std::shared_ptr<const worker::LoraAdapter> lora;
+  // Extra prefix-cache key: 0 for the base model, else unique per loaded
+  // adapter (LoraHandle::cache_key), so no cached block crosses adapters.
+  uint64_t lora_key = 0;
   int64_t seq_no = 0;     // Admission order; tie-breaker after arrival.
   // Parallel sample (n > 1) other than the first: waits until the request
   // with this id has computed the prompt, then shares its full prompt blocks.

@@ -5,6 +5,7 @@
 
 #include <glog/logging.h>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace rill::engine {
@@ -156,6 +157,17 @@ bool Scheduler::PreemptFor(const Request* r, absl::flat_hash_map<Request*, size_
   return true;
 }
 
+bool Scheduler::LoraFits(const Request& request) const {
+  if (config_.max_loras <= 0 || request.lora_key == 0) return true;
+  absl::flat_hash_set<uint64_t> active;
+  for (const Request* r : running_) {
+    if (r->lora_key == 0) continue;
+    if (r->lora_key == request.lora_key) return true;
+    active.insert(r->lora_key);
+  }
+  return static_cast<int>(active.size()) < config_.max_loras;
+}
+
 SchedulerOutput Scheduler::Schedule(absl::Time now) {
   SchedulerOutput out;
   int64_t budget = config_.max_num_batched_tokens;
@@ -204,6 +216,10 @@ SchedulerOutput Scheduler::Schedule(absl::Time now) {
     std::vector<int32_t> forked;
     if (!ForkBlocks(*r, &forked)) {
       ++it;  // Its parent is still computing the shared prompt.
+      continue;
+    }
+    if (!LoraFits(*r)) {
+      ++it;  // Waits until a running adapter's requests finish.
       continue;
     }
     if (static_cast<int>(running_.size()) >= config_.max_num_seqs) {

@@ -34,6 +34,9 @@ struct SchedulerConfig {
   int max_num_batched_tokens = 2048;
   int64_t max_model_len = 2048;  // Prompt + outputs per request.
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  // Distinct LoRA adapters among running requests (so in any one step); a
+  // waiting request of another adapter waits. 0: no limit.
+  int max_loras = 0;
 };
 
 absl::Status ValidateSchedulerConfig(const SchedulerConfig& config);
@@ -101,6 +104,8 @@ class Scheduler {
   // parent has not computed its prompt yet.
   bool ForkBlocks(const Request& request, std::vector<int32_t>* blocks) const;
   void RemoveFromRunning(Request* request);
+  // Whether admitting `request` keeps the running adapters within max_loras.
+  bool LoraFits(const Request& request) const;
 
   SchedulerConfig config_;
   BlockManager* blocks_;

@@ -332,3 +332,41 @@ TEST(SchedulerTest, StopTokensEosAndMinTokens) {
 
 }  // namespace
 }  // namespace rill::engine
+
+namespace rill::engine {
+namespace {
+
+// max_loras bounds the distinct adapters among running requests: a request
+// of a third adapter waits until one of the two running adapters is done;
+// same-adapter and base-model requests are not held back.
+TEST(SchedulerTest, MaxLorasLimitsDistinctAdaptersPerStep) {
+  SchedulerConfig sched = Sched(8, 64);
+  sched.max_loras = 2;
+  Harness h(Fake(), sched);
+  struct R {
+    std::string id;
+    uint64_t key;
+    int max_tokens;
+  };
+  const std::vector<R> reqs = {{"a", 1, 2}, {"b", 2, 6}, {"c", 3, 2}, {"a2", 1, 6}, {"base", 0, 6}};
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto r = MakeRequest(reqs[i].id, Prompt(5, i), Greedy(reqs[i].max_tokens));
+    r->lora_key = reqs[i].key;
+    ASSERT_TRUE(h.core_.AddRequest(std::move(r)).ok());
+  }
+  std::vector<std::string> first = h.Step();
+  std::sort(first.begin(), first.end());
+  EXPECT_EQ(first, (std::vector<std::string>{"a", "a2", "b", "base"}));
+  h.Step();  // "a" finishes (2 tokens); a2 still holds adapter 1.
+  EXPECT_EQ(h.core_.scheduler().Find("c")->state, RequestState::kWaiting);
+  h.RunToCompletion();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(h.results_[reqs[i].id].tokens, h.fake_.Generate(Prompt(5, i), reqs[i].max_tokens))
+        << reqs[i].id;
+  }
+  // "c" ran only after adapter 1 or 2 left: it finished last.
+  EXPECT_EQ(h.order_.back(), "c");
+}
+
+}  // namespace
+}  // namespace rill::engine

@@ -6,9 +6,12 @@
 #define RILL_WORKER_FORWARD_BATCH_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace rill::worker {
+
+struct LoraAdapter;  // worker/lora/lora_adapter.h
 
 struct SequenceChunk {
   // New tokens, at positions start_pos .. start_pos + tokens.size() - 1.
@@ -23,6 +26,9 @@ struct SequenceChunk {
   // Also return the final hidden states (after the final norm) of every new
   // token, for pooling (embeddings). Encoders return only these.
   bool return_hidden = false;
+  // The LoRA adapter this sequence runs with (null: the base model). Each
+  // sequence of a batch may have its own; the base weights are shared.
+  std::shared_ptr<const LoraAdapter> lora;
 };
 
 struct ForwardBatch {

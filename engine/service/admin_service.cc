@@ -67,23 +67,50 @@ grpc::Status AdminServiceImpl::IsSleeping(grpc::ServerContext*, const rill::v1::
   return grpc::Status::OK;
 }
 
-grpc::Status AdminServiceImpl::AddLora(grpc::ServerContext*, const rill::v1::AddLoraRequest*,
-                                       rill::v1::AddLoraResponse*) {
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                      "LoRA adapters are not supported yet (a later feature)");
+namespace {
+
+rill::v1::LoraAdapter ToProto(const engine::LoraInfo& info) {
+  rill::v1::LoraAdapter a;
+  a.set_name(info.name);
+  a.set_id(info.id);
+  a.set_path(info.path);
+  a.set_rank(info.rank);
+  return a;
+}
+
+}  // namespace
+
+grpc::Status AdminServiceImpl::AddLora(grpc::ServerContext*,
+                                       const rill::v1::AddLoraRequest* request,
+                                       rill::v1::AddLoraResponse* response) {
+  RILL_REQUIRE_ENGINE();
+  if (request->name().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "AddLora: name is empty");
+  }
+  if (request->path().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "AddLora: path is empty");
+  }
+  absl::StatusOr<engine::LoraInfo> info =
+      engine->AddLora(engine::LoraRequest{request->name(), 0, request->path()});
+  if (!info.ok()) return ToGrpcStatus(info.status());
+  *response->mutable_adapter() = ToProto(*info);
+  return grpc::Status::OK;
 }
 
 grpc::Status AdminServiceImpl::RemoveLora(grpc::ServerContext*,
                                           const rill::v1::RemoveLoraRequest* request,
                                           rill::v1::RemoveLoraResponse*) {
-  return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                      absl::StrCat("no LoRA adapter named '", request->name(),
-                                   "' (LoRA adapters are not supported yet)"));
+  RILL_REQUIRE_ENGINE();
+  return ToGrpcStatus(engine->RemoveLora(request->name()));
 }
 
 grpc::Status AdminServiceImpl::ListLoras(grpc::ServerContext*, const rill::v1::ListLorasRequest*,
-                                         rill::v1::ListLorasResponse*) {
-  return grpc::Status::OK;  // None loaded.
+                                         rill::v1::ListLorasResponse* response) {
+  RILL_REQUIRE_ENGINE();
+  for (const engine::LoraInfo& info : engine->ListLoras()) {
+    *response->add_adapters() = ToProto(info);
+  }
+  return grpc::Status::OK;
 }
 
 grpc::Status AdminServiceImpl::GetStats(grpc::ServerContext*, const rill::v1::GetStatsRequest*,

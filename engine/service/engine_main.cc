@@ -9,6 +9,7 @@
 #include <atomic>
 #include <csignal>
 #include <string>
+#include <vector>
 
 #include <glog/logging.h>
 
@@ -45,6 +46,13 @@ ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert.");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA: require client certificates it signed (mutual TLS, e.g. for frontends).");
 ABSL_FLAG(std::string, profile_dir, "/tmp/rill-profile", "Default Admin.StartProfile dir.");
+ABSL_FLAG(std::vector<std::string>, lora, {},
+          "LoRA adapters to load at start-up: name=path,name=path (PEFT directories).");
+ABSL_FLAG(std::string, lora_root, "",
+          "Admin.AddLora paths must be under this directory; empty refuses AddLora.");
+ABSL_FLAG(int, max_loras, 4, "Most distinct LoRA adapters among running requests (one batch).");
+ABSL_FLAG(int, max_lora_rank, 64, "LoRA adapters of a higher rank are refused.");
+ABSL_FLAG(int, max_cpu_loras, 16, "LoRA adapters kept in memory (LRU); others reload on use.");
 
 namespace {
 
@@ -74,6 +82,18 @@ int main(int argc, char** argv) {
   args.max_model_len = absl::GetFlag(FLAGS_max_model_len);
   args.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
   args.log_stats_interval = absl::Seconds(absl::GetFlag(FLAGS_log_stats_interval_s));
+  for (const std::string& spec : absl::GetFlag(FLAGS_lora)) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      LOG(ERROR) << "--lora wants name=path, got '" << spec << "'";
+      return 2;
+    }
+    args.loras.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
+  }
+  args.lora_root = absl::GetFlag(FLAGS_lora_root);
+  args.max_loras = absl::GetFlag(FLAGS_max_loras);
+  args.max_lora_rank = absl::GetFlag(FLAGS_max_lora_rank);
+  args.max_cpu_loras = absl::GetFlag(FLAGS_max_cpu_loras);
 
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);

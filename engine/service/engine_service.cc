@@ -44,8 +44,16 @@ grpc::Status EngineServiceImpl::Encode(grpc::ServerContext*,
                         "hidden states");
   }
   if (!request->lora_name().empty()) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        absl::StrCat("LoRA adapter '", request->lora_name(), "' is not loaded"));
+    bool known = false;
+    for (const engine::LoraInfo& l : e->ListLoras()) {
+      known = known || l.name == request->lora_name();
+    }
+    if (!known) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("LoRA adapter '", request->lora_name(), "' is not loaded"));
+    }
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        "Encode does not run LoRA adapters (Generate does)");
   }
   engine::PoolingParams params = FromProto(request->pooling());
   std::vector<int32_t> ids(request->prompt_token_ids().begin(), request->prompt_token_ids().end());
@@ -91,6 +99,9 @@ grpc::Status EngineServiceImpl::GetServerConfig(grpc::ServerContext*,
   if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
   *response = ToServerConfig(host_->engine()->GetEngineConfig(),
                              host_->options().max_waiting_requests);
+  for (const engine::LoraInfo& l : host_->engine()->ListLoras()) {
+    response->mutable_lora()->add_loaded(l.name);
+  }
   return grpc::Status::OK;
 }
 

@@ -365,7 +365,16 @@ TEST_F(EngineServiceTest, AdminRpcs) {
     grpc::ClientContext ctx;
     rill::v1::AddLoraResponse resp;
     EXPECT_EQ(admin_->AddLora(&ctx, rill::v1::AddLoraRequest(), &resp).error_code(),
-              grpc::StatusCode::UNIMPLEMENTED);
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    // No lora_root configured: run-time loading is refused.
+    grpc::ClientContext ctx;
+    rill::v1::AddLoraRequest req;
+    req.set_name("x");
+    req.set_path("/etc");
+    rill::v1::AddLoraResponse resp;
+    EXPECT_EQ(admin_->AddLora(&ctx, req, &resp).error_code(), grpc::StatusCode::PERMISSION_DENIED);
   }
   {
     grpc::ClientContext ctx;

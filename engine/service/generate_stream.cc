@@ -75,10 +75,6 @@ absl::Status StartRequest(EngineHost* host, const std::shared_ptr<StreamState>& 
   if (absl::Status s = host->Serving(); !s.ok()) return s;
   engine::AsyncLLMEngine* engine = host->engine();
   if (start.prompt_token_ids().empty()) return absl::InvalidArgumentError("the prompt is empty");
-  if (!start.lora_name().empty()) {
-    return absl::NotFoundError(absl::StrCat("unknown LoRA adapter '", start.lora_name(),
-                                            "' (LoRA serving is not available yet)"));
-  }
   absl::StatusOr<engine::SamplingParams> params = FromProto(start.sampling());
   if (!params.ok()) return params.status();
   const int limit = host->options().max_waiting_requests;
@@ -102,7 +98,7 @@ absl::Status StartRequest(EngineHost* host, const std::shared_ptr<StreamState>& 
       [weak](const engine::RequestOutput& out) {
         if (std::shared_ptr<StreamState> s = weak.lock()) s->Push(ToEngineOutput(out));
       },
-      start.priority(), arrival);
+      start.priority(), arrival, start.lora_name());
   if (!status.ok()) {
     absl::MutexLock lock(&state->mu);
     state->live.erase(id);

@@ -184,7 +184,9 @@ rill::v1::ServerConfig ToServerConfig(const engine::EngineConfig& c, int max_wai
   for (int32_t id : c.decoding.eos_token_ids) p.mutable_decoding()->add_eos_token_ids(id);
   p.mutable_decoding()->set_detokenizer(c.decoding.detokenizer);
   p.mutable_decoding()->set_max_n(1);
-  p.mutable_lora()->set_enabled(false);
+  p.mutable_lora()->set_enabled(c.lora.enabled);
+  p.mutable_lora()->set_max_loras(c.lora.max_loras);
+  p.mutable_lora()->set_max_lora_rank(c.lora.max_lora_rank);
   return p;
 }
 

@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "worker/lora/lora_apply.h"
 #include "worker/models/gpt2.h"
 #include "worker/models/llama.h"
 
@@ -58,6 +59,18 @@ absl::Status CausalLm::Forward(const ForwardBatch& batch, PagedKvCache* cache,
                                                        " outside the vocabulary of ",
                                                        cfg.vocab_size));
       }
+    }
+  }
+  bool any_lora = false;
+  for (const SequenceChunk& seq : batch.sequences) any_lora = any_lora || seq.lora != nullptr;
+  if (any_lora) {
+    if (!SupportsLora()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "this model (", cfg.architecture,
+          ") does not run LoRA adapters: the Llama family at tensor_parallel_size 1 does"));
+    }
+    if (absl::Status s = CheckLoraAdapters(batch, cfg.hidden_size, cfg.num_layers); !s.ok()) {
+      return s;
     }
   }
   return ForwardValidated(batch, cache, out);

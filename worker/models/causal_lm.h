@@ -44,7 +44,14 @@ class CausalLm {
   // InvalidArgument (and no cache writes) when a token id is out of range, a
   // block table is too short or names a block past the cache, or a position
   // exceeds the context length.
+  // Sequences may carry a LoRA adapter each (SequenceChunk::lora):
+  // Unimplemented when this model cannot run adapters, InvalidArgument when
+  // one was loaded for another model's dimensions.
   absl::Status Forward(const ForwardBatch& batch, PagedKvCache* cache, ForwardOutput* out);
+
+  // Whether Forward accepts sequences with a LoRA adapter (the Llama family
+  // without tensor parallelism).
+  virtual bool SupportsLora() const { return false; }
 
  protected:
   CausalLm(std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/aligned_buffer.h"
 #include "kernels/cpu/ops.h"
+#include "worker/lora/lora_apply.h"
 #include "worker/models/layers.h"
 #include "worker/models/tp_plan.h"
 #include "worker/models/tp_slice.h"
@@ -112,6 +113,11 @@ class Llama : public CausalLm {
     }
   }
 
+  // Adapters run unsharded only (their B/A would need the same slicing).
+  bool SupportsLora() const override {
+    return options_.comm == nullptr || options_.comm->world_size() == 1;
+  }
+
   // Sums the row-parallel partial outputs over the ranks (no-op alone).
   absl::Status ReduceAcrossRanks(float* data, int64_t count) {
     if (options_.comm == nullptr || options_.comm->world_size() == 1) return absl::OkStatus();
@@ -144,6 +150,11 @@ class Llama : public CausalLm {
     const cpu::RopeLayout rope =
         c.rope_interleaved ? cpu::RopeLayout::kInterleaved : cpu::RopeLayout::kNeox;
 
+    // Per-sequence LoRA updates (no-ops when no sequence has an adapter).
+    const LoraTokenMap lora(batch);
+    auto delta = [&](int64_t t0, int64_t m, int64_t layer, LoraModule module, const float* in,
+                     float* out) { ApplyLora(lora, t0, m, layer, module, in, out, pool_); };
+
     EmbedTokens(embed_, layout.tokens, x_.data(), pool_);
     for (int64_t l = 0; l < c.num_layers; ++l) {
       const LlamaLayer& L = layers_[l];
@@ -151,6 +162,9 @@ class Llama : public CausalLm {
       cpu::MatMul(L.q, xn_.data(), n, q_.data(), pool_);
       cpu::MatMul(L.k, xn_.data(), n, k_.data(), pool_);
       cpu::MatMul(L.v, xn_.data(), n, v_.data(), pool_);
+      delta(0, n, l, LoraModule::kQ, xn_.data(), q_.data());
+      delta(0, n, l, LoraModule::kK, xn_.data(), k_.data());
+      delta(0, n, l, LoraModule::kV, xn_.data(), v_.data());
       if (!L.q_bias.empty()) {
         AddBiasRows(q_.data(), L.q_bias.data(), n, qd);
         AddBiasRows(k_.data(), L.k_bias.data(), n, kvd);
@@ -163,6 +177,7 @@ class Llama : public CausalLm {
       WriteKv(batch, layout, l, k_.data(), v_.data(), cache);
       AttendAll(batch, layout, l, q_.data(), num_heads, cache, attn, pool_);
       cpu::MatMul(L.o, attn, n, tmp, pool_);
+      delta(0, n, l, LoraModule::kO, attn, tmp);
       if (absl::Status s = ReduceAcrossRanks(tmp, n * h); !s.ok()) return s;
       cpu::Add(x_.data(), tmp, n * h, x_.data());
 
@@ -174,8 +189,11 @@ class Llama : public CausalLm {
         const int64_t m = std::min(kFfnTokens, n - t0);
         cpu::MatMul(L.gate, xn_.data() + t0 * h, m, gate_.data(), pool_);
         cpu::MatMul(L.up, xn_.data() + t0 * h, m, up_.data(), pool_);
+        delta(t0, m, l, LoraModule::kGate, xn_.data() + t0 * h, gate_.data());
+        delta(t0, m, l, LoraModule::kUp, xn_.data() + t0 * h, up_.data());
         cpu::SwiGlu(gate_.data(), up_.data(), m * f, gate_.data());
         cpu::MatMul(L.down, gate_.data(), m, tmp + t0 * h, pool_);
+        delta(t0, m, l, LoraModule::kDown, gate_.data(), tmp + t0 * h);
       }
       if (absl::Status s = ReduceAcrossRanks(tmp, n * h); !s.ok()) return s;
       cpu::Add(x_.data(), tmp, n * h, x_.data());

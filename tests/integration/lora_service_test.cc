@@ -1,0 +1,187 @@
+// LoRA through the whole service: rill-engine (--lora at start-up,
+// --lora_root) and rill-frontend (--admin_token) as processes on 127.0.0.1
+// serving the default model. Admin.AddLora / ListLoras / RemoveLora over
+// gRPC, Generate with a lora_name equal to the in-process engine with the
+// same adapter, and per-request NOT_FOUND for an unknown adapter.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/async_llm_engine.h"
+#include "rill/v1/admin.grpc.pb.h"
+#include "rill/v1/inference.grpc.pb.h"
+#include "tests/integration/service_stack.h"
+#include "worker/lora/lora_test_util.h"
+
+namespace rill {
+namespace {
+
+namespace wt = rill::worker::testing;
+using testing::Collected;
+using testing::GreedyText;
+
+constexpr int kTokens = 12;
+constexpr char kPrompt[] = "The capital of France is";
+constexpr char kToken[] = "lora-test-token";
+
+std::vector<int32_t> InProcess(engine::AsyncLLMEngine* e, const std::string& lora) {
+  engine::SamplingParams sp;
+  sp.temperature = 0.0f;
+  sp.max_tokens = kTokens;
+  sp.ignore_eos = true;
+  auto stream = e->Generate(kPrompt, sp, "ref-" + lora, 0, absl::InfinitePast(), lora);
+  EXPECT_TRUE(stream.ok()) << stream.status();
+  if (!stream.ok()) return {};
+  engine::RequestOutput last;
+  while (true) {
+    absl::StatusOr<engine::RequestOutput> o = (*stream)->Next(absl::Seconds(120));
+    if (!o.ok()) break;
+    last = *o;
+  }
+  EXPECT_TRUE(last.finished);
+  return last.outputs.empty() ? std::vector<int32_t>{} : last.outputs[0].token_ids;
+}
+
+class LoraServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const uint32_t seed = std::random_device{}();
+    std::cout << "seed " << seed << "\n";
+    std::mt19937 rng(seed);
+    root_ = wt::TempDir() + "/lora_root";
+    std::filesystem::create_directories(root_);
+
+    // Reference outputs in process first (the stack is not running yet).
+    engine::EngineArgs args;
+    args.threads = 2;
+    args.lora_root = root_;
+    auto eng = engine::AsyncLLMEngine::Create(args);
+    ASSERT_TRUE(eng.ok()) << eng.status();
+    const loader::ModelConfig& c = (*eng)->GetModelConfig();
+    wt::TinySpec spec;
+    spec.hidden = c.hidden_size;
+    spec.heads = c.num_heads;
+    spec.kv_heads = c.num_kv_heads;
+    spec.head_dim = c.head_dim;
+    spec.ffn = c.intermediate_size;
+    spec.layers = c.num_layers;
+    spec.vocab = c.vocab_size;
+    wt::AdapterSpec a;
+    a.rank = 4;
+    a.targets = {"q_proj", "v_proj", "o_proj"};
+    for (const char* name : {"boot", "x"}) {
+      ASSERT_TRUE(wt::WriteAdapter(root_ + "/" + name, a, wt::RandomAdapter(spec, a, &rng)).ok());
+      ASSERT_TRUE((*eng)->AddLora({name, 0, root_ + "/" + name}).ok());
+    }
+    base_ = InProcess(eng->get(), "");
+    boot_ = InProcess(eng->get(), "boot");
+    x_ = InProcess(eng->get(), "x");
+    eng->reset();
+
+    testing::StackOptions o;
+    o.engine_flags = {absl::StrCat("--lora_root=", root_),
+                      absl::StrCat("--lora=boot=", root_, "/boot"), "--max_lora_rank=16"};
+    o.frontend_flags = {absl::StrCat("--admin_token=", kToken)};
+    ASSERT_TRUE(stack_.Start(o).ok());
+    channel_ = stack_.NewChannel();
+    inference_ = v1::Inference::NewStub(channel_);
+    admin_ = v1::Admin::NewStub(channel_);
+  }
+
+  std::unique_ptr<grpc::ClientContext> AdminContext() {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->AddMetadata("authorization", absl::StrCat("Bearer ", kToken));
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    return ctx;
+  }
+
+  Collected Generate(const std::string& lora, const std::string& id) {
+    v1::StartRequest start = GreedyText(kPrompt, kTokens, id);
+    start.set_lora_name(lora);
+    absl::StatusOr<Collected> c = testing::GenerateOnce(inference_.get(), start);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *c : Collected{};
+  }
+
+  std::vector<std::string> Names() {
+    v1::ListLorasResponse resp;
+    grpc::Status s = admin_->ListLoras(AdminContext().get(), v1::ListLorasRequest(), &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    std::vector<std::string> names;
+    for (const v1::LoraAdapter& a : resp.adapters()) names.push_back(a.name());
+    return names;
+  }
+
+  std::string root_;
+  std::vector<int32_t> base_, boot_, x_;
+  testing::ServiceStack stack_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Inference::Stub> inference_;
+  std::unique_ptr<v1::Admin::Stub> admin_;
+};
+
+TEST_F(LoraServiceTest, AddGenerateListRemove) {
+  EXPECT_NE(base_, x_);  // The adapter changes the output.
+  EXPECT_EQ(Names(), std::vector<std::string>{"boot"});
+  EXPECT_EQ(Generate("boot", "g-boot").token_ids, boot_);
+
+  v1::AddLoraRequest add;
+  add.set_name("x");
+  add.set_path(root_ + "/x");
+  v1::AddLoraResponse added;
+  grpc::Status s = admin_->AddLora(AdminContext().get(), add, &added);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(added.adapter().name(), "x");
+  EXPECT_EQ(added.adapter().rank(), 4);
+  EXPECT_GT(added.adapter().id(), 0);
+  EXPECT_EQ(Names(), (std::vector<std::string>{"boot", "x"}));
+
+  EXPECT_EQ(Generate("x", "g-x").token_ids, x_);
+  EXPECT_EQ(Generate("", "g-base").token_ids, base_);
+
+  // Unknown adapter: that request fails with NOT_FOUND, nothing else does.
+  Collected unknown = Generate("nope", "g-nope");
+  EXPECT_EQ(unknown.status.code(), grpc::StatusCode::NOT_FOUND) << unknown.status.message();
+  EXPECT_NE(unknown.status.message().find("nope"), std::string::npos);
+
+  // Bad AddLora calls: clear codes, and the engine keeps serving.
+  add.set_name("outside");
+  add.set_path("/etc");
+  EXPECT_EQ(admin_->AddLora(AdminContext().get(), add, &added).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  add.set_name("missing");
+  add.set_path(root_ + "/missing");
+  EXPECT_EQ(admin_->AddLora(AdminContext().get(), add, &added).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  wt::AdapterSpec big;
+  big.rank = 32;  // Above --max_lora_rank=16.
+  ASSERT_TRUE(wt::WriteAdapter(root_ + "/big", big, {}).ok());
+  add.set_name("big");
+  add.set_path(root_ + "/big");
+  s = admin_->AddLora(AdminContext().get(), add, &added);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("max_lora_rank"), std::string::npos) << s.error_message();
+  grpc::ClientContext no_token;
+  EXPECT_EQ(admin_->AddLora(&no_token, add, &added).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+
+  v1::RemoveLoraRequest rm;
+  rm.set_name("x");
+  v1::RemoveLoraResponse removed;
+  s = admin_->RemoveLora(AdminContext().get(), rm, &removed);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(admin_->RemoveLora(AdminContext().get(), rm, &removed).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Generate("x", "g-x-removed").status.code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Names(), std::vector<std::string>{"boot"});
+  EXPECT_EQ(Generate("", "g-base-after").token_ids, base_);
+}
+
+}  // namespace
+}  // namespace rill
