@@ -58,9 +58,11 @@ class SessionScopeTest : public ::testing::Test {
     return r;
   }
 
-  // A context carrying `session` ("" = none).
+  // A context carrying `session` ("" = none), with a deadline so that a
+  // broken scoping fails the test instead of hanging it.
   static std::unique_ptr<grpc::ClientContext> Context(const std::string& session) {
     auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     if (!session.empty()) ctx->AddMetadata(base::kEngineSessionMetadata, session);
     return ctx;
   }
