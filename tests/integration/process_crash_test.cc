@@ -1,8 +1,9 @@
 // Whole processes die under a running service (SIGKILL, no clean-up): the
 // engine seen from the frontend (in-flight requests end UNAVAILABLE, health
 // NOT_SERVING, and after the launcher restarts the engine the frontend
-// reconnects by itself), and one of two frontends (the engine aborts that
-// frontend's requests, the other frontend keeps serving).
+// reconnects by itself), one of two frontends (the engine aborts that
+// frontend's requests, the other frontend keeps serving), and a stalled
+// engine (SIGSTOP: keepalive drops the connection, requests end UNAVAILABLE).
 #include <dirent.h>
 #include <signal.h>
 
@@ -169,6 +170,40 @@ TEST(ProcessCrashTest, KilledFrontendsRequestsAreAbortedAndTheOtherFrontendServe
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->status.code(), 0) << c->status.message();
   EXPECT_EQ(c->token_ids.size(), 4u);
+}
+
+TEST(ProcessCrashTest, StalledEngineIsDroppedByKeepaliveAndRecovers) {
+  testing::ServiceStack stack;
+  testing::StackOptions opts;
+  // Short keepalive so the stall is found in seconds (default 30 s + 10 s).
+  opts.frontend_flags = {"--keepalive_time_ms=1000", "--keepalive_timeout_ms=2000"};
+  ASSERT_TRUE(stack.Start(opts).ok());
+  auto channel = stack.NewChannel();
+  auto stub = v1::Inference::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(300)));
+  auto stream = stub->Generate(&ctx);
+  ASSERT_TRUE(stream->Write(StartMsg("Tell me a very long story.", 4000, "stalled")));
+  ASSERT_TRUE(WaitRunning(stream.get()));
+
+  // SIGSTOP: the engine's sockets stay open but nothing answers, as when
+  // the network between frontend and engine stalls.
+  const int engine = PidByPortFile(stack.run_dir() + "/engine.port");
+  ASSERT_GT(engine, 0);
+  ASSERT_EQ(kill(engine, SIGSTOP), 0);
+  v1::GenerateResponse last = LastResponse(stream.get());
+  const bool failed = last.finished() && last.status().code() == grpc::StatusCode::UNAVAILABLE;
+  EXPECT_TRUE(failed) << last.DebugString();
+  EXPECT_FALSE(testing::IsServing(channel).value_or(true));
+  ASSERT_EQ(kill(engine, SIGCONT), 0);
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+
+  // The same engine process answers again: the frontend reconnects.
+  ASSERT_TRUE(testing::WaitForHealth(channel, true, absl::Seconds(60)).ok());
+  auto after = testing::GenerateOnce(stub.get(), testing::GreedyText("The capital of France is", 4));
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->status.code(), 0) << after->status.message();
 }
 
 }  // namespace
