@@ -218,7 +218,11 @@ void EngineClient::StreamLoop() {
                        std::chrono::seconds(2));
     grpc::Status ps = stub_->CheckHealth(&probe, {}, &health);
     std::string reason;
-    if (ps.ok() || ps.error_code() != grpc::StatusCode::UNAVAILABLE) {
+    // No answer in time counts as unreachable too: a stalled engine (or
+    // network) accepts TCP connections but never speaks HTTP/2.
+    const bool reachable = ps.ok() || (ps.error_code() != grpc::StatusCode::UNAVAILABLE &&
+                                       ps.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED);
+    if (reachable) {
       std::unique_ptr<grpc::ClientReaderWriter<EngineRequest, EngineOutput>>
           stream = stub_->Generate(&ctx);
       {

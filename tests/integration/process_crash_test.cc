@@ -195,6 +195,10 @@ TEST(ProcessCrashTest, StalledEngineIsDroppedByKeepaliveAndRecovers) {
   const bool failed = last.finished() && last.status().code() == grpc::StatusCode::UNAVAILABLE;
   EXPECT_TRUE(failed) << last.DebugString();
   EXPECT_FALSE(testing::IsServing(channel).value_or(true));
+  // New requests during the stall are refused, not left hanging.
+  auto during = testing::GenerateOnce(stub.get(), testing::GreedyText("Hello", 4), absl::Seconds(60));
+  ASSERT_TRUE(during.ok()) << during.status();
+  EXPECT_EQ(during->status.code(), grpc::StatusCode::UNAVAILABLE) << during->status.message();
   ASSERT_EQ(kill(engine, SIGCONT), 0);
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
