@@ -182,6 +182,17 @@ TEST_F(TlsE2eTest, BadCertificateFilesStopTheBinariesWithTheFileName) {
                    "serve-missing-key", &log);
   EXPECT_NE(code, 0);
   EXPECT_NE(log.find(missing), std::string::npos) << log;
+
+  // Frontend<->engine TLS under `rill serve` is all three files or none.
+  code = RunToExit({testing::RunfilePath("cli/rill"), "serve", "--port=0",
+                    "--run_dir=" + testing::TestTempDir() + "/serve-partial",
+                    "--engine_tls_cert=" + pki_->server_cert,
+                    "--engine_tls_key=" + pki_->server_key,
+                    "--engine_binary=" + testing::RunfilePath("engine/service/rill-engine"),
+                    "--frontend_binary=" + testing::RunfilePath("frontend/rill-frontend")},
+                   "serve-partial-engine-tls", &log);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(log.find("--engine_tls_ca"), std::string::npos) << log;
 }
 
 TEST_F(TlsE2eTest, RillServePassesTheTlsFlagsThrough) {
