@@ -2,7 +2,8 @@
 // plaintext when no file is given (loopback and trusted pod networks), TLS
 // with a certificate and key, mutual TLS when a CA is given to a server
 // (clients must present a certificate it signed). Files are read once, at
-// start-up; a missing or unreadable one is an InvalidArgument naming it.
+// start-up; a missing or unreadable one, or a key that does not match its
+// certificate, is an InvalidArgument naming the file.
 #ifndef RILL_BASE_TLS_CREDENTIALS_H_
 #define RILL_BASE_TLS_CREDENTIALS_H_
 

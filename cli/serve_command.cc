@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/tls_credentials.h"
 #include "cli/common_flags.h"
 #include "cli/server_launcher.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -39,21 +40,95 @@ ABSL_FLAG(std::string, ready_file, "",
           "Written with the client address once every frontend reports SERVING.");
 ABSL_FLAG(std::string, engine_binary, "", "Default: next to this binary or in bazel-bin.");
 ABSL_FLAG(std::string, frontend_binary, "", "Default: next to this binary or in bazel-bin.");
+ABSL_FLAG(std::string, tls_cert, "", "Frontends serve clients over TLS with this PEM certificate.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "Frontends require client certificates signed by this PEM CA (mutual TLS).");
+ABSL_FLAG(std::string, engine_tls_cert, "",
+          "Mutual TLS between frontends and engine: the engine's certificate, also the "
+          "frontends' client certificate (one certificate for both is fine on loopback).");
+ABSL_FLAG(std::string, engine_tls_key, "", "PEM private key for --engine_tls_cert.");
+ABSL_FLAG(std::string, engine_tls_ca, "",
+          "PEM CA that signed --engine_tls_cert: each side verifies the other with it.");
+ABSL_FLAG(std::string, engine_tls_server_name, "",
+          "Name in --engine_tls_cert if it does not cover 127.0.0.1.");
 
 namespace rill::cli {
 namespace {
 
-// Overall health of the frontend at `address` (SERVING once the engine has
-// loaded the model and the frontend is connected to it).
-bool IsServing(const std::string& address) {
+// How `rill serve` checks readiness: the frontends' overall health over
+// plaintext (SERVING once the engine has loaded the model and the frontend is
+// connected to it). With client-facing TLS it holds no CA or client
+// certificate for the frontends, so it asks the engine instead, with the
+// internal credentials (the frontends listen only once the engine answered).
+struct ReadinessProbe {
+  std::string address;
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  std::string tls_server_name;
+};
+
+bool IsServing(const ReadinessProbe& probe) {
+  grpc::ChannelArguments args;
+  if (!probe.tls_server_name.empty()) args.SetSslTargetNameOverride(probe.tls_server_name);
   auto stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+      grpc::CreateCustomChannel(probe.address, probe.credentials, args));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
   grpc::health::v1::HealthCheckRequest req;
   grpc::health::v1::HealthCheckResponse resp;
   return stub->Check(&ctx, req, &resp).ok() &&
          resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
+// Translates the TLS flags into the children's flags; the files are checked
+// here too so a bad one fails `rill serve` at once, naming it.
+absl::Status AddTlsFlags(LaunchOptions* opts) {
+  const base::TlsFiles client{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+                              absl::GetFlag(FLAGS_tls_client_ca)};
+  if (!client.empty()) {
+    if (absl::Status s = base::MakeServerCredentials(client).status(); !s.ok()) return s;
+    opts->frontend_flags.push_back("--tls_cert=" + client.cert);
+    opts->frontend_flags.push_back("--tls_key=" + client.key);
+    if (!client.ca.empty()) opts->frontend_flags.push_back("--tls_client_ca=" + client.ca);
+  }
+  const base::TlsFiles internal{absl::GetFlag(FLAGS_engine_tls_cert),
+                                absl::GetFlag(FLAGS_engine_tls_key),
+                                absl::GetFlag(FLAGS_engine_tls_ca)};
+  if (internal.empty()) return absl::OkStatus();
+  if (internal.cert.empty() || internal.key.empty() || internal.ca.empty()) {
+    return absl::InvalidArgumentError(
+        "frontend<->engine TLS needs all of --engine_tls_cert, --engine_tls_key and "
+        "--engine_tls_ca");
+  }
+  if (absl::Status s = base::MakeServerCredentials(internal).status(); !s.ok()) return s;
+  opts->engine_flags.push_back("--tls_cert=" + internal.cert);
+  opts->engine_flags.push_back("--tls_key=" + internal.key);
+  opts->engine_flags.push_back("--tls_client_ca=" + internal.ca);
+  opts->frontend_flags.push_back("--engine_tls_cert=" + internal.cert);
+  opts->frontend_flags.push_back("--engine_tls_key=" + internal.key);
+  opts->frontend_flags.push_back("--engine_tls_ca=" + internal.ca);
+  if (const std::string name = absl::GetFlag(FLAGS_engine_tls_server_name); !name.empty()) {
+    opts->frontend_flags.push_back("--engine_tls_server_name=" + name);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReadinessProbe> MakeProbe(const ServerLauncher& launcher) {
+  ReadinessProbe probe;
+  if (absl::GetFlag(FLAGS_tls_cert).empty()) {
+    probe.address = launcher.address();
+    return probe;
+  }
+  probe.address = absl::StrCat("127.0.0.1:", launcher.engine_port());
+  const base::TlsFiles internal{absl::GetFlag(FLAGS_engine_tls_cert),
+                                absl::GetFlag(FLAGS_engine_tls_key),
+                                absl::GetFlag(FLAGS_engine_tls_ca)};
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
+      base::MakeChannelCredentials(internal);
+  if (!creds.ok()) return creds.status();
+  probe.credentials = *creds;
+  probe.tls_server_name = absl::GetFlag(FLAGS_engine_tls_server_name);
+  return probe;
 }
 
 std::string MakeRunDir() {
@@ -107,12 +182,22 @@ int RunServe(int, char**) {
   if (!absl::GetFlag(FLAGS_admin_token).empty()) {
     opts.frontend_flags.push_back("--admin_token=" + absl::GetFlag(FLAGS_admin_token));
   }
+  if (absl::Status s = AddTlsFlags(&opts); !s.ok()) {
+    std::cerr << "rill serve: " << s.message() << "\n";
+    return 2;
+  }
   for (const std::string& f : absl::GetFlag(FLAGS_frontend_flags)) opts.frontend_flags.push_back(f);
 
   ServerLauncher launcher(opts);
   if (absl::Status s = launcher.Start(); !s.ok()) {
     std::cerr << "rill serve: " << s.message() << "\n";
     return 1;
+  }
+  absl::StatusOr<ReadinessProbe> probe = MakeProbe(launcher);
+  if (!probe.ok()) {
+    std::cerr << "rill serve: " << probe.status().message() << "\n";
+    launcher.Stop();
+    return 2;
   }
   std::cerr << "rill serve: " << opts.num_frontends << " frontend(s) on " << launcher.address()
             << ", engine on 127.0.0.1:" << launcher.engine_port() << " (run dir " << opts.run_dir
@@ -133,7 +218,7 @@ int RunServe(int, char**) {
       exit_code = 1;
       break;
     }
-    if (!ready && IsServing(launcher.address())) {
+    if (!ready && IsServing(*probe)) {
       ready = true;
       std::cout << "Rill is serving on " << launcher.address() << std::endl;
       const std::string ready_file = absl::GetFlag(FLAGS_ready_file);

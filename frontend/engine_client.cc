@@ -6,6 +6,7 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/engine_session.h"
 #include "frontend/tokenizer/spec_proto.h"
 
 namespace rill::frontend {
@@ -14,7 +15,9 @@ using rill::internal::EngineOutput;
 using rill::internal::EngineRequest;
 
 EngineClient::EngineClient(std::string address, std::string frontend_id,
-                           GrpcTransportOptions transport)
+                           GrpcTransportOptions transport,
+                           std::shared_ptr<grpc::ChannelCredentials> credentials,
+                           const std::string& tls_server_name)
     : address_(std::move(address)), frontend_id_(std::move(frontend_id)) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
@@ -25,10 +28,13 @@ EngineClient::EngineClient(std::string address, std::string frontend_id,
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
               absl::ToInt64Milliseconds(transport.keepalive_timeout));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  if (!tls_server_name.empty()) args.SetSslTargetNameOverride(tls_server_name);
   channel_ = grpc::CreateCustomChannel(
-      address_, grpc::InsecureChannelCredentials(), args);
+      address_, credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(), args);
   stub_ = rill::internal::Engine::NewStub(channel_);
-  id_salt_ = std::random_device{}();
+  std::random_device rd;
+  id_salt_ = rd();
+  session_salt_ = (uint64_t{rd()} << 32) ^ rd();
 }
 
 EngineClient::~EngineClient() { Shutdown(); }
@@ -86,6 +92,11 @@ std::string EngineClient::NewRequestId() {
                       next_id_.fetch_add(1));
 }
 
+void EngineClient::AddSessionMetadata(grpc::ClientContext* ctx) const {
+  absl::MutexLock l(&mu_);
+  if (!session_.empty()) ctx->AddMetadata(base::kEngineSessionMetadata, session_);
+}
+
 std::string EngineClient::unavailable_reason() const {
   absl::MutexLock l(&mu_);
   return reason_;
@@ -126,8 +137,9 @@ absl::Status EngineClient::StartRequest(const rill::internal::EngineStart& start
   {
     absl::MutexLock l(&mu_);
     if (!sinks_.emplace(start.request_id(), std::move(sink)).second) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("request_id ", start.request_id(), " is already running"));
+      return absl::AlreadyExistsError(absl::StrCat(
+          "request_id ", start.request_id(),
+          " is already running on this frontend (request ids are scoped per frontend)"));
     }
   }
   EngineRequest req;
@@ -177,6 +189,8 @@ void EngineClient::StreamLoop() {
       absl::MutexLock l(&mu_);
       if (shutdown_.load()) break;
       stream_ctx_ = &ctx;
+      session_ = absl::StrCat(absl::Hex(session_salt_, absl::kZeroPad16), ".", ++stream_generation_);
+      ctx.AddMetadata(base::kEngineSessionMetadata, session_);
     }
     // Probe first so "stream up" means the engine really answered.
     rill::v1::CheckHealthResponse health;
@@ -185,7 +199,11 @@ void EngineClient::StreamLoop() {
                        std::chrono::seconds(2));
     grpc::Status ps = stub_->CheckHealth(&probe, {}, &health);
     std::string reason;
-    if (ps.ok() || ps.error_code() != grpc::StatusCode::UNAVAILABLE) {
+    // No answer in time counts as unreachable too: a stalled engine (or
+    // network) accepts TCP connections but never speaks HTTP/2.
+    const bool reachable = ps.ok() || (ps.error_code() != grpc::StatusCode::UNAVAILABLE &&
+                                       ps.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED);
+    if (reachable) {
       std::unique_ptr<grpc::ClientReaderWriter<EngineRequest, EngineOutput>>
           stream = stub_->Generate(&ctx);
       {

@@ -33,8 +33,12 @@ class EngineClient {
   static constexpr int kRetryPushbackMs = 1000;
 
   // `transport`: keepalive and message size limits of the engine channel.
+  // `credentials` null: plaintext; `tls_server_name` non-empty: the name the
+  // engine's certificate must carry instead of the host in `address`.
   EngineClient(std::string address, std::string frontend_id,
-               GrpcTransportOptions transport = DefaultEngineTransport());
+               GrpcTransportOptions transport = DefaultEngineTransport(),
+               std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
+               const std::string& tls_server_name = "");
   // Like GrpcTransportOptions{} but with room for the tokenizer spec.
   static GrpcTransportOptions DefaultEngineTransport() {
     GrpcTransportOptions t;
@@ -74,6 +78,9 @@ class EngineClient {
   // Called (from internal threads) whenever serving() changes.
   void SetServingCallback(std::function<void(bool)> cb);
 
+  // Names this frontend's engine session on a unary call whose request ids
+  // must reach this frontend's requests (Abort, GetRequestStatus, Encode).
+  void AddSessionMetadata(grpc::ClientContext* ctx) const;
   rill::internal::Engine::Stub* stub() { return stub_.get(); }
   std::shared_ptr<grpc::Channel> channel() { return channel_; }
 
@@ -105,6 +112,12 @@ class EngineClient {
   absl::CondVar shutdown_cv_;
   absl::flat_hash_map<std::string, Sink> sinks_ ABSL_GUARDED_BY(mu_);
   std::string reason_ ABSL_GUARDED_BY(mu_) = "engine stream not connected yet";
+  // The engine session of the current Generate stream (base/engine_session.h):
+  // "<random>.<n>", new for every stream so a reconnect never meets the old
+  // stream's requests (whose clean-up may still run on the engine).
+  std::string session_ ABSL_GUARDED_BY(mu_);
+  uint64_t session_salt_ = 0;
+  uint64_t stream_generation_ = 0;  // StreamLoop's thread only.
   std::function<void(bool)> serving_cb_ ABSL_GUARDED_BY(mu_);
   grpc::ClientContext* stream_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
 

@@ -1,6 +1,9 @@
 // rill-frontend: the client-facing gRPC process. Serves rill.v1.Inference
 // (and rill.v1.Admin with --admin_token), health and reflection, and speaks
-// token ids to one engine over a single multiplexed stream.
+// token ids to one engine over a single multiplexed stream. Both sides may
+// use TLS: --tls_cert/--tls_key (+ --tls_client_ca for mutual TLS) for
+// clients, --engine_tls_ca (+ --engine_tls_cert/--engine_tls_key) for the
+// engine.
 #include <csignal>
 #include <string>
 
@@ -50,6 +53,17 @@ ABSL_FLAG(int, shutdown_grace_ms, 10000,
           "On SIGTERM/SIGINT: how long running requests may finish before the rest are "
           "ended with finish_reason ABORT.");
 ABSL_FLAG(int, max_logprobs, 20, "Largest logprobs / prompt_logprobs accepted.");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate: serve clients over TLS (with --tls_key).");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA: require client certificates it signed (mutual TLS).");
+ABSL_FLAG(std::string, engine_tls_ca, "",
+          "PEM CA that signed the engine's certificate: talk TLS to the engine.");
+ABSL_FLAG(std::string, engine_tls_cert, "",
+          "PEM client certificate for an engine started with --tls_client_ca (mutual TLS).");
+ABSL_FLAG(std::string, engine_tls_key, "", "PEM private key for --engine_tls_cert.");
+ABSL_FLAG(std::string, engine_tls_server_name, "",
+          "Name the engine's certificate must carry; default the host of --engine.");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -85,6 +99,11 @@ int main(int argc, char** argv) {
   opts.server_transport.max_send_bytes = absl::GetFlag(FLAGS_max_send_message_bytes);
   opts.engine_transport.max_receive_bytes = absl::GetFlag(FLAGS_engine_max_message_bytes);
   opts.engine_transport.max_send_bytes = absl::GetFlag(FLAGS_engine_max_message_bytes);
+  opts.server_tls = {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+                     absl::GetFlag(FLAGS_tls_client_ca)};
+  opts.engine_tls = {absl::GetFlag(FLAGS_engine_tls_cert), absl::GetFlag(FLAGS_engine_tls_key),
+                     absl::GetFlag(FLAGS_engine_tls_ca)};
+  opts.engine_tls_server_name = absl::GetFlag(FLAGS_engine_tls_server_name);
   for (auto* t : {&opts.server_transport, &opts.engine_transport}) {
     t->keepalive_time = absl::Milliseconds(absl::GetFlag(FLAGS_keepalive_time_ms));
     t->keepalive_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_keepalive_timeout_ms));
@@ -92,7 +111,8 @@ int main(int argc, char** argv) {
   rill::frontend::FrontendServer server(opts);
   if (absl::Status s = server.Start(); !s.ok()) {
     LOG(ERROR) << s;
-    return 1;
+    // A bad flag or file (e.g. an unreadable TLS key) is a usage error.
+    return absl::IsInvalidArgument(s) ? 2 : 1;
   }
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
     if (absl::Status s = rill::base::WritePortFile(port_file, server.port()); !s.ok()) {

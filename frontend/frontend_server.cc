@@ -6,12 +6,22 @@ namespace rill::frontend {
 
 absl::Status FrontendServer::Start() {
   if (options_.engine_address.empty()) return absl::InvalidArgumentError("--engine is required");
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_creds =
+      base::MakeServerCredentials(options_.server_tls);
+  if (!server_creds.ok()) return server_creds.status();
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> engine_creds =
+      base::MakeChannelCredentials(options_.engine_tls);
+  if (!engine_creds.ok()) {
+    return absl::Status(engine_creds.status().code(),
+                        absl::StrCat("engine channel: ", engine_creds.status().message()));
+  }
   engine_ = std::make_unique<EngineClient>(options_.engine_address, options_.frontend_id,
-                                           options_.engine_transport);
+                                           options_.engine_transport, *engine_creds,
+                                           options_.engine_tls_server_name);
   if (absl::Status s = engine_->Start(options_.engine_wait); !s.ok()) return s;
   inference_ = std::make_unique<InferenceService>(engine_.get(), options_.session);
   server_ = std::make_unique<HealthServer>(absl::StrCat(options_.host, ":", options_.port),
-                                           options_.server_transport);
+                                           options_.server_transport, *server_creds);
   server_->AddService(inference_.get());
   if (!options_.admin_token.empty()) {
     admin_ = std::make_unique<AdminService>(options_.admin_token, engine_->channel());

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "base/tls_credentials.h"
 #include "frontend/admin_service.h"
 #include "frontend/engine_client.h"
 #include "frontend/health_server.h"
@@ -27,6 +28,12 @@ struct FrontendOptions {
   SessionOptions session;
   GrpcTransportOptions server_transport;  // The client-facing server.
   GrpcTransportOptions engine_transport = EngineClient::DefaultEngineTransport();
+  // Client-facing listener: plaintext, TLS (cert + key) or mutual TLS (+ ca).
+  base::TlsFiles server_tls;
+  // Channel to the engine: plaintext, TLS (ca verifies the engine) or mutual
+  // TLS (+ cert and key, for an engine started with --tls_client_ca).
+  base::TlsFiles engine_tls;
+  std::string engine_tls_server_name;  // Empty: the host of engine_address.
 };
 
 class FrontendServer {
@@ -34,7 +41,8 @@ class FrontendServer {
   explicit FrontendServer(FrontendOptions options) : options_(std::move(options)) {}
   ~FrontendServer() { Shutdown(); }
 
-  // Waits for the engine's tokenizer, then listens.
+  // Reads the TLS files (an InvalidArgument naming a bad one, before any
+  // waiting), waits for the engine's tokenizer, then listens.
   absl::Status Start();
   int port() const { return server_ ? server_->port() : 0; }
   // Stops accepting calls and lets running requests finish for up to

@@ -15,7 +15,8 @@ absl::Status HealthServer::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address_, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(
+      address_, credentials_ != nullptr ? credentials_ : grpc::InsecureServerCredentials(), &port_);
   builder.SetMaxReceiveMessageSize(transport_.max_receive_bytes);
   builder.SetMaxSendMessageSize(transport_.max_send_bytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,

@@ -20,8 +20,12 @@ namespace rill::frontend {
 class HealthServer {
  public:
   // `address` is host:port; port 0 lets the kernel choose (see port()).
-  explicit HealthServer(std::string address, GrpcTransportOptions transport = {})
-      : address_(std::move(address)), transport_(transport) {}
+  // `credentials` null: plaintext (see base/tls_credentials.h for TLS).
+  explicit HealthServer(std::string address, GrpcTransportOptions transport = {},
+                        std::shared_ptr<grpc::ServerCredentials> credentials = nullptr)
+      : address_(std::move(address)),
+        transport_(transport),
+        credentials_(std::move(credentials)) {}
   ~HealthServer();
 
   // Services must outlive the server.
@@ -41,6 +45,7 @@ class HealthServer {
  private:
   std::string address_;
   GrpcTransportOptions transport_;
+  std::shared_ptr<grpc::ServerCredentials> credentials_;
   std::vector<grpc::Service*> services_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -66,7 +66,9 @@ grpc::Status InferenceService::Abort(grpc::ServerContext* ctx, const rill::v1::A
   if (req->request_id().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request_id: empty");
   }
+  // Scoped to this frontend: the engine looks the id up in our session only.
   auto c = ForwardContext(ctx);
+  engine_->AddSessionMetadata(c.get());
   return WithRetryHint(ctx, engine_->stub()->Abort(c.get(), *req, resp));
 }
 
@@ -74,6 +76,7 @@ grpc::Status InferenceService::GetRequestStatus(grpc::ServerContext* ctx,
                                                 const rill::v1::GetRequestStatusRequest* req,
                                                 rill::v1::GetRequestStatusResponse* resp) {
   auto c = ForwardContext(ctx);
+  engine_->AddSessionMetadata(c.get());
   return WithRetryHint(ctx, engine_->stub()->GetRequestStatus(c.get(), *req, resp));
 }
 
@@ -96,6 +99,7 @@ grpc::Status InferenceService::Encode(grpc::ServerContext* ctx, const rill::v1::
   er.set_lora_name(req->lora_name());
   er.set_priority(req->priority());
   auto c = ForwardContext(ctx);
+  engine_->AddSessionMetadata(c.get());
   return WithRetryHint(ctx, engine_->stub()->Encode(c.get(), er, resp));
 }
 

@@ -1,12 +1,22 @@
 #include "engine/service/engine_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/engine_session.h"
 #include "engine/service/generate_stream.h"
 #include "engine/service/proto_convert.h"
 #include "engine/service/status_convert.h"
 #include "frontend/tokenizer/spec_proto.h"
 
 namespace rill::service {
+namespace {
+
+// The engine's NotFound names the scoped id; the caller knows only its own.
+absl::Status WithClientId(const absl::Status& s, const std::string& id) {
+  if (!absl::IsNotFound(s)) return s;
+  return absl::NotFoundError(absl::StrCat("no such request '", id, "'"));
+}
+
+}  // namespace
 
 grpc::Status EngineServiceImpl::Generate(
     grpc::ServerContext* context,
@@ -15,25 +25,28 @@ grpc::Status EngineServiceImpl::Generate(
   return ServeGenerateStream(host_, context, stream);
 }
 
-grpc::Status EngineServiceImpl::Abort(grpc::ServerContext*, const rill::v1::AbortRequest* request,
+grpc::Status EngineServiceImpl::Abort(grpc::ServerContext* context,
+                                      const rill::v1::AbortRequest* request,
                                       rill::v1::AbortResponse*) {
   if (absl::Status s = host_->Usable(); !s.ok()) return ToGrpcStatus(s);
-  return ToGrpcStatus(host_->engine()->Abort(request->request_id()));
+  return ToGrpcStatus(WithClientId(
+      host_->engine()->Abort(base::ScopedRequestId(SessionOf(*context), request->request_id())),
+      request->request_id()));
 }
 
-grpc::Status EngineServiceImpl::GetRequestStatus(grpc::ServerContext*,
+grpc::Status EngineServiceImpl::GetRequestStatus(grpc::ServerContext* context,
                                                  const rill::v1::GetRequestStatusRequest* request,
                                                  rill::v1::GetRequestStatusResponse* response) {
   if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
-  absl::StatusOr<engine::RequestStatus> st =
-      host_->engine()->GetRequestStatus(request->request_id());
-  if (!st.ok()) return ToGrpcStatus(st.status());
+  absl::StatusOr<engine::RequestStatus> st = host_->engine()->GetRequestStatus(
+      base::ScopedRequestId(SessionOf(*context), request->request_id()));
+  if (!st.ok()) return ToGrpcStatus(WithClientId(st.status(), request->request_id()));
   response->set_request_id(request->request_id());
   response->set_state(ToProto(*st));
   return grpc::Status::OK;
 }
 
-grpc::Status EngineServiceImpl::Encode(grpc::ServerContext*,
+grpc::Status EngineServiceImpl::Encode(grpc::ServerContext* context,
                                        const rill::internal::EngineEncodeRequest* request,
                                        rill::v1::EncodeResponse* response) {
   if (absl::Status s = host_->Usable(); !s.ok()) return ToGrpcStatus(s);
@@ -57,9 +70,10 @@ grpc::Status EngineServiceImpl::Encode(grpc::ServerContext*,
   }
   engine::PoolingParams params = FromProto(request->pooling());
   std::vector<int32_t> ids(request->prompt_token_ids().begin(), request->prompt_token_ids().end());
-  absl::StatusOr<engine::EmbeddingOutput> out = e->Encode(ids, params, request->request_id());
+  absl::StatusOr<engine::EmbeddingOutput> out = e->Encode(
+      ids, params, base::ScopedRequestId(SessionOf(*context), request->request_id()));
   if (!out.ok()) return ToGrpcStatus(out.status());
-  response->set_request_id(out->request_id);
+  response->set_request_id(request->request_id());
   *response->mutable_embedding() = {out->embedding.begin(), out->embedding.end()};
   response->set_num_prompt_tokens(out->num_prompt_tokens);
   return grpc::Status::OK;

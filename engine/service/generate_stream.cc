@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "base/engine_session.h"
 #include "engine/service/proto_convert.h"
 #include "engine/service/status_convert.h"
 
@@ -21,8 +22,10 @@ using rill::internal::EngineOutput;
 using rill::internal::EngineRequest;
 
 // Shared by the handler thread, the writer thread and engine callbacks
-// (which may outlive the handler, hence shared_ptr).
+// (which may outlive the handler, hence shared_ptr). Ids here are the
+// client's; the engine knows them as base::ScopedRequestId(session, id).
 struct StreamState {
+  std::string session;  // The stream's `rill-session` metadata; "" = engine-wide ids.
   absl::Mutex mu;
   std::deque<EngineOutput> queue ABSL_GUARDED_BY(mu);
   absl::flat_hash_set<std::string> live ABSL_GUARDED_BY(mu);  // Started, not finished.
@@ -94,9 +97,13 @@ absl::Status StartRequest(EngineHost* host, const std::shared_ptr<StreamState>& 
                            : absl::Now();
   std::weak_ptr<StreamState> weak = state;
   absl::Status status = engine->GenerateWithCallback(
-      engine::Prompt(std::move(prompt)), *params, id,
-      [weak](const engine::RequestOutput& out) {
-        if (std::shared_ptr<StreamState> s = weak.lock()) s->Push(ToEngineOutput(out));
+      engine::Prompt(std::move(prompt)), *params, base::ScopedRequestId(state->session, id),
+      [weak, id](const engine::RequestOutput& out) {
+        std::shared_ptr<StreamState> s = weak.lock();
+        if (s == nullptr) return;
+        EngineOutput eo = ToEngineOutput(out);
+        eo.set_request_id(id);  // The client's id, not the scoped one.
+        s->Push(std::move(eo));
       },
       start.priority(), arrival, start.lora_name());
   if (!status.ok()) {
@@ -114,15 +121,22 @@ void AbortAll(EngineHost* host, StreamState* state) {
   }
   engine::AsyncLLMEngine* engine = host->engine();
   if (engine == nullptr) return;
-  for (const std::string& id : ids) (void)engine->Abort(id);
+  for (const std::string& id : ids) (void)engine->Abort(base::ScopedRequestId(state->session, id));
   if (!ids.empty()) LOG(INFO) << "stream ended: aborted " << ids.size() << " request(s)";
 }
 
 }  // namespace
 
+std::string SessionOf(const grpc::ServerContext& context) {
+  const auto& md = context.client_metadata();
+  auto it = md.find(base::kEngineSessionMetadata);
+  return it == md.end() ? "" : std::string(it->second.data(), it->second.size());
+}
+
 grpc::Status ServeGenerateStream(EngineHost* host, grpc::ServerContext* context,
                                  grpc::ServerReaderWriter<EngineOutput, EngineRequest>* stream) {
   auto state = std::make_shared<StreamState>();
+  state->session = SessionOf(*context);
   std::thread writer([&] { WriterLoop(state.get(), stream); });
   EngineRequest request;
   while (stream->Read(&request)) {
@@ -132,7 +146,9 @@ grpc::Status ServeGenerateStream(EngineHost* host, grpc::ServerContext* context,
     } else if (request.has_abort()) {
       engine::AsyncLLMEngine* engine = host->engine();
       // An abort racing the request's end is normal: NotFound is ignored.
-      if (engine != nullptr) (void)engine->Abort(request.abort().request_id());
+      if (engine != nullptr) {
+        (void)engine->Abort(base::ScopedRequestId(state->session, request.abort().request_id()));
+      }
     }
   }
   // Half-close lets running requests finish; a cancelled call or a broken

@@ -1,7 +1,8 @@
 // One rill.internal.Engine/Generate stream (one per frontend): many requests
 // multiplexed, a writer thread per stream so the engine loop only enqueues
 // (never blocks on the network), per-request errors as EngineOutput.status,
-// and every request started on the stream aborted when it breaks.
+// and every request started on the stream aborted when it breaks. Request
+// ids are scoped by the stream's session (base/engine_session.h).
 #ifndef RILL_ENGINE_SERVICE_GENERATE_STREAM_H_
 #define RILL_ENGINE_SERVICE_GENERATE_STREAM_H_
 
@@ -11,6 +12,9 @@
 #include "rill/internal/engine.grpc.pb.h"
 
 namespace rill::service {
+
+// The caller's `rill-session` metadata (see base/engine_session.h), or "".
+std::string SessionOf(const grpc::ServerContext& context);
 
 // Serves the stream until the client half-closes (running requests finish
 // first) or cancels (they are aborted). Runs on the gRPC handler thread.

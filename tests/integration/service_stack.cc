@@ -1,5 +1,6 @@
 #include "tests/integration/service_stack.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,7 @@ absl::Status ServiceStack::Start(const StackOptions& options) {
   snprintf(tmpl, sizeof(tmpl), "%s/stack.XXXXXX", TestTempDir().c_str());
   if (mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp failed");
   run_dir_ = tmpl;
+  client_tls_ = options.client_tls;
   cli::LaunchOptions lo;
   lo.host = "127.0.0.1";
   lo.port = 0;
@@ -45,12 +47,23 @@ std::string ServiceStack::engine_address() const {
 }
 
 std::shared_ptr<grpc::Channel> ServiceStack::NewChannel(int tag) const {
+  return NewChannel(tag, client_tls_);
+}
+
+std::shared_ptr<grpc::Channel> ServiceStack::NewChannel(int tag, const base::TlsFiles& tls) const {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
+      base::MakeChannelCredentials(tls);
+  if (!creds.ok()) {
+    // A bug in the test itself (bad file names): stop with the reason.
+    std::fprintf(stderr, "ServiceStack::NewChannel: %s\n", creds.status().ToString().c_str());
+    std::abort();
+  }
   grpc::ChannelArguments args;
   // A private subchannel pool plus a distinct argument: a new connection.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetInt("rill.test.channel_tag", tag);
   args.SetMaxReceiveMessageSize(64 << 20);
-  return grpc::CreateCustomChannel(address(), grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address(), *creds, args);
 }
 
 absl::StatusOr<bool> IsServing(const std::shared_ptr<grpc::Channel>& channel,

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/tls_credentials.h"
 #include "cli/server_launcher.h"
 #include "rill/v1/inference.grpc.pb.h"
 
@@ -24,6 +25,9 @@ struct StackOptions {
   std::vector<std::string> engine_flags;  // Beyond --model=default --threads=2.
   std::vector<std::string> frontend_flags;
   bool restart = true;
+  // Credentials of NewChannel() (and of the start-up health wait): plaintext
+  // unless set; for frontends started with --tls_cert (in frontend_flags).
+  base::TlsFiles client_tls;
 };
 
 class ServiceStack {
@@ -38,12 +42,15 @@ class ServiceStack {
   // A channel with its own TCP connection (so several of them spread over
   // frontends sharing the port).
   std::shared_ptr<grpc::Channel> NewChannel(int tag = 0) const;
+  // The same with other credentials (e.g. a client without a certificate).
+  std::shared_ptr<grpc::Channel> NewChannel(int tag, const base::TlsFiles& tls) const;
   cli::ServerLauncher* launcher() { return launcher_.get(); }
   const std::string& run_dir() const { return run_dir_; }
 
  private:
   std::unique_ptr<cli::ServerLauncher> launcher_;
   std::string run_dir_;
+  base::TlsFiles client_tls_;
 };
 
 // Overall ("" service) or per-service health: SERVING / NOT_SERVING / error.
