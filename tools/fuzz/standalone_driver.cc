@@ -10,7 +10,8 @@
 // Usage: <test> [--fuzz_seconds=S] [--fuzz_iterations=N] [--fuzz_seed=K]
 //               [--fuzz_max_len=L] CORPUS_DIR_OR_FILE...
 // A crash (abort, CHECK, SIGSEGV) prints the seed and iteration and writes
-// the input to $TEST_UNDECLARED_OUTPUTS_DIR (or /tmp) as crash-<iteration>;
+// the input to $TEST_UNDECLARED_OUTPUTS_DIR (or /tmp) as crash-<iteration>
+// (crash-replay for a corpus file);
 // rerun with that file as the only argument and --fuzz_iterations=0.
 #include <dirent.h>
 #include <fcntl.h>
@@ -77,8 +78,12 @@ void OnDeadlySignal(int sig) {
   if (g_current != nullptr) {
     const char* dir = getenv("TEST_UNDECLARED_OUTPUTS_DIR");
     char path[512];
-    snprintf(path, sizeof(path), "%s/crash-%lld", dir != nullptr ? dir : "/tmp",
-             static_cast<long long>(g_iteration));
+    if (g_iteration < 0) {
+      snprintf(path, sizeof(path), "%s/crash-replay", dir != nullptr ? dir : "/tmp");
+    } else {
+      snprintf(path, sizeof(path), "%s/crash-%lld", dir != nullptr ? dir : "/tmp",
+               static_cast<long long>(g_iteration));
+    }
     const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd >= 0) {
       WriteAll(fd, g_current->data(), g_current->size());
