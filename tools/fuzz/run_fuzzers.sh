@@ -25,8 +25,11 @@ printf "%-26s %8s %12s %8s %10s %10s %s\n" target seconds executions exec/s peak
 for t in "${TARGETS[@]}"; do
   mkdir -p "$OUT/work/$t"
   log="$OUT/logs/$t.log"
+  dict=()
+  d="$(dirname "$(dirname "${CORPUS[$t]}")")/${t%_fuzzer}.dict"
+  [[ -f $d ]] && dict=(-dict="$d")
   "$OUT/$t" -max_total_time="$SECS" -max_len=4096 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
-    -artifact_prefix="$OUT/artifacts/$t-" "$OUT/work/$t" "${CORPUS[$t]}" >"$log" 2>&1
+    "${dict[@]}" -artifact_prefix="$OUT/artifacts/$t-" "$OUT/work/$t" "${CORPUS[$t]}" >"$log" 2>&1
   rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   eps=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
