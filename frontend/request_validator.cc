@@ -36,6 +36,35 @@ bool ValidUtf8(const std::string& s) {
   return true;
 }
 
+// Whether a field of `fd`'s type may arrive with wire type `t`. A mismatch
+// would make protobuf keep the value as an unknown field (and drop it from
+// the message), so the request would silently lose e.g. its prompt.
+bool WireTypeMatches(const FieldDescriptor* fd, UnknownField::Type t) {
+  switch (fd->type()) {
+    case FieldDescriptor::TYPE_STRING:
+    case FieldDescriptor::TYPE_BYTES:
+    case FieldDescriptor::TYPE_MESSAGE:
+      return t == UnknownField::TYPE_LENGTH_DELIMITED;
+    case FieldDescriptor::TYPE_GROUP:
+      return t == UnknownField::TYPE_GROUP;
+    default:
+      break;
+  }
+  if (fd->is_packable() && t == UnknownField::TYPE_LENGTH_DELIMITED) return true;
+  switch (fd->type()) {
+    case FieldDescriptor::TYPE_FIXED32:
+    case FieldDescriptor::TYPE_SFIXED32:
+    case FieldDescriptor::TYPE_FLOAT:
+      return t == UnknownField::TYPE_FIXED32;
+    case FieldDescriptor::TYPE_FIXED64:
+    case FieldDescriptor::TYPE_SFIXED64:
+    case FieldDescriptor::TYPE_DOUBLE:
+      return t == UnknownField::TYPE_FIXED64;
+    default:
+      return t == UnknownField::TYPE_VARINT;
+  }
+}
+
 absl::Status Walk(const Descriptor* d, const std::string& bytes, const std::string& path) {
   UnknownFieldSet set;
   if (!set.ParseFromString(bytes)) {
@@ -49,6 +78,10 @@ absl::Status Walk(const Descriptor* d, const std::string& bytes, const std::stri
                                                      " in ", d->full_name(), path.empty() ? "" : " at ", path));
     }
     std::string name = path.empty() ? fd->name() : absl::StrCat(path, ".", fd->name());
+    if (!WireTypeMatches(fd, f.type())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("field ", name, " has the wrong wire type for a ", fd->type_name()));
+    }
     if (f.type() != UnknownField::TYPE_LENGTH_DELIMITED) continue;
     if (fd->type() == FieldDescriptor::TYPE_STRING) {
       if (!ValidUtf8(f.length_delimited())) {

@@ -103,6 +103,11 @@ TEST_F(StopAndValidationTest, MalformedInputsAnsweredWhileOthersContinue) {
   add("unknown", [](rill::v1::StartRequest* s) {
     s->mutable_sampling()->GetReflection()->MutableUnknownFields(s->mutable_sampling())->AddVarint(99, 1);
   }, "unknown field number 99 in rill.v1.SamplingParams");
+  // A known field with the wrong wire type (found by the request fuzzer):
+  // protobuf would keep it as an unknown field and drop the value.
+  add("wiretype", [](rill::v1::StartRequest* s) {
+    s->mutable_sampling()->GetReflection()->MutableUnknownFields(s->mutable_sampling())->AddFixed32(2, 5);
+  }, "sampling.max_tokens has the wrong wire type");
   for (const auto& [r, field] : bad) ASSERT_TRUE(stream->Write(r));
   std::vector<std::string> ids = {"good"};
   for (const auto& [r, field] : bad) ids.push_back(r.start().request_id());

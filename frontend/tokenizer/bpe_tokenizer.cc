@@ -1,7 +1,6 @@
 #include "frontend/tokenizer/bpe_tokenizer.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <queue>
 #include <utility>
 
@@ -35,6 +34,23 @@ std::vector<std::string_view> SplitChars(std::string_view text) {
     i += len;
   }
   return chars;
+}
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The byte of a SentencePiece byte-fallback token "<0xXX>" (exactly two hex
+// digits), else -1. Not sscanf("%2x"): that also takes "-1" or " 1", so a
+// vocabulary token "<0x-1>" indexed byte_ids_[-1] (UBSan, through
+// frontend/fuzz/tokenizer_fuzzer.cc on corpus/tokenizer/regress-byte-token-sign).
+int ByteTokenValue(std::string_view tok) {
+  if (tok.size() != 6 || tok.substr(0, 3) != "<0x" || tok[5] != '>') return -1;
+  const int hi = HexDigit(tok[3]), lo = HexDigit(tok[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
 bool IsSpecialType(TokenType t) {
@@ -100,12 +116,8 @@ absl::Status BpeTokenizer::Init(const TokenizerSpec& spec) {
     // First occurrence wins, like HF when a vocab has duplicates.
     token_to_id_.emplace(tokens_[i], i);
     const std::string& tok = tokens_[i];
-    if (tok.size() == 6 && tok.compare(0, 3, "<0x") == 0 && tok[5] == '>') {
-      int b = 0;
-      if (sscanf(tok.c_str() + 3, "%2x", &b) == 1 && byte_ids_[b] < 0) {
-        byte_ids_[b] = i;
-      }
-    }
+    const int b = ByteTokenValue(tok);
+    if (b >= 0 && byte_ids_[b] < 0) byte_ids_[b] = i;
     if (IsSpecialType(types_[i]) && !tok.empty()) {
       specials_.push_back({tok, i});
       first_byte_has_special_[static_cast<uint8_t>(tok[0])] = true;
@@ -387,12 +399,9 @@ void BpeTokenizer::AppendTokenBytes(int32_t id, bool skip_special_tokens,
     if (!ByteLevelToBytes(tok, out)) *out += tok;
     return;
   }
-  if (tok.size() == 6 && tok.compare(0, 3, "<0x") == 0 && tok[5] == '>') {
-    int b = 0;
-    if (sscanf(tok.c_str() + 3, "%2x", &b) == 1 && byte_ids_[b] == id) {
-      out->push_back(static_cast<char>(b));
-      return;
-    }
+  if (const int b = ByteTokenValue(tok); b >= 0 && byte_ids_[b] == id) {
+    out->push_back(static_cast<char>(b));
+    return;
   }
   size_t pos = 0;
   while (pos < tok.size()) {

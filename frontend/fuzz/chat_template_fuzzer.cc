@@ -1,0 +1,98 @@
+// libFuzzer target: chat template recognition (ChatTemplate::Create on the
+// template source) and rendering (Apply on the messages). Both must return a
+// Status, never crash or hang.
+//
+// Input: [flags] then '\0'-separated fields: template, bos, eos, then
+// role/content pairs. Flags bit 0: add_generation_prompt; bits 1-2 == 1:
+// render with the default model's template (loaded once) instead of the
+// input's, so the messages get fuzzed against a template that parses.
+// Checked: Create fails only with UNIMPLEMENTED, Apply only with
+// INVALID_ARGUMENT; valid UTF-8 in gives valid UTF-8 out; the ChatML families
+// copy every role and content verbatim.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <glog/logging.h>
+
+#include "frontend/tokenizer/chat_template.h"
+#include "frontend/tokenizer/test_util.h"
+#include "frontend/tokenizer/unicode_data.h"
+
+namespace {
+
+using rill::tokenizer::ChatMessage;
+using rill::tokenizer::ChatTemplate;
+using rill::tokenizer::IsValidUtf8;
+
+std::string* g_model_template = nullptr;  // Empty when no model is installed.
+
+std::vector<std::string> SplitFields(std::string_view s) {
+  std::vector<std::string> out;
+  while (true) {
+    const size_t z = s.find('\0');
+    out.emplace_back(s.substr(0, z));
+    if (z == std::string_view::npos) return out;
+    s.remove_prefix(z + 1);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  g_model_template = new std::string;
+  const std::string path = rill::tokenizer::testing::DefaultModelPath();
+  if (path.empty()) return 0;
+  absl::StatusOr<rill::tokenizer::TokenizerSpec> spec =
+      rill::tokenizer::testing::ReadGgufTokenizer(path);
+  CHECK(spec.ok()) << spec.status();
+  *g_model_template = spec->chat_template;
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const uint8_t flags = data[0];
+  const std::vector<std::string> f =
+      SplitFields(std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1));
+  const bool use_model = ((flags >> 1) & 3) == 1 && !g_model_template->empty();
+  const std::string& source = use_model ? *g_model_template : f[0];
+  const std::string bos = f.size() > 1 ? f[1] : "<s>";
+  const std::string eos = f.size() > 2 ? f[2] : "</s>";
+  std::vector<ChatMessage> messages;
+  bool all_utf8 = IsValidUtf8(bos) && IsValidUtf8(eos);
+  for (size_t i = 3; i < f.size() && messages.size() < 256; i += 2) {
+    messages.push_back({f[i], i + 1 < f.size() ? f[i + 1] : ""});
+    all_utf8 = all_utf8 && IsValidUtf8(messages.back().role) &&
+               IsValidUtf8(messages.back().content);
+  }
+
+  (void)rill::tokenizer::CanonicalizeTemplate(source);
+  absl::StatusOr<ChatTemplate> t = ChatTemplate::Create(source);
+  if (!t.ok()) {
+    CHECK_EQ(t.status().code(), absl::StatusCode::kUnimplemented) << t.status();
+    return 0;
+  }
+  CHECK(IsValidUtf8(t->default_system_prompt()) || !IsValidUtf8(source));
+  absl::StatusOr<std::string> out = t->Apply(messages, flags & 1, bos, eos);
+  if (!out.ok()) {
+    CHECK_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+    return 0;
+  }
+  if (all_utf8 && IsValidUtf8(t->default_system_prompt())) {
+    CHECK(IsValidUtf8(*out)) << "valid UTF-8 messages rendered to invalid UTF-8";
+  }
+  if (t->family() == ChatTemplate::Family::kChatMl ||
+      t->family() == ChatTemplate::Family::kChatMlDefaultSystem) {
+    size_t at = 0;
+    for (const ChatMessage& m : messages) {
+      const std::string block = "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      const size_t found = out->find(block, at);
+      CHECK(found != std::string::npos) << "message missing from the ChatML rendering";
+      at = found + block.size();
+    }
+  }
+  return 0;
+}
