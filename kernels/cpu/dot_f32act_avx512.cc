@@ -53,6 +53,47 @@ RILL_TARGET_AVX512 inline float Reduce(__m512 lo, __m512 hi) {
   return _mm_cvtss_f32(q);
 }
 
+// Reduce() of four (lo + hi) sums at once, lane r of the result for s[r]:
+// the same additions of the same lanes in the same tree (lane i + i+8, then
+// i + i+4, i + i+2, i + i+1), done across the four vectors with shuffles,
+// so each result is bitwise Reduce()'s. s[k] for k >= n are ignored.
+RILL_TARGET_AVX512 inline __m128 Reduce4(const __m512 s[4]) {
+  const __m512 a01 = _mm512_shuffle_f32x4(s[0], s[1], _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512 b01 = _mm512_shuffle_f32x4(s[0], s[1], _MM_SHUFFLE(3, 2, 3, 2));
+  const __m512 a23 = _mm512_shuffle_f32x4(s[2], s[3], _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512 b23 = _mm512_shuffle_f32x4(s[2], s[3], _MM_SHUFFLE(3, 2, 3, 2));
+  // Blocks of 4 lanes: [s0 v0-3, s0 v4-7, s1 v0-3, s1 v4-7] with v = lane i + i+8.
+  const __m512 u01 = _mm512_add_ps(a01, b01);
+  const __m512 u23 = _mm512_add_ps(a23, b23);
+  // Block r: s[r]'s lane i+4 added to lane i.
+  const __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(u01, u23, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_f32x4(u01, u23, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 e = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(1, 0, 3, 2)));
+  const __m512 f = _mm512_add_ps(e, _mm512_permute_ps(e, _MM_SHUFFLE(2, 3, 0, 1)));
+  const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_castps512_ps128(_mm512_permutexvar_ps(idx, f));
+}
+
+// out[t * out_stride + r] = Reduce(acc[r][t][0], acc[r][t][1]) for an R x T
+// tile (R <= 4): one 4-lane reduction and store per token.
+template <int R, int T>
+RILL_TARGET_AVX512 inline void ReduceTile(__m512 (&acc)[R][T][2], float* out, size_t out_stride) {
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    __m512 s[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      s[r] = r < R ? _mm512_add_ps(acc[r][t][0], acc[r][t][1]) : _mm512_setzero_ps();
+    }
+    const __m128 v = Reduce4(s);
+    if (R == 4) {
+      _mm_storeu_ps(out + t * out_stride, v);
+    } else {
+      _mm_mask_storeu_ps(out + t * out_stride, static_cast<__mmask8>((1u << R) - 1), v);
+    }
+  }
+}
+
 // Expand(block, lo, hi): weights 0..15 and 16..31 of one block.
 struct Q4_1X {
   using Block = BlockQ4_1;
@@ -134,7 +175,9 @@ template <int R, int T>
 RILL_TARGET_AVX512 void PanelTile(const float* p, const float* x, size_t x_stride, int64_t nb,
                                   float* out, size_t out_stride) {
   __m512 acc[R][T][2];
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = _mm512_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
@@ -161,9 +204,7 @@ RILL_TARGET_AVX512 void PanelTile(const float* p, const float* x, size_t x_strid
       }
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) out[t * out_stride + r] = Reduce(acc[r][t][0], acc[r][t][1]);
-  }
+  ReduceTile<R, T>(acc, out, out_stride);
 }
 
 template <typename F, int T>
