@@ -248,6 +248,10 @@ RILL_TARGET_AVX512 void ExpandGroup(const uint8_t* w, size_t w_stride, int g, in
   for (int r = 0; r < g; ++r) {
     const Block* wb = reinterpret_cast<const Block*>(w + r * w_stride);
     for (int64_t b = 0; b < nb; ++b) {
+      // The same row two groups on, which the hardware prefetcher misses
+      // (short rows, read one group at a time; from DRAM in a forward pass).
+      _mm_prefetch(reinterpret_cast<const char*>(wb + b) + 2 * kPanelRows * w_stride,
+                   _MM_HINT_T0);
       __m512 lo, hi;
       F::Expand(wb[b], &lo, &hi);
       _mm512_store_ps(p + (b * g + r) * 32, lo);
