@@ -1,5 +1,6 @@
 #include "kernels/cpu/paged_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -130,6 +131,34 @@ void PagedAttention(const PagedAttentionArgs& args) {
     for (int64_t it = begin; it < end; ++it) {
       AttendOne(args, vec, it / args.num_heads, static_cast<int>(it % args.num_heads), scale,
                 scratch.data(), scratch.data() + args.block_size);
+    }
+  });
+}
+
+void PagedAttentionBatch(const PagedAttentionArgs* args, int64_t n, ThreadPool* pool) {
+  if (n <= 0) return;
+  const Vec vec = UseAvx2() ? Vec{DotAvx2, ScaleAxpyAvx2} : Vec{DotScalar, ScaleAxpyScalar};
+  // first[i]: index of call i's first (query, head) item; first[n]: total.
+  std::vector<int64_t> first(n + 1, 0);
+  std::vector<float> scales(n);
+  int64_t scratch_floats = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const PagedAttentionArgs& a = args[i];
+    DCHECK(ValidatePagedAttentionArgs(a).ok()) << ValidatePagedAttentionArgs(a);
+    first[i + 1] = first[i] + a.n_q * a.num_heads;
+    scales[i] = a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(float(a.head_dim));
+    scratch_floats = std::max<int64_t>(scratch_floats, a.block_size + a.head_dim);
+  }
+  ParallelFor(pool, first[n], 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch(scratch_floats);
+    // The call holding item `begin`, then walk forward.
+    int64_t c = std::upper_bound(first.begin(), first.end(), begin) - first.begin() - 1;
+    for (int64_t it = begin; it < end; ++it) {
+      while (it >= first[c + 1]) ++c;
+      const PagedAttentionArgs& a = args[c];
+      const int64_t local = it - first[c];
+      AttendOne(a, vec, local / a.num_heads, static_cast<int>(local % a.num_heads), scales[c],
+                scratch.data(), scratch.data() + a.block_size);
     }
   });
 }

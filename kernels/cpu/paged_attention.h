@@ -46,6 +46,13 @@ absl::Status ValidatePagedAttentionArgs(const PagedAttentionArgs& args);
 // n_q or on which other queries share the call.
 void PagedAttention(const PagedAttentionArgs& args);
 
+// PagedAttention for n independent calls (e.g. every sequence of a decode
+// step) in one parallel loop over all their (query, head) pairs: a decode
+// step's work per sequence is a few microseconds, about what one
+// ParallelFor costs. Each result is bitwise that of PagedAttention(args[i]);
+// args[i].pool is ignored (pool may be null).
+void PagedAttentionBatch(const PagedAttentionArgs* args, int64_t n, ThreadPool* pool);
+
 // Stores n_tokens new K/V rows ([n_tokens][num_kv_heads][head_dim]) for
 // positions start_pos .. start_pos + n_tokens - 1 of the sequence whose
 // blocks are block_table.

@@ -155,10 +155,13 @@ void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer, 
                int num_heads, PagedKvCache* cache, float* out, cpu::ThreadPool* pool) {
   const KvCacheShape& shape = cache->shape();
   const int64_t q_dim = static_cast<int64_t>(num_heads) * shape.head_dim;
+  // One parallel loop for the whole batch (a decode step's work per
+  // sequence is smaller than a ParallelFor's overhead).
+  std::vector<cpu::PagedAttentionArgs> all(batch.sequences.size());
   for (size_t s = 0; s < batch.sequences.size(); ++s) {
     const SequenceChunk& seq = batch.sequences[s];
     const int64_t begin = layout.seq_begin[s];
-    cpu::PagedAttentionArgs args;
+    cpu::PagedAttentionArgs& args = all[s];
     args.q = q + begin * q_dim;
     args.out = out + begin * q_dim;
     args.k_cache = cache->keys(layer);
@@ -172,9 +175,8 @@ void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer, 
     args.num_heads = num_heads;
     args.num_kv_heads = shape.num_kv_heads;
     args.head_dim = shape.head_dim;
-    args.pool = pool;
-    cpu::PagedAttention(args);
   }
+  cpu::PagedAttentionBatch(all.data(), static_cast<int64_t>(all.size()), pool);
 }
 
 absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const loader::ModelConfig& cfg) {
