@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/matmul_internal.h"
@@ -98,14 +99,20 @@ RILL_TARGET_AVX512 inline void ReduceTile(__m512 (&acc)[R][T][2], float* out, si
 struct Q4_1X {
   using Block = BlockQ4_1;
   RILL_TARGET_AVX512 static inline void Expand(const Block& b, __m512* lo, __m512* hi) {
+    // d and m (adjacent halves) in one conversion.
+    uint32_t dm_bits;
+    std::memcpy(&dm_bits, &b.d, sizeof(dm_bits));
+    const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dm_bits)));
+    const __m512 d = _mm512_broadcastss_ps(dm);
+    const __m512 m = _mm512_broadcastss_ps(_mm_movehdup_ps(dm));
+    // The block's 16 possible weights d * q + m (the same fma, so the same
+    // floats, as expanding each weight), looked up by nibble: vpermps reads
+    // only the low 4 bits of each index, so neither nibble needs masking.
+    const __m512 table = _mm512_fmadd_ps(
+        d, _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), m);
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-    const __m128i mask = _mm_set1_epi8(0x0F);
-    const __m512 d = HalfToVec(b.d);
-    const __m512 m = HalfToVec(b.m);
-    const __m512i ql = _mm512_cvtepu8_epi32(_mm_and_si128(raw, mask));
-    const __m512i qh = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(raw, 4), mask));
-    *lo = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(ql), m);
-    *hi = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(qh), m);
+    *lo = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(raw), table);
+    *hi = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm_srli_epi16(raw, 4)), table);
   }
 };
 
