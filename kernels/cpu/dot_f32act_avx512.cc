@@ -33,8 +33,9 @@ namespace {
 constexpr int kRows = 4;
 constexpr int kPanelRows = 4;
 constexpr int kPanelTokens = 3;
-// From this many tokens on, a chunk is expanded once into an f32 panel;
-// below it, the weights are expanded in registers for each call.
+// From this many tokens on, each group of kPanelRows rows is expanded once
+// per call into an f32 panel that every token tile reuses; below it, the
+// weights are expanded in registers.
 constexpr int64_t kPanelMinTokens = 3;
 
 float* AlignTo64(float* p) {
