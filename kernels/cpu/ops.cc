@@ -265,17 +265,37 @@ void Rope(float* x, int64_t n_tokens, int64_t token_stride, int64_t n_heads, int
   CHECK_EQ(rot_dim % 2, 0);
   CHECK_LE(rot_dim, head_dim);
   const int64_t half = rot_dim / 2;
-  thread_local std::vector<float> cs;
-  cs.resize(2 * half);
-  float* cos_t = cs.data();
-  float* sin_t = cs.data() + half;
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    // Angles in double: positions reach 1e5+ where float products lose bits.
-    for (int64_t i = 0; i < half; ++i) {
-      const double a = static_cast<double>(positions[t]) * inv_freq[i];
-      cos_t[i] = static_cast<float>(std::cos(a)) * mscale;
-      sin_t[i] = static_cast<float>(std::sin(a)) * mscale;
+  // cos/sin per (token, pair), kept for the next call: every layer (and q
+  // and k) of a forward pass rotates the same positions with the same
+  // frequencies, and the sin/cos cost more than the rotation.
+  struct Table {
+    std::vector<int32_t> positions;
+    std::vector<float> inv_freq;
+    float mscale = 0.0f;
+    std::vector<float> cs;  // [token][cos half, sin half]
+  };
+  thread_local Table table;
+  if (table.mscale != mscale || table.inv_freq.size() != static_cast<size_t>(half) ||
+      table.positions.size() != static_cast<size_t>(n_tokens) ||
+      !std::equal(inv_freq, inv_freq + half, table.inv_freq.begin()) ||
+      !std::equal(positions, positions + n_tokens, table.positions.begin())) {
+    table.positions.assign(positions, positions + n_tokens);
+    table.inv_freq.assign(inv_freq, inv_freq + half);
+    table.mscale = mscale;
+    table.cs.resize(n_tokens * 2 * half);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      float* c = table.cs.data() + t * 2 * half;
+      // Angles in double: positions reach 1e5+ where float products lose bits.
+      for (int64_t i = 0; i < half; ++i) {
+        const double a = static_cast<double>(positions[t]) * inv_freq[i];
+        c[i] = static_cast<float>(std::cos(a)) * mscale;
+        c[half + i] = static_cast<float>(std::sin(a)) * mscale;
+      }
     }
+  }
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* cos_t = table.cs.data() + t * 2 * half;
+    const float* sin_t = cos_t + half;
     for (int64_t h = 0; h < n_heads; ++h) {
       float* v = x + t * token_stride + h * head_dim;
       if (layout == RopeLayout::kInterleaved) {

@@ -181,6 +181,41 @@ TEST_P(OpsTest, RopeBothLayouts) {
   }
 }
 
+// Rope keeps its cos/sin table for the next call with the same positions
+// and frequencies; a call with other positions, frequencies or mscale must
+// not reuse it.
+TEST_P(OpsTest, RopeRecomputesWhenInputsChange) {
+  std::mt19937 rng(Seed() + 5);
+  const int64_t n_heads = 3, head_dim = 8;
+  std::vector<float> f1 = {1.0f, 0.1f, 0.01f, 0.001f}, f2 = {0.5f, 0.05f, 0.005f, 0.0005f};
+  const std::vector<int32_t> p1 = {3, 4}, p2 = {3, 9}, p3 = {3, 4, 5};
+  struct Call {
+    const std::vector<int32_t>* pos;
+    const std::vector<float>* freq;
+    float mscale;
+  };
+  const Call calls[] = {{&p1, &f1, 1.0f}, {&p1, &f1, 1.0f}, {&p2, &f1, 1.0f}, {&p2, &f2, 1.0f},
+                        {&p2, &f2, 0.5f}, {&p3, &f2, 0.5f}, {&p1, &f1, 1.0f}};
+  for (const Call& c : calls) {
+    const int64_t n_tokens = c.pos->size();
+    auto x = Randn(n_tokens * n_heads * head_dim, rng);
+    std::vector<double> want(x.begin(), x.end());
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t h = 0; h < n_heads; ++h) {
+        for (int64_t i = 0; i < head_dim / 2; ++i) {
+          const int64_t i0 = (t * n_heads + h) * head_dim + i, i1 = i0 + head_dim / 2;
+          const double a = double((*c.pos)[t]) * (*c.freq)[i];
+          want[i0] = c.mscale * (x[i0] * std::cos(a) - x[i1] * std::sin(a));
+          want[i1] = c.mscale * (x[i0] * std::sin(a) + x[i1] * std::cos(a));
+        }
+      }
+    }
+    Rope(x.data(), n_tokens, n_heads * head_dim, n_heads, head_dim, head_dim, c.pos->data(),
+         c.freq->data(), RopeLayout::kNeox, c.mscale);
+    ExpectClose(x, want, 1e-6, 1e-6);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, OpsTest, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& i) {
                            return i.param ? "Scalar" : "Avx2";

@@ -226,6 +226,63 @@ TEST_P(PagedAttentionTest, ValidateRejectsShortTable) {
   EXPECT_FALSE(ValidatePagedAttentionArgs(a).ok());
 }
 
+// Several sequences of one shared cache (a decode step, plus a prefill
+// chunk and an empty call) in one PagedAttentionBatch: every output is
+// bitwise the one PagedAttention gives for that sequence alone.
+TEST_P(PagedAttentionTest, BatchMatchesSeparateCalls) {
+  std::mt19937 rng(Seed() + 1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  ThreadPool pool(2);
+  const int num_heads = 9, num_kv_heads = 3, head_dim = 64, block_size = 16;
+  const int64_t row = int64_t{num_kv_heads} * head_dim, qrow = int64_t{num_heads} * head_dim;
+  // (start_pos, n_q) per sequence.
+  const std::vector<std::pair<int64_t, int64_t>> seqs = {{0, 1}, {37, 1}, {5, 12}, {16, 0},
+                                                         {63, 1}, {2, 1},  {100, 3}};
+  const int64_t blocks_per_seq = 8;  // 128 positions
+  const int64_t n_blocks = blocks_per_seq * seqs.size();
+  std::vector<int32_t> ids(n_blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  std::vector<float> kc(n_blocks * block_size * row), vc(n_blocks * block_size * row);
+  for (float& x : kc) x = normal(rng);
+  for (float& x : vc) x = normal(rng);
+  std::vector<std::vector<float>> q(seqs.size()), batched(seqs.size()), alone(seqs.size());
+  std::vector<PagedAttentionArgs> args(seqs.size());
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const auto [start, n_q] = seqs[s];
+    q[s].resize(std::max<int64_t>(n_q, 1) * qrow);
+    for (float& x : q[s]) x = normal(rng);
+    batched[s].assign(q[s].size(), -7.0f);
+    alone[s].assign(q[s].size(), -7.0f);
+    PagedAttentionArgs& a = args[s];
+    a.q = q[s].data();
+    a.out = batched[s].data();
+    a.k_cache = kc.data();
+    a.v_cache = vc.data();
+    a.block_table = ids.data() + s * blocks_per_seq;
+    a.block_table_len = blocks_per_seq;
+    a.block_size = block_size;
+    a.start_pos = start;
+    a.n_q = n_q;
+    a.context_len = start + n_q;
+    a.num_heads = num_heads;
+    a.num_kv_heads = num_kv_heads;
+    a.head_dim = head_dim;
+    ASSERT_TRUE(ValidatePagedAttentionArgs(a).ok()) << ValidatePagedAttentionArgs(a);
+  }
+  PagedAttentionBatch(args, &pool);
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    PagedAttentionArgs a = args[s];
+    a.out = alone[s].data();
+    a.pool = s % 2 ? &pool : nullptr;
+    PagedAttention(a);
+    for (size_t e = 0; e < alone[s].size(); ++e) {
+      ASSERT_EQ(batched[s][e], alone[s][e]) << "sequence " << s << " element " << e;
+    }
+  }
+  PagedAttentionBatch({}, &pool);  // nothing to do, no crash
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, PagedAttentionTest, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& i) {
                            return i.param ? "Scalar" : "Avx2";
