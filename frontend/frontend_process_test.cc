@@ -37,15 +37,21 @@ int StartFrontend(const FakeEngine& engine, const std::string& name,
   return port.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*port), &n) ? n : 0;
 }
 
+// A fake engine on the default model's tokenizer that streams 40 scripted
+// tokens, `token_delay_ms` apart.
+void StartScriptedEngine(FakeEngine* engine, int token_delay_ms) {
+  ASSERT_TRUE(engine->Start().ok());
+  std::vector<int32_t> script;
+  for (int i = 0; i < 40; ++i) script.push_back(300 + i);
+  engine->set_script(script);
+  engine->set_token_delay_ms(token_delay_ms);
+}
+
 TEST(FrontendProcessTest, BinaryServesGenerateAndPythonClient) {
   auto spec = DefaultModelSpec();
   if (!spec.ok()) GTEST_SKIP() << spec.status();
   FakeEngine engine(*spec);
-  ASSERT_TRUE(engine.Start().ok());
-  std::vector<int32_t> script;
-  for (int i = 0; i < 40; ++i) script.push_back(300 + i);
-  engine.set_script(script);
-  engine.set_token_delay_ms(5);
+  ASSERT_NO_FATAL_FAILURE(StartScriptedEngine(&engine, 5));
 
   rill::testing::Subprocess frontend;
   const int port = StartFrontend(engine, "fe", {"--frontend_id=p1"}, &frontend);
@@ -92,11 +98,7 @@ TEST(FrontendProcessTest, SigtermDrainsThenAborts) {
   auto spec = DefaultModelSpec();
   if (!spec.ok()) GTEST_SKIP() << spec.status();
   FakeEngine engine(*spec);
-  ASSERT_TRUE(engine.Start().ok());
-  std::vector<int32_t> script;
-  for (int i = 0; i < 40; ++i) script.push_back(300 + i);
-  engine.set_script(script);
-  engine.set_token_delay_ms(50);
+  ASSERT_NO_FATAL_FAILURE(StartScriptedEngine(&engine, 50));
 
   rill::testing::Subprocess frontend;
   const int port = StartFrontend(engine, "fe_term", {"--shutdown_grace_ms=3000"}, &frontend);
