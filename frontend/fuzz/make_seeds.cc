@@ -2,29 +2,18 @@
 // Usage: make_seeds OUT_DIR  (writes OUT_DIR/{tokenizer,chat_template,request_validator}/*)
 // Regenerate with: bazel run //frontend/fuzz:make_seeds -- $PWD/frontend/fuzz/corpus
 // Input formats are described at the top of each *_fuzzer.cc.
-#include <sys/stat.h>
-
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tools/fuzz/seed_maker.h"
 #include "rill/v1/inference.pb.h"
 
 namespace {
 
-int g_failures = 0;
-
-void Write(const std::string& dir, const std::string& name, const std::string& bytes) {
-  std::ofstream out(dir + "/" + name, std::ios::binary);
-  out << bytes;
-  if (!out) {
-    fprintf(stderr, "cannot write %s/%s\n", dir.c_str(), name.c_str());
-    ++g_failures;
-  }
-}
+using rill::fuzz::WriteSeed;
 
 std::string S(const char* p, size_t n) { return std::string(p, n); }
 
@@ -50,7 +39,7 @@ void TokenizerSeeds(const std::string& dir) {
   };
   int k = 0;
   for (const auto& t : kTexts) {
-    Write(dir, absl::StrCat("text_", t.first), std::string(1, static_cast<char>(k++ % 2)) + t.second);
+    WriteSeed(dir, absl::StrCat("text_", t.first), std::string(1, static_cast<char>(k++ % 2)) + t.second);
   }
   auto ids = [](std::vector<int> v) {
     std::string s(1, '\x02');
@@ -60,12 +49,12 @@ void TokenizerSeeds(const std::string& dir) {
     }
     return s;
   };
-  Write(dir, "ids_short", ids({1, 2, 100, 200, 1000, 5000}));
-  Write(dir, "ids_bytes", ids({0, 3, 4, 5, 130, 150, 170, 180, 190, 200, 210, 220, 230, 240, 250}));
-  Write(dir, "ids_specials", ids({1, 9690, 2, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
-  Write(dir, "ids_invalid", ids({10, 0xFFF0, 20, 0xFFF1, 0xFFF7, 30}));
-  Write(dir, "ids_high", ids({49151, 49150, 40000, 30000, 20000, 65000}));
-  Write(dir, "ids_empty", ids({}));
+  WriteSeed(dir, "ids_short", ids({1, 2, 100, 200, 1000, 5000}));
+  WriteSeed(dir, "ids_bytes", ids({0, 3, 4, 5, 130, 150, 170, 180, 190, 200, 210, 220, 230, 240, 250}));
+  WriteSeed(dir, "ids_specials", ids({1, 9690, 2, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+  WriteSeed(dir, "ids_invalid", ids({10, 0xFFF0, 20, 0xFFF1, 0xFFF7, 30}));
+  WriteSeed(dir, "ids_high", ids({49151, 49150, 40000, 30000, 20000, 65000}));
+  WriteSeed(dir, "ids_empty", ids({}));
   // Spec mode: [3][flags][pre][bos][eos] vocab lines \0\0 text.
   auto spec = [](uint8_t flags, uint8_t pre, int8_t bos, int8_t eos, const std::string& vocab,
                  const std::string& text) {
@@ -73,21 +62,21 @@ void TokenizerSeeds(const std::string& dir) {
                      static_cast<char>(bos), static_cast<char>(eos)};
     return s + vocab + std::string("\0\0", 2) + text;
   };
-  Write(dir, "spec_gpt2", spec(0x00, 2, -1, -1, "a\nb\nab\n\xc4\xa0\n#m a b", "ab ba abab"));
-  Write(dir, "spec_gpt2_typed",
+  WriteSeed(dir, "spec_gpt2", spec(0x00, 2, -1, -1, "a\nb\nab\n\xc4\xa0\n#m a b", "ab ba abab"));
+  WriteSeed(dir, "spec_gpt2_typed",
         spec(0x20, 1, 2, -1, "\x01h\n\x01i\n\x03<s>\n\x01hi\n#m h i", "<s>hi hi<s>"));
-  Write(dir, "spec_llama_scores",
+  WriteSeed(dir, "spec_llama_scores",
         spec(0x47, 0, -1, -1,
              "<unk>\n\xe2\x96\x81\na\nb\n\xe2\x96\x81" "a\nab\n<0x41>\n<0xC3>\n<0xA9>", "a ab A\xc3\xa9"));
-  Write(dir, "spec_llama_merges",
+  WriteSeed(dir, "spec_llama_merges",
         spec(0xa3, 0, 0, 1, "<s>\n</s>\n\xe2\x96\x81\nx\ny\n\xe2\x96\x81x\n#m \xe2\x96\x81 x", " x y"));
-  Write(dir, "spec_llama_typed_bytes",
+  WriteSeed(dir, "spec_llama_typed_bytes",
         spec(0x7f, 0, 1, 2,
              "\x02<unk>\n\x03<s>\n\x03</s>\n\x06<0x00>\n\x06<0xFF>\n\x06<0x20>\n\x01q\n\x04<tag>",
              "q<tag>\xff q"));
-  Write(dir, "spec_bad_type", spec(0x20, 1, -1, -1, "\x09x\n\x01y", "xy"));
-  Write(dir, "spec_bad_merge", spec(0x00, 1, -1, -1, "a\nb\n#m a c", "ab"));
-  Write(dir, "spec_bad_pre", spec(0x00, 5, -1, -1, "a", "a"));
+  WriteSeed(dir, "spec_bad_type", spec(0x20, 1, -1, -1, "\x09x\n\x01y", "xy"));
+  WriteSeed(dir, "spec_bad_merge", spec(0x00, 1, -1, -1, "a\nb\n#m a c", "ab"));
+  WriteSeed(dir, "spec_bad_pre", spec(0x00, 5, -1, -1, "a", "a"));
 }
 
 // ---- chat_template: [flags] template \0 bos \0 eos \0 (role \0 content \0)* ----
@@ -142,36 +131,36 @@ void ChatSeeds(const std::string& dir) {
   } kTemplates[] = {{"smollm2", kSmolLm2}, {"chatml", kChatMl}, {"llama3", kLlama3},
                     {"llama2", kLlama2}};
   for (const auto& t : kTemplates) {
-    Write(dir, absl::StrCat(t.name, "_user"), chat(1, t.tmpl, kUser));
-    Write(dir, absl::StrCat(t.name, "_system"), chat(0, t.tmpl, kSystem));
-    Write(dir, absl::StrCat(t.name, "_bad_order"), chat(1, t.tmpl, kBadOrder));
-    Write(dir, absl::StrCat(t.name, "_odd"), chat(1, t.tmpl, kOdd));
-    Write(dir, absl::StrCat(t.name, "_invalid_utf8"), chat(0, t.tmpl, kInvalid));
-    Write(dir, absl::StrCat(t.name, "_empty"), chat(1, t.tmpl, {}));
+    WriteSeed(dir, absl::StrCat(t.name, "_user"), chat(1, t.tmpl, kUser));
+    WriteSeed(dir, absl::StrCat(t.name, "_system"), chat(0, t.tmpl, kSystem));
+    WriteSeed(dir, absl::StrCat(t.name, "_bad_order"), chat(1, t.tmpl, kBadOrder));
+    WriteSeed(dir, absl::StrCat(t.name, "_odd"), chat(1, t.tmpl, kOdd));
+    WriteSeed(dir, absl::StrCat(t.name, "_invalid_utf8"), chat(0, t.tmpl, kInvalid));
+    WriteSeed(dir, absl::StrCat(t.name, "_empty"), chat(1, t.tmpl, {}));
   }
   // Published variants: reflowed whitespace, a different default system prompt.
   std::string spaced = kChatMl;
   for (size_t at = 0; (at = spaced.find("{%", at)) != std::string::npos; at += 4) {
     spaced.replace(at, 2, "{%- ");
   }
-  Write(dir, "chatml_trim_markers", chat(1, spaced, kSystem));
+  WriteSeed(dir, "chatml_trim_markers", chat(1, spaced, kSystem));
   std::string qwen = kSmolLm2;
   const std::string smol_system =
       "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
   qwen.replace(qwen.find(smol_system), smol_system.size(),
                "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
-  Write(dir, "chatml_other_system", chat(1, qwen, kUser));
-  Write(dir, "model_template_user", chat(3, "", kUser));  // Flags 2: the model's template.
-  Write(dir, "model_template_odd", chat(2, "", kOdd));
-  Write(dir, "unknown_template", chat(1, "{{ messages }}", kUser));
-  Write(dir, "unterminated", chat(1, "{% for message in messages %}{{ 'x", kUser));
-  Write(dir, "empty_template", chat(1, "", kUser));
+  WriteSeed(dir, "chatml_other_system", chat(1, qwen, kUser));
+  WriteSeed(dir, "model_template_user", chat(3, "", kUser));  // Flags 2: the model's template.
+  WriteSeed(dir, "model_template_odd", chat(2, "", kOdd));
+  WriteSeed(dir, "unknown_template", chat(1, "{{ messages }}", kUser));
+  WriteSeed(dir, "unterminated", chat(1, "{% for message in messages %}{{ 'x", kUser));
+  WriteSeed(dir, "empty_template", chat(1, "", kUser));
 }
 
 // ---- request_validator: serialized rill.v1.GenerateRequest ----
 void RequestSeeds(const std::string& dir) {
   auto put = [&](const std::string& name, const rill::v1::GenerateRequest& r) {
-    Write(dir, name, r.SerializeAsString());
+    WriteSeed(dir, name, r.SerializeAsString());
   };
   {
     rill::v1::GenerateRequest r;
@@ -292,28 +281,20 @@ void RequestSeeds(const std::string& dir) {
   }
   // Hand-written wire bytes: invalid UTF-8, an unknown field, a group, a
   // truncated message, unpacked repeated ids.
-  Write(dir, "raw_bad_utf8", S("\x0a\x05\x12\x03\xff\xfe\x41", 7));
-  Write(dir, "raw_unknown_field", S("\x0a\x06\x12\x01x\xa8\x06\x01", 8));
-  Write(dir, "raw_group", S("\x0a\x05\x12\x01x\x7b\x7c", 7));
-  Write(dir, "raw_truncated", S("\x0a\x09\x12\x07Hello", 9));
-  Write(dir, "raw_unpacked_ids", S("\x0a\x08\x1a\x06\x08\x01\x08\x02\x08\x03", 10));
-  Write(dir, "raw_start_as_varint", S("\x08\x01", 2));
-  Write(dir, "raw_text_as_fixed32", S("\x0a\x05\x15\x41\x42\x43\x44", 7));
+  WriteSeed(dir, "raw_bad_utf8", S("\x0a\x05\x12\x03\xff\xfe\x41", 7));
+  WriteSeed(dir, "raw_unknown_field", S("\x0a\x06\x12\x01x\xa8\x06\x01", 8));
+  WriteSeed(dir, "raw_group", S("\x0a\x05\x12\x01x\x7b\x7c", 7));
+  WriteSeed(dir, "raw_truncated", S("\x0a\x09\x12\x07Hello", 9));
+  WriteSeed(dir, "raw_unpacked_ids", S("\x0a\x08\x1a\x06\x08\x01\x08\x02\x08\x03", 10));
+  WriteSeed(dir, "raw_start_as_varint", S("\x08\x01", 2));
+  WriteSeed(dir, "raw_text_as_fixed32", S("\x0a\x05\x15\x41\x42\x43\x44", 7));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
-    return 2;
-  }
-  const std::string root = argv[1];
-  for (const char* sub : {"", "/tokenizer", "/chat_template", "/request_validator"}) {
-    mkdir((root + sub).c_str(), 0755);
-  }
-  TokenizerSeeds(root + "/tokenizer");
-  ChatSeeds(root + "/chat_template");
-  RequestSeeds(root + "/request_validator");
-  return g_failures == 0 ? 0 : 1;
+  return rill::fuzz::SeedMakerMain(argc, argv, {
+                                   {"tokenizer", TokenizerSeeds},
+                                   {"chat_template", ChatSeeds},
+                                   {"request_validator", RequestSeeds}});
 }

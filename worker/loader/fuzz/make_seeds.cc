@@ -3,32 +3,23 @@
 // Regenerate with: bazel run //worker/loader/fuzz:make_seeds -- $PWD/worker/loader/fuzz/corpus
 // Seeds are small valid files covering each value type, tensor type and
 // header feature once, so mutations start from every parser branch.
-#include <sys/stat.h>
-
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tools/fuzz/seed_maker.h"
 #include "worker/loader/gguf_writer.h"
 #include "worker/loader/safetensors_writer.h"
 
 namespace {
 
+using rill::fuzz::WriteSeed;
+
 using rill::loader::GgmlType;
 using rill::loader::GgufValueType;
 using rill::loader::GgufWriter;
 using rill::loader::SafetensorsWriter;
-using rill::loader::WriteBytesToFile;
-
-int g_failures = 0;
-
-void Write(const std::string& dir, const std::string& name, const std::string& bytes) {
-  if (!WriteBytesToFile(dir + "/" + name, bytes).ok()) {
-    fprintf(stderr, "cannot write %s/%s\n", dir.c_str(), name.c_str());
-    ++g_failures;
-  }
-}
 
 void GgufSeeds(const std::string& dir) {
   {
@@ -45,14 +36,14 @@ void GgufSeeds(const std::string& dir) {
                                      {GgufWriter::EncodeArray(GgufValueType::kUint8, {"\x01"})}));
     w.AddF32Tensor("token_embd.weight", {2, 3}, {1, 2, 3, 4, 5, 6});
     w.AddTensor("blk.0.attn_q.weight", GgmlType::kQ8_0, {32, 1}, std::string(34, '\0'));
-    Write(dir, "llama_like.gguf", w.Build());
+    WriteSeed(dir, "llama_like.gguf", w.Build());
   }
   {
     GgufWriter w(2);
     w.SetAlignment(16);
     w.AddUint64("x", 7);
     w.AddF32Tensor("t", {1}, {1});
-    Write(dir, "v2_align16.gguf", w.Build());
+    WriteSeed(dir, "v2_align16.gguf", w.Build());
   }
   {  // Every scalar type once.
     GgufWriter w;
@@ -68,29 +59,29 @@ void GgufSeeds(const std::string& dir) {
     w.AddFloat64("f64", -2.25);
     w.AddBool("b", false);
     w.AddString("s", "h\xc3\xa9llo");
-    Write(dir, "scalars.gguf", w.Build());
+    WriteSeed(dir, "scalars.gguf", w.Build());
   }
   {  // Empty file body: header only.
     GgufWriter w;
-    Write(dir, "empty.gguf", w.Build());
+    WriteSeed(dir, "empty.gguf", w.Build());
   }
   {
     GgufWriter w(2);
-    Write(dir, "empty_v2.gguf", w.Build());
+    WriteSeed(dir, "empty_v2.gguf", w.Build());
   }
   {  // Empty arrays and strings.
     GgufWriter w;
     w.AddStringArray("empty_strs", {});
     w.AddInt32Array("empty_ints", {});
     w.AddString("empty_str", "");
-    Write(dir, "empty_values.gguf", w.Build());
+    WriteSeed(dir, "empty_values.gguf", w.Build());
   }
   {  // Deeply nested arrays, close to the parser's limit.
     std::string v = GgufWriter::EncodeArray(GgufValueType::kInt32, {std::string("\x05\0\0\0", 4)});
     for (int i = 0; i < 14; ++i) v = GgufWriter::EncodeArray(GgufValueType::kArray, {v});
     GgufWriter w;
     w.AddRaw("deep", GgufValueType::kArray, v);
-    Write(dir, "deep_nesting.gguf", w.Build());
+    WriteSeed(dir, "deep_nesting.gguf", w.Build());
   }
   // One tensor of each type the reader knows (one block each).
   struct T {
@@ -115,14 +106,14 @@ void GgufSeeds(const std::string& dir) {
     GgufWriter w;
     w.AddString("general.architecture", "test");
     w.AddTensor(absl::StrCat("w.", t.name), t.type, {t.elems}, std::string(t.bytes, '\x11'));
-    Write(dir, absl::StrCat("tensor_", t.name, ".gguf"), w.Build());
+    WriteSeed(dir, absl::StrCat("tensor_", t.name, ".gguf"), w.Build());
   }
   {  // Several tensors with 2-D and 4-D shapes.
     GgufWriter w;
     w.AddF32Tensor("a", {2, 2}, {1, 2, 3, 4});
     w.AddF32Tensor("b", {1, 1, 1, 2}, {5, 6});
     w.AddF32Tensor("c", {3}, {7, 8, 9});
-    Write(dir, "multi_tensor.gguf", w.Build());
+    WriteSeed(dir, "multi_tensor.gguf", w.Build());
   }
 }
 
@@ -132,7 +123,7 @@ void SafetensorsSeeds(const std::string& dir) {
     w.AddMetadata("format", "pt");
     w.AddF32Tensor("a", {2, 2}, {1, 2, 3, 4});
     w.AddTensor("b", "BF16", {2}, std::string(4, '\0'));
-    Write(dir, "f32_bf16.safetensors", w.Build());
+    WriteSeed(dir, "f32_bf16.safetensors", w.Build());
   }
   const struct {
     const char* dtype;
@@ -142,17 +133,17 @@ void SafetensorsSeeds(const std::string& dir) {
   for (const auto& d : kDtypes) {
     SafetensorsWriter w;
     w.AddTensor("t", d.dtype, {3}, std::string(3 * d.elem, '\x3c'));
-    Write(dir, absl::StrCat("dtype_", d.dtype, ".safetensors"), w.Build());
+    WriteSeed(dir, absl::StrCat("dtype_", d.dtype, ".safetensors"), w.Build());
   }
   {
     SafetensorsWriter w;
-    Write(dir, "empty.safetensors", w.Build());
+    WriteSeed(dir, "empty.safetensors", w.Build());
   }
   {
     SafetensorsWriter w;
     w.AddTensor("scalar", "F32", {}, std::string(4, '\0'));
     w.AddTensor("zero", "F32", {0, 4}, "");
-    Write(dir, "scalar_and_empty.safetensors", w.Build());
+    WriteSeed(dir, "scalar_and_empty.safetensors", w.Build());
   }
   {
     SafetensorsWriter w;
@@ -161,14 +152,14 @@ void SafetensorsSeeds(const std::string& dir) {
     for (int i = 0; i < 6; ++i) {
       w.AddF32Tensor(absl::StrCat("model.layers.", i, ".w"), {1, 2}, {1.0f * i, 2.0f});
     }
-    Write(dir, "many_tensors.safetensors", w.Build());
+    WriteSeed(dir, "many_tensors.safetensors", w.Build());
   }
   // Hand-written headers: odd but valid JSON, and the classic mistakes.
   auto raw = [&](const std::string& name, const std::string& header, const std::string& data) {
     std::string out(8, '\0');
     uint64_t n = header.size();
     for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-    Write(dir, name, out + header + data);
+    WriteSeed(dir, name, out + header + data);
   };
   raw("ws_header.safetensors",
       " { \"a\" : { \"dtype\" : \"F32\" , \"shape\" : [ 1 ] , \"data_offsets\" : [ 0 , 4 ] } }  ",
@@ -208,26 +199,18 @@ void JsonSeeds(const std::string& dir) {
        R"({"architectures":["LlamaForCausalLM"],"hidden_size":576,"rope_theta":100000.0,)"
        R"("rope_scaling":null,"tie_word_embeddings":true,"torch_dtype":"bfloat16"})"},
   };
-  for (const auto& d : kDocs) Write(dir, d[0], d[1]);
+  for (const auto& d : kDocs) WriteSeed(dir, d[0], d[1]);
   std::string deep;
   for (int i = 0; i < 200; ++i) deep += "[";
   for (int i = 0; i < 200; ++i) deep += "]";
-  Write(dir, "deep200.json", deep);
+  WriteSeed(dir, "deep200.json", deep);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
-    return 2;
-  }
-  const std::string root = argv[1];
-  for (const char* sub : {"", "/gguf", "/safetensors", "/json"}) {
-    mkdir((root + sub).c_str(), 0755);
-  }
-  GgufSeeds(root + "/gguf");
-  SafetensorsSeeds(root + "/safetensors");
-  JsonSeeds(root + "/json");
-  return g_failures == 0 ? 0 : 1;
+  return rill::fuzz::SeedMakerMain(argc, argv, {
+                                   {"gguf", GgufSeeds},
+                                   {"safetensors", SafetensorsSeeds},
+                                   {"json", JsonSeeds}});
 }
