@@ -9,8 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "engine/service/engine_host.h"
-#include "engine/service/engine_server.h"
+#include "engine/service/local_engine_server.h"
 #include "engine/service/proto_convert.h"
 #include "frontend/tokenizer/bpe_tokenizer.h"
 #include "frontend/tokenizer/spec_proto.h"
@@ -28,24 +27,14 @@ using Stream = grpc::ClientReaderWriter<EngineRequest, EngineOutput>;
 class EngineServiceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    HostOptions options;
-    options.args.threads = 2;
-    options.args.max_model_len = 256;
-    options.args.kv_cache_bytes = int64_t{64} << 20;
-    host_ = new EngineHost(options);
-    server_ = new EngineServer(host_, "127.0.0.1:0", ::testing::TempDir());
-    ASSERT_TRUE(server_->Start().ok());
-    host_->StartLoading();
-    ASSERT_TRUE(host_->WaitLoaded().ok());
+    absl::StatusOr<std::unique_ptr<LocalEngineServer>> local = StartLocalEngineServer(256);
+    ASSERT_TRUE(local.ok()) << local.status();
+    local_ = local->release();
   }
-  static void TearDownTestSuite() {
-    server_->Shutdown(absl::ZeroDuration());
-    delete server_;
-    delete host_;
-  }
+  static void TearDownTestSuite() { delete local_; }
 
   void SetUp() override {
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", local_->server->port()),
                                    grpc::InsecureChannelCredentials());
     engine_ = rill::internal::Engine::NewStub(channel_);
     admin_ = rill::v1::Admin::NewStub(channel_);
@@ -89,7 +78,7 @@ class EngineServiceTest : public ::testing::Test {
   }
 
   std::vector<int32_t> Encode(const std::string& text) {
-    return host_->engine()->GetTokenizer()->Encode(text, true);
+    return local_->host->engine()->GetTokenizer()->Encode(text, true);
   }
 
   // Greedy tokens from the in-process engine, for comparison.
@@ -98,7 +87,7 @@ class EngineServiceTest : public ::testing::Test {
     params.temperature = 0;
     params.max_tokens = max_tokens;
     params.output_kind = engine::OutputKind::kFinalOnly;
-    auto stream = host_->engine()->Generate(prompt, params, absl::StrCat("local-", ++counter_));
+    auto stream = local_->host->engine()->Generate(prompt, params, absl::StrCat("local-", ++counter_));
     EXPECT_TRUE(stream.ok());
     std::vector<int32_t> tokens;
     while (true) {
@@ -134,8 +123,7 @@ class EngineServiceTest : public ::testing::Test {
     }
   }
 
-  static EngineHost* host_;
-  static EngineServer* server_;
+  static LocalEngineServer* local_;
   static int counter_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<rill::internal::Engine::Stub> engine_;
@@ -143,8 +131,7 @@ class EngineServiceTest : public ::testing::Test {
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;
 };
 
-EngineHost* EngineServiceTest::host_ = nullptr;
-EngineServer* EngineServiceTest::server_ = nullptr;
+LocalEngineServer* EngineServiceTest::local_ = nullptr;
 int EngineServiceTest::counter_ = 0;
 
 TEST_F(EngineServiceTest, MultiplexedGreedyMatchesInProcessEngine) {
@@ -288,14 +275,14 @@ TEST_F(EngineServiceTest, CancelledStreamAbortsItsRequestsWithinOneSecond) {
   }
   EngineOutput out;
   ASSERT_TRUE(stream->Read(&out));  // Running.
-  EXPECT_GT(host_->engine()->GetNumUnfinishedRequests(), 0);
+  EXPECT_GT(local_->host->engine()->GetNumUnfinishedRequests(), 0);
   ctx->TryCancel();
   const absl::Time cancelled = absl::Now();
-  while (host_->engine()->GetNumUnfinishedRequests() > 0 &&
+  while (local_->host->engine()->GetNumUnfinishedRequests() > 0 &&
          absl::Now() - cancelled < absl::Seconds(1)) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  EXPECT_EQ(host_->engine()->GetNumUnfinishedRequests(), 0);
+  EXPECT_EQ(local_->host->engine()->GetNumUnfinishedRequests(), 0);
   (void)stream->Finish();
 }
 
@@ -483,7 +470,7 @@ TEST_F(EngineServiceTest, TokenizerSpecRebuildsAnIdenticalTokenizer) {
   absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> rebuilt =
       tokenizer::BpeTokenizer::Create(tokenizer::SpecFromProto(spec));
   ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
-  const tokenizer::BpeTokenizer* local = host_->engine()->GetTokenizer();
+  const tokenizer::BpeTokenizer* local = local_->host->engine()->GetTokenizer();
   for (const std::string text :
        {"Hello, world!", "  spaces\tand\nnewlines  ", "<|im_start|>user\nhi<|im_end|>",
         "naïve café 日本語 🙂", "x = 3.14159 ** 2"}) {

@@ -12,8 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/engine_session.h"
-#include "engine/service/engine_host.h"
-#include "engine/service/engine_server.h"
+#include "engine/service/local_engine_server.h"
 #include "rill/internal/engine.grpc.pb.h"
 
 namespace rill::service {
@@ -25,31 +24,21 @@ using rill::internal::EngineRequest;
 class SessionScopeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    HostOptions options;
-    options.args.threads = 2;
-    options.args.max_model_len = 512;
-    options.args.kv_cache_bytes = int64_t{64} << 20;
-    host_ = new EngineHost(options);
-    server_ = new EngineServer(host_, "127.0.0.1:0", ::testing::TempDir());
-    ASSERT_TRUE(server_->Start().ok());
-    host_->StartLoading();
-    ASSERT_TRUE(host_->WaitLoaded().ok());
+    absl::StatusOr<std::unique_ptr<LocalEngineServer>> local = StartLocalEngineServer(512);
+    ASSERT_TRUE(local.ok()) << local.status();
+    local_ = local->release();
   }
-  static void TearDownTestSuite() {
-    server_->Shutdown(absl::ZeroDuration());
-    delete server_;
-    delete host_;
-  }
+  static void TearDownTestSuite() { delete local_; }
 
   void SetUp() override {
     stub_ = rill::internal::Engine::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", server_->port()), grpc::InsecureChannelCredentials()));
+        absl::StrCat("127.0.0.1:", local_->server->port()), grpc::InsecureChannelCredentials()));
   }
 
   static EngineRequest Start(const std::string& id, const std::string& text, int max_tokens) {
     EngineRequest r;
     r.mutable_start()->set_request_id(id);
-    for (int32_t t : host_->engine()->GetTokenizer()->Encode(text, true)) {
+    for (int32_t t : local_->host->engine()->GetTokenizer()->Encode(text, true)) {
       r.mutable_start()->add_prompt_token_ids(t);
     }
     r.mutable_start()->mutable_sampling()->set_temperature(0);
@@ -112,13 +101,11 @@ class SessionScopeTest : public ::testing::Test {
     return resp.state();
   }
 
-  static EngineHost* host_;
-  static EngineServer* server_;
+  static LocalEngineServer* local_;
   std::unique_ptr<rill::internal::Engine::Stub> stub_;
 };
 
-EngineHost* SessionScopeTest::host_ = nullptr;
-EngineServer* SessionScopeTest::server_ = nullptr;
+LocalEngineServer* SessionScopeTest::local_ = nullptr;
 
 TEST_F(SessionScopeTest, TwoSessionsRunTheSameIdAndAbortStaysInItsSession) {
   auto ctx_a = Context("fe-a.1");

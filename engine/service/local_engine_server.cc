@@ -1,0 +1,28 @@
+#include "engine/service/local_engine_server.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/time/time.h"
+
+namespace rill::service {
+
+LocalEngineServer::~LocalEngineServer() {
+  if (server != nullptr) server->Shutdown(absl::ZeroDuration());
+}
+
+absl::StatusOr<std::unique_ptr<LocalEngineServer>> StartLocalEngineServer(int64_t max_model_len) {
+  HostOptions options;
+  options.args.threads = 2;
+  options.args.max_model_len = max_model_len;
+  options.args.kv_cache_bytes = int64_t{64} << 20;
+  auto local = std::make_unique<LocalEngineServer>();
+  local->host = std::make_unique<EngineHost>(options);
+  local->server =
+      std::make_unique<EngineServer>(local->host.get(), "127.0.0.1:0", ::testing::TempDir());
+  if (absl::Status s = local->server->Start(); !s.ok()) return s;
+  local->host->StartLoading();
+  if (absl::Status s = local->host->WaitLoaded(); !s.ok()) return s;
+  return local;
+}
+
+}  // namespace rill::service

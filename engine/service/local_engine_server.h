@@ -1,0 +1,27 @@
+// For gRPC tests of the engine service: the default model's EngineHost behind
+// an EngineServer on 127.0.0.1 (a free port), loaded and serving.
+#ifndef RILL_ENGINE_SERVICE_LOCAL_ENGINE_SERVER_H_
+#define RILL_ENGINE_SERVICE_LOCAL_ENGINE_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "engine/service/engine_host.h"
+#include "engine/service/engine_server.h"
+
+namespace rill::service {
+
+struct LocalEngineServer {
+  std::unique_ptr<EngineHost> host;
+  std::unique_ptr<EngineServer> server;  // Declared after host: destroyed first.
+
+  ~LocalEngineServer();
+};
+
+// 2 threads, a 64 MiB KV cache and `max_model_len`.
+absl::StatusOr<std::unique_ptr<LocalEngineServer>> StartLocalEngineServer(int64_t max_model_len);
+
+}  // namespace rill::service
+
+#endif  // RILL_ENGINE_SERVICE_LOCAL_ENGINE_SERVER_H_
