@@ -53,8 +53,24 @@ absl::Status ValidateWeightMatrix(const WeightMatrix& w) {
   return absl::OkStatus();
 }
 
+bool PackForCpu(WeightMatrix* w) {
+  if (!w->float_activations || w->packed || !PackedKernelsAvailable()) return false;
+  w->packed = PackWeights(w->type, w->rows, w->cols, w->data, w->row_stride_bytes);
+  return w->packed != nullptr;
+}
+
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
+  MatMul(w, x, n_tokens, y, pool, nullptr);
+}
+
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
+            const uint8_t* precise) {
   if (n_tokens <= 0) return;
+  if (w.packed) {
+    DCHECK(w.packed->rows == w.rows && w.packed->cols == w.cols) << "stale packed weights";
+    PackedMatMul(*w.packed, x, n_tokens, y, pool, precise);
+    return;
+  }
   DCHECK(ValidateWeightMatrix(w).ok()) << ValidateWeightMatrix(w);
   const bool avx2 = UseAvx2();
   if (w.float_activations && UseAvx512()) {

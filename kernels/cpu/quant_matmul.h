@@ -4,8 +4,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/status.h"
+#include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/quant_types.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -24,10 +26,19 @@ struct WeightMatrix {
   // 30-layer model). true: rows are dequantized to f32 and meet the f32
   // activations (exact up to f32 rounding; slower).
   bool float_activations = false;
+  // Set by PackForCpu: the rows repacked for the int16 VNNI kernels
+  // (packed_matmul.h), which MatMul then uses instead of data. Views that
+  // change rows or columns (tensor-parallel slices) must drop it.
+  std::shared_ptr<const PackedWeights> packed;
 };
 
 // Builds a matrix with densely packed rows.
 WeightMatrix MakeWeightMatrix(QuantType type, int64_t rows, int64_t cols, const void* data);
+
+// Repacks w for the int16 VNNI kernels when it uses the exact path
+// (float_activations), its type has packed kernels (Q4_0, Q4_1, Q8_0) and
+// the CPU runs them; otherwise leaves it as it is. Returns whether it packed.
+bool PackForCpu(WeightMatrix* w);
 
 // OK when MatMul can run the matrix (cols a multiple of the block size,
 // stride large enough, data set, a supported type).
@@ -40,6 +51,10 @@ absl::Status ValidateWeightMatrix(const WeightMatrix& w);
 // thread count or the token's position in the batch (batch invariance).
 // pool may be null (single-threaded). The caller validated w.
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
+// As above; for packed weights, tokens t with precise[t] != 0 get the
+// two-pass activations (packed_matmul.h). precise may be null.
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
+            const uint8_t* precise);
 
 }  // namespace rill::cpu
 

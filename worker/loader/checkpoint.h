@@ -104,6 +104,13 @@ class Checkpoint {
   // NotFound naming the tensor and the checkpoint when absent.
   absl::StatusOr<const TensorRef*> Get(std::string_view canonical_name) const;
 
+  // Tells the OS that tensor bytes [p, p + n), copied elsewhere at load (the
+  // CPU's packed weights), need not stay resident: GGUF files only, whose
+  // pages come back from the file if read again.
+  void ReleaseTensorPages(const void* p, size_t n) const {
+    if (gguf_) gguf_->ReleasePages(p, n);
+  }
+
   // The underlying file (null for the other format).
   const GgufFile* gguf() const { return gguf_.get(); }
   const SafetensorsShards* safetensors() const { return shards_.get(); }

@@ -102,6 +102,11 @@ class GgufFile {
   uint64_t data_offset() const { return data_offset_; }
   const uint8_t* base() const { return base_; }
   size_t size() const { return size_; }
+  // MappedFile::ReleasePages on the file's mapping; nothing for a caller's
+  // buffer.
+  void ReleasePages(const void* p, size_t n) const {
+    if (mapping_) mapping_->ReleasePages(p, n);
+  }
 
   const std::vector<GgufKv>& metadata() const { return metadata_; }
   const GgufValue* Find(std::string_view key) const;

@@ -25,6 +25,12 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  // Drops this process's copies of the whole pages inside [p, p + n) (a
+  // hint: the file is mapped read-only, so a later read faults the page back
+  // in from the file). For data that was copied elsewhere at load, so it
+  // stops counting in RSS. Ranges outside the mapping are ignored.
+  void ReleasePages(const void* p, size_t n) const;
+
  private:
   MappedFile(std::string path, const uint8_t* data, size_t size)
       : path_(std::move(path)), data_(data), size_(size) {}

@@ -126,6 +126,10 @@ void EmbedTokens(const cpu::WeightMatrix& table, const std::vector<int32_t>& tok
   const int64_t width = table.cols;
   pool->ParallelFor(tokens.size(), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
+      if (table.packed) {
+        cpu::DequantizePackedRow(*table.packed, tokens[t], x + t * width);
+        continue;
+      }
       const uint8_t* row =
           static_cast<const uint8_t*>(table.data) + tokens[t] * table.row_stride_bytes;
       cpu::DequantizeRow(table.type, row, x + t * width, width);

@@ -6,6 +6,7 @@ namespace rill::worker {
 
 cpu::WeightMatrix SliceRows(const cpu::WeightMatrix& w, int64_t r0, int64_t r1) {
   cpu::WeightMatrix s = w;
+  s.packed = nullptr;  // packed rows are the whole matrix's
   s.rows = r1 - r0;
   s.data = static_cast<const uint8_t*>(w.data) + r0 * w.row_stride_bytes;
   return s;
@@ -17,6 +18,7 @@ cpu::WeightMatrix SliceCols(const cpu::WeightMatrix& w, int64_t c0, int64_t c1,
   const int64_t block = cpu::BlockElems(w.type);
   if (c0 % block == 0 && c1 % block == 0) {
     cpu::WeightMatrix s = w;
+    s.packed = nullptr;
     s.cols = c1 - c0;
     s.data = static_cast<const uint8_t*>(w.data) + (c0 / block) * cpu::BlockBytes(w.type);
     return s;

@@ -1,0 +1,147 @@
+// Repacking of file blocks into the row-group layout of packed_matmul.h.
+#include "kernels/cpu/packed_matmul.h"
+
+#include <cstring>
+
+#include "kernels/cpu/cpu_features.h"
+
+namespace rill::cpu {
+namespace {
+
+constexpr int kGroupRows = 16;
+
+// 4-bit: per (group, block) four 64-byte chunks of nibbles, then d[16] and
+// m[16] as f16. Chunk c, lane r (bytes 4r..4r+3) holds two 16-bit words:
+// nibble s of word 0 is the row's weight 2(4c+s) of the block, nibble s of
+// word 1 its weight 2(4c+s)+1. Shifting the words right by 4s and masking
+// gives the int16 pairs (w[2j], w[2j+1]) of step j = 4c+s for all 16 rows.
+constexpr size_t k4BitBytes = 256 + 32 + 32;
+// 8-bit: per (group, block) 16 steps of 32 bytes ([j][r][2] int8), then
+// d[16] f16, padded to a multiple of 64.
+constexpr size_t k8BitBytes = 512 + 64;
+
+// Q4_0's weights d (q - 8) as d q + m: m = -8 d, exact in f16 (a power of
+// two) for every d short of the f16 range's top.
+uint16_t MinusEightTimes(uint16_t d) { return F32ToF16(-8.0f * F16ToF32(d)); }
+
+// The row's 32 integers of block b (Q4: 0..15; Q8: -128..127), its d and,
+// for 4-bit, its m bits.
+void BlockInts(QuantType type, const uint8_t* row, int64_t b, int8_t q[32], uint16_t* d,
+               uint16_t* m) {
+  switch (type) {
+    case QuantType::kQ4_0: {
+      const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
+      for (int k = 0; k < 16; ++k) {
+        q[k] = static_cast<int8_t>(blk.qs[k] & 0x0F);
+        q[k + 16] = static_cast<int8_t>(blk.qs[k] >> 4);
+      }
+      *d = blk.d;
+      *m = MinusEightTimes(blk.d);
+      return;
+    }
+    case QuantType::kQ4_1: {
+      const BlockQ4_1& blk = reinterpret_cast<const BlockQ4_1*>(row)[b];
+      for (int k = 0; k < 16; ++k) {
+        q[k] = static_cast<int8_t>(blk.qs[k] & 0x0F);
+        q[k + 16] = static_cast<int8_t>(blk.qs[k] >> 4);
+      }
+      *d = blk.d;
+      *m = blk.m;
+      return;
+    }
+    default: {
+      const BlockQ8_0& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
+      std::memcpy(q, blk.qs, 32);
+      *d = blk.d;
+      *m = 0;
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const PackedWeights> PackWeights(QuantType type, int64_t rows, int64_t cols,
+                                                 const void* data, size_t row_stride) {
+  if (type != QuantType::kQ4_0 && type != QuantType::kQ4_1 && type != QuantType::kQ8_0) {
+    return nullptr;
+  }
+  if (rows <= 0 || cols <= 0 || cols % 32 != 0 || data == nullptr) return nullptr;
+  auto p = std::make_shared<PackedWeights>();
+  p->format = type == QuantType::kQ8_0 ? PackedWeights::Format::k8Bit
+                                       : PackedWeights::Format::k4Bit;
+  p->source_type = type;
+  p->rows = rows;
+  p->cols = cols;
+  p->groups = (rows + kGroupRows - 1) / kGroupRows;
+  p->block_bytes = p->format == PackedWeights::Format::k4Bit ? k4BitBytes : k8BitBytes;
+  const int64_t nb = cols / 32;
+  p->data.assign(p->groups * nb * p->block_bytes, 0);
+  const uint8_t* src = static_cast<const uint8_t*>(data);
+  for (int64_t g = 0; g < p->groups; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* out = p->data.data() + (g * nb + b) * p->block_bytes;
+      for (int r = 0; r < kGroupRows; ++r) {
+        const int64_t row = g * kGroupRows + r;
+        if (row >= rows) break;  // padding rows stay zero (d = 0)
+        int8_t q[32];
+        uint16_t d, m;
+        BlockInts(type, src + row * row_stride, b, q, &d, &m);
+        if (p->format == PackedWeights::Format::k4Bit) {
+          for (int c = 0; c < 4; ++c) {
+            uint16_t w0 = 0, w1 = 0;
+            for (int s = 0; s < 4; ++s) {
+              const int j = 4 * c + s;
+              w0 |= static_cast<uint16_t>(q[2 * j]) << (4 * s);
+              w1 |= static_cast<uint16_t>(q[2 * j + 1]) << (4 * s);
+            }
+            std::memcpy(out + 64 * c + 4 * r, &w0, 2);
+            std::memcpy(out + 64 * c + 4 * r + 2, &w1, 2);
+          }
+          std::memcpy(out + 256 + 2 * r, &d, 2);
+          std::memcpy(out + 288 + 2 * r, &m, 2);
+        } else {
+          for (int j = 0; j < 16; ++j) {
+            out[32 * j + 2 * r] = static_cast<uint8_t>(q[2 * j]);
+            out[32 * j + 2 * r + 1] = static_cast<uint8_t>(q[2 * j + 1]);
+          }
+          std::memcpy(out + 512 + 2 * r, &d, 2);
+        }
+      }
+    }
+  }
+  return p;
+}
+
+void DequantizePackedRow(const PackedWeights& w, int64_t row, float* out) {
+  const int64_t nb = w.cols / 32;
+  const int64_t g = row / kGroupRows;
+  const int lane = static_cast<int>(row % kGroupRows);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w.data.data() + (g * nb + b) * w.block_bytes;
+    float* y = out + 32 * b;
+    if (w.format == PackedWeights::Format::k8Bit) {
+      uint16_t dh;
+      std::memcpy(&dh, blk + 512 + 2 * lane, 2);
+      const float d = F16ToF32(dh);
+      for (int k = 0; k < 32; ++k) {
+        y[k] = static_cast<int8_t>(blk[32 * (k / 2) + 2 * lane + k % 2]) * d;
+      }
+      continue;
+    }
+    uint16_t dh, mh;
+    std::memcpy(&dh, blk + 256 + 2 * lane, 2);
+    std::memcpy(&mh, blk + 288 + 2 * lane, 2);
+    const float d = F16ToF32(dh), m = F16ToF32(mh);
+    for (int k = 0; k < 32; ++k) {
+      const int j = k / 2, c = j / 4, s = j % 4;
+      uint16_t word;
+      std::memcpy(&word, blk + 64 * c + 4 * lane + 2 * (k % 2), 2);
+      const int q = (word >> (4 * s)) & 0x0F;
+      // The file's own formulas (quant_types.cc), for the same floats.
+      y[k] = w.source_type == QuantType::kQ4_0 ? (q - 8) * d : q * d + m;
+    }
+  }
+}
+
+}  // namespace rill::cpu

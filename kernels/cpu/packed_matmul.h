@@ -1,0 +1,69 @@
+// Weights repacked at load for the int16 VNNI path, and the MatMul over them.
+//
+// Numerics: each token's activations are quantized per 32-block to int16
+// (scale amax / 32767, ~1.5e-5 of the block's largest value), weights keep
+// their file integers (Q4_0/Q4_1 nibbles, Q8_0 bytes) and scales. A block's
+// integer dot product is exact, so its value does not depend on how it was
+// accumulated; the float epilogue (scale, min term, sum over blocks in
+// order) is the same per (row, token) in every tile. The result is bitwise
+// the same whatever the batch size, the token's place in it or the thread
+// count (batch invariance), and within ~1e-5 relative of the f32 path.
+//
+// Layout: rows in groups of 16 (one zmm lane per row), so no horizontal
+// sums are needed; the group's blocks follow one another. Same size as the
+// file's blocks, so RSS does not grow once the file pages are dropped.
+#ifndef RILL_KERNELS_CPU_PACKED_MATMUL_H_
+#define RILL_KERNELS_CPU_PACKED_MATMUL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/aligned_buffer.h"
+#include "kernels/cpu/quant_types.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace rill::cpu {
+
+struct PackedWeights {
+  enum class Format {
+    k4Bit,  // Q4_0 (min = -8 d) and Q4_1
+    k8Bit,  // Q8_0
+  };
+  Format format = Format::k4Bit;
+  QuantType source_type = QuantType::kQ4_1;  // the file's type
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t groups = 0;       // ceil(rows / 16); the last group is zero-padded
+  size_t block_bytes = 0;   // bytes per (group, 32-column block)
+  std::vector<uint8_t, Aligned64Allocator<uint8_t>> data;
+};
+
+// True when this CPU runs the packed kernels (AVX-512 BW + VNNI, and
+// AVX-512 not disabled). Where false, callers keep the f32 path.
+bool PackedKernelsAvailable();
+
+// Repacks a [rows x cols] matrix of Q4_0, Q4_1 or Q8_0 rows (row_stride
+// bytes apart). nullptr for other types or cols not a multiple of 32.
+std::shared_ptr<const PackedWeights> PackWeights(QuantType type, int64_t rows, int64_t cols,
+                                                 const void* data, size_t row_stride);
+
+// Row `row` as floats, bitwise what DequantizeRow gives for the file's
+// row (the embedding lookup of a tied head reads the packed copy, so the
+// file pages can stay released).
+void DequantizePackedRow(const PackedWeights& w, int64_t row, float* out);
+
+// y[t * w.rows + r] = sum_i W[r][i] * x[t * w.cols + i] for t < n_tokens.
+// Tokens with precise[t] != 0 get two passes: their activations, then what
+// the int16 rounding lost (x - d q, quantized the same way), ~2^-30 of the
+// block maximum in all. Models use it where an error reaches every later
+// token (the first positions, which attention sinks on). Still per token,
+// so batch invariant. Requires PackedKernelsAvailable(); pool and precise
+// may be null.
+void PackedMatMul(const PackedWeights& w, const float* x, int64_t n_tokens, float* y,
+                  ThreadPool* pool, const uint8_t* precise = nullptr);
+
+}  // namespace rill::cpu
+
+#endif  // RILL_KERNELS_CPU_PACKED_MATMUL_H_
