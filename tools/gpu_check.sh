@@ -60,4 +60,4 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu_check: no GPU visible to nvidia-smi; the checker will skip"
 fi
 # The checker skips by itself when the runtime sees no device.
-exec timeout "${RILL_GPU_CHECK_TIMEOUT_S:-420}" "$build/cuda_kernel_check" "${args[@]}"
+exec timeout "${RILL_GPU_CHECK_TIMEOUT_S:-420}" "$build/cuda_kernel_check" ${args[@]+"${args[@]}"}

@@ -29,9 +29,9 @@ __device__ __forceinline__ size_t Row(const Geometry& g, const int32_t* table, i
 }
 
 // Folds keys [start, end) into the running (acc, m, l) of this thread's dim.
-__device__ void AttendRange(const Geometry& g, const float* q_sh, const int32_t* table,
-                            int kv_head, int start, int end, float* p_sh, float* scratch,
-                            float& acc, float& m, float& l) {
+__device__ void AttendRange(const Geometry& g, const float* q_sh, const int32_t* table, int kv_head,
+                            int start, int end, float* p_sh, float* scratch, float& acc, float& m,
+                            float& l) {
   const int d = threadIdx.x;
   for (int c0 = start; c0 < end; c0 += kThreads) {
     const int key = c0 + threadIdx.x;
@@ -51,7 +51,8 @@ __device__ void AttendRange(const Geometry& g, const float* q_sh, const int32_t*
     acc *= corr;
     const int n = min(kThreads, end - c0);
     if (d < g.head_dim) {
-      for (int j = 0; j < n; ++j) acc += p_sh[j] * ToF(g.v_cache[Row(g, table, c0 + j, kv_head) + d]);
+      for (int j = 0; j < n; ++j)
+        acc += p_sh[j] * ToF(g.v_cache[Row(g, table, c0 + j, kv_head) + d]);
     }
     m = new_m;
     __syncthreads();  // p_sh is rewritten by the next chunk
@@ -65,13 +66,14 @@ __device__ void LoadQuery(const bf16* q, int head_dim, float* q_sh) {
 
 // grid (q_heads, seqs, partitions). Workspace per (seq, head, partition):
 // head_dim unnormalized outputs, then the running max and the exp-sum.
-__global__ void DecodePartitionKernel(Geometry g, const bf16* q, const int32_t* tables,
-                                      const int32_t* ctx_lens, float* ws, int max_blocks,
-                                      int partition_size) {
+__global__ void __launch_bounds__(kThreads)
+    DecodePartitionKernel(Geometry g, const bf16* q, const int32_t* tables, const int32_t* ctx_lens,
+                          float* ws, int max_blocks, int partition_size) {
   __shared__ float q_sh[kThreads], p_sh[kThreads], scratch[33];
   const int head = blockIdx.x, seq = blockIdx.y, part = blockIdx.z, q_heads = gridDim.x;
   const int kv_head = head / (q_heads / g.kv_heads);
-  float* w = ws + ((static_cast<size_t>(seq) * q_heads + head) * gridDim.z + part) * (g.head_dim + 2);
+  float* w =
+      ws + ((static_cast<size_t>(seq) * q_heads + head) * gridDim.z + part) * (g.head_dim + 2);
   const int ctx = ctx_lens[seq];
   const int start = part * partition_size, end = min(ctx, start + partition_size);
   float acc = 0.0f, m = -FLT_MAX, l = 0.0f;
@@ -107,15 +109,18 @@ __global__ void DecodeMergeKernel(const float* ws, bf16* out, int head_dim, int 
 }
 
 // grid (q_heads, total_tokens).
-__global__ void PrefillKernel(Geometry g, const bf16* q, const int32_t* tables,
-                              const int32_t* query_start, const int32_t* ctx_lens, bf16* out,
-                              int seqs, int max_blocks) {
+__global__ void __launch_bounds__(kThreads)
+    PrefillKernel(Geometry g, const bf16* q, const int32_t* tables, const int32_t* query_start,
+                  const int32_t* ctx_lens, bf16* out, int seqs, int max_blocks) {
   __shared__ float q_sh[kThreads], p_sh[kThreads], scratch[33];
   const int head = blockIdx.x, t = blockIdx.y, q_heads = gridDim.x;
   int lo = 0, hi = seqs - 1;  // last sequence whose first query token is <= t
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (query_start[mid] <= t) lo = mid; else hi = mid - 1;
+    if (query_start[mid] <= t)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   const int seq = lo;
   const int n = query_start[seq + 1] - query_start[seq], i = t - query_start[seq];
@@ -135,8 +140,12 @@ bool ShapeOk(const PagedAttentionShape& s) {
 }
 
 Geometry MakeGeometry(const void* k, const void* v, const PagedAttentionShape& s) {
-  return {static_cast<const bf16*>(k), static_cast<const bf16*>(v), s.kv_heads, s.head_dim,
-          s.block_size, s.scale > 0 ? s.scale : 1.0f / sqrtf(static_cast<float>(s.head_dim))};
+  return {static_cast<const bf16*>(k),
+          static_cast<const bf16*>(v),
+          s.kv_heads,
+          s.head_dim,
+          s.block_size,
+          s.scale > 0 ? s.scale : 1.0f / sqrtf(static_cast<float>(s.head_dim))};
 }
 
 int Partitions(int max_context, int partition_size) {
@@ -181,8 +190,8 @@ int PagedAttentionPrefill(const void* q, const void* k_cache, const void* v_cach
   if (total_tokens == 0) return 0;
   PrefillKernel<<<dim3(shape.q_heads, total_tokens), kThreads, 0,
                   static_cast<cudaStream_t>(stream)>>>(
-      MakeGeometry(k_cache, v_cache, shape), static_cast<const bf16*>(q), block_tables,
-      query_start, context_lens, static_cast<bf16*>(out), seqs, shape.max_blocks_per_seq);
+      MakeGeometry(k_cache, v_cache, shape), static_cast<const bf16*>(q), block_tables, query_start,
+      context_lens, static_cast<bf16*>(out), seqs, shape.max_blocks_per_seq);
   return internal::LaunchStatus();
 }
 

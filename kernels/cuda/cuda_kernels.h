@@ -25,8 +25,8 @@ int RmsNormResidual(const void* x, void* residual, const void* weight, void* out
 // [tokens][kv_heads][head_dim]. inv_freq has rotary_dim / 2 floats (any
 // scaling, e.g. Llama-3 or YaRN, is folded into it by the host). neox pairs
 // element i with i + rotary_dim/2; otherwise 2i with 2i+1 (GPT-J style).
-int Rope(void* q, void* k, const int32_t* positions, const float* inv_freq, int tokens,
-         int q_heads, int kv_heads, int head_dim, int rotary_dim, bool neox, Stream stream);
+int Rope(void* q, void* k, const int32_t* positions, const float* inv_freq, int tokens, int q_heads,
+         int kv_heads, int head_dim, int rotary_dim, bool neox, Stream stream);
 
 // out[r][i] = silu(gate_up[r][i]) * gate_up[r][ffn + i].
 int SwiGlu(const void* gate_up, void* out, int rows, int ffn, Stream stream);
@@ -46,11 +46,11 @@ int KvCacheWrite(const void* k, const void* v, void* k_cache, void* v_cache,
 
 struct PagedAttentionShape {
   int q_heads = 0;
-  int kv_heads = 0;      // divides q_heads (GQA)
-  int head_dim = 0;      // <= 128
+  int kv_heads = 0;  // divides q_heads (GQA)
+  int head_dim = 0;  // <= 128
   int block_size = 16;
   int max_blocks_per_seq = 0;  // row stride of block_tables
-  float scale = 0.0f;    // 0: 1/sqrt(head_dim)
+  float scale = 0.0f;          // 0: 1/sqrt(head_dim)
 };
 
 // Decode: one query token per sequence, q/out [seqs][q_heads][head_dim].
@@ -80,13 +80,13 @@ struct SamplingParams {
   int32_t top_k = 0;
   float top_p = 1.0f;
   float min_p = 0.0f;
-  uint64_t seed = 0;   // per request
-  uint64_t step = 0;   // tokens generated so far: a new draw per step
+  uint64_t seed = 0;  // per request
+  uint64_t step = 0;  // tokens generated so far: a new draw per step
 };
 
 // logits [rows][vocab] float; params is a device array of `rows` entries.
-int Sample(const float* logits, const SamplingParams* params, int32_t* tokens, int rows,
-           int vocab, Stream stream);
+int Sample(const float* logits, const SamplingParams* params, int32_t* tokens, int rows, int vocab,
+           Stream stream);
 
 // logprobs[r] = log_softmax(logits[r])[tokens[r]] (the unprocessed distribution).
 int Logprobs(const float* logits, const int32_t* tokens, float* logprobs, int rows, int vocab,

@@ -36,16 +36,17 @@ __global__ void RmsNormKernel(const bf16* x, bf16* residual, const bf16* w, bf16
   for (int i = threadIdx.x; i < hidden; i += blockDim.x) o[i] = ToB(ToF(res[i]) * inv * ToF(w[i]));
 }
 
-__global__ void RopeKernel(bf16* q, bf16* k, const int32_t* pos, const float* inv_freq,
-                           int q_heads, int kv_heads, int head_dim, int rotary_dim, bool neox) {
+__global__ void RopeKernel(bf16* q, bf16* k, const int32_t* pos, const float* inv_freq, int q_heads,
+                           int kv_heads, int head_dim, int rotary_dim, bool neox) {
   const int t = blockIdx.x;
   const int half = rotary_dim / 2;
   const float p = static_cast<float>(pos[t]);
   const int pairs = (q_heads + kv_heads) * half;
   for (int idx = threadIdx.x; idx < pairs; idx += blockDim.x) {
     const int head = idx / half, i = idx % half;
-    bf16* base = head < q_heads ? q + (static_cast<size_t>(t) * q_heads + head) * head_dim
-                                : k + (static_cast<size_t>(t) * kv_heads + head - q_heads) * head_dim;
+    bf16* base = head < q_heads
+                     ? q + (static_cast<size_t>(t) * q_heads + head) * head_dim
+                     : k + (static_cast<size_t>(t) * kv_heads + head - q_heads) * head_dim;
     const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
     float s, c;
     sincosf(p * inv_freq[i], &s, &c);
@@ -111,15 +112,15 @@ int RmsNormResidual(const void* x, void* residual, const void* weight, void* out
   return internal::LaunchStatus();
 }
 
-int Rope(void* q, void* k, const int32_t* positions, const float* inv_freq, int tokens,
-         int q_heads, int kv_heads, int head_dim, int rotary_dim, bool neox, Stream stream) {
+int Rope(void* q, void* k, const int32_t* positions, const float* inv_freq, int tokens, int q_heads,
+         int kv_heads, int head_dim, int rotary_dim, bool neox, Stream stream) {
   if (tokens < 0 || rotary_dim <= 0 || rotary_dim % 2 || rotary_dim > head_dim) {
     return internal::kInvalid;
   }
   if (tokens == 0) return 0;
-  RopeKernel<<<tokens, 128, 0, S(stream)>>>(static_cast<bf16*>(q), static_cast<bf16*>(k),
-                                            positions, inv_freq, q_heads, kv_heads, head_dim,
-                                            rotary_dim, neox);
+  RopeKernel<<<tokens, 128, 0, S(stream)>>>(static_cast<bf16*>(q), static_cast<bf16*>(k), positions,
+                                            inv_freq, q_heads, kv_heads, head_dim, rotary_dim,
+                                            neox);
   return internal::LaunchStatus();
 }
 

@@ -28,7 +28,8 @@ int GemmCreate(Stream stream, GemmContext** out) {
   cudaError_t e = cudaMalloc(&ctx->workspace, kWorkspaceBytes);
   if (e == cudaSuccess) {
     st = cublasSetStream(ctx->handle, static_cast<cudaStream_t>(stream));
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetWorkspace(ctx->handle, ctx->workspace, kWorkspaceBytes);
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasSetWorkspace(ctx->handle, ctx->workspace, kWorkspaceBytes);
     if (st == CUBLAS_STATUS_SUCCESS) {
       *out = ctx;
       return 0;
@@ -51,10 +52,9 @@ int Gemm(GemmContext* ctx, const void* x, const void* w, void* y, int m, int n, 
   if (m == 0) return 0;
   const float alpha = 1.0f, beta = 0.0f;
   // Row-major y[m][n] is column-major y^T[n][m] = w[n][k] . x^T[k][m].
-  cublasStatus_t st = cublasGemmEx(ctx->handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w,
-                                   CUDA_R_16BF, k, x, CUDA_R_16BF, k, &beta, y,
-                                   y_is_f32 ? CUDA_R_32F : CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
-                                   CUBLAS_GEMM_DEFAULT);
+  cublasStatus_t st = cublasGemmEx(
+      ctx->handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w, CUDA_R_16BF, k, x, CUDA_R_16BF, k,
+      &beta, y, y_is_f32 ? CUDA_R_32F : CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   return st == CUBLAS_STATUS_SUCCESS ? 0 : kCublasBase + st;
 }
 

@@ -172,7 +172,8 @@ void Gemm(const Bf16* x, const Bf16* w, float* y, int m, int n, int k) {
   for (int r = 0; r < m; ++r) {
     for (int c = 0; c < n; ++c) {
       double acc = 0;
-      for (int i = 0; i < k; ++i) acc += xf[static_cast<size_t>(r) * k + i] * wf[static_cast<size_t>(c) * k + i];
+      for (int i = 0; i < k; ++i)
+        acc += xf[static_cast<size_t>(r) * k + i] * wf[static_cast<size_t>(c) * k + i];
       y[static_cast<size_t>(r) * n + c] = static_cast<float>(acc);
     }
   }

@@ -75,6 +75,8 @@ int GraphCaptureEnd(Stream stream, GraphExec* exec) {
 int GraphLaunch(GraphExec exec, Stream stream) {
   return E(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), S(stream)));
 }
-int GraphDestroy(GraphExec exec) { return E(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec))); }
+int GraphDestroy(GraphExec exec) {
+  return E(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec)));
+}
 
 }  // namespace rill::cuda

@@ -75,13 +75,16 @@ __device__ uint32_t Bisect(F reduce, float target) {
   uint32_t lo = 0, hi = 0xFFFFFFFFu;
   while (lo < hi) {
     const uint32_t mid = lo + static_cast<uint32_t>((static_cast<uint64_t>(hi) - lo + 1) / 2);
-    if (reduce(mid) >= target) lo = mid; else hi = mid - 1;
+    if (reduce(mid) >= target)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
 
-__global__ void SampleKernel(const float* logits, const SamplingParams* params, int32_t* tokens,
-                             int vocab) {
+__global__ void __launch_bounds__(kThreads)
+    SampleKernel(const float* logits, const SamplingParams* params, int32_t* tokens, int vocab) {
   __shared__ float scratch[33];
   __shared__ float sums[kThreads];
   __shared__ int chosen, last_kept;
@@ -169,7 +172,8 @@ __global__ void SampleKernel(const float* logits, const SamplingParams* params, 
   if (threadIdx.x == 0) tokens[row] = chosen < vocab ? chosen : last_kept;
 }
 
-__global__ void LogprobsKernel(const float* logits, const int32_t* tokens, float* out, int vocab) {
+__global__ void __launch_bounds__(kThreads)
+    LogprobsKernel(const float* logits, const int32_t* tokens, float* out, int vocab) {
   __shared__ float scratch[33];
   const int row = blockIdx.x;
   const float* lg = logits + static_cast<size_t>(row) * vocab;
@@ -187,8 +191,8 @@ __global__ void LogprobsKernel(const float* logits, const int32_t* tokens, float
 
 }  // namespace
 
-int Sample(const float* logits, const SamplingParams* params, int32_t* tokens, int rows,
-           int vocab, Stream stream) {
+int Sample(const float* logits, const SamplingParams* params, int32_t* tokens, int rows, int vocab,
+           Stream stream) {
   if (rows < 0 || vocab <= 0) return internal::kInvalid;
   if (rows == 0) return 0;
   SampleKernel<<<rows, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(logits, params, tokens,
@@ -200,8 +204,8 @@ int Logprobs(const float* logits, const int32_t* tokens, float* logprobs, int ro
              Stream stream) {
   if (rows < 0 || vocab <= 0) return internal::kInvalid;
   if (rows == 0) return 0;
-  LogprobsKernel<<<rows, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(logits, tokens,
-                                                                           logprobs, vocab);
+  LogprobsKernel<<<rows, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(logits, tokens, logprobs,
+                                                                           vocab);
   return internal::LaunchStatus();
 }
 

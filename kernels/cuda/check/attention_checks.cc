@@ -36,8 +36,7 @@ std::string ShapeName(const PagedAttentionShape& s) {
          std::to_string(s.head_dim);
 }
 
-Row CheckDecode(std::mt19937& rng, PagedAttentionShape s, std::vector<int32_t> ctx,
-                int partition) {
+Row CheckDecode(std::mt19937& rng, PagedAttentionShape s, std::vector<int32_t> ctx, int partition) {
   const int seqs = ctx.size();
   const int max_ctx = *std::max_element(ctx.begin(), ctx.end());
   s.max_blocks_per_seq = (max_ctx + s.block_size - 1) / s.block_size;
@@ -54,8 +53,8 @@ Row CheckDecode(std::mt19937& rng, PagedAttentionShape s, std::vector<int32_t> c
                                  ws.get(), seqs, max_ctx, partition, s, nullptr);
   if (err) return Failed(name, ErrorString(err));
   std::vector<float> r(q.size());
-  ref::PagedAttentionDecode(q.data(), c.k.data(), c.v.data(), c.tables.data(), ctx.data(),
-                            r.data(), seqs, s);
+  ref::PagedAttentionDecode(q.data(), c.k.data(), c.v.data(), c.tables.data(), ctx.data(), r.data(),
+                            seqs, s);
   return Compared(name, MaxRelError(ref::ToFloat(dout.Download()), r), kBf16Tol);
 }
 
@@ -67,8 +66,8 @@ Row CheckPrefill(std::mt19937& rng, PagedAttentionShape s, std::vector<int32_t> 
   const int total = start[seqs];
   const int max_ctx = *std::max_element(ctx.begin(), ctx.end());
   s.max_blocks_per_seq = (max_ctx + s.block_size - 1) / s.block_size;
-  const std::string name = "prefill attn " + ShapeName(s) + " ragged+chunked " +
-                           std::to_string(total) + " tok";
+  const std::string name =
+      "prefill attn " + ShapeName(s) + " ragged+chunked " + std::to_string(total) + " tok";
   Cache c = MakeCache(rng, s, seqs);
   auto q = RandomBf16(rng, size_t(total) * s.q_heads * s.head_dim, -2, 2);
   DevBuf<Bf16> dq(q), dk(c.k), dv(c.v), dout(q.size());

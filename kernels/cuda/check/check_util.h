@@ -18,8 +18,8 @@ namespace rill::cuda::check {
 struct Row {
   std::string name;
   bool pass = false;
-  double error = 0;     // max error; see `metric`
-  std::string metric;   // what `error` measures
+  double error = 0;    // max error; see `metric`
+  std::string metric;  // what `error` measures
   std::string note;
 };
 

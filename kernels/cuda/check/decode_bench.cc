@@ -87,7 +87,8 @@ void Build(Model& m, std::mt19937& rng) {
       lens(B, c.context + 1);
   for (int b = 0; b < B; ++b) {
     tok[b] = rng() % c.vocab;
-    for (int j = 0; j < m.blocks_per_seq; ++j) table[size_t(b) * m.blocks_per_seq + j] = b * m.blocks_per_seq + j;
+    for (int j = 0; j < m.blocks_per_seq; ++j)
+      table[size_t(b) * m.blocks_per_seq + j] = b * m.blocks_per_seq + j;
     slot[b] = (b * m.blocks_per_seq + c.context / 16) * 16 + c.context % 16;
   }
   m.tokens = std::make_unique<DevBuf<int32_t>>(tok);
@@ -104,7 +105,7 @@ void Build(Model& m, std::mt19937& rng) {
   }
   m.params = std::make_unique<DevBuf<SamplingParams>>(params);
   for (int e : {m.logits->error(), m.inv_freq->error(), m.workspace->error(), m.tokens->error(),
-                  m.tables->error(), m.params->error()}) {
+                m.tables->error(), m.params->error()}) {
     if (e && !m.err) m.err = e;
   }
 }
@@ -114,7 +115,8 @@ int Step(Model& m, int batch, Stream st) {
   const BenchConfig& c = m.c;
   const int qd = c.q_heads * c.head_dim, kvd = c.kv_heads * c.head_dim;
   PagedAttentionShape s{c.q_heads, c.kv_heads, c.head_dim, 16, m.blocks_per_seq, 0.0f};
-  int e = EmbeddingLookup(m.tokens->get(), m.embed->get(), m.h->get(), batch, c.hidden, c.vocab, st);
+  int e =
+      EmbeddingLookup(m.tokens->get(), m.embed->get(), m.h->get(), batch, c.hidden, c.vocab, st);
   for (int l = 0; l < c.layers && !e; ++l) {
     Layer& L = m.layers[l];
     e = RmsNormResidual(l ? m.mlp->get() : nullptr, m.h->get(), L.norm1->get(), m.normed->get(),
@@ -122,23 +124,33 @@ int Step(Model& m, int batch, Stream st) {
     if (!e) e = Gemm(m.gemm, m.normed->get(), L.wq->get(), m.q->get(), batch, qd, c.hidden, false);
     if (!e) e = Gemm(m.gemm, m.normed->get(), L.wk->get(), m.k->get(), batch, kvd, c.hidden, false);
     if (!e) e = Gemm(m.gemm, m.normed->get(), L.wv->get(), m.v->get(), batch, kvd, c.hidden, false);
-    if (!e) e = Rope(m.q->get(), m.k->get(), m.positions->get(), m.inv_freq->get(), batch,
-                     c.q_heads, c.kv_heads, c.head_dim, c.head_dim, true, st);
-    if (!e) e = KvCacheWrite(m.k->get(), m.v->get(), L.k_cache->get(), L.v_cache->get(),
-                             m.slots->get(), batch, c.kv_heads, c.head_dim, st);
-    if (!e) e = PagedAttentionDecode(m.q->get(), L.k_cache->get(), L.v_cache->get(),
-                                     m.tables->get(), m.ctx_lens->get(), m.attn->get(),
-                                     m.workspace->get(), batch, c.context + 1, 512, s, st);
+    if (!e)
+      e = Rope(m.q->get(), m.k->get(), m.positions->get(), m.inv_freq->get(), batch, c.q_heads,
+               c.kv_heads, c.head_dim, c.head_dim, true, st);
+    if (!e)
+      e = KvCacheWrite(m.k->get(), m.v->get(), L.k_cache->get(), L.v_cache->get(), m.slots->get(),
+                       batch, c.kv_heads, c.head_dim, st);
+    if (!e)
+      e = PagedAttentionDecode(m.q->get(), L.k_cache->get(), L.v_cache->get(), m.tables->get(),
+                               m.ctx_lens->get(), m.attn->get(), m.workspace->get(), batch,
+                               c.context + 1, 512, s, st);
     if (!e) e = Gemm(m.gemm, m.attn->get(), L.wo->get(), m.o->get(), batch, c.hidden, qd, false);
-    if (!e) e = RmsNormResidual(m.o->get(), m.h->get(), L.norm2->get(), m.normed->get(), batch,
-                                c.hidden, 1e-5f, st);
-    if (!e) e = Gemm(m.gemm, m.normed->get(), L.wgu->get(), m.gu->get(), batch, 2 * c.ffn, c.hidden, false);
+    if (!e)
+      e = RmsNormResidual(m.o->get(), m.h->get(), L.norm2->get(), m.normed->get(), batch, c.hidden,
+                          1e-5f, st);
+    if (!e)
+      e = Gemm(m.gemm, m.normed->get(), L.wgu->get(), m.gu->get(), batch, 2 * c.ffn, c.hidden,
+               false);
     if (!e) e = SwiGlu(m.gu->get(), m.act->get(), batch, c.ffn, st);
-    if (!e) e = Gemm(m.gemm, m.act->get(), L.wd->get(), m.mlp->get(), batch, c.hidden, c.ffn, false);
+    if (!e)
+      e = Gemm(m.gemm, m.act->get(), L.wd->get(), m.mlp->get(), batch, c.hidden, c.ffn, false);
   }
-  if (!e) e = RmsNormResidual(m.mlp->get(), m.h->get(), m.final_norm->get(), m.normed->get(),
-                              batch, c.hidden, 1e-5f, st);
-  if (!e) e = Gemm(m.gemm, m.normed->get(), m.embed->get(), m.logits->get(), batch, c.vocab, c.hidden, true);
+  if (!e)
+    e = RmsNormResidual(m.mlp->get(), m.h->get(), m.final_norm->get(), m.normed->get(), batch,
+                        c.hidden, 1e-5f, st);
+  if (!e)
+    e = Gemm(m.gemm, m.normed->get(), m.embed->get(), m.logits->get(), batch, c.vocab, c.hidden,
+             true);
   if (!e) e = Sample(m.logits->get(), m.params->get(), m.tokens->get(), batch, c.vocab, st);
   return e;
 }
@@ -166,8 +178,9 @@ Row BenchBatch(Model& m, int batch, Stream st) {
   char note[160];
   const double floor = m.weight_bytes / m.c.hbm_bytes_per_s;
   if (batch == 1) {
-    snprintf(note, sizeof(note), "%.3f ms/step, %.0f tok/s, %.0f%% of HBM floor (%.1f us for %.0f MB)",
-             secs * 1e3, batch / secs, 100.0 * floor / secs, floor * 1e6, m.weight_bytes / 1e6);
+    snprintf(note, sizeof(note),
+             "%.3f ms/step, %.0f tok/s, %.0f%% of HBM floor (%.1f us for %.0f MB)", secs * 1e3,
+             batch / secs, 100.0 * floor / secs, floor * 1e6, m.weight_bytes / 1e6);
   } else {
     snprintf(note, sizeof(note), "%.3f ms/step, %.0f tok/s", secs * 1e3, batch / secs);
   }

@@ -13,7 +13,8 @@ using ref::Bf16;
 Row CheckRmsNorm(std::mt19937& rng, int rows, int hidden, bool with_residual) {
   const std::string name = std::string("rmsnorm") + (with_residual ? "+residual" : "") + " " +
                            std::to_string(rows) + "x" + std::to_string(hidden);
-  auto x = RandomBf16(rng, size_t(rows) * hidden), res = RandomBf16(rng, size_t(rows) * hidden, -4, 4);
+  auto x = RandomBf16(rng, size_t(rows) * hidden),
+       res = RandomBf16(rng, size_t(rows) * hidden, -4, 4);
   auto w = RandomBf16(rng, hidden, 0.5, 1.5);
   DevBuf<Bf16> dx(x), dres(res), dw(w), dout(size_t(rows) * hidden);
   dout.PoisonNow();
@@ -30,8 +31,8 @@ Row CheckRmsNorm(std::mt19937& rng, int rows, int hidden, bool with_residual) {
 
 Row CheckRope(std::mt19937& rng, bool neox, int rotary_dim) {
   const int tokens = 7, qh = 9, kvh = 3, d = 64;
-  const std::string name = std::string("rope ") + (neox ? "neox" : "interleaved") + " rot" +
-                           std::to_string(rotary_dim);
+  const std::string name =
+      std::string("rope ") + (neox ? "neox" : "interleaved") + " rot" + std::to_string(rotary_dim);
   auto q = RandomBf16(rng, size_t(tokens) * qh * d), k = RandomBf16(rng, size_t(tokens) * kvh * d);
   std::vector<int32_t> pos(tokens);
   std::uniform_int_distribution<int> pd(0, 8191);
@@ -83,7 +84,8 @@ Row CheckEmbedding(std::mt19937& rng) {
   DevBuf<Bf16> dt(table), dout(tokens.size() * hidden);
   DevBuf<int32_t> dtok(tokens);
   dout.PoisonNow();
-  int err = EmbeddingLookup(dtok.get(), dt.get(), dout.get(), tokens.size(), hidden, vocab, nullptr);
+  int err =
+      EmbeddingLookup(dtok.get(), dt.get(), dout.get(), tokens.size(), hidden, vocab, nullptr);
   if (err) return Failed("embedding", ErrorString(err));
   std::vector<Bf16> r(tokens.size() * hidden);
   ref::EmbeddingLookup(tokens.data(), table.data(), r.data(), tokens.size(), hidden, vocab);
@@ -102,7 +104,8 @@ Row CheckKvWrite(std::mt19937& rng) {
   map[3] = -1;  // padding token
   DevBuf<Bf16> dk(k), dv(v), dkc(kc), dvc(vc);
   DevBuf<int32_t> dmap(map);
-  int err = KvCacheWrite(dk.get(), dv.get(), dkc.get(), dvc.get(), dmap.get(), tokens, kvh, d, nullptr);
+  int err =
+      KvCacheWrite(dk.get(), dv.get(), dkc.get(), dvc.get(), dmap.get(), tokens, kvh, d, nullptr);
   if (err) return Failed("kv_cache_write", ErrorString(err));
   ref::KvCacheWrite(k.data(), v.data(), kc.data(), vc.data(), map.data(), tokens, kvh, d);
   const double e = std::max(MaxRelError(dkc.Download(), kc), MaxRelError(dvc.Download(), vc));
@@ -112,10 +115,14 @@ Row CheckKvWrite(std::mt19937& rng) {
 }  // namespace
 
 std::vector<Row> CheckElementwise(std::mt19937& rng) {
-  return {CheckRmsNorm(rng, 5, 576, true),    CheckRmsNorm(rng, 3, 4096, false),
-          CheckRope(rng, true, 64),           CheckRope(rng, false, 64),
-          CheckRope(rng, true, 32),           CheckSwiGlu(rng),
-          CheckGelu(rng),                     CheckEmbedding(rng),
+  return {CheckRmsNorm(rng, 5, 576, true),
+          CheckRmsNorm(rng, 3, 4096, false),
+          CheckRope(rng, true, 64),
+          CheckRope(rng, false, 64),
+          CheckRope(rng, true, 32),
+          CheckSwiGlu(rng),
+          CheckGelu(rng),
+          CheckEmbedding(rng),
           CheckKvWrite(rng)};
 }
 

@@ -49,12 +49,30 @@ Row CheckSample(std::mt19937& rng, int vocab) {
     p.seed = rng();
     p.step = r;
     switch (r % 6) {
-      case 0: p.temperature = 0.0f; break;                  // greedy
-      case 1: p.temperature = 1.0f; break;                  // plain
-      case 2: p.temperature = 0.7f; p.top_k = 50; break;
-      case 3: p.temperature = 1.3f; p.top_p = 0.9f; break;
-      case 4: p.temperature = 1.0f; p.min_p = 0.05f; break;
-      case 5: p.temperature = 0.8f; p.top_k = 200; p.top_p = 0.8f; p.min_p = 0.01f; break;
+      case 0:
+        p.temperature = 0.0f;
+        break;  // greedy
+      case 1:
+        p.temperature = 1.0f;
+        break;  // plain
+      case 2:
+        p.temperature = 0.7f;
+        p.top_k = 50;
+        break;
+      case 3:
+        p.temperature = 1.3f;
+        p.top_p = 0.9f;
+        break;
+      case 4:
+        p.temperature = 1.0f;
+        p.min_p = 0.05f;
+        break;
+      case 5:
+        p.temperature = 0.8f;
+        p.top_k = 200;
+        p.top_p = 0.8f;
+        p.min_p = 0.01f;
+        break;
     }
   }
   DevBuf<float> dl(logits);
@@ -96,7 +114,8 @@ Row CheckLogprobs(std::mt19937& rng, int vocab) {
   int err = Logprobs(dl.get(), dt.get(), dout.get(), rows, vocab, nullptr);
   if (err) return Failed("logprobs", ErrorString(err));
   std::vector<float> r(rows);
-  for (int i = 0; i < rows; ++i) r[i] = ref::Logprob(logits.data() + size_t(i) * vocab, tok[i], vocab);
+  for (int i = 0; i < rows; ++i)
+    r[i] = ref::Logprob(logits.data() + size_t(i) * vocab, tok[i], vocab);
   return Compared("logprobs vocab " + std::to_string(vocab), MaxRelError(dout.Download(), r), 1e-4);
 }
 
@@ -107,8 +126,10 @@ std::vector<Row> CheckGemm(std::mt19937& rng) {
   int err = GemmCreate(nullptr, &ctx);
   if (err) return {Failed("gemm context", ErrorString(err))};
   std::vector<Row> rows = {
-      CheckOneGemm(rng, ctx, 1, 960, 576, false),   CheckOneGemm(rng, ctx, 37, 576, 1536, false),
-      CheckOneGemm(rng, ctx, 256, 3072, 576, false), CheckOneGemm(rng, ctx, 5, 49152, 576, true),
+      CheckOneGemm(rng, ctx, 1, 960, 576, false),
+      CheckOneGemm(rng, ctx, 37, 576, 1536, false),
+      CheckOneGemm(rng, ctx, 256, 3072, 576, false),
+      CheckOneGemm(rng, ctx, 5, 49152, 576, true),
   };
   GemmDestroy(ctx);
   return rows;

@@ -13,7 +13,7 @@ namespace rill::cuda::check {
 std::vector<Row> CheckElementwise(std::mt19937& rng);  // norm, rope, act, embed, kv write
 std::vector<Row> CheckAttention(std::mt19937& rng);    // decode (split-K) and prefill
 std::vector<Row> CheckGemm(std::mt19937& rng);
-std::vector<Row> CheckSampling(std::mt19937& rng);     // sampling and logprobs
+std::vector<Row> CheckSampling(std::mt19937& rng);  // sampling and logprobs
 
 }  // namespace rill::cuda::check
 

@@ -20,7 +20,8 @@ namespace {
 using rill::cuda::check::Row;
 
 void PrintRow(const Row& r) {
-  const char* status = r.metric == "tokens/s" ? (r.pass ? "OK  " : "FAIL") : (r.pass ? "PASS" : "FAIL");
+  const char* status =
+      r.metric == "tokens/s" ? (r.pass ? "OK  " : "FAIL") : (r.pass ? "PASS" : "FAIL");
   printf("%-4s  %-46s %-14s %-10.3g %s\n", status, r.name.c_str(), r.metric.c_str(), r.error,
          r.note.c_str());
 }

@@ -40,8 +40,8 @@ absl::StatusOr<int> GraphBuckets::BucketFor(int batch) const {
   }
   auto it = std::lower_bound(sizes_.begin(), sizes_.end(), batch);
   if (it == sizes_.end()) {
-    return absl::OutOfRangeError(absl::StrCat("batch ", batch, " exceeds the largest graph bucket ",
-                                              sizes_.back()));
+    return absl::OutOfRangeError(
+        absl::StrCat("batch ", batch, " exceeds the largest graph bucket ", sizes_.back()));
   }
   return *it;
 }

@@ -27,8 +27,9 @@ absl::StatusOr<KvMemoryPlan> PlanKvCache(const KvCacheShape& shape, const Memory
   }
   if (shape.num_layers <= 0 || shape.num_kv_heads <= 0 || shape.head_dim <= 0 ||
       shape.block_size <= 0 || shape.dtype_bytes <= 0) {
-    return absl::InvalidArgumentError("KV cache shape needs positive layers, heads, head dim, "
-                                      "block size and dtype bytes");
+    return absl::InvalidArgumentError(
+        "KV cache shape needs positive layers, heads, head dim, "
+        "block size and dtype bytes");
   }
   if (in.weight_bytes < 0 || in.activation_bytes < 0 || in.reserve_bytes < 0) {
     return absl::InvalidArgumentError("weight, activation and reserve bytes must be >= 0");
@@ -43,23 +44,23 @@ absl::StatusOr<KvMemoryPlan> PlanKvCache(const KvCacheShape& shape, const Memory
       MiB(in.weight_bytes), ", activations ", MiB(in.activation_bytes), ", reserve ",
       MiB(in.reserve_bytes));
   if (fixed >= plan.budget_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the model does not fit on the GPU: ", context,
-        "; raise --gpu-memory-utilization or use a smaller model"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the model does not fit on the GPU: ", context,
+                     "; raise --gpu-memory-utilization or use a smaller model"));
   }
   plan.bytes_per_block = KvBytesPerBlock(shape);
   plan.num_blocks = (plan.budget_bytes - fixed) / plan.bytes_per_block;
   if (plan.num_blocks <= 0) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "no room for a single KV cache block of ", MiB(plan.bytes_per_block), ": ", context));
+    return absl::ResourceExhaustedError(absl::StrCat("no room for a single KV cache block of ",
+                                                     MiB(plan.bytes_per_block), ": ", context));
   }
   plan.kv_bytes = plan.num_blocks * plan.bytes_per_block;
   plan.max_cached_tokens = plan.num_blocks * shape.block_size;
   if (in.max_model_len > 0 && plan.max_cached_tokens < in.max_model_len) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the KV cache holds only ", plan.max_cached_tokens, " tokens, fewer than max model length ",
-        in.max_model_len, ": ", context,
-        "; raise --gpu-memory-utilization or lower the max model length"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the KV cache holds only ", plan.max_cached_tokens,
+                     " tokens, fewer than max model length ", in.max_model_len, ": ", context,
+                     "; raise --gpu-memory-utilization or lower the max model length"));
   }
   return plan;
 }

@@ -15,26 +15,26 @@ struct KvCacheShape {
   int num_layers = 0;
   int num_kv_heads = 0;
   int head_dim = 0;
-  int block_size = 16;   // tokens per block
-  int dtype_bytes = 2;   // bf16
+  int block_size = 16;  // tokens per block
+  int dtype_bytes = 2;  // bf16
 };
 
 struct MemoryPlanInput {
-  int64_t free_bytes = 0;     // cudaMemGetInfo before weights are loaded
+  int64_t free_bytes = 0;  // cudaMemGetInfo before weights are loaded
   int64_t total_bytes = 0;
   int64_t weight_bytes = 0;
-  int64_t activation_bytes = 0;  // profiled peak of one max-size forward
+  int64_t activation_bytes = 0;         // profiled peak of one max-size forward
   int64_t reserve_bytes = 256ll << 20;  // CUDA graphs, cuBLAS workspace, fragmentation
   double gpu_memory_utilization = 0.9;  // --gpu-memory-utilization
-  int64_t max_model_len = 0;  // > 0: at least one sequence this long must fit
+  int64_t max_model_len = 0;            // > 0: at least one sequence this long must fit
 };
 
 struct KvMemoryPlan {
   int64_t bytes_per_block = 0;  // K and V, all layers
   int64_t num_blocks = 0;
-  int64_t kv_bytes = 0;         // num_blocks * bytes_per_block
+  int64_t kv_bytes = 0;  // num_blocks * bytes_per_block
   int64_t max_cached_tokens = 0;
-  int64_t budget_bytes = 0;     // utilization * total
+  int64_t budget_bytes = 0;  // utilization * total
 };
 
 // Bytes of one block (K and V for every layer).
