@@ -1,0 +1,212 @@
+// Sampling and logprobs on the GPU, one 1024-thread block per row. Top-k and
+// top-p thresholds are found exactly by bisection on order-preserving float
+// keys (32 block reductions each) instead of sorting the vocabulary.
+#include "kernels/cuda/cuda_device_common.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/sampling_rng.h"
+
+namespace rill::cuda {
+namespace {
+
+constexpr int kThreads = 1024;
+
+// Argmax with the lowest index on ties; NaN logits never win.
+__device__ int BlockArgmax(const float* lg, int vocab) {
+  __shared__ float best_v[32];
+  __shared__ int best_i[32];
+  float v = -INFINITY;
+  int idx = vocab;
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+    if (lg[i] > v) {  // strided ascending order keeps the first maximum
+      v = lg[i];
+      idx = i;
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+    if (ov > v || (ov == v && oi < idx)) {
+      v = ov;
+      idx = oi;
+    }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) {
+    best_v[warp] = v;
+    best_i[warp] = idx;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < (blockDim.x >> 5) ? best_v[lane] : -INFINITY;
+    idx = lane < (blockDim.x >> 5) ? best_i[lane] : vocab;
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+      if (ov > v || (ov == v && oi < idx)) {
+        v = ov;
+        idx = oi;
+      }
+    }
+    if (lane == 0) best_i[0] = idx;
+  }
+  __syncthreads();
+  const int r = best_i[0];
+  return r < vocab ? r : 0;
+}
+
+struct RowView {
+  const float* lg;
+  int vocab;
+  float temperature, m;  // m: max scaled logit
+  uint32_t k_key, p_key;
+  float min_p;
+  __device__ float Scaled(int i) const { return lg[i] / temperature; }
+  __device__ bool KeepKMin(int i, float& p) const {
+    const float l = Scaled(i);
+    p = __expf(l - m);
+    return OrderedKey(l) >= k_key && p >= min_p;
+  }
+};
+
+// Largest key t with reduce(t) >= target, reduce non-increasing in t.
+template <typename F>
+__device__ uint32_t Bisect(F reduce, float target) {
+  uint32_t lo = 0, hi = 0xFFFFFFFFu;
+  while (lo < hi) {
+    const uint32_t mid = lo + static_cast<uint32_t>((static_cast<uint64_t>(hi) - lo + 1) / 2);
+    if (reduce(mid) >= target)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    SampleKernel(const float* logits, const SamplingParams* params, int32_t* tokens, int vocab) {
+  __shared__ float scratch[33];
+  __shared__ float sums[kThreads];
+  __shared__ int chosen, last_kept;
+  const int row = blockIdx.x;
+  const float* lg = logits + static_cast<size_t>(row) * vocab;
+  const SamplingParams sp = params[row];
+  if (!(sp.temperature > 0.0f)) {
+    const int t = BlockArgmax(lg, vocab);
+    if (threadIdx.x == 0) tokens[row] = t;
+    return;
+  }
+  RowView v{lg, vocab, sp.temperature, 0.0f, 0u, 0u, sp.min_p > 0 ? sp.min_p : 0.0f};
+  float mx = -FLT_MAX;
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x) mx = fmaxf(mx, v.Scaled(i));
+  v.m = internal::BlockMax(mx, scratch);
+  if (sp.top_k > 0 && sp.top_k < vocab) {
+    v.k_key = Bisect(
+        [&](uint32_t t) {
+          float c = 0.0f;
+          for (int i = threadIdx.x; i < vocab; i += blockDim.x) c += OrderedKey(v.Scaled(i)) >= t;
+          return internal::BlockSum(c, scratch);
+        },
+        static_cast<float>(sp.top_k));
+  }
+  if (sp.top_p <= 0.0f) {
+    v.p_key = OrderedKey(v.m);  // nothing asked for: keep only the top token(s)
+  } else if (sp.top_p < 1.0f) {
+    float z = 0.0f, p;
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x) z += v.KeepKMin(i, p) ? p : 0.0f;
+    z = internal::BlockSum(z, scratch);
+    v.p_key = Bisect(
+        [&](uint32_t t) {
+          float mass = 0.0f, p;
+          for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+            if (v.KeepKMin(i, p) && OrderedKey(v.Scaled(i)) >= t) mass += p;
+          }
+          return internal::BlockSum(mass, scratch);
+        },
+        sp.top_p * z);
+  }
+  // Inverse-CDF draw in vocabulary order over contiguous per-thread ranges.
+  const int per = (vocab + kThreads - 1) / kThreads;
+  const int begin = min(vocab, static_cast<int>(threadIdx.x) * per), end = min(vocab, begin + per);
+  float local = 0.0f, p;
+  int my_last = -1;
+  for (int i = begin; i < end; ++i) {
+    if (v.KeepKMin(i, p) && OrderedKey(v.Scaled(i)) >= v.p_key) {
+      local += p;
+      my_last = i;
+    }
+  }
+  sums[threadIdx.x] = local;
+  if (threadIdx.x == 0) {
+    chosen = vocab;
+    last_kept = 0;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {  // exclusive prefix; 1024 adds are cheap next to the bisections
+    float run = 0.0f;
+    for (int t = 0; t < kThreads; ++t) {
+      const float s = sums[t];
+      sums[t] = run;
+      run += s;
+    }
+    scratch[32] = run;
+  }
+  __syncthreads();
+  const float u = SampleUniform(sp.seed, sp.step) * scratch[32];
+  float run = sums[threadIdx.x];
+  if (my_last >= 0) atomicMax(&last_kept, my_last);
+  // Every thread with kept mass walks (not just the one whose range holds u),
+  // so a rounding difference between `local` and the walk cannot lose the draw.
+  if (local > 0.0f) {
+    for (int i = begin; i < end; ++i) {
+      if (v.KeepKMin(i, p) && OrderedKey(v.Scaled(i)) >= v.p_key) {
+        run += p;
+        if (run > u) {
+          atomicMin(&chosen, i);
+          break;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) tokens[row] = chosen < vocab ? chosen : last_kept;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    LogprobsKernel(const float* logits, const int32_t* tokens, float* out, int vocab) {
+  __shared__ float scratch[33];
+  const int row = blockIdx.x;
+  const float* lg = logits + static_cast<size_t>(row) * vocab;
+  float mx = -FLT_MAX;
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x) mx = fmaxf(mx, lg[i]);
+  mx = internal::BlockMax(mx, scratch);
+  float s = 0.0f;
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x) s += __expf(lg[i] - mx);
+  s = internal::BlockSum(s, scratch);
+  if (threadIdx.x == 0) {
+    const int t = tokens[row];
+    out[row] = (t >= 0 && t < vocab) ? lg[t] - mx - logf(s) : -INFINITY;
+  }
+}
+
+}  // namespace
+
+int Sample(const float* logits, const SamplingParams* params, int32_t* tokens, int rows, int vocab,
+           Stream stream) {
+  if (rows < 0 || vocab <= 0) return internal::kInvalid;
+  if (rows == 0) return 0;
+  SampleKernel<<<rows, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(logits, params, tokens,
+                                                                         vocab);
+  return internal::LaunchStatus();
+}
+
+int Logprobs(const float* logits, const int32_t* tokens, float* logprobs, int rows, int vocab,
+             Stream stream) {
+  if (rows < 0 || vocab <= 0) return internal::kInvalid;
+  if (rows == 0) return 0;
+  LogprobsKernel<<<rows, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(logits, tokens, logprobs,
+                                                                           vocab);
+  return internal::LaunchStatus();
+}
+
+}  // namespace rill::cuda

@@ -1,0 +1,63 @@
+#!/bin/bash
+# One-shot GPU check for a fresh CUDA box (CUDA toolkit, cmake, ninja; no
+# Bazel, no network, no model file): builds kernels/cuda and its checker with
+# CMake + Ninja, runs every kernel against its CPU reference on fresh random
+# inputs, then the decode micro-benchmark; the checker's summary table is the
+# last thing printed. Exit status: the checker's (0 = all passed or skipped).
+#
+#   tools/gpu_check.sh [--dry-run] [checker flags, e.g. --seed=N --no-bench]
+#
+# --dry-run prints what would run and skips. Without a GPU the build still
+# runs (it proves everything compiles) and the checker prints
+# "skipped: no CUDA device".
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${RILL_GPU_CHECK_BUILD_DIR:-$root/build/gpu_check}
+dry_run=0
+args=()
+for a in "$@"; do
+  if [[ $a == --dry-run ]]; then dry_run=1; else args+=("$a"); fi
+done
+
+cuda_home=${CUDA_HOME:-${CUDA_PATH:-/usr/local/cuda}}
+nvcc=$(command -v nvcc || true)
+[[ -z $nvcc && -x $cuda_home/bin/nvcc ]] && nvcc=$cuda_home/bin/nvcc
+
+configure=(cmake -S "$root/kernels/cuda" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+           -DCMAKE_CUDA_ARCHITECTURES=${RILL_CUDA_ARCHS:-90})
+[[ -n $nvcc ]] && configure+=("-DCMAKE_CUDA_COMPILER=$nvcc")
+
+if [[ $dry_run -eq 1 ]]; then
+  echo "would run: ${configure[*]}"
+  echo "would run: cmake --build $build"
+  echo "would run: $build/cuda_kernel_check ${args[*]:-}"
+  echo "skipped: dry run"
+  exit 0
+fi
+if [[ -z $nvcc ]]; then
+  echo "skipped: no CUDA toolkit (nvcc not on PATH or in $cuda_home/bin)"
+  exit 0
+fi
+for tool in cmake ninja; do
+  if ! command -v "$tool" >/dev/null; then
+    echo "gpu_check: $tool is required" >&2
+    exit 2
+  fi
+done
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+start=$SECONDS
+if ! { "${configure[@]}" && cmake --build "$build" -j "$(nproc)"; } >"$log" 2>&1; then
+  tail -n 60 "$log"
+  echo "gpu_check: build failed" >&2
+  exit 1
+fi
+echo "gpu_check: built in $((SECONDS - start)) s ($build)"
+
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu_check: no GPU visible to nvidia-smi; the checker will skip"
+fi
+# The checker skips by itself when the runtime sees no device.
+exec timeout "${RILL_GPU_CHECK_TIMEOUT_S:-420}" "$build/cuda_kernel_check" ${args[@]+"${args[@]}"}
