@@ -1,5 +1,6 @@
 #include "kernels/cpu/paged_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -57,83 +58,195 @@ struct Vec {
 // depend on the tiling or on the other queries in the call.
 constexpr int64_t kQueryTile = 8;
 
-struct WorkItem {
+// Partial softmax states one parallel wave may hold (floats): bounds the
+// scratch of long prefills, which are cut into several waves.
+constexpr int64_t kMaxWavePartials = int64_t{1} << 20;
+
+// Keys per split piece for a: a multiple of block_size, or 0 (never split).
+int64_t PieceLen(const PagedAttentionArgs& a) {
+  if (a.split_keys < 0) return 0;
+  const int64_t want = a.split_keys > 0 ? a.split_keys : kDefaultSplitKeys;
+  return (want + a.block_size - 1) / a.block_size * a.block_size;
+}
+
+// Pieces a query seeing n_keys keys is cut into (its own key count only).
+int64_t NumPieces(int64_t n_keys, int64_t piece) {
+  return piece == 0 || n_keys <= piece ? 1 : (n_keys + piece - 1) / piece;
+}
+
+// One (query tile, KV head): its pieces run as separate parallel items.
+struct Tile {
   const PagedAttentionArgs* args;
   int64_t q_begin;
   int64_t q_end;
   int kv_head;
+  int64_t piece;     // PieceLen(*args)
+  int64_t pieces;    // pieces of the tile's longest query
+  float* partials;   // [pieces][n_states][2 + head_dim] when pieces > 1
 };
 
-// Per (query, head) online-softmax state, in scratch owned by the caller.
+int64_t NumStates(const Tile& t) {
+  return (t.q_end - t.q_begin) * (t.args->num_heads / t.args->num_kv_heads);
+}
+
+int64_t KeysOf(const PagedAttentionArgs& a, int64_t qi) {
+  return std::min(a.context_len, a.start_pos + qi + 1);
+}
+
+// Per (query, head) online-softmax state.
 struct TileState {
-  float* m;    // running max
-  float* l;    // running sum of exp
-  float* acc;  // [head_dim] running weighted sum of V
+  float* m;    // [n_states] running max
+  float* l;    // [n_states] running sum of exp
+  float* acc;  // [n_states][head_dim] running weighted sum of V
 };
 
-// Keys are visited block by block; the running max is updated once per block
-// so each accumulator is rescaled at most once per block_size keys.
-void AttendTile(const WorkItem& item, const Vec& vec, float scale, std::vector<float>* scratch) {
-  const PagedAttentionArgs& a = *item.args;
+TileState StateAt(float* base, int64_t n_states) {
+  return {base, base + n_states, base + 2 * n_states};
+}
+
+// Online softmax of the tile's queries over keys [k_begin, k_end) (each
+// query stopping at its causal limit) into st, which starts empty. Keys are
+// visited block by block; the running max is updated once per block so each
+// accumulator is rescaled at most once per block_size keys.
+void AttendKeys(const Tile& tile, int64_t k_begin, int64_t k_end, const Vec& vec, float scale,
+                float* scores, TileState st) {
+  const PagedAttentionArgs& a = *tile.args;
   const int hd = a.head_dim;
   const int group = a.num_heads / a.num_kv_heads;
-  const int64_t n_tile = item.q_end - item.q_begin;
-  const int64_t q_stride = a.q_token_stride ? a.q_token_stride : int64_t{a.num_heads} * hd;
-  const int64_t o_stride = a.out_token_stride ? a.out_token_stride : int64_t{a.num_heads} * hd;
-  const int64_t row = int64_t{a.num_kv_heads} * hd;  // floats per cache slot
-  const int64_t kv_off = int64_t{item.kv_head} * hd;
+  const int64_t n_tile = tile.q_end - tile.q_begin;
   const int64_t n_states = n_tile * group;
-
-  scratch->assign(a.block_size + n_states * (2 + hd), 0.0f);
-  float* scores = scratch->data();
-  float* m = scores + a.block_size;
-  float* l = m + n_states;
-  float* acc = l + n_states;
-  for (int64_t i = 0; i < n_states; ++i) m[i] = -std::numeric_limits<float>::infinity();
-
-  // The last query of the tile sees the most keys.
-  const int64_t max_keys = std::min(a.context_len, a.start_pos + item.q_end);
-  for (int64_t b0 = 0; b0 < max_keys; b0 += a.block_size) {
+  const int64_t q_stride = a.q_token_stride ? a.q_token_stride : int64_t{a.num_heads} * hd;
+  const int64_t row = int64_t{a.num_kv_heads} * hd;  // floats per cache slot
+  const int64_t kv_off = int64_t{tile.kv_head} * hd;
+  std::fill(st.m, st.m + n_states, -std::numeric_limits<float>::infinity());
+  std::fill(st.l, st.l + n_states, 0.0f);
+  std::fill(st.acc, st.acc + n_states * hd, 0.0f);
+  for (int64_t b0 = k_begin; b0 < k_end; b0 += a.block_size) {
     const int64_t block = a.block_table[b0 / a.block_size];
     const float* kb = a.k_cache + block * a.block_size * row + kv_off;
     const float* vb = a.v_cache + block * a.block_size * row + kv_off;
     for (int64_t t = 0; t < n_tile; ++t) {
-      const int64_t qi = item.q_begin + t;
-      const int64_t n_keys = std::min(a.context_len, a.start_pos + qi + 1);
+      const int64_t qi = tile.q_begin + t;
+      const int64_t n_keys = KeysOf(a, qi);
       if (b0 >= n_keys) continue;
       const int cnt = static_cast<int>(std::min<int64_t>(a.block_size, n_keys - b0));
       for (int g = 0; g < group; ++g) {
-        const int h = item.kv_head * group + g;
+        const int h = tile.kv_head * group + g;
         const float* q = a.q + qi * q_stride + int64_t{h} * hd;
-        const int64_t st = t * group + g;
-        float* acc_h = acc + st * hd;
+        const int64_t s = t * group + g;
+        float* acc_h = st.acc + s * hd;
         float bm = -std::numeric_limits<float>::infinity();
         for (int j = 0; j < cnt; ++j) {
           scores[j] = vec.dot(q, kb + j * row, hd) * scale;
           bm = std::max(bm, scores[j]);
         }
-        const float m_new = std::max(m[st], bm);
-        float c = std::exp(m[st] - m_new);  // 0 on the first block (m = -inf)
-        l[st] *= c;
+        const float m_new = std::max(st.m[s], bm);
+        float c = std::exp(st.m[s] - m_new);  // 0 on the first block (m = -inf)
+        st.l[s] *= c;
         for (int j = 0; j < cnt; ++j) {
           const float p = std::exp(scores[j] - m_new);
-          l[st] += p;
+          st.l[s] += p;
           vec.axpy(acc_h, c, p, vb + j * row, hd);
           c = 1.0f;
         }
-        m[st] = m_new;
+        st.m[s] = m_new;
       }
     }
   }
-  for (int64_t t = 0; t < n_tile; ++t) {
+}
+
+float* OutRow(const PagedAttentionArgs& a, int64_t qi, int h) {
+  const int64_t o_stride =
+      a.out_token_stride ? a.out_token_stride : int64_t{a.num_heads} * a.head_dim;
+  return a.out + qi * o_stride + int64_t{h} * a.head_dim;
+}
+
+// out = acc / l for the tile's queries that fit in one piece (all of them
+// when unsplit); the others are left to MergePieces.
+void WriteSinglePiece(const Tile& tile, TileState st) {
+  const PagedAttentionArgs& a = *tile.args;
+  const int group = a.num_heads / a.num_kv_heads;
+  for (int64_t t = 0; t < tile.q_end - tile.q_begin; ++t) {
+    const int64_t qi = tile.q_begin + t;
+    if (NumPieces(KeysOf(a, qi), tile.piece) > 1) continue;
     for (int g = 0; g < group; ++g) {
-      const int64_t st = t * group + g;
-      const int h = item.kv_head * group + g;
-      float* out = a.out + (item.q_begin + t) * o_stride + int64_t{h} * hd;
-      const float inv = l[st] > 0.0f ? 1.0f / l[st] : 0.0f;
-      for (int i = 0; i < hd; ++i) out[i] = acc[st * hd + i] * inv;
+      const int64_t s = t * group + g;
+      float* out = OutRow(a, qi, tile.kv_head * group + g);
+      const float inv = st.l[s] > 0.0f ? 1.0f / st.l[s] : 0.0f;
+      for (int i = 0; i < a.head_dim; ++i) out[i] = st.acc[s * a.head_dim + i] * inv;
     }
   }
+}
+
+// Combines each split query's pieces, in piece order: rescale every piece
+// to the overall max, sum, normalise.
+void MergePieces(const Tile& tile) {
+  const PagedAttentionArgs& a = *tile.args;
+  const int hd = a.head_dim;
+  const int group = a.num_heads / a.num_kv_heads;
+  const int64_t n_states = NumStates(tile);
+  const int64_t stride = n_states * (2 + hd);  // floats per piece
+  for (int64_t t = 0; t < tile.q_end - tile.q_begin; ++t) {
+    const int64_t qi = tile.q_begin + t;
+    const int64_t pieces = NumPieces(KeysOf(a, qi), tile.piece);
+    if (pieces == 1) continue;
+    for (int g = 0; g < group; ++g) {
+      const int64_t s = t * group + g;
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t p = 0; p < pieces; ++p) m = std::max(m, tile.partials[p * stride + s]);
+      float* out = OutRow(a, qi, tile.kv_head * group + g);
+      std::fill(out, out + hd, 0.0f);
+      float l = 0.0f;
+      for (int64_t p = 0; p < pieces; ++p) {
+        const TileState st = StateAt(tile.partials + p * stride, n_states);
+        const float c = std::exp(st.m[s] - m);
+        l += st.l[s] * c;
+        for (int i = 0; i < hd; ++i) out[i] += st.acc[s * hd + i] * c;
+      }
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      for (int i = 0; i < hd; ++i) out[i] *= inv;
+    }
+  }
+}
+
+float ScaleOf(const PagedAttentionArgs& a) {
+  return a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(float(a.head_dim));
+}
+
+// Runs the tiles' pieces in one parallel loop, then merges the split ones.
+void RunWave(absl::Span<const Tile> tiles, const Vec& vec, ThreadPool* pool) {
+  struct Item {
+    const Tile* tile;
+    int64_t piece_index;
+  };
+  std::vector<Item> items;
+  std::vector<const Tile*> split;
+  for (const Tile& t : tiles) {
+    for (int64_t p = 0; p < t.pieces; ++p) items.push_back({&t, p});
+    if (t.pieces > 1) split.push_back(&t);
+  }
+  ParallelFor(pool, static_cast<int64_t>(items.size()), 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch;
+    for (int64_t i = begin; i < end; ++i) {
+      const Tile& tile = *items[i].tile;
+      const PagedAttentionArgs& a = *tile.args;
+      const int64_t n_states = NumStates(tile);
+      const int64_t max_keys = KeysOf(a, tile.q_end - 1);
+      scratch.resize(a.block_size + (tile.pieces > 1 ? 0 : n_states * (2 + a.head_dim)));
+      float* state = tile.pieces > 1
+                         ? tile.partials + items[i].piece_index * n_states * (2 + a.head_dim)
+                         : scratch.data() + a.block_size;
+      const int64_t k_begin = items[i].piece_index * tile.piece;
+      const int64_t k_end = tile.pieces > 1 ? std::min(max_keys, k_begin + tile.piece) : max_keys;
+      const TileState st = StateAt(state, n_states);
+      AttendKeys(tile, k_begin, k_end, vec, ScaleOf(a), scratch.data(), st);
+      if (items[i].piece_index == 0) WriteSinglePiece(tile, st);
+    }
+  });
+  // A merge is ~1/piece of its pieces' work: a few queries per chunk.
+  ParallelFor(pool, static_cast<int64_t>(split.size()), 4, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) MergePieces(*split[i]);
+  });
 }
 
 }  // namespace
@@ -169,24 +282,37 @@ void PagedAttention(const PagedAttentionArgs& args) {
 void PagedAttentionBatch(absl::Span<const PagedAttentionArgs> seqs, ThreadPool* pool) {
   const Vec vec = UseAvx2() ? Vec{DotAvx2, ScaleAxpyAvx2} : Vec{DotScalar, ScaleAxpyScalar};
   // One parallel loop over the whole batch: many short decode sequences then
-  // share one dispatch instead of paying one each.
-  std::vector<WorkItem> items;
+  // share one dispatch instead of paying one each. Long prefills are cut
+  // into waves so the split pieces' partial states stay bounded.
+  thread_local std::vector<float> partials;
+  std::vector<Tile> tiles;
+  std::vector<int64_t> offsets;  // into partials, per tile (pointers after resize)
+  int64_t used = 0;
+  auto flush = [&] {
+    if (partials.size() < static_cast<size_t>(used)) partials.resize(used);
+    for (size_t i = 0; i < tiles.size(); ++i) tiles[i].partials = partials.data() + offsets[i];
+    RunWave(tiles, vec, pool);
+    tiles.clear();
+    offsets.clear();
+    used = 0;
+  };
   for (const PagedAttentionArgs& a : seqs) {
     DCHECK(ValidatePagedAttentionArgs(a).ok()) << ValidatePagedAttentionArgs(a);
+    const int64_t piece = PieceLen(a);
     for (int64_t q0 = 0; q0 < a.n_q; q0 += kQueryTile) {
+      const int64_t q1 = std::min(a.n_q, q0 + kQueryTile);
+      const int64_t pieces = NumPieces(KeysOf(a, q1 - 1), piece);
       for (int kvh = 0; kvh < a.num_kv_heads; ++kvh) {
-        items.push_back({&a, q0, std::min(a.n_q, q0 + kQueryTile), kvh});
+        Tile t{&a, q0, q1, kvh, piece, pieces, nullptr};
+        const int64_t need = pieces > 1 ? pieces * NumStates(t) * (2 + a.head_dim) : 0;
+        if (used > 0 && used + need > kMaxWavePartials) flush();
+        tiles.push_back(t);
+        offsets.push_back(used);
+        used += need;
       }
     }
   }
-  ParallelFor(pool, static_cast<int64_t>(items.size()), 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scratch;
-    for (int64_t i = begin; i < end; ++i) {
-      const PagedAttentionArgs& a = *items[i].args;
-      const float scale = a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(float(a.head_dim));
-      AttendTile(items[i], vec, scale, &scratch);
-    }
-  });
+  if (!tiles.empty()) flush();
 }
 
 void WriteKv(const float* k, const float* v, int64_t n_tokens, int64_t start_pos,

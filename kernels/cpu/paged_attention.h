@@ -37,14 +37,25 @@ struct PagedAttentionArgs {
   int num_kv_heads = 0;  // divides num_heads (GQA / MQA)
   int head_dim = 0;
   float scale = 0.0f;  // 0: 1 / sqrt(head_dim)
+  // Split-K (flash-decoding): a query that sees more than this many keys has
+  // them cut into consecutive pieces of this length (rounded up to a multiple
+  // of block_size), attended in parallel and merged. The cut depends only on
+  // the query's own key count, so results stay batch and thread-count
+  // invariant. 0: kDefaultSplitKeys; negative: never split (tests).
+  int64_t split_keys = 0;
   ThreadPool* pool = nullptr;  // parallel over (query, head); may be null
 };
+
+// Long enough that the per-piece state and the merge stay negligible, short
+// enough that one decode token at a 2k context spreads over many threads.
+constexpr int64_t kDefaultSplitKeys = 256;
 
 absl::Status ValidatePagedAttentionArgs(const PagedAttentionArgs& args);
 
 // out = softmax(q k^T * scale + causal mask) v per head, with a one-pass
-// (online) softmax per query. The result for a query does not depend on
-// n_q or on which other queries share the call.
+// (online) softmax per query (per key piece, see split_keys). The result for
+// a query does not depend on n_q, on which other queries share the call, or
+// on the pool's thread count.
 void PagedAttention(const PagedAttentionArgs& args);
 
 // PagedAttention for several sequences (each entry one sequence's chunk) in

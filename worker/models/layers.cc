@@ -1,5 +1,6 @@
 #include "worker/models/layers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -220,6 +221,32 @@ absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const loader::ModelCon
 
 void AddBiasRows(float* x, const float* bias, int64_t n_rows, int64_t dim) {
   for (int64_t r = 0; r < n_rows; ++r) cpu::Add(x + r * dim, bias, dim, x + r * dim);
+}
+
+namespace {
+// Below this many floats per range a ParallelFor's dispatch (microseconds)
+// costs more than the element-wise work it would split.
+constexpr int64_t kMinParallelFloats = 8192;
+constexpr int64_t kSwiGluBlock = 64;  // a multiple of the 8-float AVX2 step
+}  // namespace
+
+void AddRmsNorm(float* x, const float* delta, const float* weight, int64_t n_tokens,
+                int64_t dim, float eps, float* out, cpu::ThreadPool* pool) {
+  const int64_t min_rows = std::max<int64_t>(1, kMinParallelFloats / std::max<int64_t>(1, dim));
+  cpu::ParallelFor(pool, n_tokens, min_rows, [&](int64_t begin, int64_t end) {
+    float* xb = x + begin * dim;
+    if (delta != nullptr) cpu::Add(xb, delta + begin * dim, (end - begin) * dim, xb);
+    if (weight != nullptr) cpu::RmsNorm(xb, weight, end - begin, dim, eps, out + begin * dim);
+  });
+}
+
+void SwiGluParallel(const float* gate, const float* up, int64_t n, float* out,
+                    cpu::ThreadPool* pool) {
+  const int64_t blocks = (n + kSwiGluBlock - 1) / kSwiGluBlock;
+  cpu::ParallelFor(pool, blocks, kMinParallelFloats / kSwiGluBlock, [&](int64_t b, int64_t e) {
+    const int64_t i0 = b * kSwiGluBlock, i1 = std::min(n, e * kSwiGluBlock);
+    cpu::SwiGlu(gate + i0, up + i0, i1 - i0, out + i0);
+  });
 }
 
 std::vector<float> GatherLogitRows(const BatchLayout& layout, const float* hidden,

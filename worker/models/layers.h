@@ -79,6 +79,20 @@ absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const loader::ModelCon
 // x[r] += bias for each of n_rows rows of width dim.
 void AddBiasRows(float* x, const float* bias, int64_t n_rows, int64_t dim);
 
+// x[t] += delta[t] (skipped when delta is null), then out[t] = RmsNorm(x[t])
+// (skipped when weight is null), for n_tokens rows of dim: a residual add
+// and the next norm in one pass, in parallel over tokens when the rows are
+// many enough to pay for the dispatch. Bitwise the same as cpu::Add then
+// cpu::RmsNorm, whatever the pool.
+void AddRmsNorm(float* x, const float* delta, const float* weight, int64_t n_tokens,
+                int64_t dim, float eps, float* out, cpu::ThreadPool* pool);
+
+// cpu::SwiGlu over n elements, in parallel (in 64-float blocks, so each
+// element takes the same vector or scalar path as one serial call) when
+// large enough. Bitwise the same as cpu::SwiGlu.
+void SwiGluParallel(const float* gate, const float* up, int64_t n, float* out,
+                    cpu::ThreadPool* pool);
+
 // The rows of `hidden` ([num_tokens][width]) named by layout.logit_rows.
 std::vector<float> GatherLogitRows(const BatchLayout& layout, const float* hidden,
                                    int64_t width);

@@ -185,9 +185,11 @@ class Llama : public CausalLm {
     for (int64_t t = 0; t < n; ++t) precise[t] = layout.positions[t] < kPrecisePositions;
     const uint8_t* pm = precise.data();
     EmbedTokens(embed_, layout.tokens, x_.data(), pool_);
+    // Each residual add is fused with the norm after it (the next layer's
+    // attn_norm for the MLP's add), one parallel pass over the tokens.
+    AddRmsNorm(x_.data(), nullptr, layers_[0].attn_norm.data(), n, h, eps, xn_.data(), pool_);
     for (int64_t l = 0; l < c.num_layers; ++l) {
       const LlamaLayer& L = layers_[l];
-      cpu::RmsNorm(x_.data(), L.attn_norm.data(), n, h, eps, xn_.data());
       cpu::MatMul(L.q, xn_.data(), n, q_.data(), pool_, pm);
       cpu::MatMul(L.k, xn_.data(), n, k_.data(), pool_, pm);
       cpu::MatMul(L.v, xn_.data(), n, v_.data(), pool_, pm);
@@ -208,9 +210,8 @@ class Llama : public CausalLm {
       cpu::MatMul(L.o, attn, n, tmp, pool_, pm);
       delta(0, n, l, LoraModule::kO, attn, tmp);
       if (absl::Status s = ReduceAcrossRanks(tmp, n * h); !s.ok()) return s;
-      cpu::Add(x_.data(), tmp, n * h, x_.data());
+      AddRmsNorm(x_.data(), tmp, L.ffn_norm.data(), n, h, eps, xn_.data(), pool_);
 
-      cpu::RmsNorm(x_.data(), L.ffn_norm.data(), n, h, eps, xn_.data());
       // The MLP is per token, so it runs over slices of at most kFfnTokens
       // tokens (same results, MatMul being batch invariant): the two widest
       // buffers stay small however long the prefill.
@@ -220,12 +221,13 @@ class Llama : public CausalLm {
         cpu::MatMul(L.up, xn_.data() + t0 * h, m, up_.data(), pool_, pm + t0);
         delta(t0, m, l, LoraModule::kGate, xn_.data() + t0 * h, gate_.data());
         delta(t0, m, l, LoraModule::kUp, xn_.data() + t0 * h, up_.data());
-        cpu::SwiGlu(gate_.data(), up_.data(), m * f, gate_.data());
+        SwiGluParallel(gate_.data(), up_.data(), m * f, gate_.data(), pool_);
         cpu::MatMul(L.down, gate_.data(), m, tmp + t0 * h, pool_, pm + t0);
         delta(t0, m, l, LoraModule::kDown, gate_.data(), tmp + t0 * h);
       }
       if (absl::Status s = ReduceAcrossRanks(tmp, n * h); !s.ok()) return s;
-      cpu::Add(x_.data(), tmp, n * h, x_.data());
+      const float* next_norm = l + 1 < c.num_layers ? layers_[l + 1].attn_norm.data() : nullptr;
+      AddRmsNorm(x_.data(), tmp, next_norm, n, h, eps, xn_.data(), pool_);
     }
     EmitHiddenStates(batch, layout, x_.data(), h, [&](float* r, int64_t m) {
       cpu::RmsNorm(r, output_norm_.data(), m, h, eps, r);
