@@ -46,9 +46,18 @@ RILL_TARGET_AVX2 void ScaleAxpyAvx2(float* acc, float c, float p, const float* v
   for (; i < n; ++i) acc[i] = acc[i] * c + p * v[i];
 }
 
+// Forward declaration: the fused block update below (AVX2, head_dim % 8 == 0).
+RILL_TARGET_AVX2 void BlockUpdateAvx2(const float* q, const float* kb, const float* vb,
+                                      int64_t row, int cnt, int hd, float scale, float* scores,
+                                      float* m, float* l, float* acc);
+
 struct Vec {
   float (*dot)(const float*, const float*, int);
   void (*axpy)(float*, float, float, const float*, int);
+  // The whole block of keys for one (query, head) at once, or null (the
+  // per-key dot/axpy loop).
+  void (*block)(const float*, const float*, const float*, int64_t, int, int, float, float*,
+                float*, float*, float*);
 };
 
 // Queries of one sequence taken together, and with them all the query heads
@@ -57,6 +66,75 @@ struct Vec {
 // exact arithmetic of a lone query, in the same order, so results do not
 // depend on the tiling or on the other queries in the call.
 constexpr int64_t kQueryTile = 8;
+
+// One (query, head) against the cnt keys of a block (K/V rows `row` floats
+// apart): the online-softmax update of m, l and acc. Scores are computed with
+// two 8-lane chains per key, exponentials 8 at a time, and the weighted V sum
+// kept in registers across the block (acc is read and written once per block,
+// not once per key). The same code for every tile, so results stay invariant.
+RILL_TARGET_AVX2 void BlockUpdateAvx2(const float* q, const float* kb, const float* vb,
+                                      int64_t row, int cnt, int hd, float scale, float* scores,
+                                      float* m, float* l, float* acc) {
+  float bm = -std::numeric_limits<float>::infinity();
+  for (int j = 0; j < cnt; ++j) {
+    const float* k = kb + j * row;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int d = 0;
+    for (; d + 16 <= hd; d += 16) {
+      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), s0);
+      s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8), _mm256_loadu_ps(k + d + 8), s1);
+    }
+    if (d < hd) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), s0);
+    scores[j] = internal::HsumPs8(_mm256_add_ps(s0, s1)) * scale;
+    bm = std::max(bm, scores[j]);
+  }
+  const float m_new = std::max(*m, bm);
+  const float c = std::exp(*m - m_new);  // 0 on the first block (m = -inf)
+  const __m256 vm = _mm256_set1_ps(m_new);
+  int j0 = 0;
+  for (; j0 + 8 <= cnt; j0 += 8) {
+    _mm256_storeu_ps(scores + j0,
+                     internal::ExpPs(_mm256_sub_ps(_mm256_loadu_ps(scores + j0), vm)));
+  }
+  if (j0 < cnt) {  // the tail through a padded copy: scores holds only cnt
+    alignas(32) float tail[8];
+    for (int j = 0; j < 8; ++j) tail[j] = j0 + j < cnt ? scores[j0 + j] : m_new;
+    _mm256_store_ps(tail, internal::ExpPs(_mm256_sub_ps(_mm256_load_ps(tail), vm)));
+    for (int j = j0; j < cnt; ++j) scores[j] = tail[j - j0];
+  }
+  float sum = 0.0f;
+  for (int j = 0; j < cnt; ++j) sum += scores[j];
+  *l = *l * c + sum;
+  *m = m_new;
+  const __m256 vc = _mm256_set1_ps(c);
+  int d = 0;
+  for (; d + 32 <= hd; d += 32) {
+    // Four 8-float registers of acc, every key of the block into them.
+    __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(acc + d), vc);
+    __m256 a1 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 8), vc);
+    __m256 a2 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 16), vc);
+    __m256 a3 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 24), vc);
+    for (int j = 0; j < cnt; ++j) {
+      const __m256 p = _mm256_set1_ps(scores[j]);
+      const float* v = vb + j * row + d;
+      a0 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v), a0);
+      a1 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8), a1);
+      a2 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 16), a2);
+      a3 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 24), a3);
+    }
+    _mm256_storeu_ps(acc + d, a0);
+    _mm256_storeu_ps(acc + d + 8, a1);
+    _mm256_storeu_ps(acc + d + 16, a2);
+    _mm256_storeu_ps(acc + d + 24, a3);
+  }
+  for (; d < hd; d += 8) {
+    __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(acc + d), vc);
+    for (int j = 0; j < cnt; ++j) {
+      a0 = _mm256_fmadd_ps(_mm256_set1_ps(scores[j]), _mm256_loadu_ps(vb + j * row + d), a0);
+    }
+    _mm256_storeu_ps(acc + d, a0);
+  }
+}
 
 // Partial softmax states one parallel wave may hold (floats): bounds the
 // scratch of long prefills, which are cut into several waves.
@@ -135,6 +213,10 @@ void AttendKeys(const Tile& tile, int64_t k_begin, int64_t k_end, const Vec& vec
         const float* q = a.q + qi * q_stride + int64_t{h} * hd;
         const int64_t s = t * group + g;
         float* acc_h = st.acc + s * hd;
+        if (vec.block && hd % 8 == 0) {
+          vec.block(q, kb, vb, row, cnt, hd, scale, scores, &st.m[s], &st.l[s], acc_h);
+          continue;
+        }
         float bm = -std::numeric_limits<float>::infinity();
         for (int j = 0; j < cnt; ++j) {
           scores[j] = vec.dot(q, kb + j * row, hd) * scale;
@@ -280,7 +362,8 @@ void PagedAttention(const PagedAttentionArgs& args) {
 }
 
 void PagedAttentionBatch(absl::Span<const PagedAttentionArgs> seqs, ThreadPool* pool) {
-  const Vec vec = UseAvx2() ? Vec{DotAvx2, ScaleAxpyAvx2} : Vec{DotScalar, ScaleAxpyScalar};
+  const Vec vec = UseAvx2() ? Vec{DotAvx2, ScaleAxpyAvx2, BlockUpdateAvx2}
+                            : Vec{DotScalar, ScaleAxpyScalar, nullptr};
   // One parallel loop over the whole batch: many short decode sequences then
   // share one dispatch instead of paying one each. Long prefills are cut
   // into waves so the split pieces' partial states stay bounded.
