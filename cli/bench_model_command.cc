@@ -58,6 +58,7 @@ int RunBenchModel(int, char**) {
   options.max_context = std::max(pp, 16) + tg + 16;
   options.max_sequences = max_batch;
   options.model_options.exact_matmul = absl::GetFlag(FLAGS_exact_matmul);
+  options.model_options.int16_kernels = absl::GetFlag(FLAGS_int16_kernels);
   absl::StatusOr<std::unique_ptr<ModelSession>> opened = ModelSession::Open(options);
   if (!opened.ok()) {
     std::cerr << "error: " << opened.status().message() << "\n";

@@ -41,6 +41,7 @@ absl::StatusOr<std::unique_ptr<ModelSession>> OpenSession() {
   options.model = absl::GetFlag(FLAGS_model);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.model_options.exact_matmul = absl::GetFlag(FLAGS_exact_matmul);
+  options.model_options.int16_kernels = absl::GetFlag(FLAGS_int16_kernels);
   return ModelSession::Open(options);
 }
 

@@ -30,7 +30,11 @@ double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(num / (den + 1e-30));
 }
 
-class BatchInvarianceTest : public ::testing::TestWithParam<bool /*exact_matmul*/> {
+// The matmul paths: "Fast" (q8 activations), "Exact" (f32 activations),
+// "Int16" (exact with the packed int16 VNNI kernels, where the CPU has them).
+enum class Path { kFast, kExact, kInt16 };
+
+class BatchInvarianceTest : public ::testing::TestWithParam<Path> {
  protected:
   void SetUp() override {
     const std::string path = rill::testing::DefaultModelPath();
@@ -39,7 +43,9 @@ class BatchInvarianceTest : public ::testing::TestWithParam<bool /*exact_matmul*
     ASSERT_TRUE(ckpt.ok()) << ckpt.status();
     pool_ = std::make_unique<cpu::ThreadPool>(0);
     absl::StatusOr<std::unique_ptr<CausalLm>> model =
-        CreateCausalLm(std::move(*ckpt), pool_.get(), ModelOptions{.exact_matmul = GetParam()});
+        CreateCausalLm(std::move(*ckpt), pool_.get(),
+                       ModelOptions{.exact_matmul = GetParam() != Path::kFast,
+                                    .int16_kernels = GetParam() == Path::kInt16});
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = std::move(*model);
   }
@@ -121,9 +127,12 @@ TEST_P(BatchInvarianceTest, AloneBatchedAndChunkedAgree) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(MatmulPaths, BatchInvarianceTest, ::testing::Values(true, false),
-                         [](const ::testing::TestParamInfo<bool>& i) {
-                           return i.param ? "Exact" : "Fast";
+INSTANTIATE_TEST_SUITE_P(MatmulPaths, BatchInvarianceTest,
+                         ::testing::Values(Path::kExact, Path::kFast, Path::kInt16),
+                         [](const ::testing::TestParamInfo<Path>& i) {
+                           return i.param == Path::kExact  ? "Exact"
+                                  : i.param == Path::kFast ? "Fast"
+                                                           : "Int16";
                          });
 
 TEST(ForwardValidationTest, RejectsBadBatchesWithClearErrors) {

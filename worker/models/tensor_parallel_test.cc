@@ -127,11 +127,7 @@ void ExpectShardedMatches(const std::string& path, int world, const std::vector<
   const ModelRun base = RunUnsharded(path, prompt, steps);
   const std::vector<ModelRun> ranks = RunSharded(path, world, prompt, steps);
   ASSERT_EQ(ranks[0].logits.size(), base.logits.size());
-  // Shards sum their partial outputs in an all-reduce (another rounding
-  // order), and a column cut off a block boundary runs as dequantized f32
-  // while the unsharded matrix may run on the packed int16 kernels: up to
-  // ~6e-5 apart on the default model.
-  EXPECT_LT(RelL2(ranks[0].logits, base.logits), 3e-4) << path << " tp=" << world;
+  EXPECT_LT(RelL2(ranks[0].logits, base.logits), 1e-5) << path << " tp=" << world;
   EXPECT_EQ(ranks[0].greedy, base.greedy) << path << " tp=" << world;
   for (int r = 1; r < world; ++r) {
     EXPECT_TRUE(ranks[r].logits == ranks[0].logits) << "rank " << r << " differs from rank 0";
