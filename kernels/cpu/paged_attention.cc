@@ -46,27 +46,6 @@ RILL_TARGET_AVX2 void ScaleAxpyAvx2(float* acc, float c, float p, const float* v
   for (; i < n; ++i) acc[i] = acc[i] * c + p * v[i];
 }
 
-// Forward declaration: the fused block update below (AVX2, head_dim % 8 == 0).
-RILL_TARGET_AVX2 void BlockUpdateAvx2(const float* q, const float* kb, const float* vb,
-                                      int64_t row, int cnt, int hd, float scale, float* scores,
-                                      float* m, float* l, float* acc);
-
-struct Vec {
-  float (*dot)(const float*, const float*, int);
-  void (*axpy)(float*, float, float, const float*, int);
-  // The whole block of keys for one (query, head) at once, or null (the
-  // per-key dot/axpy loop).
-  void (*block)(const float*, const float*, const float*, int64_t, int, int, float, float*,
-                float*, float*, float*);
-};
-
-// Queries of one sequence taken together, and with them all the query heads
-// that share one KV head (GQA), so each K/V block is read from memory once per
-// tile instead of once per (query, head). Every (query, head) still runs the
-// exact arithmetic of a lone query, in the same order, so results do not
-// depend on the tiling or on the other queries in the call.
-constexpr int64_t kQueryTile = 8;
-
 // One (query, head) against the cnt keys of a block (K/V rows `row` floats
 // apart): the online-softmax update of m, l and acc. Scores are computed with
 // two 8-lane chains per key, exponentials 8 at a time, and the weighted V sum
@@ -135,6 +114,22 @@ RILL_TARGET_AVX2 void BlockUpdateAvx2(const float* q, const float* kb, const flo
     _mm256_storeu_ps(acc + d, a0);
   }
 }
+
+struct Vec {
+  float (*dot)(const float*, const float*, int);
+  void (*axpy)(float*, float, float, const float*, int);
+  // The whole block of keys for one (query, head) at once, or null (the
+  // per-key dot/axpy loop).
+  void (*block)(const float*, const float*, const float*, int64_t, int, int, float, float*,
+                float*, float*, float*);
+};
+
+// Queries of one sequence taken together, and with them all the query heads
+// that share one KV head (GQA), so each K/V block is read from memory once per
+// tile instead of once per (query, head). Every (query, head) still runs the
+// exact arithmetic of a lone query, in the same order, so results do not
+// depend on the tiling or on the other queries in the call.
+constexpr int64_t kQueryTile = 8;
 
 // Partial softmax states one parallel wave may hold (floats): bounds the
 // scratch of long prefills, which are cut into several waves.

@@ -115,11 +115,9 @@ class Llama : public CausalLm {
   }
 
   // Repacks the (sharded) matrices for the int16 VNNI kernels where the CPU
-  // has them (exact path only; a no-op otherwise). The logits head gets its
-  // own packed copy: the embedding lookup keeps reading the file's rows.
+  // has them (exact path only; a no-op otherwise), and drops their file
+  // pages from RSS. An untied embedding keeps reading the file's rows.
   void PackWeights() {
-    // Their file pages are then dropped from RSS (read again only if the
-    // embedding lookup touches them).
     auto pack = [&](cpu::WeightMatrix* w) {
       if (cpu::PackForCpu(w)) {
         checkpoint().ReleaseTensorPages(w->data, w->row_stride_bytes * w->rows);
@@ -182,9 +180,13 @@ class Llama : public CausalLm {
     // their rounding reaches all positions (one pass: up to 1.2e-2 relative
     // logit error seen at position 1; two passes there: ~1e-4 typical, but
     // other sensitive positions still reach ~1e-3 on some random prompts).
-    std::vector<uint8_t> precise(n);
-    for (int64_t t = 0; t < n; ++t) precise[t] = layout.positions[t] < kPrecisePositions;
-    const uint8_t* pm = precise.data();
+    // Only the packed kernels read the mask: nothing to build otherwise.
+    std::vector<uint8_t> precise(options_.int16_kernels ? n : 0);
+    for (size_t t = 0; t < precise.size(); ++t) {
+      precise[t] = layout.positions[t] < kPrecisePositions;
+    }
+    const uint8_t* pm = options_.int16_kernels ? precise.data() : nullptr;
+    auto pm_from = [&](int64_t t0) { return pm ? pm + t0 : nullptr; };
     EmbedTokens(embed_, layout.tokens, x_.data(), pool_);
     // Each residual add is fused with the norm after it (the next layer's
     // attn_norm for the MLP's add), one parallel pass over the tokens.
@@ -218,12 +220,12 @@ class Llama : public CausalLm {
       // buffers stay small however long the prefill.
       for (int64_t t0 = 0; t0 < n; t0 += kFfnTokens) {
         const int64_t m = std::min(kFfnTokens, n - t0);
-        cpu::MatMul(L.gate, xn_.data() + t0 * h, m, gate_.data(), pool_, pm + t0);
-        cpu::MatMul(L.up, xn_.data() + t0 * h, m, up_.data(), pool_, pm + t0);
+        cpu::MatMul(L.gate, xn_.data() + t0 * h, m, gate_.data(), pool_, pm_from(t0));
+        cpu::MatMul(L.up, xn_.data() + t0 * h, m, up_.data(), pool_, pm_from(t0));
         delta(t0, m, l, LoraModule::kGate, xn_.data() + t0 * h, gate_.data());
         delta(t0, m, l, LoraModule::kUp, xn_.data() + t0 * h, up_.data());
         SwiGluParallel(gate_.data(), up_.data(), m * f, gate_.data(), pool_);
-        cpu::MatMul(L.down, gate_.data(), m, tmp + t0 * h, pool_, pm + t0);
+        cpu::MatMul(L.down, gate_.data(), m, tmp + t0 * h, pool_, pm_from(t0));
         delta(t0, m, l, LoraModule::kDown, gate_.data(), tmp + t0 * h);
       }
       if (absl::Status s = ReduceAcrossRanks(tmp, n * h); !s.ok()) return s;
