@@ -14,10 +14,13 @@
 #include "absl/strings/str_split.h"
 #include "cli/common_flags.h"
 #include "cli/model_session.h"
+#include "cli/roofline_report.h"
 
 ABSL_FLAG(int, prompt_tokens, 512, "bench-model: prompt length for the prefill measurement.");
 ABSL_FLAG(int, gen_tokens, 128, "bench-model: decode steps per sequence.");
 ABSL_FLAG(std::string, batch, "1", "bench-model: comma-separated decode batch sizes.");
+ABSL_FLAG(bool, roofline, true,
+          "bench-model: after the table, the measured FMA / VNNI peaks and bandwidth and what they allow.");
 ABSL_FLAG(bool, json, false, "bench-model: one JSON object per batch size instead of a table.");
 
 namespace rill::cli {
@@ -87,6 +90,7 @@ int RunBenchModel(int, char**) {
     std::cout << absl::StrFormat("%-6s %14s %14s %10s\n", "batch", "pp tok/s", "tg tok/s",
                                  "rss MiB");
   }
+  std::vector<DecodeRate> decode_rates;
   for (int b : batches) {
     // Decode: b sequences each with a 1-token context, then `tg` steps of one
     // token each (llama-bench's tg test at batch 1).
@@ -107,6 +111,7 @@ int RunBenchModel(int, char**) {
       (void)s.model().Forward(step, &s.cache(), &out);
     }
     const double tg_tps = static_cast<double>(b) * tg / Seconds(d0, std::chrono::steady_clock::now());
+    decode_rates.push_back({b, tg_tps});
     if (absl::GetFlag(FLAGS_json)) {
       std::cout << absl::StrFormat(
           "{\"batch\":%d,\"exact_matmul\":%s,\"threads\":%d,\"prompt_tokens\":%d,\"gen_tokens\":%d,"
@@ -115,6 +120,9 @@ int RunBenchModel(int, char**) {
     } else {
       std::cout << absl::StrFormat("%-6d %14.1f %14.1f %10.1f\n", b, pp_tps, tg_tps, RssMib());
     }
+  }
+  if (absl::GetFlag(FLAGS_roofline) && !absl::GetFlag(FLAGS_json)) {
+    PrintRoofline(s.model().checkpoint(), s.pool(), pp, pp_tps, tg, decode_rates, std::cout);
   }
   return 0;
 }

@@ -34,6 +34,7 @@ class ModelSession {
   const tokenizer::BpeTokenizer& tokenizer() const { return *tokenizer_; }
   worker::CausalLm& model() { return *model_; }
   worker::PagedKvCache& cache() { return *cache_; }
+  cpu::ThreadPool* pool() { return pool_.get(); }
   const ModelSessionOptions& options() const { return options_; }
 
   // Block table for sequence slot `slot` (< max_sequences): a fixed range
