@@ -6,7 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <functional>
+
 #include "kernels/cpu/quant_types.h"
+#include "kernels/cpu/thread_pool.h"
 
 #define RILL_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -67,6 +70,20 @@ void QuantizeQ8KRow(const float* x, BlockQ8_K* out, int64_t n);
 // Float dot with the AVX2 float kernel's summation order (used by the
 // dequantize-then-dot fallback).
 float DotF32Avx2(const float* a, const float* b, int64_t n);
+
+// Runs fn over n row pieces. With a batch of tokens each piece is tens of
+// microseconds of work, so pieces go out one at a time (no thread idles
+// waiting on a last coarse chunk: 5-10% faster at 32 tokens); at one or two
+// tokens a piece is under a microsecond and the default coarse chunks avoid
+// two contended atomics per piece.
+inline void ForRowPieces(ThreadPool* pool, int64_t n, int64_t n_tokens,
+                         const std::function<void(int64_t, int64_t)>& fn) {
+  if (n_tokens >= 8) {
+    ParallelForChunks(pool, n, 1, fn);
+  } else {
+    ParallelFor(pool, n, 1, fn);
+  }
+}
 
 }  // namespace rill::cpu::internal
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/packed_matmul.h"
 
 #define RILL_TARGET_VNNI \
@@ -195,7 +196,7 @@ void RunGroups(const PackedWeights& w, const BlockQ16* xq, int64_t n, float* y, 
   const int64_t nb = w.cols / 32;
   const bool eight = w.format == PackedWeights::Format::k8Bit;
   const size_t group_bytes = nb * w.block_bytes;
-  ParallelFor(pool, w.groups, 1, [&](int64_t gb, int64_t ge) {
+  internal::ForRowPieces(pool, w.groups, n, [&](int64_t gb, int64_t ge) {
     for (int64_t g = gb; g < ge; ++g) {
       const uint8_t* gw = w.data.data() + g * group_bytes;
       const int valid = static_cast<int>(std::min<int64_t>(16, w.rows - g * 16));

@@ -90,7 +90,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
       }
       const uint8_t* wdata = static_cast<const uint8_t*>(w.data);
       const int64_t n_chunks = (w.rows + kRowChunk - 1) / kRowChunk;
-      ParallelFor(pool, n_chunks, 1, [&](int64_t cb, int64_t ce) {
+      internal::ForRowPieces(pool, n_chunks, n_tokens, [&](int64_t cb, int64_t ce) {
         for (int64_t c = cb; c < ce; ++c) {
           const int64_t r0 = c * kRowChunk;
           const int64_t nr = std::min(w.rows, r0 + kRowChunk) - r0;
@@ -157,7 +157,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
     });
     return;
   }
-  ParallelFor(pool, n_chunks, 1, [&](int64_t cb, int64_t ce) {
+  internal::ForRowPieces(pool, n_chunks, n_tokens, [&](int64_t cb, int64_t ce) {
     const int64_t r0 = cb * kRowChunk;
     const int64_t r1 = std::min(w.rows, ce * kRowChunk);
     for (int64_t t0 = 0; t0 < n_tokens; t0 += internal::kMaxTile) {

@@ -118,7 +118,20 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
                              const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   min_chunk = std::max<int64_t>(1, min_chunk);
-  if (tls_in_parallel || num_threads_ == 1 || n <= min_chunk) {
+  // A few chunks per thread so uneven progress (the caller also serves
+  // requests, other processes share the cores) balances out.
+  const int64_t target_chunks = static_cast<int64_t>(num_threads_) * 4;
+  Run(n, std::max(min_chunk, (n + target_chunks - 1) / target_chunks), fn);
+}
+
+void ThreadPool::ParallelForChunks(int64_t n, int64_t chunk,
+                                   const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  Run(n, std::max<int64_t>(1, chunk), fn);
+}
+
+void ThreadPool::Run(int64_t n, int64_t chunk, const std::function<void(int64_t, int64_t)>& fn) {
+  if (tls_in_parallel || num_threads_ == 1 || n <= chunk) {
     InlineScope scope;
     fn(0, n);
     return;
@@ -128,10 +141,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
   Job job;
   job.fn = &fn;
   job.n = n;
-  // A few chunks per thread so uneven progress (the caller also serves
-  // requests, other processes share the cores) balances out.
-  const int64_t target_chunks = static_cast<int64_t>(num_threads_) * 4;
-  job.chunk = std::max(min_chunk, (n + target_chunks - 1) / target_chunks);
+  job.chunk = chunk;
   job.num_chunks = (n + job.chunk - 1) / job.chunk;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -159,6 +169,15 @@ void ParallelFor(ThreadPool* pool, int64_t n, int64_t min_chunk,
                  const std::function<void(int64_t, int64_t)>& fn) {
   if (pool != nullptr) {
     pool->ParallelFor(n, min_chunk, fn);
+  } else if (n > 0) {
+    fn(0, n);
+  }
+}
+
+void ParallelForChunks(ThreadPool* pool, int64_t n, int64_t chunk,
+                       const std::function<void(int64_t, int64_t)>& fn) {
+  if (pool != nullptr) {
+    pool->ParallelForChunks(n, chunk, fn);
   } else if (n > 0) {
     fn(0, n);
   }

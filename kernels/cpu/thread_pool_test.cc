@@ -1,6 +1,9 @@
 #include "kernels/cpu/thread_pool.h"
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -76,6 +79,19 @@ TEST(ThreadPool, ManyCallsAndConcurrentCallers) {
   a.join();
   b.join();
   EXPECT_EQ(total.load(), 2 * 2000 * 9);
+}
+
+TEST(ThreadPool, ParallelForChunksHandsOutExactChunks) {
+  ThreadPool pool(2);
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  pool.ParallelForChunks(10, 3, [&](int64_t b, int64_t e) {
+    std::lock_guard<std::mutex> l(mu);
+    ranges.emplace_back(b, e);
+  });
+  std::sort(ranges.begin(), ranges.end());
+  const std::vector<std::pair<int64_t, int64_t>> want = {{0, 3}, {3, 6}, {6, 9}, {9, 10}};
+  EXPECT_EQ(ranges, want);
 }
 
 TEST(ThreadPool, DefaultThreadCountPositive) { EXPECT_GE(ThreadPool::DefaultThreadCount(), 1); }
