@@ -25,6 +25,8 @@
 #include "engine/local_model_executor.h"
 #include "engine/model_path.h"
 #include "engine/tokenizer_loader.h"
+#include "kernels/cpu/peak_rate.h"
+#include "worker/models/flop_count.h"
 
 ABSL_FLAG(std::string, model, "default", "Model name or path (see ResolveModelPath).");
 ABSL_FLAG(int, threads, 0, "Model threads (0 = all cores).");
@@ -131,6 +133,8 @@ int Main() {
   options.threads = absl::GetFlag(FLAGS_threads);
   auto local = LocalModelExecutor::Create(options);
   CHECK(local.ok()) << local.status();
+  const double mm_macs = worker::MatMulMacsPerToken((*local)->checkpoint());
+  const loader::ModelConfig model_config = (*local)->checkpoint().config();
   auto tok = LoadTokenizer((*local)->checkpoint());
   CHECK(tok.ok()) << tok.status();
   auto timing = std::make_unique<TimingExecutor>(std::move(*local));
@@ -173,6 +177,24 @@ int Main() {
               one_tps, "");
   std::printf("%-44s %10.1f tok/s %8s\n", absl::StrCat(c, " concurrent requests").c_str(), many_tps, "");
   std::printf("%-44s %13.2fx %8s\n", "throughput ratio", many_tps / one_tps, ">= 4x");
+  // Roofline: the least time the 32 requests' arithmetic takes at this
+  // machine's f32 FMA peak (measured now), against the single request as
+  // measured. A ratio target above this ceiling cannot be met by any f32
+  // implementation; the int16 VNNI ceiling is printed beside it.
+  cpu::ThreadPool peak_pool(e->GetEngineConfig().parallel.threads);
+  const double fma = cpu::MeasureF32FmaPeak(&peak_pool, 200'000'000).per_second();
+  const double vnni = cpu::MeasureInt16VnniPeak(&peak_pool, 100'000'000).per_second();
+  const double flops_per_request =
+      2.0 * (in * (mm_macs + worker::AttentionMacsPerToken(model_config, in / 2)) +
+             out * (mm_macs + worker::AttentionMacsPerToken(model_config, in + out / 2)));
+  auto ceiling = [&](double peak) {
+    return peak > 0 ? static_cast<double>(c) * out / (c * flops_per_request / peak) / one_tps : 0.0;
+  };
+  std::printf("%-44s %10.1f GFLOP/s\n", "f32 FMA peak (measured now)", fma * 1e-9);
+  std::printf("%-44s %13.2fx %8s\n", "ratio ceiling at the f32 FMA peak", ceiling(fma), "");
+  std::printf("%-44s %13.2fx %8s\n", "ratio ceiling at the int16 VNNI peak", ceiling(vnni), "");
+  std::printf("%-44s %12.0f%% %8s\n", "32-concurrent arithmetic / f32 FMA peak",
+              100.0 * many_tps / (ceiling(fma) * one_tps), "");
   std::printf("targets: overhead %s, throughput ratio %s\n", frac < 0.05 ? "met" : "MISSED",
               many_tps / one_tps >= 4.0 ? "met" : "MISSED");
   return 0;
