@@ -275,6 +275,31 @@ TEST_P(MatMulTest, FloatActivationsAreExact) {
 namespace rill::cpu {
 namespace {
 
+// A call long enough to run in several token blocks (kTokenBlockBytes of
+// activations each: 30 tokens at 2048 columns) gives every token the bits it
+// gets alone.
+TEST(MatMulPaths, Avx512TokenBlocksAreBatchInvariant) {
+  UsePath(Path::kBest);
+  if (!UseAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(Seed() + 5);
+  ThreadPool pool(2);
+  const TypeCase* c = nullptr;
+  for (const TypeCase& tc : Cases()) {
+    if (tc.type == QuantType::kQ4_1) c = &tc;
+  }
+  ASSERT_NE(c, nullptr);
+  const int64_t rows = 37, cols = 2048, n_tokens = 100;
+  Problem p = MakeProblem(*c, rows, cols, n_tokens, 0, rng);
+  p.w.float_activations = true;
+  std::vector<float> all(n_tokens * rows);
+  MatMul(p.w, p.x.data(), n_tokens, all.data(), &pool);
+  for (int64_t t = 0; t < n_tokens; t += 7) {
+    std::vector<float> one(rows);
+    MatMul(p.w, p.x.data() + t * cols, 1, one.data(), &pool);
+    for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(one[r], all[t * rows + r]) << "t=" << t << " r=" << r;
+  }
+}
+
 // The exact path's AVX-512 chunk kernel (register expansion below 3 tokens,
 // an f32 panel from 3 on; 4x2 register tiles with row and token tails)
 // against the AVX2 and scalar paths, and batch invariant for every batch
