@@ -60,7 +60,7 @@ absl::Status EngineClient::Start(absl::Duration timeout) {
   }
   if (spec_.model() == "wordpiece") {
     // An encoder (BERT): the spec carries its tokenizer.json.
-    absl::StatusOr<tokenizer::json::Value> json = tokenizer::json::Parse(spec_.wordpiece_json());
+    absl::StatusOr<json::JsonValue> json = json::ParseJson(spec_.wordpiece_json());
     if (!json.ok()) return json.status();
     auto wp = tokenizer::WordPieceTokenizer::FromJson(*json);
     if (!wp.ok()) return wp.status();

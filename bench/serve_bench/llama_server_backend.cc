@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bench/serve_bench/http_sse_reader.h"
-#include "worker/loader/json.h"
+#include "base/json.h"
 
 namespace rill::bench {
 namespace {
@@ -131,20 +131,20 @@ void LlamaServerBackend::Send(const BenchRequest& request, RequestRecord* record
       break;
     }
     for (const std::string& data : events) {
-      absl::StatusOr<loader::JsonValue> ev = loader::ParseJson(data);
+      absl::StatusOr<json::JsonValue> ev = json::ParseJson(data);
       if (!ev.ok()) {
         record->error = absl::StrCat("bad event JSON: ", ev.status().message());
         break;
       }
-      if (const loader::JsonValue* err = ev->Find("error")) {
-        const loader::JsonValue* msg = err->Find("message");
+      if (const json::JsonValue* err = ev->Find("error")) {
+        const json::JsonValue* msg = err->Find("message");
         record->error = msg ? msg->string_value() : std::string("server error");
         break;
       }
       int tokens = 0;
-      if (const loader::JsonValue* ids = ev->Find("tokens"); ids && ids->is_array()) {
+      if (const json::JsonValue* ids = ev->Find("tokens"); ids && ids->is_array()) {
         tokens = static_cast<int>(ids->array_items().size());
-      } else if (const loader::JsonValue* c = ev->Find("content"); c && !c->string_value().empty()) {
+      } else if (const json::JsonValue* c = ev->Find("content"); c && !c->string_value().empty()) {
         tokens = 1;
       }
       if (tokens > 0) {
@@ -152,12 +152,12 @@ void LlamaServerBackend::Send(const BenchRequest& request, RequestRecord* record
         record->chunk_tokens.push_back(tokens);
         record->output_tokens += tokens;
       }
-      if (const loader::JsonValue* stop = ev->Find("stop"); stop && stop->bool_value()) {
+      if (const json::JsonValue* stop = ev->Find("stop"); stop && stop->bool_value()) {
         stopped = true;
-        if (const loader::JsonValue* p = ev->Find("tokens_predicted")) {
+        if (const json::JsonValue* p = ev->Find("tokens_predicted")) {
           reported_predicted = p->AsInt64().value_or(-1);
         }
-        if (const loader::JsonValue* p = ev->Find("tokens_evaluated")) {
+        if (const json::JsonValue* p = ev->Find("tokens_evaluated")) {
           record->prompt_tokens = p->AsInt64().value_or(0);
         }
       }

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include "frontend/tokenizer/json_lite.h"
+#include "base/json.h"
 #include "frontend/tokenizer/test_util.h"
 
 namespace rill::tokenizer {
@@ -31,26 +31,26 @@ TEST(ChatTemplateTest, MatchesJinja2) {
   ASSERT_EQ(testing::RunPython("frontend/tokenizer/testdata/render_templates.py",
                                args),
             0);
-  absl::StatusOr<json::Value> cases = json::ParseFile(out);
+  absl::StatusOr<json::JsonValue> cases = json::ParseJsonFile(out);
   ASSERT_TRUE(cases.ok()) << cases.status();
-  ASSERT_GE(cases->AsArray().size(), 200u);
+  ASSERT_GE(cases->array_items().size(), 200u);
   int errors = 0;
-  for (const json::Value& c : cases->AsArray()) {
-    const std::string& text = c.Find("template")->AsString();
+  for (const json::JsonValue& c : cases->array_items()) {
+    const std::string& text = c.Find("template")->string_value();
     absl::StatusOr<ChatTemplate> t = ChatTemplate::Create(text);
     ASSERT_TRUE(t.ok()) << t.status() << "\n" << text;
     std::vector<ChatMessage> msgs;
-    for (const json::Value& m : c.Find("messages")->AsArray()) {
-      msgs.push_back({m.Find("role")->AsString(), m.Find("content")->AsString()});
+    for (const json::JsonValue& m : c.Find("messages")->array_items()) {
+      msgs.push_back({m.Find("role")->string_value(), m.Find("content")->string_value()});
     }
     absl::StatusOr<std::string> got =
-        t->Apply(msgs, c.Find("add_generation_prompt")->AsBool(), "<s>", "</s>");
+        t->Apply(msgs, c.Find("add_generation_prompt")->bool_value(), "<s>", "</s>");
     if (c.Find("error") != nullptr) {
       ++errors;
       EXPECT_FALSE(got.ok());
     } else {
       ASSERT_TRUE(got.ok()) << got.status();
-      EXPECT_EQ(*got, c.Find("output")->AsString());
+      EXPECT_EQ(*got, c.Find("output")->string_value());
     }
   }
   EXPECT_GT(errors, 0);  // The Llama-2 role check was exercised.

@@ -10,7 +10,7 @@
 namespace rill::tokenizer {
 namespace {
 
-using json::Value;
+using json::JsonValue;
 
 constexpr std::string_view kLlama3Re =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
@@ -20,20 +20,20 @@ constexpr std::string_view kQwen2Re =
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";
 
-std::string_view TypeOf(const Value* v) {
+std::string_view TypeOf(const JsonValue* v) {
   if (v == nullptr) return "";
-  const Value* t = v->Find("type");
-  return t ? std::string_view(t->AsString()) : std::string_view();
+  const JsonValue* t = v->Find("type");
+  return t ? std::string_view(t->string_value()) : std::string_view();
 }
 
 // Flattens a possibly nested {"type":"Sequence", <list_key>: [...]}.
-std::vector<const Value*> Flatten(const Value* v, std::string_view list_key) {
-  std::vector<const Value*> out;
+std::vector<const JsonValue*> Flatten(const JsonValue* v, std::string_view list_key) {
+  std::vector<const JsonValue*> out;
   if (v == nullptr || v->is_null()) return out;
   if (TypeOf(v) == "Sequence") {
-    if (const Value* items = v->Find(list_key)) {
-      for (const Value& item : items->AsArray()) {
-        for (const Value* x : Flatten(&item, list_key)) out.push_back(x);
+    if (const JsonValue* items = v->Find(list_key)) {
+      for (const JsonValue& item : items->array_items()) {
+        for (const JsonValue* x : Flatten(&item, list_key)) out.push_back(x);
       }
     }
     return out;
@@ -42,17 +42,17 @@ std::vector<const Value*> Flatten(const Value* v, std::string_view list_key) {
   return out;
 }
 
-bool FlagOr(const Value* v, std::string_view key, bool dflt) {
-  const Value* f = v->Find(key);
-  return f && f->is_bool() ? f->AsBool() : dflt;
+bool FlagOr(const JsonValue* v, std::string_view key, bool dflt) {
+  const JsonValue* f = v->Find(key);
+  return f && f->is_bool() ? f->bool_value() : dflt;
 }
 
 // The "String" or "Regex" content of a Split/Replace pattern.
-std::string PatternOf(const Value* v) {
-  const Value* p = v->Find("pattern");
+std::string PatternOf(const JsonValue* v) {
+  const JsonValue* p = v->Find("pattern");
   if (p == nullptr) return "";
-  if (const Value* s = p->Find("String")) return s->AsString();
-  if (const Value* s = p->Find("Regex")) return s->AsString();
+  if (const JsonValue* s = p->Find("String")) return s->string_value();
+  if (const JsonValue* s = p->Find("Regex")) return s->string_value();
   return "";
 }
 
@@ -62,19 +62,19 @@ absl::Status Unsupported(std::string_view what) {
 }
 
 // Token text from a tokenizer_config.json field ("<s>" or {"content": ...}).
-std::string TokenField(const Value* config, std::string_view key) {
+std::string TokenField(const JsonValue* config, std::string_view key) {
   if (config == nullptr) return "";
-  const Value* v = config->Find(key);
+  const JsonValue* v = config->Find(key);
   if (v == nullptr) return "";
-  if (v->is_string()) return v->AsString();
-  if (const Value* c = v->Find("content")) return c->AsString();
+  if (v->is_string()) return v->string_value();
+  if (const JsonValue* c = v->Find("content")) return c->string_value();
   return "";
 }
 
-absl::Status DetectByteLevelPre(const Value& tok, TokenizerSpec* spec) {
-  const std::vector<const Value*> pre =
+absl::Status DetectByteLevelPre(const JsonValue& tok, TokenizerSpec* spec) {
+  const std::vector<const JsonValue*> pre =
       Flatten(tok.Find("pre_tokenizer"), "pretokenizers");
-  for (const Value* p : pre) {
+  for (const JsonValue* p : pre) {
     if (TypeOf(p) == "ByteLevel" && FlagOr(p, "add_prefix_space", false)) {
       return Unsupported("ByteLevel add_prefix_space=true");
     }
@@ -92,9 +92,9 @@ absl::Status DetectByteLevelPre(const Value& tok, TokenizerSpec* spec) {
       return absl::OkStatus();
     }
     if (TypeOf(pre[0]) == "Split" && !regex) {
-      const Value* behavior = pre[0]->Find("behavior");
+      const JsonValue* behavior = pre[0]->Find("behavior");
       const std::string pat = PatternOf(pre[0]);
-      if (behavior && behavior->AsString() == "Isolated" &&
+      if (behavior && behavior->string_value() == "Isolated" &&
           !FlagOr(pre[0], "invert", false)) {
         if (pat == kLlama3Re) {
           spec->pre = "llama3";
@@ -111,19 +111,19 @@ absl::Status DetectByteLevelPre(const Value& tok, TokenizerSpec* spec) {
   return Unsupported("byte-level pre_tokenizer pipeline");
 }
 
-absl::Status DetectSentencePiece(const Value& tok, TokenizerSpec* spec) {
-  if (const Value* pre = tok.Find("pre_tokenizer"); pre && !pre->is_null()) {
+absl::Status DetectSentencePiece(const JsonValue& tok, TokenizerSpec* spec) {
+  if (const JsonValue* pre = tok.Find("pre_tokenizer"); pre && !pre->is_null()) {
     return Unsupported(absl::StrCat("pre_tokenizer '", std::string(TypeOf(pre)),
                                     "' for a SentencePiece-style model"));
   }
   bool prepend = false, replace = false;
-  for (const Value* n : Flatten(tok.Find("normalizer"), "normalizers")) {
+  for (const JsonValue* n : Flatten(tok.Find("normalizer"), "normalizers")) {
     const std::string_view type = TypeOf(n);
     if (type == "Prepend" && n->Find("prepend") &&
-        n->Find("prepend")->AsString() == kSpaceMarker) {
+        n->Find("prepend")->string_value() == kSpaceMarker) {
       prepend = true;
     } else if (type == "Replace" && PatternOf(n) == " " && n->Find("content") &&
-               n->Find("content")->AsString() == kSpaceMarker) {
+               n->Find("content")->string_value() == kSpaceMarker) {
       replace = true;
     } else {
       return Unsupported(absl::StrCat("normalizer '", std::string(type), "'"));
@@ -137,70 +137,70 @@ absl::Status DetectSentencePiece(const Value& tok, TokenizerSpec* spec) {
 
 }  // namespace
 
-absl::StatusOr<TokenizerSpec> TokenizerSpecFromJson(const Value& tok,
-                                                    const Value* config) {
+absl::StatusOr<TokenizerSpec> TokenizerSpecFromJson(const JsonValue& tok,
+                                                    const JsonValue* config) {
   TokenizerSpec spec;
-  const Value* model = tok.Find("model");
+  const JsonValue* model = tok.Find("model");
   if (model == nullptr || TypeOf(model) != "BPE") {
     return Unsupported(absl::StrCat("model type '", std::string(TypeOf(model)), "'"));
   }
-  if (const Value* d = model->Find("dropout"); d && !d->is_null()) {
+  if (const JsonValue* d = model->Find("dropout"); d && !d->is_null()) {
     return Unsupported("BPE dropout");
   }
-  if (const Value* p = model->Find("continuing_subword_prefix");
-      p && !p->is_null() && !p->AsString().empty()) {
+  if (const JsonValue* p = model->Find("continuing_subword_prefix");
+      p && !p->is_null() && !p->string_value().empty()) {
     return Unsupported("continuing_subword_prefix");
   }
   // Vocab plus added tokens may leave gaps; those become unused ids.
   int32_t size = 0;
-  const Value* vocab = model->Find("vocab");
+  const JsonValue* vocab = model->Find("vocab");
   if (vocab == nullptr || !vocab->is_object()) {
     return absl::InvalidArgumentError("tokenizer.json: model.vocab missing");
   }
-  for (const auto& [text, id] : vocab->AsObject()) {
-    size = std::max(size, static_cast<int32_t>(id.AsNumber()) + 1);
+  for (const auto& [text, id] : vocab->object_members()) {
+    size = std::max(size, static_cast<int32_t>(id.number_value()) + 1);
   }
-  const Value* added = tok.Find("added_tokens");
+  const JsonValue* added = tok.Find("added_tokens");
   if (added != nullptr) {
-    for (const Value& a : added->AsArray()) {
-      if (const Value* id = a.Find("id")) {
-        size = std::max(size, static_cast<int32_t>(id->AsNumber()) + 1);
+    for (const JsonValue& a : added->array_items()) {
+      if (const JsonValue* id = a.Find("id")) {
+        size = std::max(size, static_cast<int32_t>(id->number_value()) + 1);
       }
     }
   }
   spec.tokens.assign(size, "");
   spec.token_types.assign(size, static_cast<int32_t>(TokenType::kUnused));
-  for (const auto& [text, id] : vocab->AsObject()) {
-    const int32_t i = static_cast<int32_t>(id.AsNumber());
+  for (const auto& [text, id] : vocab->object_members()) {
+    const int32_t i = static_cast<int32_t>(id.number_value());
     if (i < 0) return absl::InvalidArgumentError("negative token id");
     spec.tokens[i] = text;
     spec.token_types[i] = static_cast<int32_t>(TokenType::kNormal);
   }
   if (added != nullptr) {
-    for (const Value& a : added->AsArray()) {
-      const Value* id = a.Find("id");
-      const Value* content = a.Find("content");
+    for (const JsonValue& a : added->array_items()) {
+      const JsonValue* id = a.Find("id");
+      const JsonValue* content = a.Find("content");
       if (id == nullptr || content == nullptr) continue;
       if (FlagOr(&a, "lstrip", false) || FlagOr(&a, "rstrip", false) ||
           FlagOr(&a, "single_word", false)) {
         return Unsupported(absl::StrCat("added token options on '",
-                                        content->AsString(), "'"));
+                                        content->string_value(), "'"));
       }
-      const int32_t i = static_cast<int32_t>(id->AsNumber());
+      const int32_t i = static_cast<int32_t>(id->number_value());
       if (i < 0) return absl::InvalidArgumentError("negative token id");
-      spec.tokens[i] = content->AsString();
+      spec.tokens[i] = content->string_value();
       spec.token_types[i] = static_cast<int32_t>(
           FlagOr(&a, "special", false) ? TokenType::kControl
                                        : TokenType::kUserDefined);
     }
   }
-  if (const Value* merges = model->Find("merges")) {
-    for (const Value& m : merges->AsArray()) {
+  if (const JsonValue* merges = model->Find("merges")) {
+    for (const JsonValue& m : merges->array_items()) {
       if (m.is_string()) {
-        spec.merges.push_back(m.AsString());
-      } else if (m.is_array() && m.AsArray().size() == 2) {
-        spec.merges.push_back(absl::StrCat(m.AsArray()[0].AsString(), " ",
-                                           m.AsArray()[1].AsString()));
+        spec.merges.push_back(m.string_value());
+      } else if (m.is_array() && m.array_items().size() == 2) {
+        spec.merges.push_back(absl::StrCat(m.array_items()[0].string_value(), " ",
+                                           m.array_items()[1].string_value()));
       } else {
         return absl::InvalidArgumentError("tokenizer.json: bad merge entry");
       }
@@ -212,14 +212,14 @@ absl::StatusOr<TokenizerSpec> TokenizerSpecFromJson(const Value& tok,
     auto it = ids.find(t);
     return t.empty() || it == ids.end() ? -1 : it->second;
   };
-  if (const Value* unk = model->Find("unk_token"); unk && unk->is_string()) {
-    spec.unk_id = lookup(unk->AsString());
+  if (const JsonValue* unk = model->Find("unk_token"); unk && unk->is_string()) {
+    spec.unk_id = lookup(unk->string_value());
   }
   spec.byte_fallback = FlagOr(model, "byte_fallback", false);
 
   const bool byte_level = TypeOf(tok.Find("decoder")) == "ByteLevel";
   if (byte_level) {
-    if (const Value* n = tok.Find("normalizer"); n && !n->is_null()) {
+    if (const JsonValue* n = tok.Find("normalizer"); n && !n->is_null()) {
       return Unsupported(absl::StrCat("normalizer '", std::string(TypeOf(n)), "'"));
     }
     spec.model = "gpt2";
@@ -231,15 +231,15 @@ absl::StatusOr<TokenizerSpec> TokenizerSpecFromJson(const Value& tok,
   }
 
   // BOS/EOS insertion from a TemplateProcessing post-processor.
-  for (const Value* p : Flatten(tok.Find("post_processor"), "processors")) {
+  for (const JsonValue* p : Flatten(tok.Find("post_processor"), "processors")) {
     if (TypeOf(p) != "TemplateProcessing") continue;
-    const std::vector<Value>& single =
-        p->Find("single") ? p->Find("single")->AsArray()
-                          : std::vector<Value>();
+    const std::vector<JsonValue>& single =
+        p->Find("single") ? p->Find("single")->array_items()
+                          : std::vector<JsonValue>();
     for (size_t k = 0; k < single.size(); ++k) {
-      const Value* st = single[k].Find("SpecialToken");
+      const JsonValue* st = single[k].Find("SpecialToken");
       if (st == nullptr) continue;
-      const int32_t id = lookup(st->Find("id") ? st->Find("id")->AsString() : "");
+      const int32_t id = lookup(st->Find("id") ? st->Find("id")->string_value() : "");
       if (k == 0) {
         spec.add_bos = true;
         spec.bos_id = id;
@@ -258,20 +258,20 @@ absl::StatusOr<TokenizerSpec> TokenizerSpecFromJson(const Value& tok,
     set_id("eos_token", &spec.eos_id);
     set_id("pad_token", &spec.pad_id);
     set_id("unk_token", &spec.unk_id);
-    if (const Value* v = config->Find("add_bos_token"); v && v->is_bool()) {
-      spec.add_bos = v->AsBool();
+    if (const JsonValue* v = config->Find("add_bos_token"); v && v->is_bool()) {
+      spec.add_bos = v->bool_value();
     }
-    if (const Value* v = config->Find("add_eos_token"); v && v->is_bool()) {
-      spec.add_eos = v->AsBool();
+    if (const JsonValue* v = config->Find("add_eos_token"); v && v->is_bool()) {
+      spec.add_eos = v->bool_value();
     }
-    if (const Value* t = config->Find("chat_template")) {
+    if (const JsonValue* t = config->Find("chat_template")) {
       if (t->is_string()) {
-        spec.chat_template = t->AsString();
+        spec.chat_template = t->string_value();
       } else {
-        for (const Value& named : t->AsArray()) {
-          const Value* name = named.Find("name");
-          if (name && name->AsString() == "default" && named.Find("template")) {
-            spec.chat_template = named.Find("template")->AsString();
+        for (const JsonValue& named : t->array_items()) {
+          const JsonValue* name = named.Find("name");
+          if (name && name->string_value() == "default" && named.Find("template")) {
+            spec.chat_template = named.Find("template")->string_value();
           }
         }
       }
@@ -282,11 +282,11 @@ absl::StatusOr<TokenizerSpec> TokenizerSpecFromJson(const Value& tok,
 
 absl::StatusOr<TokenizerSpec> LoadTokenizerJson(const std::string& path,
                                                 const std::string& config_path) {
-  absl::StatusOr<Value> tok = json::ParseFile(path);
+  absl::StatusOr<JsonValue> tok = json::ParseJsonFile(path);
   if (!tok.ok()) return tok.status();
-  absl::StatusOr<Value> config;
+  absl::StatusOr<JsonValue> config;
   if (!config_path.empty()) {
-    config = json::ParseFile(config_path);
+    config = json::ParseJsonFile(config_path);
     if (!config.ok()) return config.status();
   }
   return TokenizerSpecFromJson(*tok, config_path.empty() ? nullptr : &*config);

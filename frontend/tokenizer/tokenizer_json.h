@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "frontend/tokenizer/json_lite.h"
+#include "base/json.h"
 #include "frontend/tokenizer/tokenizer_spec.h"
 
 namespace rill::tokenizer {
@@ -18,8 +18,8 @@ absl::StatusOr<TokenizerSpec> LoadTokenizerJson(
     const std::string& path, const std::string& config_path = "");
 
 // The same from already parsed documents (config may be null).
-absl::StatusOr<TokenizerSpec> TokenizerSpecFromJson(const json::Value& tok,
-                                                    const json::Value* config);
+absl::StatusOr<TokenizerSpec> TokenizerSpecFromJson(const json::JsonValue& tok,
+                                                    const json::JsonValue* config);
 
 }  // namespace rill::tokenizer
 

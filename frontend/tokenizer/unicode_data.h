@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/utf8.h"
+
 namespace rill::tokenizer {
 
 // Category bits; a code point has exactly one major-category bit plus
@@ -34,8 +36,8 @@ inline bool IsSpace(uint32_t cp) {
   return CodePointCategory(cp) & kCategorySpace;
 }
 
-// Appends the UTF-8 encoding of cp.
-void AppendUtf8(uint32_t cp, std::string* out);
+// Appends the UTF-8 encoding of cp (one definition, in base/utf8).
+using ::rill::AppendUtf8;
 
 // Decodes text into code points. Invalid bytes decode to U+FFFD one byte at
 // a time, so the result is total; `offsets` (optional) receives the byte

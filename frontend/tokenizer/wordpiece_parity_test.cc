@@ -76,7 +76,7 @@ TEST(WordPieceTest, SpecialsAndUnknowns) {
 }
 
 TEST(WordPieceTest, RejectsNonWordPieceJson) {
-  absl::StatusOr<json::Value> v = json::Parse(R"({"model":{"type":"BPE","vocab":{}}})");
+  absl::StatusOr<json::JsonValue> v = json::ParseJson(R"({"model":{"type":"BPE","vocab":{}}})");
   ASSERT_TRUE(v.ok());
   EXPECT_FALSE(WordPieceTokenizer::FromJson(*v).ok());
 }

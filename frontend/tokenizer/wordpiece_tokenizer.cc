@@ -9,16 +9,16 @@
 namespace rill::tokenizer {
 namespace {
 
-bool BoolOr(const json::Value* obj, std::string_view key, bool def) {
-  const json::Value* v = obj != nullptr ? obj->Find(key) : nullptr;
-  return v != nullptr && v->is_bool() ? v->AsBool() : def;
+bool BoolOr(const json::JsonValue* obj, std::string_view key, bool def) {
+  const json::JsonValue* v = obj != nullptr ? obj->Find(key) : nullptr;
+  return v != nullptr && v->is_bool() ? v->bool_value() : def;
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromTokenizerJson(
     const std::string& path) {
-  absl::StatusOr<json::Value> root = json::ParseFile(path);
+  absl::StatusOr<json::JsonValue> root = json::ParseJsonFile(path);
   if (!root.ok()) return root.status();
   absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> t = FromJson(*root);
   if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message()));
@@ -26,42 +26,42 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromToke
 }
 
 absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromJson(
-    const json::Value& root) {
-  const json::Value* model = root.Find("model");
+    const json::JsonValue& root) {
+  const json::JsonValue* model = root.Find("model");
   if (model == nullptr || model->Find("type") == nullptr ||
-      model->Find("type")->AsString() != "WordPiece") {
+      model->Find("type")->string_value() != "WordPiece") {
     return absl::InvalidArgumentError("tokenizer model is not WordPiece");
   }
-  const json::Value* vocab = model->Find("vocab");
-  if (vocab == nullptr || !vocab->is_object() || vocab->AsObject().empty()) {
+  const json::JsonValue* vocab = model->Find("vocab");
+  if (vocab == nullptr || !vocab->is_object() || vocab->object_members().empty()) {
     return absl::InvalidArgumentError("WordPiece model has no vocab");
   }
   std::unique_ptr<WordPieceTokenizer> t(new WordPieceTokenizer());
-  const size_t n = vocab->AsObject().size();
+  const size_t n = vocab->object_members().size();
   t->id_to_token_.resize(n);
-  for (const auto& [token, id] : vocab->AsObject()) {
-    const double d = id.AsNumber();
+  for (const auto& [token, id] : vocab->object_members()) {
+    const double d = id.number_value();
     if (!id.is_number() || d < 0 || d >= n || d != static_cast<int32_t>(d)) {
       return absl::InvalidArgumentError(absl::StrCat("vocab id of '", token, "' is not in [0, ", n, ")"));
     }
     t->vocab_[token] = static_cast<int32_t>(d);
     t->id_to_token_[static_cast<size_t>(d)] = token;
   }
-  if (const json::Value* p = model->Find("continuing_subword_prefix"); p != nullptr && p->is_string()) {
-    t->prefix_ = p->AsString();
+  if (const json::JsonValue* p = model->Find("continuing_subword_prefix"); p != nullptr && p->is_string()) {
+    t->prefix_ = p->string_value();
   }
-  if (const json::Value* m = model->Find("max_input_chars_per_word"); m != nullptr && m->is_number()) {
-    t->max_input_chars_per_word_ = static_cast<int>(m->AsNumber());
+  if (const json::JsonValue* m = model->Find("max_input_chars_per_word"); m != nullptr && m->is_number()) {
+    t->max_input_chars_per_word_ = static_cast<int>(m->number_value());
   }
-  const json::Value* unk = model->Find("unk_token");
-  std::optional<int32_t> unk_id = t->TokenToId(unk != nullptr ? unk->AsString() : "[UNK]");
+  const json::JsonValue* unk = model->Find("unk_token");
+  std::optional<int32_t> unk_id = t->TokenToId(unk != nullptr ? unk->string_value() : "[UNK]");
   if (!unk_id.has_value()) return absl::InvalidArgumentError("WordPiece unk_token is not in the vocab");
   t->unk_id_ = *unk_id;
   t->pad_id_ = t->TokenToId("[PAD]").value_or(-1);
 
-  const json::Value* norm = root.Find("normalizer");
+  const json::JsonValue* norm = root.Find("normalizer");
   if (norm != nullptr && !norm->is_null()) {
-    if (norm->Find("type") == nullptr || norm->Find("type")->AsString() != "BertNormalizer") {
+    if (norm->Find("type") == nullptr || norm->Find("type")->string_value() != "BertNormalizer") {
       return absl::UnimplementedError("only the BertNormalizer is supported with WordPiece");
     }
     t->normalizer_.clean_text = BoolOr(norm, "clean_text", true);
@@ -73,21 +73,21 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromJson
     t->normalizer_ = BertNormalizerOptions{false, false, false, false};
   }
 
-  if (const json::Value* added = root.Find("added_tokens"); added != nullptr) {
-    for (const json::Value& a : added->AsArray()) {
-      const json::Value* content = a.Find("content");
-      const json::Value* id = a.Find("id");
+  if (const json::JsonValue* added = root.Find("added_tokens"); added != nullptr) {
+    for (const json::JsonValue& a : added->array_items()) {
+      const json::JsonValue* content = a.Find("content");
+      const json::JsonValue* id = a.Find("id");
       if (content == nullptr || id == nullptr || !BoolOr(&a, "special", false)) continue;
-      t->specials_.emplace_back(content->AsString(), static_cast<int32_t>(id->AsNumber()));
+      t->specials_.emplace_back(content->string_value(), static_cast<int32_t>(id->number_value()));
     }
     std::sort(t->specials_.begin(), t->specials_.end(),
               [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
   }
 
   // Post-processor: the ids around a single sequence.
-  const json::Value* post = root.Find("post_processor");
+  const json::JsonValue* post = root.Find("post_processor");
   const std::string post_type =
-      post != nullptr && post->Find("type") != nullptr ? post->Find("type")->AsString() : "";
+      post != nullptr && post->Find("type") != nullptr ? post->Find("type")->string_value() : "";
   auto special_id = [&](const std::string& name) -> absl::StatusOr<int32_t> {
     std::optional<int32_t> id = t->TokenToId(name);
     if (!id.has_value()) return absl::InvalidArgumentError(absl::StrCat("special token ", name, " is not in the vocab"));
@@ -95,12 +95,12 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromJson
   };
   if (post_type == "TemplateProcessing") {
     bool after = false;
-    const json::Value* single = post->Find("single");
-    for (const json::Value& piece : single != nullptr ? single->AsArray() : std::vector<json::Value>{}) {
+    const json::JsonValue* single = post->Find("single");
+    for (const json::JsonValue& piece : single != nullptr ? single->array_items() : std::vector<json::JsonValue>{}) {
       if (piece.Find("Sequence") != nullptr) {
         after = true;
-      } else if (const json::Value* s = piece.Find("SpecialToken"); s != nullptr) {
-        absl::StatusOr<int32_t> id = special_id(s->Find("id") != nullptr ? s->Find("id")->AsString() : "");
+      } else if (const json::JsonValue* s = piece.Find("SpecialToken"); s != nullptr) {
+        absl::StatusOr<int32_t> id = special_id(s->Find("id") != nullptr ? s->Find("id")->string_value() : "");
         if (!id.ok()) return id.status();
         (after ? t->suffix_ids_ : t->prefix_ids_).push_back(*id);
       }

@@ -16,7 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "frontend/tokenizer/bert_normalizer.h"
-#include "frontend/tokenizer/json_lite.h"
+#include "base/json.h"
 
 namespace rill::tokenizer {
 
@@ -25,7 +25,7 @@ class WordPieceTokenizer {
   static absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> FromTokenizerJson(
       const std::string& path);
   // From a parsed tokenizer.json; InvalidArgument unless its model is WordPiece.
-  static absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> FromJson(const json::Value& root);
+  static absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> FromJson(const json::JsonValue& root);
 
   // Token ids of `text`; with add_special_tokens, wrapped as the
   // post-processor says ([CLS] ... [SEP]). Special tokens written in the text

@@ -11,19 +11,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "worker/loader/checkpoint_internal.h"
-#include "worker/loader/json.h"
+#include "base/json.h"
 
 namespace rill::loader {
 namespace {
 
 namespace fs = std::filesystem;
 
-absl::StatusOr<JsonValue> ReadJsonFile(const std::string& path) {
+absl::StatusOr<json::JsonValue> ReadJsonFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
   std::ostringstream ss;
   ss << in.rdbuf();
-  absl::StatusOr<JsonValue> v = ParseJson(ss.str());
+  absl::StatusOr<json::JsonValue> v = json::ParseJson(ss.str());
   if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", v.status().message()));
   if (!v->is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
   return v;
@@ -32,10 +32,10 @@ absl::StatusOr<JsonValue> ReadJsonFile(const std::string& path) {
 // Reads config fields with defaults and type errors that name the key.
 class ConfigReader {
  public:
-  ConfigReader(const JsonValue& j, std::string path) : j_(j), path_(std::move(path)) {}
+  ConfigReader(const json::JsonValue& j, std::string path) : j_(j), path_(std::move(path)) {}
 
   absl::StatusOr<int64_t> Int(const char* key, std::optional<int64_t> def = std::nullopt) const {
-    const JsonValue* v = j_.Find(key);
+    const json::JsonValue* v = j_.Find(key);
     if (v == nullptr || v->is_null()) {
       if (def.has_value()) return *def;
       return absl::InvalidArgumentError(absl::StrCat(path_, ": missing integer '", key, "'"));
@@ -44,26 +44,26 @@ class ConfigReader {
     if (!i.has_value()) return absl::InvalidArgumentError(absl::StrCat(path_, ": '", key, "' is not an integer"));
     return *i;
   }
-  absl::StatusOr<double> Float(const JsonValue& obj, const char* key, double def) const {
-    const JsonValue* v = obj.Find(key);
+  absl::StatusOr<double> Float(const json::JsonValue& obj, const char* key, double def) const {
+    const json::JsonValue* v = obj.Find(key);
     if (v == nullptr || v->is_null()) return def;
     if (!v->is_number()) return absl::InvalidArgumentError(absl::StrCat(path_, ": '", key, "' is not a number"));
     return v->number_value();
   }
   absl::StatusOr<double> Float(const char* key, double def) const { return Float(j_, key, def); }
   absl::StatusOr<std::optional<bool>> Bool(const char* key) const {
-    const JsonValue* v = j_.Find(key);
+    const json::JsonValue* v = j_.Find(key);
     if (v == nullptr || v->is_null()) return std::optional<bool>();
     if (!v->is_bool()) return absl::InvalidArgumentError(absl::StrCat(path_, ": '", key, "' is not a bool"));
     return std::optional<bool>(v->bool_value());
   }
   // Token id fields may be an integer or a list of integers.
-  absl::StatusOr<std::vector<int64_t>> Ids(const JsonValue& obj, const char* key) const {
+  absl::StatusOr<std::vector<int64_t>> Ids(const json::JsonValue& obj, const char* key) const {
     std::vector<int64_t> out;
-    const JsonValue* v = obj.Find(key);
+    const json::JsonValue* v = obj.Find(key);
     if (v == nullptr || v->is_null()) return out;
     if (v->is_array()) {
-      for (const JsonValue& e : v->array_items()) {
+      for (const json::JsonValue& e : v->array_items()) {
         std::optional<int64_t> i = e.AsInt64();
         if (!i.has_value()) return absl::InvalidArgumentError(absl::StrCat(path_, ": '", key, "' has a non-integer"));
         out.push_back(*i);
@@ -78,7 +78,7 @@ class ConfigReader {
   const std::string& path() const { return path_; }
 
  private:
-  const JsonValue& j_;
+  const json::JsonValue& j_;
   std::string path_;
 };
 
@@ -89,11 +89,11 @@ class ConfigReader {
     lhs = *_v;                         \
   }
 
-absl::Status ReadRopeScaling(const ConfigReader& r, const JsonValue& config, RopeScaling* out) {
-  const JsonValue* rs = config.Find("rope_scaling");
+absl::Status ReadRopeScaling(const ConfigReader& r, const json::JsonValue& config, RopeScaling* out) {
+  const json::JsonValue* rs = config.Find("rope_scaling");
   if (rs == nullptr || rs->is_null()) return absl::OkStatus();
   if (!rs->is_object()) return absl::InvalidArgumentError(absl::StrCat(r.path(), ": rope_scaling is not an object"));
-  const JsonValue* t = rs->Find("rope_type");
+  const json::JsonValue* t = rs->Find("rope_type");
   if (t == nullptr) t = rs->Find("type");
   std::string type = t != nullptr ? t->string_value() : "";
   if (type == "linear") out->type = RopeScaling::Type::kLinear;
@@ -222,7 +222,7 @@ std::string MapBertName(std::string n) {
 
 absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std::string& dir) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
-  absl::StatusOr<JsonValue> config = ReadJsonFile(config_path);
+  absl::StatusOr<json::JsonValue> config = ReadJsonFile(config_path);
   if (!config.ok()) return config.status();
   std::unique_ptr<Checkpoint> c = New();
   c->path_ = dir;
@@ -277,12 +277,12 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
     ASSIGN_OR_RETURN_(m.max_position_embeddings, r.Int("max_position_embeddings"));
     ASSIGN_OR_RETURN_(m.layer_norm_eps, r.Float("layer_norm_eps", 1e-12));
     ASSIGN_OR_RETURN_(m.type_vocab_size, r.Int("type_vocab_size", 2));
-    const JsonValue* act = config->Find("hidden_act");
+    const json::JsonValue* act = config->Find("hidden_act");
     if (act != nullptr && act->string_value() != "gelu") {
       return absl::InvalidArgumentError(absl::StrCat(config_path, ": bert hidden_act '",
                                                      act->string_value(), "' (supported: gelu)"));
     }
-    const JsonValue* pos = config->Find("position_embedding_type");
+    const json::JsonValue* pos = config->Find("position_embedding_type");
     if (pos != nullptr && pos->string_value() != "absolute") {
       return absl::InvalidArgumentError(absl::StrCat(config_path, ": bert position_embedding_type '",
                                                      pos->string_value(), "' (supported: absolute)"));
@@ -297,10 +297,10 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
 
   // Token ids: config.json, falling back to generation_config.json.
   const std::string gen_path = (fs::path(dir) / "generation_config.json").string();
-  std::optional<JsonValue> gen;
+  std::optional<json::JsonValue> gen;
   std::error_code ec;
   if (fs::exists(gen_path, ec)) {
-    absl::StatusOr<JsonValue> g = ReadJsonFile(gen_path);
+    absl::StatusOr<json::JsonValue> g = ReadJsonFile(gen_path);
     if (!g.ok()) return g.status();
     gen = std::move(*g);
   }

@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "worker/loader/str_util.h"
-#include "worker/loader/json.h"
+#include "base/json.h"
 
 namespace rill::loader {
 namespace {
@@ -73,7 +73,7 @@ absl::Status SafetensorsFile::ParseInternal(const uint8_t* data, size_t size) {
                                             header_len, " but only ", size - 8, " bytes follow"));
   }
   std::string_view header(reinterpret_cast<const char*>(data + 8), header_len);
-  absl::StatusOr<JsonValue> json = ParseJson(header);
+  absl::StatusOr<json::JsonValue> json = json::ParseJson(header);
   if (!json.ok()) return Invalid(path_, absl::StrCat("header: ", json.status().message()));
   if (!json->is_object()) return Invalid(path_, "header is not a JSON object");
 
@@ -84,12 +84,12 @@ absl::Status SafetensorsFile::ParseInternal(const uint8_t* data, size_t size) {
     size_t index;
   };
   std::vector<Range> ranges;
-  for (const JsonValue::Member& m : json->object_members()) {
+  for (const json::JsonValue::Member& m : json->object_members()) {
     const std::string& name = m.first;
-    const JsonValue& v = m.second;
+    const json::JsonValue& v = m.second;
     if (name == "__metadata__") {
       if (!v.is_object()) return Invalid(path_, "__metadata__ is not an object");
-      for (const JsonValue::Member& kv : v.object_members()) {
+      for (const json::JsonValue::Member& kv : v.object_members()) {
         if (!kv.second.is_string()) {
           return Invalid(path_, absl::StrCat("__metadata__ value '", kv.first, "' is not a string"));
         }
@@ -101,9 +101,9 @@ absl::Status SafetensorsFile::ParseInternal(const uint8_t* data, size_t size) {
       return Invalid(path_, absl::StrCat("tensor '", name, "': ", Sv(what)));
     };
     if (!v.is_object()) return bad("entry is not an object");
-    const JsonValue* dtype = v.Find("dtype");
-    const JsonValue* shape = v.Find("shape");
-    const JsonValue* offsets = v.Find("data_offsets");
+    const json::JsonValue* dtype = v.Find("dtype");
+    const json::JsonValue* shape = v.Find("shape");
+    const json::JsonValue* offsets = v.Find("data_offsets");
     if (dtype == nullptr || !dtype->is_string()) return bad("missing or non-string dtype");
     if (shape == nullptr || !shape->is_array()) return bad("missing or non-array shape");
     if (offsets == nullptr || !offsets->is_array() || offsets->array_items().size() != 2) {
@@ -117,7 +117,7 @@ absl::Status SafetensorsFile::ParseInternal(const uint8_t* data, size_t size) {
                        " (supported: F32, F16, BF16, I64, I32)"));
     }
     uint64_t elements = 1;
-    for (const JsonValue& d : shape->array_items()) {
+    for (const json::JsonValue& d : shape->array_items()) {
       std::optional<int64_t> dim = d.AsInt64();
       if (!dim.has_value() || *dim < 0) return bad("shape entries must be non-negative integers");
       uint64_t u = static_cast<uint64_t>(*dim);
@@ -200,16 +200,16 @@ absl::StatusOr<std::unique_ptr<SafetensorsShards>> SafetensorsShards::Open(const
   if (fs::exists(index_path, ec)) {
     absl::StatusOr<std::string> text = ReadSmallFile(index_path);
     if (!text.ok()) return text.status();
-    absl::StatusOr<JsonValue> json = ParseJson(*text);
+    absl::StatusOr<json::JsonValue> json = json::ParseJson(*text);
     if (!json.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(index_path, ": ", json.status().message()));
     }
-    const JsonValue* map = json->Find("weight_map");
+    const json::JsonValue* map = json->Find("weight_map");
     if (map == nullptr || !map->is_object()) {
       return absl::InvalidArgumentError(absl::StrCat(index_path, ": missing weight_map object"));
     }
     std::map<std::string, size_t> file_index;
-    for (const JsonValue::Member& m : map->object_members()) {
+    for (const json::JsonValue::Member& m : map->object_members()) {
       const std::string& file = m.second.string_value();
       if (!m.second.is_string() || file.empty() || absl::StrContains(file, "/") || file == "." ||
           file == "..") {

@@ -15,7 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "kernels/cpu/quant_types.h"
-#include "worker/loader/json.h"
+#include "base/json.h"
 #include "worker/loader/safetensors.h"
 
 namespace rill::worker {
@@ -85,7 +85,7 @@ absl::Status Refuse(const std::string& path, const std::string& what) {
       absl::StrCat(path, ": ", what, " is not supported by this server's LoRA runtime"));
 }
 
-bool IsEmptyOrNull(const loader::JsonValue* v) {
+bool IsEmptyOrNull(const json::JsonValue* v) {
   if (v == nullptr || v->is_null()) return true;
   if (v->is_array()) return v->array_items().empty();
   if (v->is_object()) return v->object_members().empty();
@@ -95,18 +95,18 @@ bool IsEmptyOrNull(const loader::JsonValue* v) {
 absl::StatusOr<AdapterConfig> ParseConfig(const std::string& path, int max_rank) {
   absl::StatusOr<std::string> text = ReadText(path);
   if (!text.ok()) return text.status();
-  absl::StatusOr<loader::JsonValue> json = loader::ParseJson(*text);
+  absl::StatusOr<json::JsonValue> json = json::ParseJson(*text);
   if (!json.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", json.status().message()));
   }
   if (!json->is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not an object"));
   AdapterConfig c;
-  if (const loader::JsonValue* t = json->Find("peft_type");
+  if (const json::JsonValue* t = json->Find("peft_type");
       t != nullptr && t->is_string() && t->string_value() != "LORA") {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": peft_type is '", t->string_value(), "', expected 'LORA'"));
   }
-  const loader::JsonValue* r = json->Find("r");
+  const json::JsonValue* r = json->Find("r");
   std::optional<int64_t> rank = r ? r->AsInt64() : std::nullopt;
   if (!rank.has_value() || *rank <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": \"r\" must be a positive integer"));
@@ -116,22 +116,22 @@ absl::StatusOr<AdapterConfig> ParseConfig(const std::string& path, int max_rank)
         absl::StrCat(path, ": rank ", *rank, " exceeds max_lora_rank ", max_rank));
   }
   c.rank = static_cast<int>(*rank);
-  if (const loader::JsonValue* a = json->Find("lora_alpha"); a != nullptr && !a->is_null()) {
+  if (const json::JsonValue* a = json->Find("lora_alpha"); a != nullptr && !a->is_null()) {
     if (!a->is_number()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": \"lora_alpha\" must be a number"));
     }
     c.alpha = a->number_value();
   }
-  if (const loader::JsonValue* v = json->Find("use_rslora"); v != nullptr) {
+  if (const json::JsonValue* v = json->Find("use_rslora"); v != nullptr) {
     c.use_rslora = v->bool_value();
   }
-  if (const loader::JsonValue* v = json->Find("fan_in_fan_out"); v != nullptr && v->bool_value()) {
+  if (const json::JsonValue* v = json->Find("fan_in_fan_out"); v != nullptr && v->bool_value()) {
     return Refuse(path, "fan_in_fan_out=true (Conv1D-style weights)");
   }
-  if (const loader::JsonValue* v = json->Find("use_dora"); v != nullptr && v->bool_value()) {
+  if (const json::JsonValue* v = json->Find("use_dora"); v != nullptr && v->bool_value()) {
     return Refuse(path, "use_dora=true (DoRA)");
   }
-  if (const loader::JsonValue* v = json->Find("bias");
+  if (const json::JsonValue* v = json->Find("bias");
       v != nullptr && v->is_string() && v->string_value() != "none") {
     return Refuse(path, absl::StrCat("bias=\"", v->string_value(), "\""));
   }
@@ -139,7 +139,7 @@ absl::StatusOr<AdapterConfig> ParseConfig(const std::string& path, int max_rank)
        {"modules_to_save", "layers_to_transform", "rank_pattern", "alpha_pattern"}) {
     if (!IsEmptyOrNull(json->Find(key))) return Refuse(path, key);
   }
-  const loader::JsonValue* targets = json->Find("target_modules");
+  const json::JsonValue* targets = json->Find("target_modules");
   std::vector<std::string> names;
   if (targets != nullptr && targets->is_string()) {
     // PEFT reads a string as a regular expression; only the plain names and
@@ -150,7 +150,7 @@ absl::StatusOr<AdapterConfig> ParseConfig(const std::string& path, int max_rank)
       names.push_back(targets->string_value());
     }
   } else if (targets != nullptr && targets->is_array()) {
-    for (const loader::JsonValue& t : targets->array_items()) {
+    for (const json::JsonValue& t : targets->array_items()) {
       if (!t.is_string()) {
         return absl::InvalidArgumentError(
             absl::StrCat(path, ": target_modules must be a list of strings"));

@@ -1,4 +1,4 @@
-#include "worker/loader/json.h"
+#include "base/json.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <random>
 #include <string>
 
-namespace rill::loader {
+namespace rill::json {
 namespace {
 
 JsonValue MustParse(const std::string& s) {
@@ -117,4 +117,4 @@ TEST(JsonTest, RandomMutationsNeverCrash) {
 }
 
 }  // namespace
-}  // namespace rill::loader
+}  // namespace rill::json

@@ -1,8 +1,10 @@
-#ifndef RILL_WORKER_LOADER_JSON_H_
-#define RILL_WORKER_LOADER_JSON_H_
+#ifndef RILL_BASE_JSON_H_
+#define RILL_BASE_JSON_H_
 
-// A small, bounds-checked JSON (RFC 8259) DOM parser. Self-contained apart
-// from absl; shared with other teams (e.g. the tokenizer).
+// A small, bounds-checked JSON (RFC 8259) DOM parser, self-contained apart
+// from absl: the one JSON reader of every process (checkpoint configs and
+// safetensors headers in the worker, tokenizer.json and chat templates in the
+// frontend, LoRA adapter configs, benchmark workloads).
 
 #include <cstdint>
 #include <optional>
@@ -13,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace rill::loader {
+namespace rill::json {
 
 class JsonValue {
  public:
@@ -77,6 +79,10 @@ struct JsonParseOptions {
 absl::StatusOr<JsonValue> ParseJson(std::string_view text,
                                     const JsonParseOptions& options = {});
 
-}  // namespace rill::loader
+// Reads and parses a file; errors name the path.
+absl::StatusOr<JsonValue> ParseJsonFile(const std::string& path,
+                                        const JsonParseOptions& options = {});
 
-#endif  // RILL_WORKER_LOADER_JSON_H_
+}  // namespace rill::json
+
+#endif  // RILL_BASE_JSON_H_

@@ -1,16 +1,22 @@
-#include "worker/loader/json.h"
+#include "base/json.h"
 
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "worker/loader/str_util.h"
+#include "base/utf8.h"
 
-namespace rill::loader {
+namespace rill::json {
 namespace {
+
+// The system absl has its own string_view, which StrCat does not take a
+// std::string_view for.
+absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 const std::string& EmptyString() {
   static const std::string* kEmpty = new std::string();
@@ -139,24 +145,6 @@ class Parser {
     }
     *out = JsonValue::Array(std::move(items));
     return absl::OkStatus();
-  }
-
-  static void AppendUtf8(uint32_t cp, std::string* out) {
-    if (cp < 0x80) {
-      out->push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
   }
 
   // Reads 4 hex digits after "\u".
@@ -415,4 +403,14 @@ absl::StatusOr<JsonValue> ParseJson(std::string_view text, const JsonParseOption
   return Parser(text, options).ParseDocument();
 }
 
-}  // namespace rill::loader
+absl::StatusOr<JsonValue> ParseJsonFile(const std::string& path, const JsonParseOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  absl::StatusOr<JsonValue> v = ParseJson(ss.str(), options);
+  if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", v.status().message()));
+  return v;
+}
+
+}  // namespace rill::json
