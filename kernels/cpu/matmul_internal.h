@@ -52,16 +52,16 @@ RowKernel Avx2Kernel(QuantType type);
 RowKernel Avx2KernelLegacy(QuantType type);  // Q4_0 Q4_1 Q5_0 Q5_1 Q8_0
 RowKernel Avx2KernelK(QuantType type);       // Q4_K Q5_K Q6_K
 RowKernel Avx2KernelFloat(QuantType type);   // F32 F16 BF16
-// Quantized weights x f32 activations (the exact path): Q4_0 Q4_1 Q8_0.
-RowKernel Avx2KernelF32Act(QuantType type);
 
 // y[t * out_stride + r] = dot(weight row r, token t) for r < nr rows (at w +
 // r * w_stride) and t < nt tokens (f32, dense rows of cols). Used for the
-// exact path with AVX-512; same batch-invariance contract as RowKernel.
+// exact path (quantized weights x f32 activations); same batch-invariance
+// contract as RowKernel.
 using ChunkKernel = void (*)(const uint8_t* w, size_t w_stride, int64_t nr, const float* x,
                              int64_t nt, int64_t cols, float* out, size_t out_stride);
 // Q4_0 Q4_1 Q8_0 x f32 activations; nullptr for other types.
 ChunkKernel Avx512ChunkF32Act(QuantType type);
+ChunkKernel Avx2ChunkF32Act(QuantType type);
 
 void QuantizeQ8ARowScalar(const float* x, BlockQ8A* out, int64_t n);
 void QuantizeQ8ARowAvx2(const float* x, BlockQ8A* out, int64_t n);

@@ -20,8 +20,9 @@ using internal::RowKernel;
 // Rows per work item: a chunk's weights (16 rows of <= a few KiB) stay in
 // L1/L2 while every token tile of the call streams past them.
 constexpr int64_t kRowChunk = 16;
-// Activation bytes per token block of the AVX-512 exact path (a quarter of
-// a 1 MiB L2, leaving room for the weight panels and the outputs).
+// Activation bytes per token block of the exact path's chunk kernels (a
+// quarter of a 1 MiB L2 (half of a 512 KiB one), leaving room for the weight
+// panels and the outputs).
 constexpr int64_t kTokenBlockBytes = int64_t{256} << 10;
 
 }  // namespace
@@ -76,12 +77,14 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   }
   DCHECK(ValidateWeightMatrix(w).ok()) << ValidateWeightMatrix(w);
   const bool avx2 = UseAvx2();
-  if (w.float_activations && UseAvx512()) {
-    if (internal::ChunkKernel chunk = internal::Avx512ChunkF32Act(w.type)) {
+  if (w.float_activations && avx2) {
+    const internal::ChunkKernel chunk = UseAvx512() ? internal::Avx512ChunkF32Act(w.type)
+                                                    : internal::Avx2ChunkF32Act(w.type);
+    if (chunk) {
       // Each chunk of rows meets every token of the call at once (the kernel
       // expands its weights once for the whole batch).
       // 64-byte aligned activations (a copy when the caller's are not): a
-      // zmm load that straddles two cache lines costs two loads.
+      // vector load that straddles two cache lines costs two loads.
       const float* xa = x;
       thread_local std::vector<float> x_buf;
       if (reinterpret_cast<uintptr_t>(x) % 64 != 0 || (w.cols * sizeof(float)) % 64 != 0) {
@@ -99,7 +102,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
       // each of 36 pieces otherwise). Each (row, token) is computed the same
       // way in any block, so the results do not change.
       const int64_t block = std::max<int64_t>(
-          24, kTokenBlockBytes / (w.cols * static_cast<int64_t>(sizeof(float))) / 3 * 3);
+          24, kTokenBlockBytes / (w.cols * static_cast<int64_t>(sizeof(float))) / 6 * 6);
       for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
         const int64_t nt = std::min(block, n_tokens - t0);
         const float* xt = xa + t0 * w.cols;
@@ -119,9 +122,8 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   RowKernel kernel = avx2 ? internal::Avx2Kernel(w.type) : internal::ScalarKernel(w.type);
   if (w.float_activations && w.type != QuantType::kF32 && w.type != QuantType::kF16 &&
       w.type != QuantType::kBF16) {
-    // Exact path: a fused f32-activation kernel where one exists, else the
-    // dequantize-then-dot path below (kernel == nullptr).
-    kernel = avx2 ? internal::Avx2KernelF32Act(w.type) : nullptr;
+    // Exact path without a chunk kernel: dequantize, then dot (below).
+    kernel = nullptr;
   }
   const ActKind kind =
       kernel && !w.float_activations ? internal::ActKindFor(w.type) : ActKind::kF32;

@@ -278,9 +278,19 @@ namespace {
 // A call long enough to run in several token blocks (kTokenBlockBytes of
 // activations each: 30 tokens at 2048 columns) gives every token the bits it
 // gets alone.
-TEST(MatMulPaths, Avx512TokenBlocksAreBatchInvariant) {
-  UsePath(Path::kBest);
-  if (!UseAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+// The exact path's chunk kernels: AVX-512 where the CPU has it, AVX2 always
+// (with AVX-512 turned off).
+class ChunkPathTest : public ::testing::TestWithParam<Path> {
+ protected:
+  void SetUp() override {
+    UsePath(GetParam());
+    if (GetParam() == Path::kBest && !UseAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+    if (!UseAvx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
+  }
+  void TearDown() override { UsePath(Path::kBest); }
+};
+
+TEST_P(ChunkPathTest, TokenBlocksAreBatchInvariant) {
   std::mt19937 rng(Seed() + 5);
   ThreadPool pool(2);
   const TypeCase* c = nullptr;
@@ -300,13 +310,12 @@ TEST(MatMulPaths, Avx512TokenBlocksAreBatchInvariant) {
   }
 }
 
-// The exact path's AVX-512 chunk kernel (register expansion below 3 tokens,
-// an f32 panel from 3 on; 4x2 register tiles with row and token tails)
-// against the AVX2 and scalar paths, and batch invariant for every batch
-// size across both regimes.
-TEST(MatMulPaths, Avx512FloatActivationsAgreeAndAreBatchInvariant) {
-  UsePath(Path::kBest);
-  if (!UseAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+// The chunk kernel (register expansion below 3 tokens, an f32 panel from 3
+// on; register tiles with row and token tails) against the float64
+// reference and the scalar path, and batch invariant for every batch size
+// across both regimes (13 tokens: two full 6-token AVX2 tiles and a tail).
+TEST_P(ChunkPathTest, FloatActivationsAgreeAndAreBatchInvariant) {
+  const Path path = GetParam();
   std::mt19937 rng(Seed() + 4);
   ThreadPool pool(2);
   const QuantType types[] = {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ8_0};
@@ -323,19 +332,16 @@ TEST(MatMulPaths, Avx512FloatActivationsAgreeAndAreBatchInvariant) {
         const int64_t n_tokens = 13;
         Problem p = MakeProblem(*c, rows, cols, n_tokens, rows == 3 ? 20 : 0, rng);
         p.w.float_activations = true;
-        std::vector<float> best(n_tokens * rows), avx2(n_tokens * rows), scalar(n_tokens * rows);
-        MatMul(p.w, p.x.data(), n_tokens, best.data(), &pool);
-        UsePath(Path::kAvx2);
-        MatMul(p.w, p.x.data(), n_tokens, avx2.data(), &pool);
+        std::vector<float> got(n_tokens * rows), scalar(n_tokens * rows);
+        MatMul(p.w, p.x.data(), n_tokens, got.data(), &pool);
         UsePath(Path::kScalar);
         MatMul(p.w, p.x.data(), n_tokens, scalar.data(), &pool);
-        UsePath(Path::kBest);
+        UsePath(path);
         for (int64_t i = 0; i < n_tokens * rows; ++i) {
           const int64_t t = i / rows, r = i % rows;
           const double tol = 2e-6 * p.wnorm[r] * p.xnorm[t] + 1e-30;
-          ASSERT_NEAR(best[i], p.ref[i], tol) << "t=" << t << " r=" << r;
-          ASSERT_NEAR(best[i], avx2[i], tol) << "t=" << t << " r=" << r;
-          ASSERT_NEAR(best[i], scalar[i], tol) << "t=" << t << " r=" << r;
+          ASSERT_NEAR(got[i], p.ref[i], tol) << "t=" << t << " r=" << r;
+          ASSERT_NEAR(got[i], scalar[i], tol) << "t=" << t << " r=" << r;
         }
         // Every sub-batch [start, start + n) gives the same bits as the full
         // batch: 1 and 2 tokens use register expansion, 3+ the panel, odd
@@ -345,7 +351,7 @@ TEST(MatMulPaths, Avx512FloatActivationsAgreeAndAreBatchInvariant) {
           std::vector<float> sub(n * rows);
           MatMul(p.w, p.x.data() + start * cols, n, sub.data(), n % 2 ? nullptr : &pool);
           for (int64_t i = 0; i < n * rows; ++i) {
-            ASSERT_EQ(sub[i], best[start * rows + i]) << "n=" << n << " start=" << start
+            ASSERT_EQ(sub[i], got[start * rows + i]) << "n=" << n << " start=" << start
                                                       << " i=" << i;
           }
         }
@@ -353,6 +359,11 @@ TEST(MatMulPaths, Avx512FloatActivationsAgreeAndAreBatchInvariant) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, ChunkPathTest, ::testing::Values(Path::kBest, Path::kAvx2),
+                         [](const ::testing::TestParamInfo<Path>& i) {
+                           return i.param == Path::kBest ? "Avx512" : "Avx2";
+                         });
 
 }  // namespace
 }  // namespace rill::cpu
