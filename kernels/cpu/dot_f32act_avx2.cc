@@ -35,37 +35,45 @@ constexpr int kDirectRows = 4;
 constexpr int64_t kPanelMinTokens = 3;
 
 // The block's 32 weights as four vectors of 8 floats (w[k] = weights 8k..8k+7).
+//
+// The 4-bit formats widen 8 bytes at a time straight from memory: a byte b
+// widened to 32 bits gives its low nibble as b & 15 and its high one as
+// b >> 4, with no shuffles to split the register (weights j and j + 16 share
+// byte j).
+RILL_TARGET_AVX2 inline void WidenNibbles(const uint8_t* qs, __m256i q[4]) {
+  const __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i b1 =
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8)));
+  const __m256i mask = _mm256_set1_epi32(0x0F);
+  q[0] = _mm256_and_si256(b0, mask);
+  q[1] = _mm256_and_si256(b1, mask);
+  q[2] = _mm256_srli_epi32(b0, 4);
+  q[3] = _mm256_srli_epi32(b1, 4);
+}
+
 struct Q4_1F {
   using Block = BlockQ4_1;
   RILL_TARGET_AVX2 static inline void Expand(const Block& b, __m256 w[4]) {
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-    const __m128i mask = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_and_si128(raw, mask);
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
+    __m256i q[4];
+    WidenNibbles(b.qs, q);
     const __m256 d = _mm256_set1_ps(HalfToFloat(b.d));
     const __m256 m = _mm256_set1_ps(HalfToFloat(b.m));
-    w[0] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)), m);
-    w[1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8))), m);
-    w[2] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)), m);
-    w[3] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))), m);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) w[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q[k]), m);
   }
 };
 
 struct Q4_0F {
   using Block = BlockQ4_0;
   RILL_TARGET_AVX2 static inline void Expand(const Block& b, __m256 w[4]) {
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-    const __m128i mask = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_and_si128(raw, mask);
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
+    __m256i q[4];
+    WidenNibbles(b.qs, q);
     const float df = HalfToFloat(b.d);
     const __m256 d = _mm256_set1_ps(df);
     // d * q - 8 d == d * (q - 8) exactly: -8 d is exact and q - 8 too.
     const __m256 off = _mm256_set1_ps(-8.0f * df);
-    w[0] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)), off);
-    w[1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8))), off);
-    w[2] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)), off);
-    w[3] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))), off);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) w[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q[k]), off);
   }
 };
 
