@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/avx2_util.h"
@@ -56,8 +57,12 @@ struct Q4_1F {
   RILL_TARGET_AVX2 static inline void Expand(const Block& b, __m256 w[4]) {
     __m256i q[4];
     WidenNibbles(b.qs, q);
-    const __m256 d = _mm256_set1_ps(HalfToFloat(b.d));
-    const __m256 m = _mm256_set1_ps(HalfToFloat(b.m));
+    // d and m (adjacent halves) in one load and one conversion.
+    uint32_t dm_bits;
+    std::memcpy(&dm_bits, &b.d, sizeof(dm_bits));
+    const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dm_bits)));
+    const __m256 d = _mm256_broadcastss_ps(dm);
+    const __m256 m = _mm256_broadcastss_ps(_mm_movehdup_ps(dm));
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) w[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q[k]), m);
   }
