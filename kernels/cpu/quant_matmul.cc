@@ -25,6 +25,65 @@ constexpr int64_t kRowChunk = 16;
 // panels and the outputs).
 constexpr int64_t kTokenBlockBytes = int64_t{256} << 10;
 
+// The exact path's chunk kernel for w on this CPU; nullptr when MatMul
+// takes another path (packed weights, q8 activations, no AVX2, a type
+// without one).
+internal::ChunkKernel ChunkKernelFor(const WeightMatrix& w) {
+  if (w.packed || !w.float_activations || !UseAvx2()) return nullptr;
+  return UseAvx512() ? internal::Avx512ChunkF32Act(w.type) : internal::Avx2ChunkF32Act(w.type);
+}
+
+// The chunk kernels over several matrices that share x (all have a chunk
+// kernel and the same cols), in one parallel region per token block: each
+// chunk of rows meets every token of the call at once (the kernel expands
+// its weights once for the whole batch), and a layer's q/k/v or gate/up cost
+// one pool barrier instead of one each.
+void ChunkMatMul(const MatMulTarget* targets, int count, const float* x, int64_t n_tokens,
+                 ThreadPool* pool) {
+  const int64_t cols = targets[0].w->cols;
+  // 64-byte aligned activations (a copy when the caller's are not): a
+  // vector load that straddles two cache lines costs two loads.
+  const float* xa = x;
+  thread_local std::vector<float> x_buf;
+  if (reinterpret_cast<uintptr_t>(x) % 64 != 0 || (cols * sizeof(float)) % 64 != 0) {
+    x_buf.resize(n_tokens * cols + 16);
+    float* dst =
+        reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(x_buf.data()) + 63) & ~uintptr_t{63});
+    std::memcpy(dst, x, n_tokens * cols * sizeof(float));
+    xa = dst;
+  }
+  // Chunks of all the matrices, numbered one after another.
+  internal::ChunkKernel kernels[kMaxSharedTargets];
+  int64_t first_chunk[kMaxSharedTargets + 1];
+  first_chunk[0] = 0;
+  for (int i = 0; i < count; ++i) {
+    kernels[i] = ChunkKernelFor(*targets[i].w);
+    first_chunk[i + 1] = first_chunk[i] + (targets[i].w->rows + kRowChunk - 1) / kRowChunk;
+  }
+  // Every row piece streams all the call's activations past its weights,
+  // so a long prefill runs in token blocks whose activations stay in L2
+  // (4096 tokens x 576 columns is 9 MiB: re-read from L3 by each of 36
+  // pieces otherwise). Each (row, token) is computed the same way in any
+  // block, so the results do not change.
+  const int64_t block = std::max<int64_t>(
+      24, kTokenBlockBytes / (cols * static_cast<int64_t>(sizeof(float))) / 6 * 6);
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
+    const int64_t nt = std::min(block, n_tokens - t0);
+    const float* xt = xa + t0 * cols;
+    internal::ForRowPieces(pool, first_chunk[count], nt, [&](int64_t cb, int64_t ce) {
+      int i = 0;
+      for (int64_t c = cb; c < ce; ++c) {
+        while (c >= first_chunk[i + 1]) ++i;
+        const WeightMatrix& w = *targets[i].w;
+        const int64_t r0 = (c - first_chunk[i]) * kRowChunk;
+        const int64_t nr = std::min(w.rows, r0 + kRowChunk) - r0;
+        kernels[i](static_cast<const uint8_t*>(w.data) + r0 * w.row_stride_bytes,
+                   w.row_stride_bytes, nr, xt, nt, cols, targets[i].y + t0 * w.rows + r0, w.rows);
+      }
+    });
+  }
+}
+
 }  // namespace
 
 WeightMatrix MakeWeightMatrix(QuantType type, int64_t rows, int64_t cols, const void* data) {
@@ -63,6 +122,23 @@ bool PackForCpu(WeightMatrix* w) {
   return w->packed != nullptr;
 }
 
+void MatMulShared(const MatMulTarget* targets, int count, const float* x, int64_t n_tokens,
+                  ThreadPool* pool, const uint8_t* precise) {
+  CHECK_LE(count, kMaxSharedTargets);
+  if (n_tokens <= 0 || count <= 0) return;
+  bool together = true;
+  for (int i = 0; i < count; ++i) {
+    DCHECK(ValidateWeightMatrix(*targets[i].w).ok()) << ValidateWeightMatrix(*targets[i].w);
+    together = together && ChunkKernelFor(*targets[i].w) != nullptr &&
+               targets[i].w->cols == targets[0].w->cols;
+  }
+  if (together) {
+    ChunkMatMul(targets, count, x, n_tokens, pool);
+    return;
+  }
+  for (int i = 0; i < count; ++i) MatMul(*targets[i].w, x, n_tokens, targets[i].y, pool, precise);
+}
+
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
   MatMul(w, x, n_tokens, y, pool, nullptr);
 }
@@ -77,47 +153,10 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   }
   DCHECK(ValidateWeightMatrix(w).ok()) << ValidateWeightMatrix(w);
   const bool avx2 = UseAvx2();
-  if (w.float_activations && avx2) {
-    const internal::ChunkKernel chunk = UseAvx512() ? internal::Avx512ChunkF32Act(w.type)
-                                                    : internal::Avx2ChunkF32Act(w.type);
-    if (chunk) {
-      // Each chunk of rows meets every token of the call at once (the kernel
-      // expands its weights once for the whole batch).
-      // 64-byte aligned activations (a copy when the caller's are not): a
-      // vector load that straddles two cache lines costs two loads.
-      const float* xa = x;
-      thread_local std::vector<float> x_buf;
-      if (reinterpret_cast<uintptr_t>(x) % 64 != 0 || (w.cols * sizeof(float)) % 64 != 0) {
-        x_buf.resize(n_tokens * w.cols + 16);
-        float* dst = reinterpret_cast<float*>(
-            (reinterpret_cast<uintptr_t>(x_buf.data()) + 63) & ~uintptr_t{63});
-        std::memcpy(dst, x, n_tokens * w.cols * sizeof(float));
-        xa = dst;
-      }
-      const uint8_t* wdata = static_cast<const uint8_t*>(w.data);
-      const int64_t n_chunks = (w.rows + kRowChunk - 1) / kRowChunk;
-      // Every row piece streams all the call's activations past its
-      // weights, so a long prefill runs in token blocks whose activations
-      // stay in L2 (4096 tokens x 576 columns is 9 MiB: re-read from L3 by
-      // each of 36 pieces otherwise). Each (row, token) is computed the same
-      // way in any block, so the results do not change.
-      const int64_t block = std::max<int64_t>(
-          24, kTokenBlockBytes / (w.cols * static_cast<int64_t>(sizeof(float))) / 6 * 6);
-      for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
-        const int64_t nt = std::min(block, n_tokens - t0);
-        const float* xt = xa + t0 * w.cols;
-        float* yt = y + t0 * w.rows;
-        internal::ForRowPieces(pool, n_chunks, nt, [&](int64_t cb, int64_t ce) {
-          for (int64_t c = cb; c < ce; ++c) {
-            const int64_t r0 = c * kRowChunk;
-            const int64_t nr = std::min(w.rows, r0 + kRowChunk) - r0;
-            chunk(wdata + r0 * w.row_stride_bytes, w.row_stride_bytes, nr, xt, nt, w.cols,
-                  yt + r0, w.rows);
-          }
-        });
-      }
-      return;
-    }
+  if (ChunkKernelFor(w)) {
+    const MatMulTarget target{&w, y};
+    ChunkMatMul(&target, 1, x, n_tokens, pool);
+    return;
   }
   RowKernel kernel = avx2 ? internal::Avx2Kernel(w.type) : internal::ScalarKernel(w.type);
   if (w.float_activations && w.type != QuantType::kF32 && w.type != QuantType::kF16 &&

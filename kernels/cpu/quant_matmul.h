@@ -56,6 +56,22 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
             const uint8_t* precise);
 
+// One matrix of a MatMulShared call and where its output goes
+// ([n_tokens x w->rows]).
+struct MatMulTarget {
+  const WeightMatrix* w;
+  float* y;
+};
+inline constexpr int kMaxSharedTargets = 4;
+
+// MatMul(*t.w, x, n_tokens, t.y, pool, precise) for each of `count` (at most
+// kMaxSharedTargets) targets over the same input, bitwise the same results,
+// but where the exact path's chunk kernels run them all (same cols), in one
+// parallel region: a layer's q/k/v or gate/up then wait on the pool once
+// instead of once per matrix (at batch 1 those barriers are ~10% of a step).
+void MatMulShared(const MatMulTarget* targets, int count, const float* x, int64_t n_tokens,
+                  ThreadPool* pool, const uint8_t* precise = nullptr);
+
 }  // namespace rill::cpu
 
 #endif  // RILL_KERNELS_CPU_QUANT_MATMUL_H_

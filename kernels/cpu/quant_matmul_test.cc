@@ -203,6 +203,58 @@ INSTANTIATE_TEST_SUITE_P(Paths, MatMulTest,
                            }
                          });
 
+// MatMulShared gives each matrix exactly what its own MatMul gives, whether
+// the chunk kernels run the matrices in one parallel region (exact path,
+// same cols), or it falls back to one MatMul each (q8 activations, a type
+// without a chunk kernel, the scalar path).
+TEST_P(MatMulTest, SharedInputMatchesSeparateCalls) {
+  std::mt19937 rng(Seed() + 6);
+  ThreadPool pool(2);
+  auto find = [](QuantType type) {
+    for (const TypeCase& tc : Cases()) {
+      if (tc.type == type) return &tc;
+    }
+    return static_cast<const TypeCase*>(nullptr);
+  };
+  const std::vector<std::vector<QuantType>> groups = {
+      {QuantType::kQ4_1, QuantType::kQ4_1, QuantType::kQ4_1},
+      {QuantType::kQ4_0, QuantType::kQ8_0},
+      {QuantType::kQ4_1, QuantType::kQ6_K, QuantType::kF32, QuantType::kQ8_0},
+  };
+  const int64_t cols = 256;
+  for (bool exact : {true, false}) {
+    for (const auto& types : groups) {
+      for (int64_t n_tokens : {1, 2, 7, 40}) {
+        SCOPED_TRACE("exact=" + std::to_string(exact) + " types=" + std::to_string(types.size()) +
+                     " n=" + std::to_string(n_tokens));
+        std::vector<Problem> problems;
+        const int64_t rows_of[] = {37, 16, 5, 64};
+        for (size_t i = 0; i < types.size(); ++i) {
+          problems.push_back(MakeProblem(*find(types[i]), rows_of[i], cols, 1, 0, rng));
+          problems.back().w.float_activations = exact;
+        }
+        std::vector<float> x(n_tokens * cols);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        for (float& v : x) v = normal(rng);
+        std::vector<std::vector<float>> shared(types.size()), alone(types.size());
+        std::vector<MatMulTarget> targets;
+        for (size_t i = 0; i < types.size(); ++i) {
+          shared[i].assign(n_tokens * problems[i].w.rows, -1.0f);
+          alone[i].assign(n_tokens * problems[i].w.rows, -2.0f);
+          targets.push_back({&problems[i].w, shared[i].data()});
+          MatMul(problems[i].w, x.data(), n_tokens, alone[i].data(), &pool);
+        }
+        MatMulShared(targets.data(), static_cast<int>(targets.size()), x.data(), n_tokens, &pool);
+        for (size_t i = 0; i < types.size(); ++i) {
+          for (size_t j = 0; j < alone[i].size(); ++j) {
+            ASSERT_EQ(shared[i][j], alone[i][j]) << "matrix " << i << " element " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMulPaths, Avx2AgreesWithScalar) {
   UsePath(Path::kAvx2);
   if (!UseAvx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";

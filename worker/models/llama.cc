@@ -193,9 +193,9 @@ class Llama : public CausalLm {
     AddRmsNorm(x_.data(), nullptr, layers_[0].attn_norm.data(), n, h, eps, xn_.data(), pool_);
     for (int64_t l = 0; l < c.num_layers; ++l) {
       const LlamaLayer& L = layers_[l];
-      cpu::MatMul(L.q, xn_.data(), n, q_.data(), pool_, pm);
-      cpu::MatMul(L.k, xn_.data(), n, k_.data(), pool_, pm);
-      cpu::MatMul(L.v, xn_.data(), n, v_.data(), pool_, pm);
+      // q, k and v read the same input: one parallel region for the three.
+      const cpu::MatMulTarget qkv[] = {{&L.q, q_.data()}, {&L.k, k_.data()}, {&L.v, v_.data()}};
+      cpu::MatMulShared(qkv, 3, xn_.data(), n, pool_, pm);
       delta(0, n, l, LoraModule::kQ, xn_.data(), q_.data());
       delta(0, n, l, LoraModule::kK, xn_.data(), k_.data());
       delta(0, n, l, LoraModule::kV, xn_.data(), v_.data());
@@ -220,8 +220,8 @@ class Llama : public CausalLm {
       // buffers stay small however long the prefill.
       for (int64_t t0 = 0; t0 < n; t0 += kFfnTokens) {
         const int64_t m = std::min(kFfnTokens, n - t0);
-        cpu::MatMul(L.gate, xn_.data() + t0 * h, m, gate_.data(), pool_, pm_from(t0));
-        cpu::MatMul(L.up, xn_.data() + t0 * h, m, up_.data(), pool_, pm_from(t0));
+        const cpu::MatMulTarget gate_up[] = {{&L.gate, gate_.data()}, {&L.up, up_.data()}};
+        cpu::MatMulShared(gate_up, 2, xn_.data() + t0 * h, m, pool_, pm_from(t0));
         delta(t0, m, l, LoraModule::kGate, xn_.data() + t0 * h, gate_.data());
         delta(t0, m, l, LoraModule::kUp, xn_.data() + t0 * h, up_.data());
         SwiGluParallel(gate_.data(), up_.data(), m * f, gate_.data(), pool_);
