@@ -62,6 +62,13 @@ int RunBenchModel(int, char**) {
   options.max_sequences = max_batch;
   options.model_options.exact_matmul = absl::GetFlag(FLAGS_exact_matmul);
   options.model_options.int16_kernels = absl::GetFlag(FLAGS_int16_kernels);
+  absl::StatusOr<cpu::KvDtype> kv_dtype =
+      worker::ParseKvCacheDtype(absl::GetFlag(FLAGS_kv_cache_dtype));
+  if (!kv_dtype.ok()) {
+    std::cerr << "error: " << kv_dtype.status().message() << "\n";
+    return 1;
+  }
+  options.kv_cache_dtype = *kv_dtype;
   absl::StatusOr<std::unique_ptr<ModelSession>> opened = ModelSession::Open(options);
   if (!opened.ok()) {
     std::cerr << "error: " << opened.status().message() << "\n";

@@ -11,5 +11,6 @@ ABSL_DECLARE_FLAG(int, threads);
 ABSL_DECLARE_FLAG(std::string, backend);
 ABSL_DECLARE_FLAG(bool, exact_matmul);
 ABSL_DECLARE_FLAG(bool, int16_kernels);
+ABSL_DECLARE_FLAG(std::string, kv_cache_dtype);
 
 #endif  // RILL_CLI_COMMON_FLAGS_H_

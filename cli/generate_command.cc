@@ -42,6 +42,10 @@ absl::StatusOr<std::unique_ptr<ModelSession>> OpenSession() {
   options.threads = absl::GetFlag(FLAGS_threads);
   options.model_options.exact_matmul = absl::GetFlag(FLAGS_exact_matmul);
   options.model_options.int16_kernels = absl::GetFlag(FLAGS_int16_kernels);
+  absl::StatusOr<cpu::KvDtype> kv_dtype =
+      worker::ParseKvCacheDtype(absl::GetFlag(FLAGS_kv_cache_dtype));
+  if (!kv_dtype.ok()) return kv_dtype.status();
+  options.kv_cache_dtype = *kv_dtype;
   return ModelSession::Open(options);
 }
 

@@ -32,7 +32,8 @@ absl::StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(
   session->options_.max_context = ctx;
   const int blocks_per_seq = (ctx + options.block_size - 1) / options.block_size;
   absl::StatusOr<worker::PagedKvCache> cache = worker::PagedKvCache::Create(
-      session->model_->CacheShape(blocks_per_seq * options.max_sequences, options.block_size));
+      session->model_->CacheShape(blocks_per_seq * options.max_sequences, options.block_size,
+                                  options.kv_cache_dtype));
   if (!cache.ok()) return cache.status();
   session->cache_ = std::make_unique<worker::PagedKvCache>(std::move(*cache));
   return session;

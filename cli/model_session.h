@@ -24,6 +24,7 @@ struct ModelSessionOptions {
   int max_context = 2048;    // tokens per sequence the cache is sized for
   int max_sequences = 1;     // sequences that may be live at once
   int block_size = 16;
+  cpu::KvDtype kv_cache_dtype = cpu::KvDtype::kF32;
   worker::ModelOptions model_options;
 };
 

@@ -171,6 +171,7 @@ int RunServe(int, char**) {
       "--model=" + absl::GetFlag(FLAGS_model),
       absl::StrCat("--threads=", absl::GetFlag(FLAGS_threads)),
       absl::StrCat("--tensor_parallel_size=", absl::GetFlag(FLAGS_tensor_parallel_size)),
+      "--kv_cache_dtype=" + absl::GetFlag(FLAGS_kv_cache_dtype),
   };
   if (!absl::GetFlag(FLAGS_lora).empty()) {
     opts.engine_flags.push_back("--lora=" + absl::StrJoin(absl::GetFlag(FLAGS_lora), ","));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
+#include "worker/kv_cache.h"
 
 namespace rill::engine {
 namespace {
@@ -100,6 +101,9 @@ AsyncLLMEngine::AsyncLLMEngine(const EngineArgs& args, std::unique_ptr<ModelExec
   config_.cache.block_size = executor_->block_size();
   config_.cache.num_blocks = executor_->num_blocks();
   config_.cache.kv_cache_bytes = executor_->kv_cache_bytes();
+  if (absl::StatusOr<cpu::KvDtype> d = worker::ParseKvCacheDtype(args.kv_cache_dtype); d.ok()) {
+    config_.cache.kv_cache_dtype = worker::KvCacheDtypeName(*d);
+  }
   config_.cache.enable_prefix_caching = args.enable_prefix_caching;
   config_.parallel.tensor_parallel_size = executor_->tensor_parallel_size();
   config_.parallel.threads = executor_->num_threads();

@@ -11,6 +11,7 @@
 #include "engine/multiproc_executor.h"
 #include "engine/model_path.h"
 #include "engine/tokenizer_loader.h"
+#include "worker/kv_cache.h"
 
 namespace rill::engine {
 
@@ -30,7 +31,8 @@ std::string DefaultWorkerBinary() {
   return (dir / "rill-worker").string();
 }
 
-absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateMultiprocess(const EngineArgs& args) {
+absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateMultiprocess(const EngineArgs& args,
+                                                                    cpu::KvDtype kv_dtype) {
   MultiprocExecutorOptions options;
   options.model_path = ResolveModelPath(args.model);
   options.tensor_parallel_size = args.tensor_parallel_size;
@@ -38,6 +40,7 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateMultiprocess(const EngineA
   options.num_blocks = args.num_kv_blocks;
   options.kv_cache_bytes = args.kv_cache_bytes;
   options.block_size = args.block_size;
+  options.kv_cache_dtype = kv_dtype;
   options.threads = args.threads;
   options.external_worker_dir = args.external_worker_dir;
   absl::StatusOr<std::unique_ptr<MultiprocExecutor>> executor =
@@ -59,14 +62,17 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(const Eng
     return absl::InvalidArgumentError(
         absl::StrCat("tensor_parallel_size must be >= 1, got ", args.tensor_parallel_size));
   }
+  absl::StatusOr<cpu::KvDtype> kv_dtype = worker::ParseKvCacheDtype(args.kv_cache_dtype);
+  if (!kv_dtype.ok()) return kv_dtype.status();
   if (args.tensor_parallel_size > 1 || !args.external_worker_dir.empty()) {
-    return CreateMultiprocess(args);
+    return CreateMultiprocess(args, *kv_dtype);
   }
   LocalExecutorOptions options;
   options.model_path = ResolveModelPath(args.model);
   options.num_blocks = args.num_kv_blocks;
   options.kv_cache_bytes = args.kv_cache_bytes;
   options.block_size = args.block_size;
+  options.kv_cache_dtype = *kv_dtype;
   options.threads = args.threads;
   absl::StatusOr<std::unique_ptr<LocalModelExecutor>> executor =
       LocalModelExecutor::Create(options);

@@ -20,6 +20,10 @@ struct EngineArgs {
   int num_kv_blocks = 0;          // 0: as many as fit in kv_cache_bytes.
   int64_t kv_cache_bytes = int64_t{512} << 20;
   int block_size = 16;
+  // How the KV cache stores K/V: "auto" (f32 on the CPU), "float32" or
+  // "float16" (half the memory per token, and long contexts read half the
+  // bytes; logits move by ~1e-3 relative). See worker::ParseKvCacheDtype.
+  std::string kv_cache_dtype = "auto";
   int max_num_seqs = 64;
   int max_num_batched_tokens = 2048;
   int64_t max_model_len = 0;  // 0: the model's context length.
@@ -55,6 +59,7 @@ struct EngineConfig {
     int block_size = 0;
     int num_blocks = 0;
     int64_t kv_cache_bytes = 0;
+    std::string kv_cache_dtype = "float32";  // as stored: "float32" or "float16"
     bool enable_prefix_caching = true;
   } cache;
   struct Parallel {

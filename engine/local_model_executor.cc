@@ -12,6 +12,7 @@ absl::StatusOr<std::unique_ptr<LocalModelExecutor>> LocalModelExecutor::Create(
   if (options.block_size < 1) return absl::InvalidArgumentError("block_size must be >= 1");
   auto ex = std::unique_ptr<LocalModelExecutor>(new LocalModelExecutor());
   ex->block_size_ = options.block_size;
+  ex->kv_dtype_ = options.kv_cache_dtype;
   absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
       loader::LoadCheckpoint(options.model_path);
   if (!ckpt.ok()) return ckpt.status();
@@ -33,7 +34,8 @@ absl::StatusOr<std::unique_ptr<LocalModelExecutor>> LocalModelExecutor::Create(
   ex->model_ = std::move(*model);
   int num_blocks = options.num_blocks;
   if (num_blocks <= 0) {
-    const worker::KvCacheShape one = ex->model_->CacheShape(1, options.block_size);
+    const worker::KvCacheShape one =
+        ex->model_->CacheShape(1, options.block_size, options.kv_cache_dtype);
     const int64_t block_bytes = one.block_bytes();
     num_blocks = static_cast<int>(options.kv_cache_bytes / block_bytes);
     if (num_blocks < 1) {
@@ -45,7 +47,8 @@ absl::StatusOr<std::unique_ptr<LocalModelExecutor>> LocalModelExecutor::Create(
   ex->num_blocks_ = num_blocks;
   if (absl::Status s = ex->WakeUp(); !s.ok()) return s;
   LOG(INFO) << "local executor: " << options.model_path << ", " << num_blocks << " KV blocks of "
-            << options.block_size << " tokens (" << (ex->cache_->bytes() >> 20) << " MiB), "
+            << options.block_size << " tokens (" << (ex->cache_->bytes() >> 20) << " MiB, "
+            << worker::KvCacheDtypeName(options.kv_cache_dtype) << "), "
             << ex->pool_->num_threads() << " threads";
   return ex;
 }
@@ -86,7 +89,7 @@ absl::Status LocalModelExecutor::Sleep(int level) {
 absl::Status LocalModelExecutor::WakeUp() {
   if (cache_ != nullptr || encoder_ != nullptr) return absl::OkStatus();
   absl::StatusOr<worker::PagedKvCache> cache =
-      worker::PagedKvCache::Create(model_->CacheShape(num_blocks_, block_size_));
+      worker::PagedKvCache::Create(model_->CacheShape(num_blocks_, block_size_, kv_dtype_));
   if (!cache.ok()) return cache.status();
   cache_ = std::make_unique<worker::PagedKvCache>(std::move(*cache));
   return absl::OkStatus();

@@ -22,6 +22,7 @@ struct LocalExecutorOptions {
   int num_blocks = 0;      // 0: derive from kv_cache_bytes.
   int64_t kv_cache_bytes = int64_t{512} << 20;
   int block_size = 16;
+  cpu::KvDtype kv_cache_dtype = cpu::KvDtype::kF32;
   int threads = 0;  // 0 = all cores.
 };
 
@@ -53,6 +54,7 @@ class LocalModelExecutor : public ModelExecutor {
 
   int num_blocks_ = 0;
   int block_size_ = 16;
+  cpu::KvDtype kv_dtype_ = cpu::KvDtype::kF32;
   std::shared_ptr<const loader::Checkpoint> checkpoint_;
   std::unique_ptr<cpu::ThreadPool> pool_;
   std::unique_ptr<worker::CausalLm> model_;

@@ -78,6 +78,7 @@ absl::StatusOr<std::unique_ptr<MultiprocExecutor>> MultiprocExecutor::Create(
     rank_shape.block_size = options.block_size;
     rank_shape.num_kv_heads = *kv_heads;
     rank_shape.head_dim = c.head_dim;
+    rank_shape.dtype = options.kv_cache_dtype;
     const int64_t block_bytes = rank_shape.block_bytes();
     ex->num_blocks_ = static_cast<int>(options.kv_cache_bytes / block_bytes);
     if (ex->num_blocks_ < 1) {
@@ -210,6 +211,7 @@ absl::Status MultiprocExecutor::AcceptWorkers(int listen_fd) {
         config.set_block_size(options_.block_size);
         config.set_exact_matmul(options_.exact_matmul);
         config.set_comm_timeout_s(options_.comm_timeout_s);
+        config.set_kv_cache_f16(options_.kv_cache_dtype == cpu::KvDtype::kF16);
         if (!worker::WriteFrame(fd, config.SerializeAsString()).ok()) {
           close(fd);
           continue;

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "engine/model_executor.h"
 #include "rill/internal/worker.pb.h"
+#include "worker/kv_cache.h"
 #include "worker/loader/checkpoint.h"
 
 namespace rill::engine {
@@ -34,6 +35,7 @@ struct MultiprocExecutorOptions {
   // KV cache budget of each rank (each holds only its K/V heads).
   int64_t kv_cache_bytes = int64_t{512} << 20;
   int block_size = 16;
+  cpu::KvDtype kv_cache_dtype = cpu::KvDtype::kF32;
   int threads = 0;  // all ranks together; 0 = all cores. At least 1 per rank.
   bool exact_matmul = true;
   absl::Duration start_timeout = absl::Minutes(5);

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -120,6 +121,47 @@ TEST(MultiprocExecutorTest, TwoRanksMatchOneRankGreedyOnTenPrompts) {
         << "prompt " << i << ": TP=1 '" << base[i].outputs[0].text << "' vs TP=2 '"
         << tp[i].outputs[0].text << "'";
   }
+}
+
+// An f16 KV cache travels to the worker processes: with the same fixed
+// block count the ranks report half the KV bytes, and logits stay close to
+// the f32 cache's.
+TEST(MultiprocExecutorTest, F16KvCacheReachesTheWorkers) {
+  if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  MultiprocExecutorOptions o;
+  o.model_path = ResolveModelPath("default");
+  o.worker_binary = testing::RunfilePath("worker/rill-worker");
+  o.num_blocks = 32;
+  o.threads = 2;
+  worker::ForwardBatch batch;
+  batch.sequences.push_back({{504, 3575, 282, 4649, 314, 1010, 77, 2048}, 0, {0}, false});
+  worker::ForwardOutput out32, out16;
+  int64_t bytes32 = 0, bytes16 = 0;
+  {
+    absl::StatusOr<std::unique_ptr<MultiprocExecutor>> ex = MultiprocExecutor::Create(o);
+    ASSERT_TRUE(ex.ok()) << ex.status();
+    bytes32 = (*ex)->kv_cache_bytes();
+    ASSERT_TRUE((*ex)->Execute(batch, &out32).ok());
+  }
+  o.kv_cache_dtype = cpu::KvDtype::kF16;
+  {
+    absl::StatusOr<std::unique_ptr<MultiprocExecutor>> ex = MultiprocExecutor::Create(o);
+    ASSERT_TRUE(ex.ok()) << ex.status();
+    bytes16 = (*ex)->kv_cache_bytes();
+    ASSERT_TRUE((*ex)->Execute(batch, &out16).ok());
+  }
+  EXPECT_GT(bytes16, 0);
+  EXPECT_EQ(2 * bytes16, bytes32);
+  ASSERT_EQ(out16.logits.size(), 1u);
+  ASSERT_EQ(out16.logits[0].size(), out32.logits[0].size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < out32.logits[0].size(); ++i) {
+    const double d = out16.logits[0][i] - out32.logits[0][i];
+    num += d * d;
+    den += double(out32.logits[0][i]) * out32.logits[0][i];
+  }
+  EXPECT_NE(out16.logits, out32.logits) << "the f16 cache should round something";
+  EXPECT_LT(std::sqrt(num / den), 1e-2);
 }
 
 TEST(MultiprocExecutorTest, SleepWakeAcrossProcessesAndCleanShutdown) {

@@ -159,7 +159,9 @@ class Worker {
   absl::Status AllocateCache() {
     if (cache_ != nullptr) return absl::OkStatus();
     absl::StatusOr<PagedKvCache> cache =
-        PagedKvCache::Create(model_->CacheShape(config_.num_blocks(), config_.block_size()));
+        PagedKvCache::Create(model_->CacheShape(
+            config_.num_blocks(), config_.block_size(),
+            config_.kv_cache_f16() ? cpu::KvDtype::kF16 : cpu::KvDtype::kF32));
     if (!cache.ok()) return cache.status();
     cache_ = std::make_unique<PagedKvCache>(std::move(*cache));
     return absl::OkStatus();

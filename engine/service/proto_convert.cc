@@ -169,6 +169,7 @@ rill::v1::ServerConfig ToServerConfig(const engine::EngineConfig& c, int max_wai
   p.mutable_cache()->set_block_size(c.cache.block_size);
   p.mutable_cache()->set_num_blocks(c.cache.num_blocks);
   p.mutable_cache()->set_kv_cache_bytes(c.cache.kv_cache_bytes);
+  p.mutable_cache()->set_kv_cache_dtype(c.cache.kv_cache_dtype);
   p.mutable_cache()->set_enable_prefix_caching(c.cache.enable_prefix_caching);
   p.mutable_parallel()->set_tensor_parallel_size(c.parallel.tensor_parallel_size);
   p.mutable_parallel()->set_threads_per_worker(c.parallel.threads);

@@ -11,39 +11,55 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/avx2_math.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/quant_types.h"
 
 namespace rill::cpu {
 namespace {
 
-float DotScalar(const float* a, const float* b, int n) {
+// Cache elements (KvDtype) as floats: T is float (kF32) or uint16_t (kF16
+// bits). Each stored element converts to exactly one float, so the kernels
+// below do the same arithmetic whatever the dtype.
+inline float ToF(float x) { return x; }
+inline float ToF(uint16_t h) { return F16ToF32(h); }
+
+RILL_TARGET_AVX2 inline __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
+RILL_TARGET_AVX2 inline __m256 Load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+template <typename T>
+float DotScalar(const float* a, const T* b, int n) {
   float s = 0.0f;
-  for (int i = 0; i < n; ++i) s += a[i] * b[i];
+  for (int i = 0; i < n; ++i) s += a[i] * ToF(b[i]);
   return s;
 }
 
 // acc = acc * c + p * v
-void ScaleAxpyScalar(float* acc, float c, float p, const float* v, int n) {
-  for (int i = 0; i < n; ++i) acc[i] = acc[i] * c + p * v[i];
+template <typename T>
+void ScaleAxpyScalar(float* acc, float c, float p, const T* v, int n) {
+  for (int i = 0; i < n; ++i) acc[i] = acc[i] * c + p * ToF(v[i]);
 }
 
-RILL_TARGET_AVX2 float DotAvx2(const float* a, const float* b, int n) {
+template <typename T>
+RILL_TARGET_AVX2 float DotAvx2(const float* a, const T* b, int n) {
   __m256 acc = _mm256_setzero_ps();
   int i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), Load8(b + i), acc);
   float s = internal::HsumPs8(acc);
-  for (; i < n; ++i) s += a[i] * b[i];
+  for (; i < n; ++i) s += a[i] * ToF(b[i]);
   return s;
 }
 
-RILL_TARGET_AVX2 void ScaleAxpyAvx2(float* acc, float c, float p, const float* v, int n) {
+template <typename T>
+RILL_TARGET_AVX2 void ScaleAxpyAvx2(float* acc, float c, float p, const T* v, int n) {
   const __m256 vc = _mm256_set1_ps(c);
   const __m256 vp = _mm256_set1_ps(p);
   int i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 a = _mm256_mul_ps(_mm256_loadu_ps(acc + i), vc);
-    _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(vp, _mm256_loadu_ps(v + i), a));
+    _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(vp, Load8(v + i), a));
   }
-  for (; i < n; ++i) acc[i] = acc[i] * c + p * v[i];
+  for (; i < n; ++i) acc[i] = acc[i] * c + p * ToF(v[i]);
 }
 
 // One (query, head) against the cnt keys of a block (K/V rows `row` floats
@@ -51,19 +67,20 @@ RILL_TARGET_AVX2 void ScaleAxpyAvx2(float* acc, float c, float p, const float* v
 // two 8-lane chains per key, exponentials 8 at a time, and the weighted V sum
 // kept in registers across the block (acc is read and written once per block,
 // not once per key). The same code for every tile, so results stay invariant.
-RILL_TARGET_AVX2 void BlockUpdateAvx2(const float* q, const float* kb, const float* vb,
+template <typename T>
+RILL_TARGET_AVX2 void BlockUpdateAvx2(const float* q, const T* kb, const T* vb,
                                       int64_t row, int cnt, int hd, float scale, float* scores,
                                       float* m, float* l, float* acc) {
   float bm = -std::numeric_limits<float>::infinity();
   for (int j = 0; j < cnt; ++j) {
-    const float* k = kb + j * row;
+    const T* k = kb + j * row;
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     int d = 0;
     for (; d + 16 <= hd; d += 16) {
-      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), s0);
-      s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8), _mm256_loadu_ps(k + d + 8), s1);
+      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), Load8(k + d), s0);
+      s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8), Load8(k + d + 8), s1);
     }
-    if (d < hd) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), s0);
+    if (d < hd) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), Load8(k + d), s0);
     scores[j] = internal::HsumPs8(_mm256_add_ps(s0, s1)) * scale;
     bm = std::max(bm, scores[j]);
   }
@@ -95,11 +112,11 @@ RILL_TARGET_AVX2 void BlockUpdateAvx2(const float* q, const float* kb, const flo
     __m256 a3 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 24), vc);
     for (int j = 0; j < cnt; ++j) {
       const __m256 p = _mm256_set1_ps(scores[j]);
-      const float* v = vb + j * row + d;
-      a0 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v), a0);
-      a1 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8), a1);
-      a2 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 16), a2);
-      a3 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 24), a3);
+      const T* v = vb + j * row + d;
+      a0 = _mm256_fmadd_ps(p, Load8(v), a0);
+      a1 = _mm256_fmadd_ps(p, Load8(v + 8), a1);
+      a2 = _mm256_fmadd_ps(p, Load8(v + 16), a2);
+      a3 = _mm256_fmadd_ps(p, Load8(v + 24), a3);
     }
     _mm256_storeu_ps(acc + d, a0);
     _mm256_storeu_ps(acc + d + 8, a1);
@@ -109,20 +126,28 @@ RILL_TARGET_AVX2 void BlockUpdateAvx2(const float* q, const float* kb, const flo
   for (; d < hd; d += 8) {
     __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(acc + d), vc);
     for (int j = 0; j < cnt; ++j) {
-      a0 = _mm256_fmadd_ps(_mm256_set1_ps(scores[j]), _mm256_loadu_ps(vb + j * row + d), a0);
+      a0 = _mm256_fmadd_ps(_mm256_set1_ps(scores[j]), Load8(vb + j * row + d), a0);
     }
     _mm256_storeu_ps(acc + d, a0);
   }
 }
 
+// The kernels for cache elements of type T.
+template <typename T>
 struct Vec {
-  float (*dot)(const float*, const float*, int);
-  void (*axpy)(float*, float, float, const float*, int);
+  float (*dot)(const float*, const T*, int);
+  void (*axpy)(float*, float, float, const T*, int);
   // The whole block of keys for one (query, head) at once, or null (the
   // per-key dot/axpy loop).
-  void (*block)(const float*, const float*, const float*, int64_t, int, int, float, float*,
-                float*, float*, float*);
+  void (*block)(const float*, const T*, const T*, int64_t, int, int, float, float*, float*,
+                float*, float*);
 };
+
+template <typename T>
+Vec<T> VecFor() {
+  return UseAvx2() ? Vec<T>{DotAvx2<T>, ScaleAxpyAvx2<T>, BlockUpdateAvx2<T>}
+                   : Vec<T>{DotScalar<T>, ScaleAxpyScalar<T>, nullptr};
+}
 
 // Queries of one sequence taken together, and with them all the query heads
 // that share one KV head (GQA), so each K/V block is read from memory once per
@@ -181,7 +206,8 @@ TileState StateAt(float* base, int64_t n_states) {
 // query stopping at its causal limit) into st, which starts empty. Keys are
 // visited block by block; the running max is updated once per block so each
 // accumulator is rescaled at most once per block_size keys.
-void AttendKeys(const Tile& tile, int64_t k_begin, int64_t k_end, const Vec& vec, float scale,
+template <typename T>
+void AttendKeys(const Tile& tile, int64_t k_begin, int64_t k_end, const Vec<T>& vec, float scale,
                 float* scores, TileState st) {
   const PagedAttentionArgs& a = *tile.args;
   const int hd = a.head_dim;
@@ -196,8 +222,8 @@ void AttendKeys(const Tile& tile, int64_t k_begin, int64_t k_end, const Vec& vec
   std::fill(st.acc, st.acc + n_states * hd, 0.0f);
   for (int64_t b0 = k_begin; b0 < k_end; b0 += a.block_size) {
     const int64_t block = a.block_table[b0 / a.block_size];
-    const float* kb = a.k_cache + block * a.block_size * row + kv_off;
-    const float* vb = a.v_cache + block * a.block_size * row + kv_off;
+    const T* kb = static_cast<const T*>(a.k_cache) + block * a.block_size * row + kv_off;
+    const T* vb = static_cast<const T*>(a.v_cache) + block * a.block_size * row + kv_off;
     for (int64_t t = 0; t < n_tile; ++t) {
       const int64_t qi = tile.q_begin + t;
       const int64_t n_keys = KeysOf(a, qi);
@@ -291,7 +317,8 @@ float ScaleOf(const PagedAttentionArgs& a) {
 }
 
 // Runs the tiles' pieces in one parallel loop, then merges the split ones.
-void RunWave(absl::Span<const Tile> tiles, const Vec& vec, ThreadPool* pool) {
+template <typename T>
+void RunWave(absl::Span<const Tile> tiles, const Vec<T>& vec, ThreadPool* pool) {
   struct Item {
     const Tile* tile;
     int64_t piece_index;
@@ -332,7 +359,9 @@ absl::Status ValidatePagedAttentionArgs(const PagedAttentionArgs& a) {
   if (!a.q || !a.out || !a.k_cache || !a.v_cache || !a.block_table) {
     return absl::InvalidArgumentError("PagedAttention: null pointer");
   }
-  if (a.kv_dtype != KvDtype::kF32) return absl::UnimplementedError("PagedAttention: kv dtype");
+  if (a.kv_dtype != KvDtype::kF32 && a.kv_dtype != KvDtype::kF16) {
+    return absl::InvalidArgumentError("PagedAttention: unknown kv dtype");
+  }
   if (a.num_heads <= 0 || a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat("PagedAttention: heads ", a.num_heads, "/",
                                                    a.num_kv_heads));
@@ -356,12 +385,15 @@ void PagedAttention(const PagedAttentionArgs& args) {
   PagedAttentionBatch(absl::MakeConstSpan(&args, 1), args.pool);
 }
 
-void PagedAttentionBatch(absl::Span<const PagedAttentionArgs> seqs, ThreadPool* pool) {
-  const Vec vec = UseAvx2() ? Vec{DotAvx2, ScaleAxpyAvx2, BlockUpdateAvx2}
-                            : Vec{DotScalar, ScaleAxpyScalar, nullptr};
-  // One parallel loop over the whole batch: many short decode sequences then
-  // share one dispatch instead of paying one each. Long prefills are cut
-  // into waves so the split pieces' partial states stay bounded.
+namespace {
+
+// The entries of seqs whose kv_dtype stores T, in one parallel loop per
+// wave: many short decode sequences then share one dispatch instead of
+// paying one each. Long prefills are cut into waves so the split pieces'
+// partial states stay bounded.
+template <typename T>
+void RunBatch(absl::Span<const PagedAttentionArgs> seqs, KvDtype dtype, ThreadPool* pool) {
+  const Vec<T> vec = VecFor<T>();
   thread_local std::vector<float> partials;
   std::vector<Tile> tiles;
   std::vector<int64_t> offsets;  // into partials, per tile (pointers after resize)
@@ -375,6 +407,7 @@ void PagedAttentionBatch(absl::Span<const PagedAttentionArgs> seqs, ThreadPool* 
     used = 0;
   };
   for (const PagedAttentionArgs& a : seqs) {
+    if (a.kv_dtype != dtype) continue;
     DCHECK(ValidatePagedAttentionArgs(a).ok()) << ValidatePagedAttentionArgs(a);
     const int64_t piece = PieceLen(a);
     for (int64_t q0 = 0; q0 < a.n_q; q0 += kQueryTile) {
@@ -393,23 +426,73 @@ void PagedAttentionBatch(absl::Span<const PagedAttentionArgs> seqs, ThreadPool* 
   if (!tiles.empty()) flush();
 }
 
+}  // namespace
+
+void PagedAttentionBatch(absl::Span<const PagedAttentionArgs> seqs, ThreadPool* pool) {
+  bool f32 = false, f16 = false;
+  for (const PagedAttentionArgs& a : seqs) {
+    (a.kv_dtype == KvDtype::kF16 ? f16 : f32) = true;
+  }
+  if (f32) RunBatch<float>(seqs, KvDtype::kF32, pool);
+  if (f16) RunBatch<uint16_t>(seqs, KvDtype::kF16, pool);
+}
+
 void WriteKv(const float* k, const float* v, int64_t n_tokens, int64_t start_pos,
              const int32_t* block_table, int block_size, int num_kv_heads, int head_dim,
-             float* k_cache, float* v_cache) {
+             void* k_cache, void* v_cache, KvDtype dtype) {
   std::vector<int64_t> slots(n_tokens);
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t p = start_pos + t;
     slots[t] = int64_t{block_table[p / block_size]} * block_size + p % block_size;
   }
-  WriteKvSlots(k, v, n_tokens, slots.data(), num_kv_heads, head_dim, k_cache, v_cache);
+  WriteKvSlots(k, v, n_tokens, slots.data(), num_kv_heads, head_dim, k_cache, v_cache, dtype);
 }
 
 void WriteKvSlots(const float* k, const float* v, int64_t n_tokens, const int64_t* slots,
-                  int num_kv_heads, int head_dim, float* k_cache, float* v_cache) {
+                  int num_kv_heads, int head_dim, void* k_cache, void* v_cache, KvDtype dtype) {
   const int64_t row = int64_t{num_kv_heads} * head_dim;
   for (int64_t t = 0; t < n_tokens; ++t) {
-    std::memcpy(k_cache + slots[t] * row, k + t * row, row * sizeof(float));
-    std::memcpy(v_cache + slots[t] * row, v + t * row, row * sizeof(float));
+    if (dtype == KvDtype::kF16) {
+      ConvertToKvF16(k + t * row, static_cast<uint16_t*>(k_cache) + slots[t] * row, row);
+      ConvertToKvF16(v + t * row, static_cast<uint16_t*>(v_cache) + slots[t] * row, row);
+    } else {
+      std::memcpy(static_cast<float*>(k_cache) + slots[t] * row, k + t * row, row * sizeof(float));
+      std::memcpy(static_cast<float*>(v_cache) + slots[t] * row, v + t * row, row * sizeof(float));
+    }
+  }
+}
+
+namespace {
+
+// Saturates at the largest finite half (an overflow to inf would turn the
+// softmax into NaN); NaN stays NaN.
+constexpr float kHalfMax = 65504.0f;
+
+RILL_TARGET_AVX2 void ConvertToKvF16Avx2(const float* src, uint16_t* dst, int64_t n) {
+  const __m256 hi = _mm256_set1_ps(kHalfMax), lo = _mm256_set1_ps(-kHalfMax);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    // min/max return their second operand when one is NaN: x goes second.
+    const __m256 x = _mm256_max_ps(lo, _mm256_min_ps(hi, _mm256_loadu_ps(src + i)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  for (; i < n; ++i) {
+    const float x = src[i] > kHalfMax ? kHalfMax : (src[i] < -kHalfMax ? -kHalfMax : src[i]);
+    dst[i] = F32ToF16(x);
+  }
+}
+
+}  // namespace
+
+void ConvertToKvF16(const float* src, uint16_t* dst, int64_t n) {
+  if (UseAvx2()) {
+    ConvertToKvF16Avx2(src, dst, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = src[i] > kHalfMax ? kHalfMax : (src[i] < -kHalfMax ? -kHalfMax : src[i]);
+    dst[i] = F32ToF16(x);
   }
 }
 

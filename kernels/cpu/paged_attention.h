@@ -15,15 +15,21 @@
 
 namespace rill::cpu {
 
-enum class KvDtype { kF32 };  // room for f16 later
+// How K/V rows are stored in the cache. kF16 (IEEE half, round to nearest
+// even, saturated at +-65504) halves the cache's memory and the bytes a long
+// context reads per token; the arithmetic stays f32.
+enum class KvDtype { kF32, kF16 };
+
+// Bytes of one stored K or V element.
+inline int KvDtypeBytes(KvDtype d) { return d == KvDtype::kF16 ? 2 : 4; }
 
 struct PagedAttentionArgs {
   const float* q = nullptr;  // [n_q][q_token_stride], head h at h * head_dim
   float* out = nullptr;      // [n_q][out_token_stride], same head layout
   int64_t q_token_stride = 0;    // 0: num_heads * head_dim
   int64_t out_token_stride = 0;  // 0: num_heads * head_dim
-  const float* k_cache = nullptr;
-  const float* v_cache = nullptr;
+  const void* k_cache = nullptr;  // elements of kv_dtype
+  const void* v_cache = nullptr;
   KvDtype kv_dtype = KvDtype::kF32;
   const int32_t* block_table = nullptr;  // the sequence's block ids
   int64_t block_table_len = 0;           // entries in block_table
@@ -60,20 +66,25 @@ void PagedAttention(const PagedAttentionArgs& args);
 
 // PagedAttention for several sequences (each entry one sequence's chunk) in
 // one parallel loop on `pool` (the entries' own pool fields are ignored).
-// Same results as calling PagedAttention on each entry.
+// Same results as calling PagedAttention on each entry. Entries may differ
+// in kv_dtype.
 void PagedAttentionBatch(absl::Span<const PagedAttentionArgs> seqs, ThreadPool* pool);
 
-// Stores n_tokens new K/V rows ([n_tokens][num_kv_heads][head_dim]) for
-// positions start_pos .. start_pos + n_tokens - 1 of the sequence whose
-// blocks are block_table.
+// Stores n_tokens new K/V rows ([n_tokens][num_kv_heads][head_dim], f32)
+// for positions start_pos .. start_pos + n_tokens - 1 of the sequence whose
+// blocks are block_table, converted to the cache's dtype.
 void WriteKv(const float* k, const float* v, int64_t n_tokens, int64_t start_pos,
              const int32_t* block_table, int block_size, int num_kv_heads, int head_dim,
-             float* k_cache, float* v_cache);
+             void* k_cache, void* v_cache, KvDtype dtype = KvDtype::kF32);
 
 // Same, with an explicit cache slot (block_id * block_size + offset) per
 // token, for batches that mix sequences.
 void WriteKvSlots(const float* k, const float* v, int64_t n_tokens, const int64_t* slots,
-                  int num_kv_heads, int head_dim, float* k_cache, float* v_cache);
+                  int num_kv_heads, int head_dim, void* k_cache, void* v_cache,
+                  KvDtype dtype = KvDtype::kF32);
+
+// dst[i] = src[i] as a KvDtype::kF16 element (what the cache stores).
+void ConvertToKvF16(const float* src, uint16_t* dst, int64_t n);
 
 }  // namespace rill::cpu
 

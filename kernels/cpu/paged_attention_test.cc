@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/quant_types.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace rill::cpu {
@@ -201,6 +203,146 @@ TEST_P(PagedAttentionTest, BatchEqualsEachSequenceAlone) {
       for (int64_t e = 0; e < qrow; ++e) ASSERT_EQ(one[e], outs[i][t * qrow + e]) << i << " q " << t;
     }
   }
+}
+
+// An f16 cache: WriteKv stores the rows as halves and attention reads them
+// back; the result matches a float64 reference computed on the rounded K/V
+// (the rounding is the only change), is batch invariant, and an f16 and an
+// f32 sequence may share one PagedAttentionBatch call.
+TEST_P(PagedAttentionTest, F16CacheMatchesNaiveOnRoundedRows) {
+  std::mt19937 rng(Seed() + 7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  ThreadPool pool(2);
+  const int heads = 9, kv_heads = 3, hd = 64, bs = 16;
+  const int64_t row = int64_t{kv_heads} * hd, qrow = int64_t{heads} * hd;
+  for (const auto& [start, n_q] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, 1}, {40, 1}, {0, 37}, {300, 1}, {17, 9}}) {
+    SCOPED_TRACE(testing::Message() << "start " << start << " n_q " << n_q);
+    const int64_t ctx = start + n_q;
+    const int64_t nb = (ctx + bs - 1) / bs, pool_blocks = nb + 3;
+    std::vector<int32_t> ids(pool_blocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    std::vector<int32_t> table(ids.begin(), ids.begin() + nb);
+    // Garbage that must never reach the result: large halves.
+    std::vector<uint16_t> kc(pool_blocks * bs * row, F32ToF16(3e4f));
+    std::vector<uint16_t> vc(kc.size(), F32ToF16(3e4f));
+    std::vector<float> k(ctx * row), v(ctx * row), kf(kc.size()), vf(vc.size());
+    for (float& x : k) x = 2.0f * normal(rng);
+    for (float& x : v) x = 2.0f * normal(rng);
+    WriteKv(k.data(), v.data(), ctx, 0, table.data(), bs, kv_heads, hd, kc.data(), vc.data(),
+            KvDtype::kF16);
+    // The same rows in an f32 cache, for the mixed-dtype batch below.
+    WriteKv(k.data(), v.data(), ctx, 0, table.data(), bs, kv_heads, hd, kf.data(), vf.data());
+    std::vector<float> q(n_q * qrow), out(n_q * qrow, -7.0f);
+    for (float& x : q) x = normal(rng);
+    PagedAttentionArgs a;
+    a.q = q.data();
+    a.out = out.data();
+    a.k_cache = kc.data();
+    a.v_cache = vc.data();
+    a.kv_dtype = KvDtype::kF16;
+    a.block_table = table.data();
+    a.block_table_len = table.size();
+    a.block_size = bs;
+    a.start_pos = start;
+    a.n_q = n_q;
+    a.context_len = ctx;
+    a.num_heads = heads;
+    a.num_kv_heads = kv_heads;
+    a.head_dim = hd;
+    a.pool = &pool;
+    ASSERT_TRUE(ValidatePagedAttentionArgs(a).ok());
+    PagedAttention(a);
+    const double scale = 1.0 / std::sqrt(double(hd));
+    double max_rounding = 0.0;  // how far the f16 rows are from the f32 ones
+    for (int64_t i = 0; i < n_q; ++i) {
+      for (int h = 0; h < heads; ++h) {
+        const int kvh = h / (heads / kv_heads);
+        const int64_t n_keys = start + i + 1;
+        std::vector<double> sc(n_keys);
+        double m = -INFINITY;
+        for (int64_t p = 0; p < n_keys; ++p) {
+          double d = 0;
+          for (int e = 0; e < hd; ++e) {
+            d += double(q[i * qrow + h * hd + e]) *
+                 F16ToF32(F32ToF16(k[p * row + kvh * hd + e]));
+          }
+          sc[p] = d * scale;
+          m = std::max(m, sc[p]);
+        }
+        double l = 0;
+        for (double& x : sc) l += (x = std::exp(x - m));
+        for (int e = 0; e < hd; ++e) {
+          double want = 0;
+          for (int64_t p = 0; p < n_keys; ++p) {
+            const float vr = F16ToF32(F32ToF16(v[p * row + kvh * hd + e]));
+            want += sc[p] * vr;
+            max_rounding = std::max(max_rounding, double(std::fabs(vr - v[p * row + kvh * hd + e])));
+          }
+          want /= l;
+          ASSERT_NEAR(out[i * qrow + h * hd + e], want, 1e-5 + 1e-5 * std::fabs(want))
+              << "q " << i << " head " << h << " e " << e;
+        }
+      }
+    }
+    EXPECT_GT(max_rounding, 0.0) << "the f16 rows should differ from the f32 ones";
+    // Batch invariance: the last query alone, and a mixed f16 + f32 batch.
+    std::vector<float> last(qrow), mixed16(out.size()), mixed32(out.size()), alone32(out.size());
+    PagedAttentionArgs a1 = a;
+    a1.q = q.data() + (n_q - 1) * qrow;
+    a1.out = last.data();
+    a1.start_pos = ctx - 1;
+    a1.n_q = 1;
+    a1.pool = nullptr;
+    PagedAttention(a1);
+    for (int64_t e = 0; e < qrow; ++e) ASSERT_EQ(last[e], out[(n_q - 1) * qrow + e]) << e;
+    PagedAttentionArgs b16 = a, b32 = a;
+    b16.out = mixed16.data();
+    b32.out = mixed32.data();
+    b32.k_cache = kf.data();
+    b32.v_cache = vf.data();
+    b32.kv_dtype = KvDtype::kF32;
+    const PagedAttentionArgs both[] = {b32, b16};
+    PagedAttentionBatch(both, &pool);
+    b32.out = alone32.data();
+    PagedAttention(b32);
+    for (size_t e = 0; e < out.size(); ++e) {
+      ASSERT_EQ(mixed16[e], out[e]) << e;
+      ASSERT_EQ(mixed32[e], alone32[e]) << e;
+    }
+  }
+}
+
+// The half conversion the cache uses: round to nearest even (bitwise the
+// scalar F32ToF16, which the reference tests check), saturated at +-65504,
+// NaN kept, on the vector path and its scalar tail alike.
+TEST_P(PagedAttentionTest, F16ConversionRoundsAndSaturates) {
+  std::mt19937 rng(Seed() + 8);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(1003);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = normal(rng) * std::ldexp(1.0f, static_cast<int>(i % 40) - 25);  // incl. subnormals
+  }
+  x[3] = 1e6f;
+  x[4] = -1e6f;
+  x[5] = 65519.0f;  // would round up to inf
+  x[6] = std::numeric_limits<float>::quiet_NaN();
+  x[1001] = -7e4f;  // in the scalar tail
+  std::vector<uint16_t> h(x.size());
+  ConvertToKvF16(x.data(), h.data(), x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(F16ToF32(h[i]))) << i;
+      continue;
+    }
+    const float clamped = std::max(-65504.0f, std::min(65504.0f, x[i]));
+    ASSERT_EQ(h[i], F32ToF16(clamped)) << i << " x=" << x[i];
+  }
+  EXPECT_EQ(F16ToF32(h[3]), 65504.0f);
+  EXPECT_EQ(F16ToF32(h[4]), -65504.0f);
+  EXPECT_EQ(F16ToF32(h[5]), 65504.0f);
+  EXPECT_EQ(F16ToF32(h[1001]), -65504.0f);
 }
 
 TEST_P(PagedAttentionTest, ValidateRejectsShortTable) {

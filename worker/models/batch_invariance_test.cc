@@ -31,8 +31,9 @@ double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // The matmul paths: "Fast" (q8 activations), "Exact" (f32 activations),
-// "Int16" (exact with the packed int16 VNNI kernels, where the CPU has them).
-enum class Path { kFast, kExact, kInt16 };
+// "Int16" (exact with the packed int16 VNNI kernels, where the CPU has them),
+// and "ExactF16Kv" (exact, with an f16 KV cache).
+enum class Path { kFast, kExact, kInt16, kExactF16Kv };
 
 class BatchInvarianceTest : public ::testing::TestWithParam<Path> {
  protected:
@@ -79,7 +80,9 @@ TEST_P(BatchInvarianceTest, AloneBatchedAndChunkedAgree) {
   }
   auto new_cache = [&] {
     absl::StatusOr<PagedKvCache> c =
-        PagedKvCache::Create(model_->CacheShape(kBlocksPerSeq * kSeqs, kBlockSize));
+        PagedKvCache::Create(model_->CacheShape(
+            kBlocksPerSeq * kSeqs, kBlockSize,
+            GetParam() == Path::kExactF16Kv ? cpu::KvDtype::kF16 : cpu::KvDtype::kF32));
     EXPECT_TRUE(c.ok());
     return std::make_unique<PagedKvCache>(std::move(*c));
   };
@@ -128,12 +131,84 @@ TEST_P(BatchInvarianceTest, AloneBatchedAndChunkedAgree) {
 }
 
 INSTANTIATE_TEST_SUITE_P(MatmulPaths, BatchInvarianceTest,
-                         ::testing::Values(Path::kExact, Path::kFast, Path::kInt16),
+                         ::testing::Values(Path::kExact, Path::kFast, Path::kInt16,
+                                           Path::kExactF16Kv),
                          [](const ::testing::TestParamInfo<Path>& i) {
-                           return i.param == Path::kExact  ? "Exact"
-                                  : i.param == Path::kFast ? "Fast"
-                                                           : "Int16";
+                           return i.param == Path::kExact    ? "Exact"
+                                  : i.param == Path::kFast   ? "Fast"
+                                  : i.param == Path::kInt16  ? "Int16"
+                                                             : "ExactF16Kv";
                          });
+
+// An f16 KV cache changes only how K/V are stored: on the real model the
+// logits stay close to the f32 cache's (rounding K/V to 11 bits moves them
+// by ~1e-3 relative) and greedy decoding mostly picks the same tokens, while
+// the cache takes half the bytes.
+TEST(F16KvCacheTest, LogitsStayCloseToTheF32Cache) {
+  const std::string path = rill::testing::DefaultModelPath();
+  ASSERT_EQ(access(path.c_str(), R_OK), 0) << "default model missing: run tools/setup.sh";
+  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  cpu::ThreadPool pool(0);
+  absl::StatusOr<std::unique_ptr<CausalLm>> model =
+      CreateCausalLm(std::move(*ckpt), &pool, ModelOptions{});
+  ASSERT_TRUE(model.ok()) << model.status();
+  const uint32_t seed = std::random_device{}();
+  std::cout << "seed " << seed << "\n";
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> token(100, 49000);
+  std::vector<int32_t> prompt(64);
+  for (int32_t& t : prompt) t = token(rng);
+  std::vector<int32_t> table(kBlocksPerSeq);
+  for (int i = 0; i < kBlocksPerSeq; ++i) table[i] = i;
+  absl::StatusOr<PagedKvCache> c32 =
+      PagedKvCache::Create((*model)->CacheShape(kBlocksPerSeq, kBlockSize, cpu::KvDtype::kF32));
+  absl::StatusOr<PagedKvCache> c16 =
+      PagedKvCache::Create((*model)->CacheShape(kBlocksPerSeq, kBlockSize, cpu::KvDtype::kF16));
+  ASSERT_TRUE(c32.ok() && c16.ok());
+  EXPECT_EQ(c16->bytes() * 2, c32->bytes());
+  EXPECT_EQ(c16->shape().block_bytes() * 2, c32->shape().block_bytes());
+  // Prefill with every position's logits, then greedy decode on the f32
+  // cache's tokens (so both see the same context).
+  ForwardBatch b;
+  b.sequences.push_back({prompt, 0, table, true});
+  ForwardOutput o32, o16;
+  ASSERT_TRUE((*model)->Forward(b, &*c32, &o32).ok());
+  ASSERT_TRUE((*model)->Forward(b, &*c16, &o16).ok());
+  const int64_t vocab = (*model)->config().vocab_size;
+  double worst = 0.0;
+  for (size_t p = 1; p < prompt.size(); ++p) {  // position 0 sees only itself: identical
+    std::vector<float> a(o16.logits[0].begin() + p * vocab, o16.logits[0].begin() + (p + 1) * vocab);
+    std::vector<float> r(o32.logits[0].begin() + p * vocab, o32.logits[0].begin() + (p + 1) * vocab);
+    worst = std::max(worst, MaxRelDiff(a, r));
+  }
+  std::cout << "prefill: worst relative L2 difference " << worst << "\n";
+  EXPECT_GT(worst, 0.0) << "the f16 cache should round something";
+  EXPECT_LT(worst, 1e-2);
+  auto argmax = [](const std::vector<float>& v, size_t off, size_t n) {
+    size_t best = off;
+    for (size_t i = off; i < off + n; ++i) best = v[i] > v[best] ? i : best;
+    return static_cast<int32_t>(best - off);
+  };
+  int32_t next = argmax(o32.logits[0], (prompt.size() - 1) * vocab, vocab);
+  int same = 0;
+  const int steps = 32;
+  for (int i = 0; i < steps; ++i) {
+    ForwardBatch d;
+    d.sequences.push_back({{next}, static_cast<int32_t>(prompt.size() + i), table, false});
+    ForwardOutput d32, d16;
+    ASSERT_TRUE((*model)->Forward(d, &*c32, &d32).ok());
+    ASSERT_TRUE((*model)->Forward(d, &*c16, &d16).ok());
+    worst = std::max(worst, MaxRelDiff(d16.logits[0], d32.logits[0]));
+    const int32_t t32 = argmax(d32.logits[0], 0, vocab), t16 = argmax(d16.logits[0], 0, vocab);
+    same += t32 == t16;
+    next = t32;
+  }
+  std::cout << "decode: worst relative L2 difference " << worst << ", same greedy token " << same
+            << "/" << steps << "\n";
+  EXPECT_LT(worst, 1e-2);
+  EXPECT_GE(same, steps * 9 / 10);
+}
 
 TEST(ForwardValidationTest, RejectsBadBatchesWithClearErrors) {
   const std::string path = rill::testing::DefaultModelPath();

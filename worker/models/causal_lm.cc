@@ -8,8 +8,9 @@
 
 namespace rill::worker {
 
-KvCacheShape CausalLm::CacheShape(int num_blocks, int block_size) const {
+KvCacheShape CausalLm::CacheShape(int num_blocks, int block_size, cpu::KvDtype dtype) const {
   KvCacheShape shape;
+  shape.dtype = dtype;
   shape.num_layers = config().num_layers;
   shape.num_blocks = num_blocks;
   shape.block_size = block_size;

@@ -44,7 +44,9 @@ class CausalLm {
 
   // The KV cache layout this model needs for `num_blocks` blocks (this
   // rank's K/V heads under tensor parallelism).
-  KvCacheShape CacheShape(int num_blocks, int block_size) const;
+  // `dtype` is how the cache stores K/V (f16 halves its memory).
+  KvCacheShape CacheShape(int num_blocks, int block_size,
+                          cpu::KvDtype dtype = cpu::KvDtype::kF32) const;
 
   // Computes the batch's logits and writes the new tokens' K/V into `cache`.
   // InvalidArgument (and no cache writes) when a token id is out of range, a

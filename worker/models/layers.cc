@@ -141,19 +141,17 @@ void EmbedTokens(const cpu::WeightMatrix& table, const std::vector<int32_t>& tok
 void WriteKv(const ForwardBatch& batch, const BatchLayout& layout, int layer, const float* k,
              const float* v, PagedKvCache* cache) {
   const KvCacheShape& shape = cache->shape();
-  const int64_t kv_dim = static_cast<int64_t>(shape.num_kv_heads) * shape.head_dim;
-  float* keys = cache->keys(layer);
-  float* values = cache->values(layer);
+  std::vector<int64_t> slots(layout.num_tokens);
   for (size_t s = 0; s < batch.sequences.size(); ++s) {
     const SequenceChunk& seq = batch.sequences[s];
     for (int64_t t = layout.seq_begin[s]; t < layout.seq_begin[s + 1]; ++t) {
       const int32_t pos = layout.positions[t];
       const int64_t block = seq.block_table[pos / shape.block_size];
-      const int64_t slot = block * shape.block_size + pos % shape.block_size;
-      std::memcpy(keys + slot * kv_dim, k + t * kv_dim, kv_dim * sizeof(float));
-      std::memcpy(values + slot * kv_dim, v + t * kv_dim, kv_dim * sizeof(float));
+      slots[t] = block * shape.block_size + pos % shape.block_size;
     }
   }
+  cpu::WriteKvSlots(k, v, layout.num_tokens, slots.data(), shape.num_kv_heads, shape.head_dim,
+                    cache->keys(layer), cache->values(layer), shape.dtype);
 }
 
 void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer, const float* q,
@@ -169,6 +167,7 @@ void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer, 
     args.out = out + begin * q_dim;
     args.k_cache = cache->keys(layer);
     args.v_cache = cache->values(layer);
+    args.kv_dtype = shape.dtype;
     args.block_table = seq.block_table.data();
     args.block_table_len = static_cast<int64_t>(seq.block_table.size());
     args.block_size = shape.block_size;
