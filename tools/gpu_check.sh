@@ -2,8 +2,10 @@
 # One-shot GPU check for a fresh CUDA box (CUDA toolkit, cmake, ninja; no
 # Bazel, no network, no model file): builds kernels/cuda and its checker with
 # CMake + Ninja, runs every kernel against its CPU reference on fresh random
-# inputs, then the decode micro-benchmark; the checker's summary table is the
-# last thing printed. Exit status: the checker's (0 = all passed or skipped).
+# inputs, then the decode micro-benchmark; then, when build/cuda_model_check
+# (tools/cuda_model_bundle.sh) came along, the CUDA Llama on the real model
+# against the CPU Llama and the speed table. Exit status: the first failing
+# checker's (0 = all passed or skipped).
 #
 #   tools/gpu_check.sh [--dry-run] [checker flags, e.g. --seed=N --no-bench]
 #
@@ -59,5 +61,17 @@ echo "gpu_check: built in $((SECONDS - start)) s ($build)"
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu_check: no GPU visible to nvidia-smi; the checker will skip"
 fi
-# The checker skips by itself when the runtime sees no device.
-exec timeout "${RILL_GPU_CHECK_TIMEOUT_S:-420}" "$build/cuda_kernel_check" ${args[@]+"${args[@]}"}
+# The checkers skip by themselves when the runtime sees no device.
+rc=0
+timeout "${RILL_GPU_CHECK_TIMEOUT_S:-420}" "$build/cuda_kernel_check" ${args[@]+"${args[@]}"} || rc=$?
+# Then the real model, when its bundle came along (tools/cuda_model_bundle.sh
+# here; carry build/cuda_model_check): CUDA Llama vs the CPU Llama's logits,
+# and the decode/prefill table against the targets.
+bundle=$root/build/cuda_model_check
+if [[ -x $bundle/run.sh ]]; then
+  echo "gpu_check: model check from $bundle"
+  timeout "${RILL_MODEL_CHECK_TIMEOUT_S:-300}" "$bundle/run.sh" || rc=$((rc ? rc : $?))
+else
+  echo "gpu_check: no model bundle at $bundle (run tools/cuda_model_bundle.sh and carry it)"
+fi
+exit $rc

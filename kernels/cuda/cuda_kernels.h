@@ -92,6 +92,12 @@ int Sample(const float* logits, const SamplingParams* params, int32_t* tokens, i
 int Logprobs(const float* logits, const int32_t* tokens, float* logprobs, int rows, int vocab,
              Stream stream);
 
+// Splits a fused projection qkv [tokens][q_dim + 2 * kv_dim] (q columns, then
+// k, then v) into contiguous q [tokens][q_dim], k and v [tokens][kv_dim],
+// adding bias [q_dim + 2 * kv_dim] first when it is not null (Qwen2).
+int SplitQkv(const void* qkv, const void* bias, void* q, void* k, void* v, int tokens, int q_dim,
+             int kv_dim, Stream stream);
+
 // GEMMs through cuBLAS; the handle and its workspace are made once per
 // context (they must exist before CUDA-graph capture).
 struct GemmContext;

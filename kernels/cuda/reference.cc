@@ -250,6 +250,24 @@ int32_t Sample(const float* logits, const SamplingParams& p, int vocab, std::vec
   return chosen;
 }
 
+void SplitQkv(const Bf16* qkv, const Bf16* bias, Bf16* q, Bf16* k, Bf16* v, int tokens, int q_dim,
+              int kv_dim) {
+  const int width = q_dim + 2 * kv_dim;
+  for (int t = 0; t < tokens; ++t) {
+    for (int j = 0; j < width; ++j) {
+      const Bf16 x = qkv[static_cast<size_t>(t) * width + j];
+      const Bf16 y = bias ? ToBf16(ToFloat(x) + ToFloat(bias[j])) : x;
+      if (j < q_dim) {
+        q[static_cast<size_t>(t) * q_dim + j] = y;
+      } else if (j < q_dim + kv_dim) {
+        k[static_cast<size_t>(t) * kv_dim + j - q_dim] = y;
+      } else {
+        v[static_cast<size_t>(t) * kv_dim + j - q_dim - kv_dim] = y;
+      }
+    }
+  }
+}
+
 float Logprob(const float* logits, int32_t token, int vocab) {
   if (token < 0 || token >= vocab) return -INFINITY;
   double mx = -DBL_MAX, z = 0;

@@ -38,6 +38,8 @@ void PagedAttentionPrefill(const Bf16* q, const Bf16* k_cache, const Bf16* v_cac
                            const int32_t* block_tables, const int32_t* query_start,
                            const int32_t* context_lens, float* out, int seqs,
                            const PagedAttentionShape& s);
+void SplitQkv(const Bf16* qkv, const Bf16* bias, Bf16* q, Bf16* k, Bf16* v, int tokens, int q_dim,
+              int kv_dim);
 // y[m][n] = x[m][k] . w[n][k]^T in float.
 void Gemm(const Bf16* x, const Bf16* w, float* y, int m, int n, int k);
 

@@ -112,6 +112,29 @@ Row CheckKvWrite(std::mt19937& rng) {
   return {"kv_cache_write (slot -1 skipped)", e == 0, e, "max rel err", "must be exact"};
 }
 
+// The fused q/k/v split, with and without a bias: without one it must copy
+// exactly; with one, a single bf16 rounding of the sum.
+Row CheckSplitQkv(std::mt19937& rng, bool with_bias) {
+  const int tokens = 7, qd = 576, kvd = 192, width = qd + 2 * kvd;
+  const std::string name = std::string("split_qkv") + (with_bias ? "+bias" : "") + " 7x960";
+  auto qkv = RandomBf16(rng, size_t(tokens) * width), bias = RandomBf16(rng, width);
+  DevBuf<Bf16> dqkv(qkv), dbias(bias), dq(size_t(tokens) * qd), dk(size_t(tokens) * kvd),
+      dv(size_t(tokens) * kvd);
+  dq.PoisonNow();
+  dk.PoisonNow();
+  dv.PoisonNow();
+  int err = SplitQkv(dqkv.get(), with_bias ? dbias.get() : nullptr, dq.get(), dk.get(), dv.get(),
+                     tokens, qd, kvd, nullptr);
+  if (err) return Failed(name, ErrorString(err));
+  std::vector<Bf16> q(size_t(tokens) * qd), k(size_t(tokens) * kvd), v(size_t(tokens) * kvd);
+  ref::SplitQkv(qkv.data(), with_bias ? bias.data() : nullptr, q.data(), k.data(), v.data(), tokens,
+                qd, kvd);
+  const double e = std::max(MaxRelError(dq.Download(), q),
+                            std::max(MaxRelError(dk.Download(), k), MaxRelError(dv.Download(), v)));
+  if (!with_bias) return {name, e == 0, e, "max rel err", "must be exact"};
+  return Compared(name, e, kBf16Tol);
+}
+
 }  // namespace
 
 std::vector<Row> CheckElementwise(std::mt19937& rng) {
@@ -123,7 +146,9 @@ std::vector<Row> CheckElementwise(std::mt19937& rng) {
           CheckSwiGlu(rng),
           CheckGelu(rng),
           CheckEmbedding(rng),
-          CheckKvWrite(rng)};
+          CheckKvWrite(rng),
+          CheckSplitQkv(rng, false),
+          CheckSplitQkv(rng, true)};
 }
 
 }  // namespace rill::cuda::check

@@ -1,0 +1,80 @@
+#!/bin/bash
+# Packs the CUDA model checker for a GPU box that has the CUDA 13 driver and
+# runtime but no Bazel, absl or model cache, into build/cuda_model_check/
+# (git-ignored): the binary, the shared libraries it needs beyond glibc and
+# CUDA (absl, glog, gflags, libstdc++...), the default model cut to its first
+# LAYERS layers (the whole file, 98 MB, exceeds the 64 MiB a device run may
+# carry), and run.sh, which runs the checker with the benchmark timed at the
+# full 30-layer depth.
+#
+#   tools/cuda_model_bundle.sh [--layers=8] [--model=PATH]
+#
+# Then, on the GPU box (the device tool: carry ["build/cuda_model_check"]):
+#   build/cuda_model_check/run.sh [extra checker flags]
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+layers=8
+model=${HOME}/.cache/rill/models/SmolLM2-135M-Instruct.Q4_1.gguf
+for a in "$@"; do
+  case $a in
+    --layers=*) layers=${a#--layers=} ;;
+    --model=*) model=${a#--model=} ;;
+    *) echo "cuda_model_bundle: unknown argument $a" >&2; exit 2 ;;
+  esac
+done
+[[ -f $model ]] || { echo "cuda_model_bundle: no model at $model" >&2; exit 1; }
+
+cd "$root"
+bazel build //worker/models/cuda:cuda_model_check //worker/models/cuda:trim_gguf
+bin=bazel-bin/worker/models/cuda/cuda_model_check
+[[ -x $bin ]] || { echo "cuda_model_bundle: $bin not built (no CUDA toolkit?)" >&2; exit 1; }
+
+out=build/cuda_model_check
+rm -rf "$out"
+mkdir -p "$out/lib"
+cp "$bin" "$out/cuda_model_check"
+chmod u+w "$out/cuda_model_check"
+
+# Every resolved library except glibc's own (the box's newer glibc serves
+# this build) and CUDA's (the box's toolkit and driver provide them).
+ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r lib; do
+  case $(basename "$lib") in
+    libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libresolv.so*) ;;
+    libcuda.so*|libcudart.so*|libcublas*.so*|libnccl.so*) ;;
+    *) cp -L "$lib" "$out/lib/" ;;
+  esac
+done
+
+bazel-bin/worker/models/cuda/trim_gguf --in="$model" --out="$out/model.gguf" --layers="$layers"
+
+cat >"$out/run.sh" <<'RUN'
+#!/bin/bash
+# Runs the CUDA model checker from its bundle (see tools/cuda_model_bundle.sh).
+set -u
+dir=$(cd "$(dirname "$0")" && pwd)
+# CUDA 13 libraries: the toolkit's, else pip's nvidia-* wheels (PyTorch's).
+cuda_dirs=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib \
+         $(ls -d /usr/local/lib/python3*/dist-packages/nvidia/*/lib /opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib 2>/dev/null); do
+  [[ -d $d ]] && cuda_dirs="$cuda_dirs:$d"
+done
+export LD_LIBRARY_PATH="$dir/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+missing=$(ldd "$dir/cuda_model_check" | grep "not found" || true)
+if [[ -n $missing ]]; then
+  echo "cuda_model_check: missing shared libraries:" >&2
+  echo "$missing" >&2
+  exit 3
+fi
+exec "$dir/cuda_model_check" --model="$dir/model.gguf" --bench_layers=30 "$@"
+RUN
+chmod +x "$out/run.sh"
+
+du -sh "$out" "$out/lib" "$out/model.gguf"
+size=$(du -sb "$out" | cut -f1)
+if (( size > 60 * 1024 * 1024 )); then
+  echo "cuda_model_bundle: $out is $size bytes: over 60 MiB, too big to carry with the tree;" \
+       "use fewer --layers" >&2
+  exit 1
+fi
+echo "bundle ready: carry [\"$out\"], run $out/run.sh"

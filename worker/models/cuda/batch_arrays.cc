@@ -1,0 +1,95 @@
+#include "worker/models/cuda/batch_arrays.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace rill::worker {
+
+absl::Status ValidateBatch(const ForwardBatch& batch, const BatchLimits& limits) {
+  if (batch.sequences.empty()) return absl::InvalidArgumentError("batch has no sequences");
+  if (limits.block_size <= 0) return absl::InvalidArgumentError("block_size must be positive");
+  int64_t total = 0;
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceChunk& seq = batch.sequences[s];
+    if (seq.tokens.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, " has no new tokens"));
+    }
+    if (seq.lora != nullptr) {
+      return absl::UnimplementedError("the CUDA Llama does not run LoRA adapters");
+    }
+    if (seq.start_pos < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": negative start_pos"));
+    }
+    total += static_cast<int64_t>(seq.tokens.size());
+    const int64_t end = static_cast<int64_t>(seq.start_pos) + seq.tokens.size();
+    if (end > limits.max_context) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", s, ": ", end, " tokens exceed the context length ", limits.max_context));
+    }
+    const int64_t blocks_needed = (end + limits.block_size - 1) / limits.block_size;
+    if (static_cast<int64_t>(seq.block_table.size()) < blocks_needed) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": block table has ",
+                                                     seq.block_table.size(), " blocks, ",
+                                                     blocks_needed, " needed"));
+    }
+    for (int64_t b = 0; b < blocks_needed; ++b) {
+      if (seq.block_table[b] < 0 || seq.block_table[b] >= limits.num_blocks) {
+        return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": block id ",
+                                                       seq.block_table[b], " outside the cache of ",
+                                                       limits.num_blocks, " blocks"));
+      }
+    }
+    for (int32_t t : seq.tokens) {
+      if (t < 0 || t >= limits.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sequence ", s, ": token id ", t, " outside the vocabulary of ", limits.vocab_size));
+      }
+    }
+  }
+  if (total > limits.max_batch_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch has ", total, " new tokens, more than max_batch_tokens ", limits.max_batch_tokens));
+  }
+  return absl::OkStatus();
+}
+
+BatchArrays BuildBatchArrays(const ForwardBatch& batch, int block_size) {
+  BatchArrays a;
+  a.num_seqs = static_cast<int>(batch.sequences.size());
+  for (const SequenceChunk& seq : batch.sequences) {
+    const int ctx = seq.start_pos + static_cast<int>(seq.tokens.size());
+    a.max_context = std::max(a.max_context, ctx);
+    a.max_blocks_per_seq = std::max(a.max_blocks_per_seq, (ctx + block_size - 1) / block_size);
+  }
+  a.query_start.push_back(0);
+  a.block_tables.assign(static_cast<size_t>(a.num_seqs) * a.max_blocks_per_seq, 0);
+  for (int s = 0; s < a.num_seqs; ++s) {
+    const SequenceChunk& seq = batch.sequences[s];
+    const int n = static_cast<int>(seq.tokens.size());
+    const int ctx = seq.start_pos + n;
+    const int first = static_cast<int>(a.tokens.size());
+    for (int i = 0; i < n; ++i) {
+      const int pos = seq.start_pos + i;
+      a.tokens.push_back(seq.tokens[i]);
+      a.positions.push_back(pos);
+      a.slot_mapping.push_back(seq.block_table[pos / block_size] * block_size + pos % block_size);
+    }
+    a.query_start.push_back(first + n);
+    a.context_lens.push_back(ctx);
+    const int blocks = (ctx + block_size - 1) / block_size;
+    std::copy(seq.block_table.begin(), seq.block_table.begin() + blocks,
+              a.block_tables.begin() + static_cast<size_t>(s) * a.max_blocks_per_seq);
+    if (seq.all_logits) {
+      for (int i = 0; i < n; ++i) a.logit_rows.push_back(first + i);
+      a.logits_per_seq.push_back(n);
+    } else {
+      a.logit_rows.push_back(first + n - 1);
+      a.logits_per_seq.push_back(1);
+    }
+  }
+  a.num_tokens = static_cast<int>(a.tokens.size());
+  return a;
+}
+
+}  // namespace rill::worker

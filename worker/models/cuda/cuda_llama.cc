@@ -1,0 +1,509 @@
+#include "worker/models/cuda/cuda_llama.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <string>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "worker/models/cuda/weights_bf16.h"
+#include "worker/models/layers.h"
+
+namespace rill::worker {
+namespace {
+
+namespace kc = ::rill::cuda;
+
+// Logit rows projected and copied back per GEMM (the f32 logits buffer is
+// [kLogitChunk][vocab], 48 MiB for a 49152-token vocabulary).
+constexpr int kLogitChunk = 256;
+// Keys per split-K partition of the decode attention.
+constexpr int kDecodePartition = 512;
+
+// Returns Internal naming the failed step when `expr` (a kernel launch or
+// runtime call returning a cudaError_t) is non-zero. `what` is only built on
+// failure.
+#define RILL_CUDA_RETURN_IF_ERROR(expr, what)    \
+  do {                                           \
+    const int rill_cuda_err_ = (expr);           \
+    if (rill_cuda_err_ != 0) {                   \
+      return CudaStatus(rill_cuda_err_, (what)); \
+    }                                            \
+  } while (0)
+
+size_t Bf16Bytes(size_t elems) { return elems * sizeof(uint16_t); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaLlama>> CudaLlama::Create(
+    std::shared_ptr<const loader::Checkpoint> checkpoint, const CudaLlamaOptions& options) {
+  if (checkpoint == nullptr) return absl::InvalidArgumentError("CudaLlama: null checkpoint");
+  std::unique_ptr<CudaLlama> model(new CudaLlama(std::move(checkpoint), options));
+  absl::Status s = model->Init();
+  if (!s.ok()) return s;
+  return model;
+}
+
+CudaLlama::~CudaLlama() {
+  if (stream_ != nullptr) kc::StreamSync(stream_);  // nothing may still use the buffers
+  kc::GemmDestroy(gemm_);
+  if (stream_ != nullptr) kc::StreamDestroy(stream_);
+}
+
+absl::Status CudaLlama::Init() {
+  const loader::ModelConfig& c = config();
+  const std::string& path = checkpoint_->path();
+  if (c.architecture != "llama") {
+    return absl::UnimplementedError(
+        absl::StrCat(path, ": the CUDA backend runs the llama family, not '", c.architecture, "'"));
+  }
+  if (c.num_heads <= 0 || c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0 ||
+      c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > 128 || c.hidden_size <= 0 ||
+      c.intermediate_size <= 0 || c.vocab_size <= 0 || c.num_layers <= 0 ||
+      c.hidden_size > INT_MAX / 4 || c.vocab_size > INT_MAX || c.intermediate_size > INT_MAX / 4 ||
+      c.num_heads * c.head_dim > INT_MAX / 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": configuration the CUDA kernels cannot run (", c.num_heads, " heads, ",
+                     c.num_kv_heads, " kv heads, head_dim ", c.head_dim, " (even, <= 128), hidden ",
+                     c.hidden_size, ", ffn ", c.intermediate_size, ", vocab ", c.vocab_size, ")"));
+  }
+  const CudaLlamaOptions& o = options_;
+  if (o.num_kv_blocks <= 0 || o.block_size <= 0 ||
+      static_cast<int64_t>(o.num_kv_blocks) * o.block_size > INT_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat("CudaLlama: num_kv_blocks ", o.num_kv_blocks,
+                                                   " x block_size ", o.block_size,
+                                                   " must be positive and fit in int32 slots"));
+  }
+  if (o.max_batch_tokens <= 0 || o.max_batch_tokens > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CudaLlama: max_batch_tokens ", o.max_batch_tokens, " outside [1, 65535]"));
+  }
+  if (o.bench_num_layers < 0) {
+    return absl::InvalidArgumentError("CudaLlama: negative bench_num_layers");
+  }
+  hidden_ = static_cast<int>(c.hidden_size);
+  q_heads_ = static_cast<int>(c.num_heads);
+  kv_heads_ = static_cast<int>(c.num_kv_heads);
+  head_dim_ = static_cast<int>(c.head_dim);
+  ffn_ = static_cast<int>(c.intermediate_size);
+  vocab_ = static_cast<int>(c.vocab_size);
+  q_dim_ = q_heads_ * head_dim_;
+  kv_dim_ = kv_heads_ * head_dim_;
+  eps_ = static_cast<float>(c.rms_norm_eps);
+  // GGUF "llama" checkpoints have llama.cpp's permuted q/k rows: adjacent
+  // pairs (the kernels' non-neox mode); HF and qwen2 use rotate_half (neox).
+  neox_ = !c.rope_interleaved;
+
+  RILL_CUDA_RETURN_IF_ERROR(kc::StreamCreate(&stream_), "creating the stream");
+  RILL_CUDA_RETURN_IF_ERROR(kc::GemmCreate(stream_, &gemm_), "creating the cuBLAS context");
+  if (absl::Status s = UploadWeights(); !s.ok()) return s;
+  return AllocateBuffers();
+}
+
+absl::Status CudaLlama::UploadWeights() {
+  const loader::ModelConfig& c = config();
+  const loader::Checkpoint& ck = *checkpoint_;
+  // The same RoPE frequencies as the CPU model, scaling and llama.cpp's
+  // rope_freqs divisors included.
+  absl::StatusOr<std::vector<float>> inv_freq = RopeInverseFrequencies(c);
+  if (!inv_freq.ok()) return inv_freq.status();
+  if (ck.Find("rope_freqs") != nullptr) {
+    absl::StatusOr<std::vector<float>> div = LoadVector(ck, "rope_freqs", c.head_dim / 2);
+    if (!div.ok()) return div.status();
+    for (size_t i = 0; i < div->size(); ++i) (*inv_freq)[i] /= (*div)[i];
+  }
+  if (absl::Status s = inv_freq_.AllocateFrom(*inv_freq, "inv_freq"); !s.ok()) return s;
+
+  std::vector<uint16_t> host;
+  auto upload = [&](DeviceBuffer* dst, const std::vector<uint16_t>& src, const std::string& what) {
+    weight_bytes_ += static_cast<int64_t>(Bf16Bytes(src.size()));
+    return dst->AllocateFrom(src, what);
+  };
+  if (absl::Status s = AppendMatrixBf16(ck, "token_embd", vocab_, hidden_, &host); !s.ok())
+    return s;
+  if (absl::Status s = upload(&embed_, host, "token_embd"); !s.ok()) return s;
+  head_ = embed_.get();  // tied unless the checkpoint has its own head
+  if (ck.Find("output") != nullptr) {
+    host.clear();
+    if (absl::Status s = AppendMatrixBf16(ck, "output", vocab_, hidden_, &host); !s.ok()) return s;
+    if (absl::Status s = upload(&head_storage_, host, "output"); !s.ok()) return s;
+    head_ = head_storage_.get();
+  }
+  host.clear();
+  if (absl::Status s = AppendVectorBf16(ck, "output_norm", hidden_, &host); !s.ok()) return s;
+  if (absl::Status s = upload(&final_norm_, host, "output_norm"); !s.ok()) return s;
+
+  const int ckpt_layers = static_cast<int>(c.num_layers);
+  const int n = options_.bench_num_layers > 0 ? options_.bench_num_layers : ckpt_layers;
+  layers_.resize(n);
+  LayerBf16 w;
+  for (int l = 0; l < n; ++l) {
+    const int src = l % ckpt_layers;
+    if (absl::Status s = BuildLayerBf16(ck, src, &w); !s.ok()) return s;
+    Layer& L = layers_[l];
+    const std::string p = absl::StrCat("blk.", l, ".");
+    for (auto [dst, vec, name] :
+         {std::make_tuple(&L.attn_norm, &w.attn_norm, "attn_norm"),
+          std::make_tuple(&L.ffn_norm, &w.ffn_norm, "ffn_norm"),
+          std::make_tuple(&L.qkv, &w.qkv, "attn_qkv"), std::make_tuple(&L.o, &w.o, "attn_output"),
+          std::make_tuple(&L.gate_up, &w.gate_up, "ffn_gate_up"),
+          std::make_tuple(&L.down, &w.down, "ffn_down")}) {
+      if (absl::Status s = upload(dst, *vec, p + name); !s.ok()) return s;
+    }
+    if (!w.qkv_bias.empty()) {
+      if (absl::Status s = upload(&L.qkv_bias, w.qkv_bias, p + "attn_qkv.bias"); !s.ok()) return s;
+    }
+  }
+  LOG(INFO) << "CudaLlama: " << n << " layers (" << ckpt_layers << " in the checkpoint), "
+            << weight_bytes_ / (1 << 20) << " MiB of bf16 weights uploaded";
+  return absl::OkStatus();
+}
+
+absl::Status CudaLlama::AllocateBuffers() {
+  const size_t T = options_.max_batch_tokens;
+  layer_cache_elems_ = static_cast<size_t>(options_.num_kv_blocks) * options_.block_size * kv_dim_;
+  const size_t cache_bytes = Bf16Bytes(layer_cache_elems_ * layers_.size());
+  kv_cache_bytes_ = static_cast<int64_t>(2 * cache_bytes);
+  struct Want {
+    DeviceBuffer* buf;
+    size_t bytes;
+    const char* what;
+  };
+  const Want wants[] = {
+      {&k_cache_, cache_bytes, "K cache"},
+      {&v_cache_, cache_bytes, "V cache"},
+      {&h_, Bf16Bytes(T * hidden_), "residual"},
+      {&normed_, Bf16Bytes(T * hidden_), "normed"},
+      {&qkv_, Bf16Bytes(T * (q_dim_ + 2 * kv_dim_)), "qkv"},
+      {&q_, Bf16Bytes(T * q_dim_), "q"},
+      {&k_, Bf16Bytes(T * kv_dim_), "k"},
+      {&v_, Bf16Bytes(T * kv_dim_), "v"},
+      {&attn_, Bf16Bytes(T * q_dim_), "attention output"},
+      {&o_, Bf16Bytes(T * hidden_), "o projection"},
+      {&gate_up_, Bf16Bytes(T * 2 * ffn_), "gate_up"},
+      {&act_, Bf16Bytes(T * ffn_), "swiglu"},
+      {&mlp_, Bf16Bytes(T * hidden_), "mlp output"},
+      {&gathered_, Bf16Bytes(T * hidden_), "logit rows"},
+      {&tokens_, T * sizeof(int32_t), "tokens"},
+      {&positions_, T * sizeof(int32_t), "positions"},
+      {&slots_, T * sizeof(int32_t), "slot mapping"},
+      {&query_start_, (T + 1) * sizeof(int32_t), "query_start"},
+      {&context_lens_, T * sizeof(int32_t), "context_lens"},
+      {&logit_rows_, T * sizeof(int32_t), "logit rows"},
+      {&logits_, static_cast<size_t>(kLogitChunk) * vocab_ * sizeof(float), "logits"},
+  };
+  for (const Want& w : wants) {
+    if (absl::Status s = w.buf->Allocate(w.bytes, w.what); !s.ok()) return s;
+  }
+  // Zeroed so that a bug reading unwritten slots shows as wrong numbers, not NaN.
+  RILL_CUDA_RETURN_IF_ERROR(kc::Memset(k_cache_.get(), 0, cache_bytes, stream_), "zeroing K cache");
+  RILL_CUDA_RETURN_IF_ERROR(kc::Memset(v_cache_.get(), 0, cache_bytes, stream_), "zeroing V cache");
+  RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "zeroing the KV cache");
+  return absl::OkStatus();
+}
+
+BatchLimits CudaLlama::Limits() const {
+  BatchLimits l;
+  l.vocab_size = vocab_;
+  l.max_context = config().max_position_embeddings;
+  l.num_blocks = options_.num_kv_blocks;
+  l.block_size = options_.block_size;
+  l.max_batch_tokens = options_.max_batch_tokens;
+  return l;
+}
+
+kc::PagedAttentionShape CudaLlama::AttentionShape(int max_blocks_per_seq) const {
+  kc::PagedAttentionShape s;
+  s.q_heads = q_heads_;
+  s.kv_heads = kv_heads_;
+  s.head_dim = head_dim_;
+  s.block_size = options_.block_size;
+  s.max_blocks_per_seq = max_blocks_per_seq;
+  s.scale = 0.0f;  // 1/sqrt(head_dim)
+  return s;
+}
+
+absl::Status CudaLlama::EnqueueBody(const StepArrays& a) {
+  const int T = a.tokens;
+  kc::Stream st = stream_;
+  const kc::PagedAttentionShape shape = AttentionShape(a.max_blocks_per_seq);
+  RILL_CUDA_RETURN_IF_ERROR(
+      kc::EmbeddingLookup(a.token_ids, embed_.get(), h_.get(), T, hidden_, vocab_, st),
+      "embedding lookup");
+  for (int l = 0; l < num_layers(); ++l) {
+    const Layer& L = layers_[l];
+    uint16_t* kcache = k_cache_.as<uint16_t>() + l * layer_cache_elems_;
+    uint16_t* vcache = v_cache_.as<uint16_t>() + l * layer_cache_elems_;
+    // The previous layer's MLP output is added to the residual here (none
+    // before layer 0).
+    RILL_CUDA_RETURN_IF_ERROR(
+        kc::RmsNormResidual(l ? mlp_.get() : nullptr, h_.get(), L.attn_norm.get(), normed_.get(), T,
+                            hidden_, eps_, st),
+        absl::StrCat("layer ", l, " attn_norm"));
+    RILL_CUDA_RETURN_IF_ERROR(kc::Gemm(gemm_, normed_.get(), L.qkv.get(), qkv_.get(), T,
+                                       q_dim_ + 2 * kv_dim_, hidden_, false),
+                              absl::StrCat("layer ", l, " qkv gemm"));
+    RILL_CUDA_RETURN_IF_ERROR(kc::SplitQkv(qkv_.get(), L.qkv_bias.get(), q_.get(), k_.get(),
+                                           v_.get(), T, q_dim_, kv_dim_, st),
+                              absl::StrCat("layer ", l, " qkv split"));
+    RILL_CUDA_RETURN_IF_ERROR(kc::Rope(q_.get(), k_.get(), a.positions, inv_freq_.as<float>(), T,
+                                       q_heads_, kv_heads_, head_dim_, head_dim_, neox_, st),
+                              absl::StrCat("layer ", l, " rope"));
+    RILL_CUDA_RETURN_IF_ERROR(
+        kc::KvCacheWrite(k_.get(), v_.get(), kcache, vcache, a.slots, T, kv_heads_, head_dim_, st),
+        absl::StrCat("layer ", l, " kv cache write"));
+    if (a.query_start != nullptr) {
+      RILL_CUDA_RETURN_IF_ERROR(
+          kc::PagedAttentionPrefill(q_.get(), kcache, vcache, a.block_tables, a.query_start,
+                                    a.context_lens, attn_.get(), a.seqs, T, shape, st),
+          absl::StrCat("layer ", l, " prefill attention"));
+    } else {
+      RILL_CUDA_RETURN_IF_ERROR(
+          kc::PagedAttentionDecode(q_.get(), kcache, vcache, a.block_tables, a.context_lens,
+                                   attn_.get(), a.decode_workspace, a.seqs, a.max_context,
+                                   kDecodePartition, shape, st),
+          absl::StrCat("layer ", l, " decode attention"));
+    }
+    RILL_CUDA_RETURN_IF_ERROR(
+        kc::Gemm(gemm_, attn_.get(), L.o.get(), o_.get(), T, hidden_, q_dim_, false),
+        absl::StrCat("layer ", l, " o gemm"));
+    RILL_CUDA_RETURN_IF_ERROR(kc::RmsNormResidual(o_.get(), h_.get(), L.ffn_norm.get(),
+                                                  normed_.get(), T, hidden_, eps_, st),
+                              absl::StrCat("layer ", l, " ffn_norm"));
+    RILL_CUDA_RETURN_IF_ERROR(kc::Gemm(gemm_, normed_.get(), L.gate_up.get(), gate_up_.get(), T,
+                                       2 * ffn_, hidden_, false),
+                              absl::StrCat("layer ", l, " gate_up gemm"));
+    RILL_CUDA_RETURN_IF_ERROR(kc::SwiGlu(gate_up_.get(), act_.get(), T, ffn_, st),
+                              absl::StrCat("layer ", l, " swiglu"));
+    RILL_CUDA_RETURN_IF_ERROR(
+        kc::Gemm(gemm_, act_.get(), L.down.get(), mlp_.get(), T, hidden_, ffn_, false),
+        absl::StrCat("layer ", l, " down gemm"));
+  }
+  RILL_CUDA_RETURN_IF_ERROR(kc::RmsNormResidual(mlp_.get(), h_.get(), final_norm_.get(),
+                                                normed_.get(), T, hidden_, eps_, st),
+                            "final norm");
+  return absl::OkStatus();
+}
+
+absl::Status CudaLlama::UploadStep(const BatchArrays& a) {
+  const size_t table_bytes = a.block_tables.size() * sizeof(int32_t);
+  if (absl::Status s = block_tables_.Reserve(table_bytes, "block tables"); !s.ok()) return s;
+  struct Up {
+    DeviceBuffer* buf;
+    const std::vector<int32_t>* v;
+    const char* what;
+  };
+  for (const Up& u : {Up{&tokens_, &a.tokens, "tokens"}, Up{&positions_, &a.positions, "positions"},
+                      Up{&slots_, &a.slot_mapping, "slot mapping"},
+                      Up{&query_start_, &a.query_start, "query_start"},
+                      Up{&context_lens_, &a.context_lens, "context_lens"},
+                      Up{&logit_rows_, &a.logit_rows, "logit rows"},
+                      Up{&block_tables_, &a.block_tables, "block tables"}}) {
+    if (absl::Status s = u.buf->Upload(u.v->data(), u.v->size() * sizeof(int32_t), u.what);
+        !s.ok()) {
+      return s;
+    }
+  }
+  // cudaMemcpy from pageable memory may return before its DMA lands, and
+  // runs on the legacy stream, which does not order with our non-blocking
+  // stream: wait for it before the kernels read the arrays.
+  RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(nullptr), "waiting for the step's uploads");
+  return absl::OkStatus();
+}
+
+absl::Status CudaLlama::Forward(const ForwardBatch& batch, ForwardOutput* out) {
+  if (out == nullptr) return absl::InvalidArgumentError("CudaLlama::Forward: null output");
+  if (absl::Status s = ValidateBatch(batch, Limits()); !s.ok()) return s;
+  const BatchArrays a = BuildBatchArrays(batch, options_.block_size);
+  if (absl::Status s = UploadStep(a); !s.ok()) return s;
+  StepArrays step;
+  step.tokens = a.num_tokens;
+  step.token_ids = tokens_.as<int32_t>();
+  step.positions = positions_.as<int32_t>();
+  step.slots = slots_.as<int32_t>();
+  step.block_tables = block_tables_.as<int32_t>();
+  step.context_lens = context_lens_.as<int32_t>();
+  step.max_blocks_per_seq = a.max_blocks_per_seq;
+  step.seqs = a.num_seqs;
+  step.query_start = query_start_.as<int32_t>();
+  step.max_context = a.max_context;
+  if (absl::Status s = EnqueueBody(step); !s.ok()) return s;
+  if (absl::Status s = CopyHidden(a, batch, out); !s.ok()) return s;
+  return CopyLogits(a, out);
+}
+
+absl::Status CudaLlama::CopyLogits(const BatchArrays& a, ForwardOutput* out) {
+  const int rows = static_cast<int>(a.logit_rows.size());
+  // The rows whose logits are wanted, gathered after the final norm (the
+  // embedding-lookup kernel reads normed_ as a table of T rows).
+  RILL_CUDA_RETURN_IF_ERROR(
+      kc::EmbeddingLookup(logit_rows_.as<int32_t>(), normed_.get(), gathered_.get(), rows, hidden_,
+                          a.num_tokens, stream_),
+      "gathering the logit rows");
+  std::vector<float> flat(static_cast<size_t>(rows) * vocab_);
+  for (int r0 = 0; r0 < rows; r0 += kLogitChunk) {
+    const int m = std::min(kLogitChunk, rows - r0);
+    RILL_CUDA_RETURN_IF_ERROR(
+        kc::Gemm(gemm_, gathered_.as<uint16_t>() + static_cast<size_t>(r0) * hidden_, head_,
+                 logits_.get(), m, vocab_, hidden_, true),
+        "lm head gemm");
+    // Also where asynchronous errors of the whole step surface.
+    RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "running the forward step");
+    RILL_CUDA_RETURN_IF_ERROR(
+        kc::CopyToHost(flat.data() + static_cast<size_t>(r0) * vocab_, logits_.get(),
+                       static_cast<size_t>(m) * vocab_ * sizeof(float)),
+        "copying logits to the host");
+  }
+  out->logits.assign(a.num_seqs, {});
+  size_t r = 0;
+  for (int s = 0; s < a.num_seqs; ++s) {
+    const size_t n = static_cast<size_t>(a.logits_per_seq[s]) * vocab_;
+    out->logits[s].assign(flat.begin() + r, flat.begin() + r + n);
+    r += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaLlama::CopyHidden(const BatchArrays& a, const ForwardBatch& batch,
+                                   ForwardOutput* out) {
+  out->hidden.assign(a.num_seqs, {});
+  bool any = false;
+  for (const SequenceChunk& seq : batch.sequences) any = any || seq.return_hidden;
+  if (!any) return absl::OkStatus();
+  std::vector<uint16_t> all(static_cast<size_t>(a.num_tokens) * hidden_);
+  RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "running the forward step");
+  RILL_CUDA_RETURN_IF_ERROR(kc::CopyToHost(all.data(), normed_.get(), Bf16Bytes(all.size())),
+                            "copying hidden states to the host");
+  for (int s = 0; s < a.num_seqs; ++s) {
+    if (!batch.sequences[s].return_hidden) continue;
+    const size_t begin = static_cast<size_t>(a.query_start[s]) * hidden_;
+    const size_t end = static_cast<size_t>(a.query_start[s + 1]) * hidden_;
+    std::vector<float>& h = out->hidden[s];
+    h.resize(end - begin);
+    for (size_t i = begin; i < end; ++i) h[i - begin] = Bf16ToFloat(all[i]);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CudaLlama::DecodeBench> CudaLlama::BenchDecode(int batch, int context,
+                                                              int iterations) {
+  const int bs = options_.block_size;
+  const int blocks_per_seq = (context + 1 + bs - 1) / bs;
+  if (batch <= 0 || batch > options_.max_batch_tokens || context < 0 || iterations <= 0 ||
+      static_cast<int64_t>(batch) * blocks_per_seq > options_.num_kv_blocks ||
+      context + 1 > config().max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "BenchDecode: batch ", batch, " x context ", context, " needs ",
+        static_cast<int64_t>(batch) * blocks_per_seq, " cache blocks (have ",
+        options_.num_kv_blocks, ") and batch <= max_batch_tokens ", options_.max_batch_tokens));
+  }
+  // The graph captures these pointers: they live until it is destroyed.
+  std::vector<int32_t> tok(batch), pos(batch, context), slot(batch), lens(batch, context + 1),
+      table(static_cast<size_t>(batch) * blocks_per_seq);
+  for (int b = 0; b < batch; ++b) {
+    tok[b] = static_cast<int32_t>((1009u * b + 17u) % static_cast<unsigned>(vocab_));
+    for (int j = 0; j < blocks_per_seq; ++j)
+      table[static_cast<size_t>(b) * blocks_per_seq + j] = b * blocks_per_seq + j;
+    slot[b] = (b * blocks_per_seq + context / bs) * bs + context % bs;
+  }
+  std::vector<kc::SamplingParams> params(batch);
+  for (auto& p : params) p.temperature = 0.0f;  // greedy
+  const kc::PagedAttentionShape shape = AttentionShape(blocks_per_seq);
+  const size_t ws_floats = kc::DecodeWorkspaceFloats(batch, shape, context + 1, kDecodePartition);
+  DeviceBuffer d_tok, d_pos, d_slot, d_lens, d_table, d_params, d_logits, d_ws;
+  for (absl::Status s :
+       {d_tok.AllocateFrom(tok, "bench tokens"), d_pos.AllocateFrom(pos, "bench positions"),
+        d_slot.AllocateFrom(slot, "bench slots"), d_lens.AllocateFrom(lens, "bench context_lens"),
+        d_table.AllocateFrom(table, "bench block tables"),
+        d_params.AllocateFrom(params, "bench sampling params"),
+        d_logits.Allocate(static_cast<size_t>(batch) * vocab_ * sizeof(float), "bench logits"),
+        d_ws.Allocate(ws_floats * sizeof(float), "bench attention workspace")}) {
+    if (!s.ok()) return s;
+  }
+  RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(nullptr), "bench uploads");
+  StepArrays step;
+  step.tokens = batch;
+  step.token_ids = d_tok.as<int32_t>();
+  step.positions = d_pos.as<int32_t>();
+  step.slots = d_slot.as<int32_t>();
+  step.block_tables = d_table.as<int32_t>();
+  step.context_lens = d_lens.as<int32_t>();
+  step.max_blocks_per_seq = blocks_per_seq;
+  step.seqs = batch;
+  step.decode_workspace = d_ws.as<float>();
+  step.max_context = context + 1;
+  auto enqueue = [&]() -> absl::Status {
+    if (absl::Status s = EnqueueBody(step); !s.ok()) return s;
+    RILL_CUDA_RETURN_IF_ERROR(
+        kc::Gemm(gemm_, normed_.get(), head_, d_logits.get(), batch, vocab_, hidden_, true),
+        "bench lm head");
+    RILL_CUDA_RETURN_IF_ERROR(kc::Sample(d_logits.as<float>(), d_params.as<kc::SamplingParams>(),
+                                         d_tok.as<int32_t>(), batch, vocab_, stream_),
+                              "bench sampling");
+    return absl::OkStatus();
+  };
+  // Once eagerly, so cuBLAS picks its kernels outside the capture.
+  if (absl::Status s = enqueue(); !s.ok()) return s;
+  RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "bench eager step");
+  kc::GraphExec graph = nullptr;
+  RILL_CUDA_RETURN_IF_ERROR(kc::GraphCaptureBegin(stream_), "beginning graph capture");
+  absl::Status captured = enqueue();
+  const int end_err = kc::GraphCaptureEnd(stream_, &graph);  // always end the capture
+  if (!captured.ok()) {
+    if (graph != nullptr) kc::GraphDestroy(graph);
+    return captured;
+  }
+  RILL_CUDA_RETURN_IF_ERROR(end_err, "ending graph capture");
+  DecodeBench result;
+  absl::Status s = [&]() -> absl::Status {
+    for (int i = 0; i < 3; ++i) {
+      RILL_CUDA_RETURN_IF_ERROR(kc::GraphLaunch(graph, stream_), "graph warm-up");
+    }
+    RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "graph warm-up");
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iterations; ++i) {
+      RILL_CUDA_RETURN_IF_ERROR(kc::GraphLaunch(graph, stream_), "graph launch");
+    }
+    RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "graph replay");
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iterations;
+    result.batch = batch;
+    result.ms_per_step = secs * 1e3;
+    result.tokens_per_s = batch / secs;
+    return absl::OkStatus();
+  }();
+  kc::StreamSync(stream_);
+  kc::GraphDestroy(graph);
+  if (!s.ok()) return s;
+  return result;
+}
+
+absl::StatusOr<double> CudaLlama::BenchPrefill(int tokens, int iterations) {
+  const int blocks = (tokens + options_.block_size - 1) / options_.block_size;
+  if (tokens <= 0 || iterations <= 0 || blocks > options_.num_kv_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat("BenchPrefill: ", tokens, " tokens need ",
+                                                   blocks, " cache blocks (have ",
+                                                   options_.num_kv_blocks, ")"));
+  }
+  ForwardBatch batch;
+  SequenceChunk seq;
+  for (int i = 0; i < tokens; ++i) {
+    seq.tokens.push_back(static_cast<int32_t>((7919u * i + 3u) % static_cast<unsigned>(vocab_)));
+  }
+  for (int b = 0; b < blocks; ++b) seq.block_table.push_back(b);
+  batch.sequences.push_back(std::move(seq));
+  ForwardOutput out;
+  if (absl::Status s = Forward(batch, &out); !s.ok()) return s;  // warm-up
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) {
+    if (absl::Status s = Forward(batch, &out); !s.ok()) return s;
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iterations;
+  return tokens / secs;
+}
+
+}  // namespace rill::worker

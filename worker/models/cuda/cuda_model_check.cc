@@ -1,0 +1,373 @@
+// cuda_model_check: the CUDA Llama (bf16) against the CPU Llama (f32, exact
+// matmul) on one checkpoint, then its decode/prefill speed against targets.
+//
+//   cuda_model_check [--model=PATH] [--prompts=4] [--bench_layers=30] [--nobench]
+//
+// Correctness: random prompts (seeded, printed) go through both models as
+// one ragged prefill batch, the last prompt split into two chunks (so the
+// second chunk attends to cached context), then greedy decode steps in which
+// both models are fed the CPU's argmax token, so they always see the same
+// context. Every logits row is compared: relative L2 error and top-1 agreement.
+// Exit status 1 when correctness fails (benchmark MISSes do not fail it),
+// 2 on setup errors, 0 when passed or when there is no CUDA device.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/cuda/cuda_runtime_api.h"
+#include "worker/forward_batch.h"
+#include "worker/kv_cache.h"
+#include "worker/loader/checkpoint.h"
+#include "worker/models/cuda/cuda_llama.h"
+#include "worker/models/llama.h"
+
+ABSL_FLAG(std::string, model, "",
+          "GGUF file or HF directory; default "
+          "$HOME/.cache/rill/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+ABSL_FLAG(int, prompts, 4, "random prompts compared");
+ABSL_FLAG(int, prompt_tokens, 64, "tokens per prompt");
+ABSL_FLAG(int, decode_steps, 32, "greedy decode steps per prompt");
+ABSL_FLAG(int64_t, seed, 1234, "seed of the prompt tokens");
+ABSL_FLAG(bool, bench, true, "run the speed benchmarks after the correctness check");
+ABSL_FLAG(int, bench_layers, 0,
+          "decoder layers the benchmark model runs (cycling the checkpoint's), so a checkpoint "
+          "cut to a few layers is timed at full depth; 0: the checkpoint's");
+ABSL_FLAG(int, bench_iterations, 50, "graph replays per decode batch size");
+ABSL_FLAG(int, threads, 0, "CPU threads for the reference model (0: all)");
+
+namespace rill::worker {
+namespace {
+
+// Pass thresholds. BF16 keeps 8 significant bits: every weight is rounded by
+// up to 2^-9 relative and every activation (residual, q/k/v, attention and
+// MLP outputs) again at each layer, so the logits drift ~1e-2 in relative L2
+// from the f32 CPU model, growing slowly with depth. 5e-2 on the mean leaves
+// ~5x margin for that, while a real bug (a transposed or misfused matrix,
+// wrong RoPE pairing, wrong GQA head mapping, a stale cache slot) gives
+// errors of order 1. Argmax can flip where the top two logits are within
+// that noise, which happens on a few percent of rows; a broken model agrees
+// on almost none, so 90% separates the two.
+constexpr double kMaxMeanRelL2 = 5e-2;
+constexpr double kMinTop1 = 0.90;
+
+struct Stats {
+  std::vector<double> rel_l2;
+  int agree = 0;
+  bool finite = true;
+
+  double Mean() const {
+    double s = 0;
+    for (double e : rel_l2) s += e;
+    return rel_l2.empty() ? 0 : s / rel_l2.size();
+  }
+  double Max() const {
+    return rel_l2.empty() ? 0 : *std::max_element(rel_l2.begin(), rel_l2.end());
+  }
+  double Top1() const { return rel_l2.empty() ? 0 : static_cast<double>(agree) / rel_l2.size(); }
+  bool Pass() const {
+    return finite && !rel_l2.empty() && Mean() < kMaxMeanRelL2 && Top1() >= kMinTop1;
+  }
+};
+
+int ArgMax(const float* x, int n) { return static_cast<int>(std::max_element(x, x + n) - x); }
+
+// Compares `rows` logits rows of `vocab` floats.
+void Compare(const std::vector<float>& gpu, const std::vector<float>& cpu, int vocab,
+             Stats* stats) {
+  CHECK_EQ(gpu.size(), cpu.size());
+  for (size_t r = 0; r * vocab < cpu.size(); ++r) {
+    const float* g = gpu.data() + r * vocab;
+    const float* c = cpu.data() + r * vocab;
+    double num = 0, den = 0;
+    for (int i = 0; i < vocab; ++i) {
+      if (!std::isfinite(g[i])) stats->finite = false;
+      num += (static_cast<double>(g[i]) - c[i]) * (static_cast<double>(g[i]) - c[i]);
+      den += static_cast<double>(c[i]) * c[i];
+    }
+    stats->rel_l2.push_back(std::sqrt(num / std::max(den, 1e-30)));
+    if (ArgMax(g, vocab) == ArgMax(c, vocab)) ++stats->agree;
+  }
+}
+
+// Runs `batch` through both models and compares every returned row.
+absl::Status RunBoth(const ForwardBatch& batch, CausalLm* cpu, PagedKvCache* cache, CudaLlama* gpu,
+                     int vocab, Stats* stats, ForwardOutput* cpu_out) {
+  ForwardOutput gpu_out;
+  if (absl::Status s = cpu->Forward(batch, cache, cpu_out); !s.ok()) return s;
+  if (absl::Status s = gpu->Forward(batch, &gpu_out); !s.ok()) return s;
+  if (gpu_out.logits.size() != cpu_out->logits.size()) {
+    return absl::InternalError("GPU and CPU returned different numbers of sequences");
+  }
+  for (size_t s = 0; s < cpu_out->logits.size(); ++s) {
+    if (gpu_out.logits[s].size() != cpu_out->logits[s].size()) {
+      return absl::InternalError(absl::StrCat("sequence ", s, ": GPU returned ",
+                                              gpu_out.logits[s].size(), " logits, CPU ",
+                                              cpu_out->logits[s].size()));
+    }
+    Compare(gpu_out.logits[s], cpu_out->logits[s], vocab, stats);
+  }
+  return absl::OkStatus();
+}
+
+void PrintStats(const char* what, const Stats& s) {
+  printf("%-8s %4zu rows  rel L2 mean %.3e  max %.3e  top-1 agreement %5.1f%%  %s%s\n", what,
+         s.rel_l2.size(), s.Mean(), s.Max(), 100 * s.Top1(), s.Pass() ? "PASS" : "FAIL",
+         s.finite ? "" : " (non-finite GPU logits)");
+}
+
+// Malformed batches must come back as InvalidArgument, not crash or run.
+bool CheckRejects(CudaLlama* gpu) {
+  const int vocab = static_cast<int>(gpu->config().vocab_size);
+  auto make = [](std::vector<int32_t> tokens, int start, std::vector<int32_t> table) {
+    ForwardBatch b;
+    SequenceChunk s;
+    s.tokens = std::move(tokens);
+    s.start_pos = start;
+    s.block_table = std::move(table);
+    b.sequences.push_back(std::move(s));
+    return b;
+  };
+  const ForwardBatch bad[] = {
+      make({vocab}, 0, {0}),    // token id out of range
+      make({-1}, 0, {0}),       // negative token id
+      make({1, 2}, 15, {0}),    // block table too short
+      make({1}, 0, {1 << 30}),  // block past the cache
+      make({1}, static_cast<int>(std::min<int64_t>(gpu->config().max_position_embeddings, 1 << 30)),
+           std::vector<int32_t>(1, 0)),  // position past the context
+      make({}, 0, {0}),                  // empty chunk
+  };
+  bool ok = true;
+  for (const ForwardBatch& b : bad) {
+    ForwardOutput out;
+    absl::Status s = gpu->Forward(b, &out);
+    if (s.code() != absl::StatusCode::kInvalidArgument) {
+      printf("bad batch not rejected with InvalidArgument: %s\n", s.ToString().c_str());
+      ok = false;
+    }
+  }
+  printf("rejects  %zu malformed batches with InvalidArgument: %s\n", std::size(bad),
+         ok ? "PASS" : "FAIL");
+  return ok;
+}
+
+// Returns whether the GPU model matches the CPU model.
+absl::StatusOr<bool> CheckCorrectness(std::shared_ptr<const loader::Checkpoint> ckpt,
+                                      CudaLlama* gpu) {
+  const loader::ModelConfig& cfg = ckpt->config();
+  const int vocab = static_cast<int>(cfg.vocab_size), bs = 16;
+  const int P = std::max(1, absl::GetFlag(FLAGS_prompts));
+  const int L = std::max(2, absl::GetFlag(FLAGS_prompt_tokens));
+  const int D = std::max(0, absl::GetFlag(FLAGS_decode_steps));
+  const int blocks_per_seq = (L + D + bs - 1) / bs;
+  cpu::ThreadPool pool(absl::GetFlag(FLAGS_threads));
+  ModelOptions mo;
+  mo.exact_matmul = true;
+  absl::StatusOr<std::unique_ptr<CausalLm>> cpu = CreateLlama(ckpt, &pool, mo);
+  if (!cpu.ok()) return cpu.status();
+  absl::StatusOr<PagedKvCache> cache =
+      PagedKvCache::Create((*cpu)->CacheShape(P * blocks_per_seq, bs));
+  if (!cache.ok()) return cache.status();
+
+  const int64_t seed = absl::GetFlag(FLAGS_seed);
+  printf("prompts: %d x %d random tokens (seed %lld), %d greedy decode steps\n", P, L,
+         static_cast<long long>(seed), D);
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
+  std::vector<std::vector<int32_t>> prompts(P, std::vector<int32_t>(L));
+  std::vector<std::vector<int32_t>> tables(P);
+  for (int p = 0; p < P; ++p) {
+    for (int32_t& t : prompts[p]) t = tok(rng);
+    for (int b = 0; b < blocks_per_seq; ++b) tables[p].push_back(p * blocks_per_seq + b);
+  }
+  auto chunk = [&](int p, int begin, int end) {
+    SequenceChunk s;
+    s.tokens.assign(prompts[p].begin() + begin, prompts[p].begin() + end);
+    s.start_pos = begin;
+    s.block_table = tables[p];
+    s.all_logits = true;
+    return s;
+  };
+  // Prefill: prompts 0..P-2 whole plus the first part of the last one, then
+  // the rest of the last one over its cached first part.
+  const int split = L * 5 / 8;
+  ForwardBatch first, second;
+  for (int p = 0; p + 1 < P; ++p) first.sequences.push_back(chunk(p, 0, L));
+  first.sequences.push_back(chunk(P - 1, 0, split));
+  second.sequences.push_back(chunk(P - 1, split, L));
+  Stats prefill, decode;
+  ForwardOutput out1, out2;
+  if (absl::Status s = RunBoth(first, cpu->get(), &*cache, gpu, vocab, &prefill, &out1); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = RunBoth(second, cpu->get(), &*cache, gpu, vocab, &prefill, &out2); !s.ok()) {
+    return s;
+  }
+  // The CPU's greedy choice after each prompt feeds both models.
+  std::vector<int32_t> next(P);
+  for (int p = 0; p < P; ++p) {
+    const std::vector<float>& lg = p + 1 < P ? out1.logits[p] : out2.logits[0];
+    next[p] = ArgMax(lg.data() + lg.size() - vocab, vocab);
+  }
+  for (int step = 0; step < D; ++step) {
+    ForwardBatch b;
+    for (int p = 0; p < P; ++p) {
+      SequenceChunk s;
+      s.tokens = {next[p]};
+      s.start_pos = L + step;
+      s.block_table = tables[p];
+      b.sequences.push_back(std::move(s));
+    }
+    ForwardOutput out;
+    if (absl::Status s = RunBoth(b, cpu->get(), &*cache, gpu, vocab, &decode, &out); !s.ok()) {
+      return s;
+    }
+    for (int p = 0; p < P; ++p) next[p] = ArgMax(out.logits[p].data(), vocab);
+  }
+  PrintStats("prefill", prefill);
+  PrintStats("decode", decode);
+  const bool rejects = CheckRejects(gpu);
+  return prefill.Pass() && (D == 0 || decode.Pass()) && rejects;
+}
+
+struct BenchRow {
+  std::string name;
+  double value = 0;  // tokens/s, 0 on error
+  double target = 0;
+  std::string note;
+};
+
+std::vector<BenchRow> RunBench(CudaLlama* model) {
+  std::vector<BenchRow> rows;
+  const int context = 256;
+  for (auto [batch, target] :
+       {std::pair{1, 1500.0}, std::pair{16, 0.0}, std::pair{64, 0.0}, std::pair{256, 40000.0}}) {
+    BenchRow r{absl::StrCat("decode batch ", batch, " (ctx ", context, ")"), 0, target, ""};
+    absl::StatusOr<CudaLlama::DecodeBench> d =
+        model->BenchDecode(batch, context, absl::GetFlag(FLAGS_bench_iterations));
+    if (d.ok()) {
+      r.value = d->tokens_per_s;
+      char note[64];
+      snprintf(note, sizeof(note), "%.3f ms/step", d->ms_per_step);
+      r.note = note;
+    } else {
+      r.note = d.status().ToString();
+    }
+    rows.push_back(r);
+  }
+  BenchRow p{"prefill 2048 tokens", 0, 100000.0, ""};
+  absl::StatusOr<double> pre = model->BenchPrefill(2048, 5);
+  if (pre.ok()) {
+    p.value = *pre;
+    char note[64];
+    snprintf(note, sizeof(note), "%.2f ms/prompt", 2048 / *pre * 1e3);
+    p.note = note;
+  } else {
+    p.note = pre.status().ToString();
+  }
+  rows.push_back(p);
+  return rows;
+}
+
+int Main() {
+  const int devices = ::rill::cuda::DeviceCountOrError();
+  if (devices <= 0) {
+    printf("skipped: no CUDA device\n");
+    return 0;
+  }
+  char name[256] = "?";
+  ::rill::cuda::DeviceName(name, sizeof(name));
+  size_t free_b = 0, total_b = 0;
+  ::rill::cuda::MemInfo(&free_b, &total_b);
+  printf("device: %s, %.1f of %.1f GiB free\n", name, free_b / 1073741824.0,
+         total_b / 1073741824.0);
+
+  std::string path = absl::GetFlag(FLAGS_model);
+  if (path.empty()) {
+    const char* home = getenv("HOME");
+    path = std::string(home ? home : "") + "/.cache/rill/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  }
+  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> loaded = loader::LoadCheckpoint(path);
+  if (!loaded.ok()) {
+    printf("error: %s\n", loaded.status().ToString().c_str());
+    return 2;
+  }
+  std::shared_ptr<const loader::Checkpoint> ckpt = std::move(*loaded);
+  const loader::ModelConfig& cfg = ckpt->config();
+  printf("model: %s (%lld layers, hidden %lld, %lld/%lld heads, ffn %lld, vocab %lld)\n",
+         path.c_str(), static_cast<long long>(cfg.num_layers),
+         static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.num_heads),
+         static_cast<long long>(cfg.num_kv_heads), static_cast<long long>(cfg.intermediate_size),
+         static_cast<long long>(cfg.vocab_size));
+
+  // Enough blocks for the correctness prompts and for the benchmarks (256
+  // sequences x 17 blocks of decode context, 128 blocks of prefill).
+  CudaLlamaOptions opt;
+  opt.num_kv_blocks = 4608;
+  opt.block_size = 16;
+  opt.max_batch_tokens = 4096;
+  absl::StatusOr<std::unique_ptr<CudaLlama>> gpu = CudaLlama::Create(ckpt, opt);
+  if (!gpu.ok()) {
+    printf("error: %s\n", gpu.status().ToString().c_str());
+    return 2;
+  }
+  absl::StatusOr<bool> correct = CheckCorrectness(ckpt, gpu->get());
+  if (!correct.ok()) {
+    printf("error: %s\n", correct.status().ToString().c_str());
+    return 2;
+  }
+  printf("correctness: %s (thresholds: mean rel L2 < %.0e, top-1 >= %.0f%%)\n",
+         *correct ? "PASS" : "FAIL", kMaxMeanRelL2, 100 * kMinTop1);
+
+  if (absl::GetFlag(FLAGS_bench)) {
+    std::unique_ptr<CudaLlama> bench_model;
+    CudaLlama* bm = gpu->get();
+    const int bench_layers = absl::GetFlag(FLAGS_bench_layers);
+    if (bench_layers > 0 && bench_layers != cfg.num_layers) {
+      gpu->reset();  // free its memory first
+      opt.bench_num_layers = bench_layers;
+      absl::StatusOr<std::unique_ptr<CudaLlama>> b = CudaLlama::Create(ckpt, opt);
+      if (!b.ok()) {
+        printf("error: %s\n", b.status().ToString().c_str());
+        return 2;
+      }
+      bench_model = std::move(*b);
+      bm = bench_model.get();
+    }
+    printf("benchmark model: %d layers, %.1f MiB bf16 weights, %.1f MiB KV cache\n",
+           bm->num_layers(), bm->weight_bytes() / 1048576.0, bm->kv_cache_bytes() / 1048576.0);
+    printf("%-28s %14s %12s  %-6s %s\n", "benchmark", "tokens/s", "target", "result", "note");
+    for (const BenchRow& r : RunBench(bm)) {
+      const char* result = r.value <= 0          ? "ERROR"
+                           : r.target <= 0       ? "-"
+                           : r.value >= r.target ? "PASS"
+                                                 : "MISS";
+      char target[32] = "-";
+      if (r.target > 0) snprintf(target, sizeof(target), ">= %.0f", r.target);
+      printf("%-28s %14.0f %12s  %-6s %s\n", r.name.c_str(), r.value, target, result,
+             r.note.c_str());
+    }
+  }
+  return *correct ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace rill::worker
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  return rill::worker::Main();
+}
