@@ -19,6 +19,9 @@
 ABSL_FLAG(int, prompt_tokens, 512, "bench-model: prompt length for the prefill measurement.");
 ABSL_FLAG(int, gen_tokens, 128, "bench-model: decode steps per sequence.");
 ABSL_FLAG(std::string, batch, "1", "bench-model: comma-separated decode batch sizes.");
+ABSL_FLAG(int, decode_context, 0,
+          "bench-model: tokens already in each decoding sequence's KV cache (llama-bench's "
+          "-d depth); 0 = decode from a 1-token context.");
 ABSL_FLAG(bool, roofline, true,
           "bench-model: after the table, the measured FMA / VNNI peaks and bandwidth and what they allow.");
 ABSL_FLAG(bool, json, false, "bench-model: one JSON object per batch size instead of a table.");
@@ -58,7 +61,12 @@ int RunBenchModel(int, char**) {
   ModelSessionOptions options;
   options.model = absl::GetFlag(FLAGS_model);
   options.threads = absl::GetFlag(FLAGS_threads);
-  options.max_context = std::max(pp, 16) + tg + 16;
+  const int depth = absl::GetFlag(FLAGS_decode_context);
+  if (depth < 0) {
+    std::cerr << "error: --decode_context must be >= 0\n";
+    return 1;
+  }
+  options.max_context = std::max(std::max(pp, 16), depth + 1) + tg + 16;
   options.max_sequences = max_batch;
   options.model_options.exact_matmul = absl::GetFlag(FLAGS_exact_matmul);
   options.model_options.int16_kernels = absl::GetFlag(FLAGS_int16_kernels);
@@ -101,18 +109,35 @@ int RunBenchModel(int, char**) {
   for (int b : batches) {
     // Decode: b sequences each with a 1-token context, then `tg` steps of one
     // token each (llama-bench's tg test at batch 1).
+    // With --decode_context, each sequence's context is prefilled first
+    // (untimed, 512-token chunks), so the steps attend over that many keys.
+    for (int i = 0; i < b && depth > 0; ++i) {
+      for (int done = 0; done < depth;) {
+        worker::ForwardBatch chunk;
+        chunk.sequences.resize(1);
+        chunk.sequences[0].block_table = s.BlockTable(i);
+        chunk.sequences[0].start_pos = done;
+        const int n = std::min(512, depth - done);
+        for (int j = 0; j < n; ++j) chunk.sequences[0].tokens.push_back(token(rng));
+        if (absl::Status st = s.model().Forward(chunk, &s.cache(), &out); !st.ok()) {
+          std::cerr << "error: " << st.message() << "\n";
+          return 1;
+        }
+        done += n;
+      }
+    }
     worker::ForwardBatch step;
     step.sequences.resize(b);
     for (int i = 0; i < b; ++i) {
       step.sequences[i].block_table = s.BlockTable(i);
       step.sequences[i].tokens = {token(rng)};
-      step.sequences[i].start_pos = 0;
+      step.sequences[i].start_pos = depth;
     }
     (void)s.model().Forward(step, &s.cache(), &out);
     auto d0 = std::chrono::steady_clock::now();
     for (int t = 1; t <= tg; ++t) {
       for (int i = 0; i < b; ++i) {
-        step.sequences[i].start_pos = t;
+        step.sequences[i].start_pos = depth + t;
         step.sequences[i].tokens = {token(rng)};
       }
       (void)s.model().Forward(step, &s.cache(), &out);
