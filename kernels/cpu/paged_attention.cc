@@ -468,6 +468,11 @@ namespace {
 // softmax into NaN); NaN stays NaN.
 constexpr float kHalfMax = 65504.0f;
 
+// The scalar rounding the vector path's tail and the no-AVX2 path share.
+inline uint16_t ToKvHalf(float x) {
+  return F32ToF16(x > kHalfMax ? kHalfMax : (x < -kHalfMax ? -kHalfMax : x));
+}
+
 RILL_TARGET_AVX2 void ConvertToKvF16Avx2(const float* src, uint16_t* dst, int64_t n) {
   const __m256 hi = _mm256_set1_ps(kHalfMax), lo = _mm256_set1_ps(-kHalfMax);
   int64_t i = 0;
@@ -477,10 +482,7 @@ RILL_TARGET_AVX2 void ConvertToKvF16Avx2(const float* src, uint16_t* dst, int64_
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
                      _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
-  for (; i < n; ++i) {
-    const float x = src[i] > kHalfMax ? kHalfMax : (src[i] < -kHalfMax ? -kHalfMax : src[i]);
-    dst[i] = F32ToF16(x);
-  }
+  for (; i < n; ++i) dst[i] = ToKvHalf(src[i]);
 }
 
 }  // namespace
@@ -490,10 +492,7 @@ void ConvertToKvF16(const float* src, uint16_t* dst, int64_t n) {
     ConvertToKvF16Avx2(src, dst, n);
     return;
   }
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = src[i] > kHalfMax ? kHalfMax : (src[i] < -kHalfMax ? -kHalfMax : src[i]);
-    dst[i] = F32ToF16(x);
-  }
+  for (int64_t i = 0; i < n; ++i) dst[i] = ToKvHalf(src[i]);
 }
 
 }  // namespace rill::cpu
