@@ -13,6 +13,10 @@
 
 #define RILL_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 
+namespace rill::cpu {
+struct PackedWeights;
+}
+
 namespace rill::cpu::internal {
 
 // Activations for the 32-weight formats: q8 with a float scale, plus
@@ -62,6 +66,12 @@ using ChunkKernel = void (*)(const uint8_t* w, size_t w_stride, int64_t nr, cons
 // Q4_0 Q4_1 Q8_0 x f32 activations; nullptr for other types.
 ChunkKernel Avx512ChunkF32Act(QuantType type);
 ChunkKernel Avx2ChunkF32Act(QuantType type);
+
+// ys[i][t * ws[i]->rows + r] = row r of ws[i] . token t, for count <=
+// kMaxSharedTargets interleaved matrices (packed_matmul.h) of the same cols,
+// in one parallel region. Needs AVX2.
+void InterleavedMatMul(const PackedWeights* const* ws, float* const* ys, int count,
+                       const float* x, int64_t n_tokens, ThreadPool* pool);
 
 void QuantizeQ8ARowScalar(const float* x, BlockQ8A* out, int64_t n);
 void QuantizeQ8ARowAvx2(const float* x, BlockQ8A* out, int64_t n);

@@ -1,6 +1,7 @@
 // Repacking of file blocks into the row-group layout of packed_matmul.h.
 #include "kernels/cpu/packed_matmul.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/cpu/cpu_features.h"
@@ -59,6 +60,28 @@ void BlockInts(QuantType type, const uint8_t* row, int64_t b, int8_t q[32], uint
   }
 }
 
+constexpr int kInterleavedRows = 8;
+
+// Lane `lane`'s 32 weights of one interleaved block, with the file's own
+// formulas (quant_types.cc), so the floats are DequantizeRow's.
+void DequantizeInterleavedBlock(const PackedWeights& w, const uint8_t* blk, int lane, float* y) {
+  if (w.format == PackedWeights::Format::k8BitInterleaved8) {
+    uint16_t dh;
+    std::memcpy(&dh, blk + kInterleaved8BitQBytes + 2 * lane, 2);
+    const float d = F16ToF32(dh);
+    for (int j = 0; j < 32; ++j) y[j] = static_cast<int8_t>(blk[8 * j + lane]) * d;
+    return;
+  }
+  uint16_t dh, mh;
+  std::memcpy(&dh, blk + kInterleaved4BitQBytes + 2 * lane, 2);
+  std::memcpy(&mh, blk + kInterleaved4BitQBytes + 16 + 2 * lane, 2);
+  const float d = F16ToF32(dh), m = F16ToF32(mh);
+  for (int j = 0; j < 32; ++j) {
+    const int q = (blk[8 * (j / 2) + lane] >> (4 * (j % 2))) & 0x0F;
+    y[j] = w.source_type == QuantType::kQ4_0 ? (q - 8) * d : q * d + m;
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<const PackedWeights> PackWeights(QuantType type, int64_t rows, int64_t cols,
@@ -113,13 +136,73 @@ std::shared_ptr<const PackedWeights> PackWeights(QuantType type, int64_t rows, i
   return p;
 }
 
+bool PreferInterleavedKernels() {
+  static const int env = [] {
+    const char* v = std::getenv("RILL_CPU_INTERLEAVED");
+    return v == nullptr || v[0] == '\0' ? -1 : (v[0] == '1' ? 1 : 0);
+  }();
+  if (!UseAvx2()) return false;
+  return env >= 0 ? env == 1 : !UseAvx512();
+}
+
+std::shared_ptr<const PackedWeights> PackWeightsInterleaved(QuantType type, int64_t rows,
+                                                            int64_t cols, const void* data,
+                                                            size_t row_stride) {
+  if (type != QuantType::kQ4_0 && type != QuantType::kQ4_1 && type != QuantType::kQ8_0) {
+    return nullptr;
+  }
+  if (rows <= 0 || cols <= 0 || cols % 32 != 0 || data == nullptr) return nullptr;
+  auto p = std::make_shared<PackedWeights>();
+  const bool eight = type == QuantType::kQ8_0;
+  p->format = eight ? PackedWeights::Format::k8BitInterleaved8
+                    : PackedWeights::Format::k4BitInterleaved8;
+  p->source_type = type;
+  p->rows = rows;
+  p->cols = cols;
+  p->groups = (rows + kInterleavedRows - 1) / kInterleavedRows;
+  const size_t q_bytes = eight ? kInterleaved8BitQBytes : kInterleaved4BitQBytes;
+  p->block_bytes = q_bytes + (eight ? 16 : 32);
+  const int64_t nb = cols / 32;
+  p->data.assign(p->groups * nb * p->block_bytes, 0);
+  const uint8_t* src = static_cast<const uint8_t*>(data);
+  for (int64_t g = 0; g < p->groups; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* out = p->data.data() + (g * nb + b) * p->block_bytes;
+      for (int r = 0; r < kInterleavedRows; ++r) {
+        const int64_t row = g * kInterleavedRows + r;
+        if (row >= rows) break;  // padding rows stay zero (d = m = 0)
+        int8_t q[32];
+        uint16_t d, m;
+        BlockInts(type, src + row * row_stride, b, q, &d, &m);
+        if (eight) {
+          for (int j = 0; j < 32; ++j) out[8 * j + r] = static_cast<uint8_t>(q[j]);
+        } else {
+          for (int s = 0; s < 16; ++s) {
+            out[8 * s + r] = static_cast<uint8_t>(q[2 * s] | (q[2 * s + 1] << 4));
+          }
+          std::memcpy(out + q_bytes + 16 + 2 * r, &m, 2);
+        }
+        std::memcpy(out + q_bytes + 2 * r, &d, 2);
+      }
+    }
+  }
+  return p;
+}
+
 void DequantizePackedRow(const PackedWeights& w, int64_t row, float* out) {
   const int64_t nb = w.cols / 32;
-  const int64_t g = row / kGroupRows;
-  const int lane = static_cast<int>(row % kGroupRows);
+  const bool interleaved = w.format == PackedWeights::Format::k4BitInterleaved8 ||
+                           w.format == PackedWeights::Format::k8BitInterleaved8;
+  const int group_rows = interleaved ? kInterleavedRows : kGroupRows;
+  const int64_t g = row / group_rows;
+  const int lane = static_cast<int>(row % group_rows);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = w.data.data() + (g * nb + b) * w.block_bytes;
     float* y = out + 32 * b;
+    if (interleaved) {
+      DequantizeInterleavedBlock(w, blk, lane, y);
+      continue;
+    }
     if (w.format == PackedWeights::Format::k8Bit) {
       uint16_t dh;
       std::memcpy(&dh, blk + 512 + 2 * lane, 2);

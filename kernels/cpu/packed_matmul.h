@@ -30,12 +30,16 @@ struct PackedWeights {
   enum class Format {
     k4Bit,  // Q4_0 (min = -8 d) and Q4_1
     k8Bit,  // Q8_0
+    // The AVX2 exact path's layout (PackWeightsInterleaved): 8 rows per
+    // group, f32 activations, no int16 rounding.
+    k4BitInterleaved8,
+    k8BitInterleaved8,
   };
   Format format = Format::k4Bit;
   QuantType source_type = QuantType::kQ4_1;  // the file's type
   int64_t rows = 0;
   int64_t cols = 0;
-  int64_t groups = 0;       // ceil(rows / 16); the last group is zero-padded
+  int64_t groups = 0;       // ceil(rows / group rows); the last group is zero-padded
   size_t block_bytes = 0;   // bytes per (group, 32-column block)
   std::vector<uint8_t, Aligned64Allocator<uint8_t>> data;
 };
@@ -49,6 +53,30 @@ bool PackedKernelsAvailable();
 std::shared_ptr<const PackedWeights> PackWeights(QuantType type, int64_t rows, int64_t cols,
                                                  const void* data, size_t row_stride);
 
+// The 8-row interleaved layout of the AVX2 exact path
+// (interleaved_matmul_avx2.cc). Per (group, 32-column block):
+// - 4-bit: 16 steps of 8 bytes, byte [p][r] = q[r][2p] | q[r][2p + 1] << 4,
+//   then d[8] and m[8] as f16 (Q4_0: m = -8 d, exact);
+// - 8-bit: 32 steps of 8 int8, [j][r] = q[r][j], then d[8] as f16.
+// The same bytes per weight as the file's blocks.
+inline constexpr size_t kInterleaved4BitQBytes = 128;
+inline constexpr size_t kInterleaved8BitQBytes = 256;
+
+// True when this CPU runs the interleaved kernels and they are the better
+// exact path: AVX2 without AVX-512 (where the chunk kernels of
+// dot_f32act_avx2.cc spend a batch-1 step expanding blocks). The
+// environment RILL_CPU_INTERLEAVED=0 or =1 overrides the choice (A/B runs).
+bool PreferInterleavedKernels();
+
+// Repacks a [rows x cols] matrix of Q4_0, Q4_1 or Q8_0 rows into the
+// interleaved layout. nullptr for other types or cols not a multiple of 32.
+// Unlike the int16 layout, MatMul over it keeps the exact path's numerics
+// (f32 activations; ~1e-7 relative of the chunk kernels' result, and
+// bitwise batch invariant).
+std::shared_ptr<const PackedWeights> PackWeightsInterleaved(QuantType type, int64_t rows,
+                                                            int64_t cols, const void* data,
+                                                            size_t row_stride);
+
 // Row `row` as floats, bitwise what DequantizeRow gives for the file's
 // row (the embedding lookup of a tied head reads the packed copy, so the
 // file pages can stay released).
@@ -59,8 +87,9 @@ void DequantizePackedRow(const PackedWeights& w, int64_t row, float* out);
 // the int16 rounding lost (x - d q, quantized the same way), ~2^-30 of the
 // block maximum in all. Models use it where an error reaches every later
 // token (the first positions, which attention sinks on). Still per token,
-// so batch invariant. Requires PackedKernelsAvailable(); pool and precise
-// may be null.
+// so batch invariant. Requires PackedKernelsAvailable() for the int16
+// formats and AVX2 for the interleaved ones (which ignore precise); pool
+// and precise may be null.
 void PackedMatMul(const PackedWeights& w, const float* x, int64_t n_tokens, float* y,
                   ThreadPool* pool, const uint8_t* precise = nullptr);
 

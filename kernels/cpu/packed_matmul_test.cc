@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/random_blocks_for_test.h"
 #include "kernels/cpu/quant_types.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -28,26 +29,6 @@ unsigned Seed() {
   return seed;
 }
 
-// Random blocks of a 32-weight type, with finite f16 scales (and mins).
-std::vector<uint8_t> RandomRows(QuantType type, int64_t rows, int64_t cols, std::mt19937& rng) {
-  const size_t bb = BlockBytes(type);
-  const int64_t nb = cols / 32;
-  std::vector<uint8_t> data(rows * nb * bb);
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (uint8_t& b : data) b = static_cast<uint8_t>(byte(rng));
-  for (int64_t i = 0; i < rows * nb; ++i) {
-    uint8_t* blk = data.data() + i * bb;
-    const uint16_t d = F32ToF16(0.05f * normal(rng));
-    std::memcpy(blk, &d, 2);
-    if (type == QuantType::kQ4_1) {
-      const uint16_t m = F32ToF16(0.05f * normal(rng));
-      std::memcpy(blk + 2, &m, 2);
-    }
-  }
-  return data;
-}
-
 // A packed random matrix and gaussian activations for n_tokens tokens.
 struct Problem {
   std::vector<uint8_t> data;
@@ -58,7 +39,7 @@ struct Problem {
 Problem MakeProblem(QuantType type, int64_t rows, int64_t cols, int64_t n_tokens,
                     std::mt19937& rng) {
   Problem p;
-  p.data = RandomRows(type, rows, cols, rng);
+  p.data = RandomBlockRows(type, rows, cols, rng);
   p.w = MakeWeightMatrix(type, rows, cols, p.data.data());
   p.w.float_activations = true;
   EXPECT_TRUE(PackForCpu(&p.w));
@@ -178,7 +159,7 @@ TEST_P(PackedMatMulTest, DequantizedRowsAreTheFileRows) {
   const QuantType type = GetParam();
   std::mt19937 rng(Seed() + 200 + static_cast<unsigned>(type));
   const int64_t rows = 37, cols = 96;
-  std::vector<uint8_t> data = RandomRows(type, rows, cols, rng);
+  std::vector<uint8_t> data = RandomBlockRows(type, rows, cols, rng);
   std::shared_ptr<const PackedWeights> p =
       PackWeights(type, rows, cols, data.data(), RowBytes(type, cols));
   ASSERT_NE(p, nullptr);

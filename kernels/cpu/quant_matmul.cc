@@ -84,6 +84,11 @@ void ChunkMatMul(const MatMulTarget* targets, int count, const float* x, int64_t
   }
 }
 
+bool IsInterleaved(const PackedWeights& p) {
+  return p.format == PackedWeights::Format::k4BitInterleaved8 ||
+         p.format == PackedWeights::Format::k8BitInterleaved8;
+}
+
 }  // namespace
 
 WeightMatrix MakeWeightMatrix(QuantType type, int64_t rows, int64_t cols, const void* data) {
@@ -122,18 +127,36 @@ bool PackForCpu(WeightMatrix* w) {
   return w->packed != nullptr;
 }
 
+bool PackForInterleavedKernels(WeightMatrix* w) {
+  if (!w->float_activations || w->packed || !PreferInterleavedKernels()) return false;
+  w->packed = PackWeightsInterleaved(w->type, w->rows, w->cols, w->data, w->row_stride_bytes);
+  return w->packed != nullptr;
+}
+
 void MatMulShared(const MatMulTarget* targets, int count, const float* x, int64_t n_tokens,
                   ThreadPool* pool, const uint8_t* precise) {
   CHECK_LE(count, kMaxSharedTargets);
   if (n_tokens <= 0 || count <= 0) return;
-  bool together = true;
+  bool together = true, interleaved = true;
   for (int i = 0; i < count; ++i) {
-    DCHECK(ValidateWeightMatrix(*targets[i].w).ok()) << ValidateWeightMatrix(*targets[i].w);
-    together = together && ChunkKernelFor(*targets[i].w) != nullptr &&
-               targets[i].w->cols == targets[0].w->cols;
+    const WeightMatrix& w = *targets[i].w;
+    DCHECK(ValidateWeightMatrix(w).ok()) << ValidateWeightMatrix(w);
+    const bool same_cols = w.cols == targets[0].w->cols;
+    together = together && ChunkKernelFor(w) != nullptr && same_cols;
+    interleaved = interleaved && same_cols && w.packed && IsInterleaved(*w.packed);
   }
   if (together) {
     ChunkMatMul(targets, count, x, n_tokens, pool);
+    return;
+  }
+  if (interleaved) {
+    const PackedWeights* ws[kMaxSharedTargets];
+    float* ys[kMaxSharedTargets];
+    for (int i = 0; i < count; ++i) {
+      ws[i] = targets[i].w->packed.get();
+      ys[i] = targets[i].y;
+    }
+    internal::InterleavedMatMul(ws, ys, count, x, n_tokens, pool);
     return;
   }
   for (int i = 0; i < count; ++i) MatMul(*targets[i].w, x, n_tokens, targets[i].y, pool, precise);

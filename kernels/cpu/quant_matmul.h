@@ -40,6 +40,12 @@ WeightMatrix MakeWeightMatrix(QuantType type, int64_t rows, int64_t cols, const 
 // the CPU runs them; otherwise leaves it as it is. Returns whether it packed.
 bool PackForCpu(WeightMatrix* w);
 
+// Repacks w into the 8-row interleaved layout (packed_matmul.h) when it
+// uses the exact path, its type is Q4_0, Q4_1 or Q8_0 and
+// PreferInterleavedKernels(); otherwise leaves it as it is. Returns whether
+// it packed. The results keep the exact path's numerics.
+bool PackForInterleavedKernels(WeightMatrix* w);
+
 // OK when MatMul can run the matrix (cols a multiple of the block size,
 // stride large enough, data set, a supported type).
 absl::Status ValidateWeightMatrix(const WeightMatrix& w);

@@ -75,7 +75,7 @@ class Llama : public CausalLm {
     }
     if (!bind.status().ok()) return bind.status();
     if (world > 1) TakeShard();
-    if (options_.int16_kernels) PackWeights();
+    if (options_.int16_kernels || cpu::PreferInterleavedKernels()) PackWeights();
     absl::StatusOr<std::vector<float>> inv_freq = RopeInverseFrequencies(c);
     if (!inv_freq.ok()) return inv_freq.status();
     inv_freq_ = std::move(*inv_freq);
@@ -114,12 +114,14 @@ class Llama : public CausalLm {
     }
   }
 
-  // Repacks the (sharded) matrices for the int16 VNNI kernels where the CPU
-  // has them (exact path only; a no-op otherwise), and drops their file
-  // pages from RSS. An untied embedding keeps reading the file's rows.
+  // Repacks the (sharded) matrices of the exact path for the int16 VNNI
+  // kernels when asked for and the CPU has them, else for the 8-row
+  // interleaved AVX2 kernels where the CPU prefers those (no AVX-512), and
+  // drops their file pages from RSS. An untied embedding keeps reading the
+  // file's rows.
   void PackWeights() {
     auto pack = [&](cpu::WeightMatrix* w) {
-      if (cpu::PackForCpu(w)) {
+      if ((options_.int16_kernels && cpu::PackForCpu(w)) || cpu::PackForInterleavedKernels(w)) {
         checkpoint().ReleaseTensorPages(w->data, w->row_stride_bytes * w->rows);
       }
     };

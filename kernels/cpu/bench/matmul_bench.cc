@@ -49,7 +49,7 @@ std::vector<uint8_t> RandomMatrix(QuantType type, int64_t rows, int64_t cols, st
 int Main(int argc, char** argv) {
   int threads = 0;
   double min_ms = 200;
-  bool exact = false;
+  bool exact = false, interleaved = false;
   std::vector<int64_t> tokens = {1, 8, 32, 512};
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--threads=", 10) == 0) threads = std::atoi(argv[i] + 10);
@@ -58,6 +58,9 @@ int Main(int argc, char** argv) {
     // The exact path (f32 activations), which the models use by default.
     if (std::strcmp(argv[i], "--exact") == 0) exact = true;
     if (std::strcmp(argv[i], "--no_avx512") == 0) SetDisableAvx512(true);
+    // The exact path over 8-row interleaved weights (what Llama models pack
+    // for where PreferInterleavedKernels()).
+    if (std::strcmp(argv[i], "--interleaved") == 0) exact = interleaved = true;
     if (std::strncmp(argv[i], "--tokens=", 9) == 0) {
       tokens.clear();
       for (const char* p = argv[i] + 9; *p;) {
@@ -69,7 +72,9 @@ int Main(int argc, char** argv) {
     }
   }
   ThreadPool pool(threads);
-  printf("threads=%d path=%s\n", pool.num_threads(), UseAvx512() ? "avx512" : UseAvx2() ? "avx2" : "scalar");
+  printf("threads=%d path=%s%s\n", pool.num_threads(),
+         UseAvx512() ? "avx512" : UseAvx2() ? "avx2" : "scalar",
+         interleaved ? (PreferInterleavedKernels() ? " interleaved" : " (interleaved not chosen)") : "");
   const Shape shapes[] = {
       {576, 576, QuantType::kQ4_1, "attn q/o"},
       {576, 192, QuantType::kQ4_1, "attn k/v"},
@@ -86,6 +91,7 @@ int Main(int argc, char** argv) {
     std::vector<uint8_t> w = RandomMatrix(s.type, s.rows, s.cols, rng);
     WeightMatrix m = MakeWeightMatrix(s.type, s.rows, s.cols, w.data());
     m.float_activations = exact;
+    if (interleaved) PackForInterleavedKernels(&m);
     for (int64_t nt : tokens) {
       std::vector<float> x(nt * s.cols), y(nt * s.rows);
       std::normal_distribution<float> nd;

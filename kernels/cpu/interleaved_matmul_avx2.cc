@@ -1,0 +1,373 @@
+// The exact path's AVX2 MatMul over weights interleaved 8 rows per ymm
+// (packed_matmul.h, Format::k4BitInterleaved8 / k8BitInterleaved8), for CPUs
+// without AVX-512.
+//
+// Why: with a row's weights across the lanes (dot_f32act_avx2.cc) every
+// 32-weight block costs a d*q+m expansion, a d/m broadcast and a horizontal
+// sum per row; at batch 1 those, not the memory, bound the step. With one
+// lane per row, the block's integers meet broadcast activations directly and
+// d and m apply once per block: d * sum(q x) + m * sum(x).
+//
+// Per (row, token), i.e. one lane, the value is fixed by this recipe:
+//   for each block b in order:
+//     se = fma chain over the even j (q_j * x_j, j ascending, from 0)
+//     so = the same over the odd j
+//     acc = fma(d, se + so, acc)
+//     4-bit only: acc = fma(m, SX_b, acc), SX_b = BlockSum(token's block b)
+// acc starts at 0 and is the output (no horizontal sum). The direct tiles
+// (weights widened in registers; 1 or 2 tokens) and the panel tiles (weights
+// expanded once per call to f32; 3 tokens and more) both follow it, so the
+// result is bitwise the same at any batch size, tile or thread count.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/avx2_util.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/quant_matmul.h"
+
+namespace rill::cpu::internal {
+namespace {
+
+constexpr int kLanes = 8;
+// Direct tiles: groups per tile (1 token: 4 groups, 8 independent fma
+// chains, enough to hide the fma latency; 2 tokens: 2 groups).
+constexpr int kDirectGroups = 4;
+// Panel tiles: 2 groups x 3 tokens (12 chain registers, 2 weight loads and 3
+// broadcasts per 6 fma: the fma ports are the limit).
+constexpr int kPanelGroups = 2;
+constexpr int kPanelTokens = 3;
+// From this many tokens on, a piece's groups are expanded once into an f32
+// panel that every token tile reuses.
+constexpr int64_t kPanelMinTokens = 3;
+// Floats per (group, block) in the panel: q[32][8], then d[8] and m[8].
+constexpr int64_t kPanelBlockFloats = 32 * kLanes + 2 * kLanes;
+// Activation bytes per token block of a long call (as ChunkMatMul: the
+// block's activations stay in L2 while every piece streams past them).
+constexpr int64_t kTokenBlockBytes = int64_t{256} << 10;
+
+RILL_TARGET_AVX2 inline float BlockSum(const float* x) {
+  const __m256 a = _mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8));
+  const __m256 b = _mm256_add_ps(_mm256_loadu_ps(x + 16), _mm256_loadu_ps(x + 24));
+  return HsumPs(_mm256_add_ps(a, b));
+}
+
+RILL_TARGET_AVX2 inline __m256 LoadHalves(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// The 8 lanes' weights j = 2p and 2p + 1 of a block, as floats.
+template <bool kEight>
+RILL_TARGET_AVX2 inline void WidenPair(const uint8_t* blk, int p, __m256* qe, __m256* qo) {
+  if constexpr (kEight) {
+    const __m128i e = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 16 * p));
+    const __m128i o = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 16 * p + 8));
+    *qe = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(e));
+    *qo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(o));
+  } else {
+    const __m256i b =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 8 * p)));
+    *qe = _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(0x0F)));
+    *qo = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
+  }
+}
+
+template <bool kEight>
+constexpr size_t kDOffset = kEight ? kInterleaved8BitQBytes : kInterleaved4BitQBytes;
+
+RILL_TARGET_AVX2 inline void StoreLanes(__m256 v, float* out, int valid) {
+  if (valid == kLanes) {
+    _mm256_storeu_ps(out, v);
+    return;
+  }
+  alignas(32) float tmp[kLanes];
+  _mm256_store_ps(tmp, v);
+  std::memcpy(out, tmp, valid * sizeof(float));
+}
+
+// What a (sub)matrix and a call's activations look like to the tiles.
+struct Operands {
+  const uint8_t* data;  // group 0's first block
+  size_t block_bytes;
+  size_t group_bytes;  // nb * block_bytes
+  int64_t nb;
+  int64_t rows;
+  const float* x;   // token 0 of the tile
+  int64_t cols;     // x stride
+  const float* sx;  // block sums of token 0: [t * nb + b]
+  float* y;         // token 0's outputs (row 0 of the matrix)
+};
+
+// R groups from group g x T tokens, weights widened in registers.
+template <bool kEight, int R, int T>
+RILL_TARGET_AVX2 void DirectTile(const Operands& o, int64_t g) {
+  const uint8_t* gw[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) gw[r] = o.data + (g + r) * o.group_bytes;
+  // One pointer per token (indexing x + t * cols in the loop costs a
+  // multiply per broadcast).
+  const float* xt[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) xt[t] = o.x + t * o.cols;
+  __m256 acc[R][T];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < o.nb; ++b) {
+    __m256 se[R][T], so[R][T];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      // Decode streams the weights from DRAM: the same block of the next
+      // tile's groups (R groups on, contiguous), every line of it.
+      const char* next =
+          reinterpret_cast<const char*>(gw[r] + R * o.group_bytes + b * o.block_bytes);
+      for (size_t line = 0; line < o.block_bytes; line += 64) {
+        _mm_prefetch(next + line, _MM_HINT_T0);
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) se[r][t] = so[r][t] = _mm256_setzero_ps();
+    }
+    const size_t off = b * o.block_bytes;
+#pragma GCC unroll 16
+    for (int p = 0; p < 16; ++p) {
+      __m256 xe[T], xo[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        xe[t] = _mm256_broadcast_ss(xt[t] + 32 * b + 2 * p);
+        xo[t] = _mm256_broadcast_ss(xt[t] + 32 * b + 2 * p + 1);
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        __m256 qe, qo;
+        WidenPair<kEight>(gw[r] + off, p, &qe, &qo);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          se[r][t] = _mm256_fmadd_ps(qe, xe[t], se[r][t]);
+          so[r][t] = _mm256_fmadd_ps(qo, xo[t], so[r][t]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = gw[r] + off;
+      const __m256 d = LoadHalves(blk + kDOffset<kEight>);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        acc[r][t] = _mm256_fmadd_ps(d, _mm256_add_ps(se[r][t], so[r][t]), acc[r][t]);
+      }
+      if constexpr (!kEight) {
+        const __m256 m = LoadHalves(blk + kDOffset<kEight> + 16);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          acc[r][t] =
+              _mm256_fmadd_ps(m, _mm256_broadcast_ss(o.sx + t * o.nb + b), acc[r][t]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = (g + r) * kLanes;
+    const int valid = static_cast<int>(std::min<int64_t>(kLanes, o.rows - row));
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) StoreLanes(acc[r][t], o.y + t * o.rows + row, valid);
+  }
+}
+
+// Groups [g0, g1) x T tokens in tiles of kDirectGroups, then smaller ones.
+template <bool kEight, int T>
+RILL_TARGET_AVX2 void DirectGroups(const Operands& o, int64_t g0, int64_t g1) {
+  constexpr int R = T == 1 ? kDirectGroups : kDirectGroups / 2;
+  int64_t g = g0;
+  for (; g + R <= g1; g += R) DirectTile<kEight, R, T>(o, g);
+  for (; g + 2 <= g1; g += 2) DirectTile<kEight, 2, T>(o, g);
+  for (; g < g1; ++g) DirectTile<kEight, 1, T>(o, g);
+}
+
+// Expands groups [g0, g0 + n) to the panel layout: per (group, block)
+// float(q) [32][8], d[8], m[8] (m = 0 for 8-bit).
+template <bool kEight>
+RILL_TARGET_AVX2 void ExpandPanel(const Operands& o, int64_t g0, int n, float* panel) {
+  for (int i = 0; i < n; ++i) {
+    const uint8_t* gw = o.data + (g0 + i) * o.group_bytes;
+    for (int64_t b = 0; b < o.nb; ++b) {
+      const uint8_t* blk = gw + b * o.block_bytes;
+      float* dst = panel + (i * o.nb + b) * kPanelBlockFloats;
+      for (int p = 0; p < 16; ++p) {
+        __m256 qe, qo;
+        WidenPair<kEight>(blk, p, &qe, &qo);
+        _mm256_store_ps(dst + kLanes * (2 * p), qe);
+        _mm256_store_ps(dst + kLanes * (2 * p + 1), qo);
+      }
+      _mm256_store_ps(dst + 32 * kLanes, LoadHalves(blk + kDOffset<kEight>));
+      _mm256_store_ps(dst + 33 * kLanes, kEight ? _mm256_setzero_ps()
+                                                : LoadHalves(blk + kDOffset<kEight> + 16));
+    }
+  }
+}
+
+// R panel groups (the i-th at panel + i * nb blocks) x T tokens.
+template <bool kEight, int R, int T>
+RILL_TARGET_AVX2 void PanelTile(const Operands& o, const float* panel, int64_t g) {
+  alignas(32) float acc[R][T][kLanes] = {};
+  const float* pg[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) pg[r] = panel + r * o.nb * kPanelBlockFloats;
+  const float* xt[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) xt[t] = o.x + t * o.cols;
+  for (int64_t b = 0; b < o.nb; ++b) {
+    __m256 se[R][T], so[R][T];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) se[r][t] = so[r][t] = _mm256_setzero_ps();
+    }
+#pragma GCC unroll 16
+    for (int p = 0; p < 16; ++p) {
+      __m256 w[R];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        w[r] = _mm256_load_ps(pg[r] + b * kPanelBlockFloats + kLanes * (2 * p));
+        asm("" : "+x"(w[r]));  // one load, reused by every token
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256 xv = _mm256_broadcast_ss(xt[t] + 32 * b + 2 * p);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) se[r][t] = _mm256_fmadd_ps(w[r], xv, se[r][t]);
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        w[r] = _mm256_load_ps(pg[r] + b * kPanelBlockFloats + kLanes * (2 * p + 1));
+        asm("" : "+x"(w[r]));
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256 xv = _mm256_broadcast_ss(xt[t] + 32 * b + 2 * p + 1);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) so[r][t] = _mm256_fmadd_ps(w[r], xv, so[r][t]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const float* dm = pg[r] + b * kPanelBlockFloats + 32 * kLanes;
+      const __m256 d = _mm256_load_ps(dm);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        __m256 a = _mm256_load_ps(acc[r][t]);
+        a = _mm256_fmadd_ps(d, _mm256_add_ps(se[r][t], so[r][t]), a);
+        if constexpr (!kEight) {
+          a = _mm256_fmadd_ps(_mm256_load_ps(dm + kLanes), _mm256_broadcast_ss(o.sx + t * o.nb + b),
+                              a);
+        }
+        _mm256_store_ps(acc[r][t], a);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = (g + r) * kLanes;
+    const int valid = static_cast<int>(std::min<int64_t>(kLanes, o.rows - row));
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      StoreLanes(_mm256_load_ps(acc[r][t]), o.y + t * o.rows + row, valid);
+    }
+  }
+}
+
+// T tokens of o against the n expanded groups from g0.
+template <bool kEight, int T>
+RILL_TARGET_AVX2 void PanelGroups(const Operands& o, const float* panel, int64_t g0, int n) {
+  int i = 0;
+  for (; i + kPanelGroups <= n; i += kPanelGroups) {
+    PanelTile<kEight, kPanelGroups, T>(o, panel + i * o.nb * kPanelBlockFloats, g0 + i);
+  }
+  for (; i < n; ++i) PanelTile<kEight, 1, T>(o, panel + i * o.nb * kPanelBlockFloats, g0 + i);
+}
+
+// nt tokens of o (any count) against groups [g0, g0 + n) through a panel.
+template <bool kEight>
+RILL_TARGET_AVX2 void PanelPiece(Operands o, int64_t g0, int n, int64_t nt) {
+  thread_local std::vector<float, Aligned64Allocator<float>> panel_buf;
+  panel_buf.resize(n * o.nb * kPanelBlockFloats);
+  float* panel = panel_buf.data();
+  ExpandPanel<kEight>(o, g0, n, panel);
+  int64_t t = 0;
+  for (; t + kPanelTokens <= nt; t += kPanelTokens) {
+    PanelGroups<kEight, kPanelTokens>(o, panel, g0, n);
+    o.x += kPanelTokens * o.cols;
+    o.sx += kPanelTokens * o.nb;
+    o.y += kPanelTokens * o.rows;
+  }
+  switch (nt - t) {
+    case 2: return PanelGroups<kEight, 2>(o, panel, g0, n);
+    case 1: return PanelGroups<kEight, 1>(o, panel, g0, n);
+    default: return;
+  }
+}
+
+template <bool kEight>
+RILL_TARGET_AVX2 void Piece(const Operands& o, int64_t g0, int64_t g1, int64_t nt) {
+  if (nt >= kPanelMinTokens) return PanelPiece<kEight>(o, g0, static_cast<int>(g1 - g0), nt);
+  if (nt == 2) return DirectGroups<kEight, 2>(o, g0, g1);
+  return DirectGroups<kEight, 1>(o, g0, g1);
+}
+
+}  // namespace
+
+RILL_TARGET_AVX2 void InterleavedMatMul(const PackedWeights* const* ws, float* const* ys,
+                                        int count, const float* x, int64_t n_tokens,
+                                        ThreadPool* pool) {
+  if (n_tokens <= 0 || count <= 0) return;
+  const int64_t cols = ws[0]->cols;
+  const int64_t nb = cols / 32;
+  // Block sums of every token (only the 4-bit formats read them), computed
+  // once for all the matrices.
+  thread_local std::vector<float> sx_buf;
+  sx_buf.resize(n_tokens * nb);
+  float* sx = sx_buf.data();
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t b = 0; b < nb; ++b) sx[t * nb + b] = BlockSum(x + t * cols + 32 * b);
+  }
+  // Pieces of every matrix, numbered one after another: decode pieces are
+  // direct tiles' worth of groups, batch pieces are one panel's.
+  const bool panel = n_tokens >= kPanelMinTokens;
+  const int64_t piece_groups = panel ? kPanelGroups : kDirectGroups;
+  int64_t first_piece[kMaxSharedTargets + 1];
+  first_piece[0] = 0;
+  for (int i = 0; i < count; ++i) {
+    first_piece[i + 1] = first_piece[i] + (ws[i]->groups + piece_groups - 1) / piece_groups;
+  }
+  const int64_t block =
+      panel ? std::max<int64_t>(24, kTokenBlockBytes / (cols * 4) / kPanelTokens * kPanelTokens)
+            : n_tokens;
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
+    const int64_t nt = std::min(block, n_tokens - t0);
+    ForRowPieces(pool, first_piece[count], nt, [&](int64_t cb, int64_t ce) {
+      int i = 0;
+      for (int64_t c = cb; c < ce; ++c) {
+        while (c >= first_piece[i + 1]) ++i;
+        const PackedWeights& w = *ws[i];
+        const Operands o{w.data.data(), w.block_bytes, nb * w.block_bytes, nb, w.rows,
+                         x + t0 * cols, cols, sx + t0 * nb, ys[i] + t0 * w.rows};
+        const int64_t g0 = (c - first_piece[i]) * piece_groups;
+        const int64_t g1 = std::min(w.groups, g0 + piece_groups);
+        if (w.format == PackedWeights::Format::k8BitInterleaved8) {
+          Piece<true>(o, g0, g1, nt);
+        } else {
+          Piece<false>(o, g0, g1, nt);
+        }
+      }
+    });
+  }
+}
+
+}  // namespace rill::cpu::internal

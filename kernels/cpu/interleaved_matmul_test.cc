@@ -1,0 +1,198 @@
+// The AVX2 exact path over 8-row interleaved weights: within f32 rounding of
+// the float64 reference, bitwise batch, offset and thread-count invariant
+// (direct tiles, panel tiles, their tails and token blocks), MatMulShared
+// the same bits as separate calls, dequantized rows the file's, and the
+// choice of CPUs it is used on.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/quant_types.h"
+#include "kernels/cpu/random_blocks_for_test.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace rill::cpu {
+namespace {
+
+unsigned Seed() {
+  static const unsigned seed = [] {
+    const unsigned s = std::random_device{}();
+    printf("interleaved_matmul_test seed: %u\n", s);
+    return s;
+  }();
+  return seed;
+}
+
+struct Problem {
+  std::vector<uint8_t> data;
+  WeightMatrix w;
+  std::vector<float> x;
+};
+
+Problem MakeProblem(QuantType type, int64_t rows, int64_t cols, int64_t n_tokens,
+                    std::mt19937& rng) {
+  Problem p;
+  p.data = RandomBlockRows(type, rows, cols, rng);
+  p.w = MakeWeightMatrix(type, rows, cols, p.data.data());
+  p.w.float_activations = true;
+  p.w.packed = PackWeightsInterleaved(type, rows, cols, p.data.data(), p.w.row_stride_bytes);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  p.x.resize(n_tokens * cols);
+  for (float& v : p.x) v = normal(rng);
+  return p;
+}
+
+class InterleavedMatMulTest : public ::testing::TestWithParam<QuantType> {
+ protected:
+  void SetUp() override {
+    if (!UseAvx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  }
+};
+
+TEST_P(InterleavedMatMulTest, MatchesReferenceAndIsBatchInvariant) {
+  const QuantType type = GetParam();
+  std::mt19937 rng(Seed() + static_cast<unsigned>(type));
+  ThreadPool pool(3);
+  for (int64_t rows : {1, 8, 37, 72}) {
+    for (int64_t cols : {32, 96, 576}) {
+      SCOPED_TRACE(std::string(QuantTypeName(type)) + " rows=" + std::to_string(rows) +
+                   " cols=" + std::to_string(cols));
+      const int64_t n_tokens = 23;
+      Problem p = MakeProblem(type, rows, cols, n_tokens, rng);
+      ASSERT_NE(p.w.packed, nullptr);
+      std::vector<float> y(n_tokens * rows, NAN);
+      MatMul(p.w, p.x.data(), n_tokens, y.data(), &pool);
+      std::vector<float> wrow(cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        DequantizeRow(type, p.data.data() + r * RowBytes(type, cols), wrow.data(), cols);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          double ref = 0, mag = 0;
+          for (int64_t i = 0; i < cols; ++i) {
+            ref += double(wrow[i]) * p.x[t * cols + i];
+            mag += std::fabs(double(wrow[i]) * p.x[t * cols + i]);
+          }
+          // f32 rounding of d * sum(q x) + m * sum(x): a few ulps of the
+          // terms' magnitude (|m sum x| is at most |m| sum |x|).
+          ASSERT_NEAR(y[t * rows + r], ref, 2e-6 * mag + 1e-30) << "t=" << t << " r=" << r;
+        }
+      }
+      // Every sub-batch (direct tiles at 1-2 tokens, panel tiles and their
+      // 1-2 token tails from 3 on), at any offset, with or without the pool.
+      for (int64_t n = 1; n <= n_tokens; ++n) {
+        const int64_t start = (n * 7) % (n_tokens - n + 1);
+        std::vector<float> sub(n * rows, NAN);
+        MatMul(p.w, p.x.data() + start * cols, n, sub.data(), n % 2 ? nullptr : &pool);
+        for (int64_t i = 0; i < n * rows; ++i) {
+          ASSERT_EQ(sub[i], y[start * rows + i]) << "n=" << n << " start=" << start << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
+// A call long enough to run in several token blocks gives each token the
+// bits it gets alone.
+TEST_P(InterleavedMatMulTest, TokenBlocksOfALongCallAreInvariant) {
+  const QuantType type = GetParam();
+  std::mt19937 rng(Seed() + 50 + static_cast<unsigned>(type));
+  ThreadPool pool(2);
+  const int64_t rows = 20, cols = 1536, n_tokens = 130;  // blocks of 42 tokens
+  Problem p = MakeProblem(type, rows, cols, n_tokens, rng);
+  std::vector<float> y(n_tokens * rows, NAN);
+  MatMul(p.w, p.x.data(), n_tokens, y.data(), &pool);
+  for (int64_t t : {0, 41, 42, 43, 100, 129}) {
+    std::vector<float> alone(rows, NAN);
+    MatMul(p.w, p.x.data() + t * cols, 1, alone.data(), nullptr);
+    for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(alone[r], y[t * rows + r]) << t << " " << r;
+  }
+}
+
+TEST_P(InterleavedMatMulTest, SharedInputMatchesSeparateCalls) {
+  const QuantType type = GetParam();
+  std::mt19937 rng(Seed() + 100 + static_cast<unsigned>(type));
+  ThreadPool pool(2);
+  const int64_t cols = 96;
+  for (int64_t n_tokens : {1, 2, 7}) {
+    Problem a = MakeProblem(type, 24, cols, n_tokens, rng);
+    Problem b = MakeProblem(type, 9, cols, n_tokens, rng);
+    Problem c = MakeProblem(QuantType::kQ8_0, 40, cols, n_tokens, rng);
+    std::vector<float> ya(n_tokens * 24), yb(n_tokens * 9), yc(n_tokens * 40);
+    const MatMulTarget targets[] = {{&a.w, ya.data()}, {&b.w, yb.data()}, {&c.w, yc.data()}};
+    MatMulShared(targets, 3, a.x.data(), n_tokens, &pool);
+    for (const auto& [w, y, rows] : {std::tuple{&a.w, &ya, 24}, {&b.w, &yb, 9}, {&c.w, &yc, 40}}) {
+      std::vector<float> alone(n_tokens * rows);
+      MatMul(*w, a.x.data(), n_tokens, alone.data(), nullptr);
+      for (size_t i = 0; i < alone.size(); ++i) {
+        ASSERT_EQ((*y)[i], alone[i]) << "n_tokens=" << n_tokens << " rows=" << rows << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST_P(InterleavedMatMulTest, DequantizedRowsAreTheFileRows) {
+  const QuantType type = GetParam();
+  std::mt19937 rng(Seed() + 200 + static_cast<unsigned>(type));
+  const int64_t rows = 37, cols = 96;
+  std::vector<uint8_t> data = RandomBlockRows(type, rows, cols, rng);
+  std::shared_ptr<const PackedWeights> p =
+      PackWeightsInterleaved(type, rows, cols, data.data(), RowBytes(type, cols));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->groups, 5);
+  EXPECT_EQ(p->data.size(), 5 * 3 * p->block_bytes);
+  std::vector<float> want(cols), got(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    DequantizeRow(type, data.data() + r * RowBytes(type, cols), want.data(), cols);
+    DequantizePackedRow(*p, r, got.data());
+    for (int64_t i = 0; i < cols; ++i) ASSERT_EQ(got[i], want[i]) << "r=" << r << " i=" << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, InterleavedMatMulTest,
+                         ::testing::Values(QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ8_0),
+                         [](const auto& info) { return std::string(QuantTypeName(info.param)); });
+
+TEST(PackWeightsInterleaved, RefusesWhatItCannotRun) {
+  std::vector<uint8_t> data(RowBytes(QuantType::kQ4_K, 256) * 4);
+  EXPECT_EQ(PackWeightsInterleaved(QuantType::kQ4_K, 4, 256, data.data(),
+                                   RowBytes(QuantType::kQ4_K, 256)),
+            nullptr);
+  std::vector<float> f(4 * 64);
+  EXPECT_EQ(PackWeightsInterleaved(QuantType::kF32, 4, 64, f.data(), 64 * sizeof(float)),
+            nullptr);
+  WeightMatrix w = MakeWeightMatrix(QuantType::kQ4_1, 4, 64, data.data());
+  w.float_activations = false;  // the q8 path is left alone
+  EXPECT_FALSE(PackForInterleavedKernels(&w));
+  EXPECT_EQ(w.packed, nullptr);
+}
+
+// Chosen on AVX2 CPUs without AVX-512 (RILL_CPU_INTERLEAVED unset).
+TEST(PackWeightsInterleaved, ChosenWhereAvx512IsOff) {
+  if (!UseAvx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  if (std::getenv("RILL_CPU_INTERLEAVED") != nullptr) GTEST_SKIP() << "choice overridden";
+  std::mt19937 rng(Seed() + 300);
+  std::vector<uint8_t> data = RandomBlockRows(QuantType::kQ4_1, 8, 64, rng);
+  const bool had_avx512 = UseAvx512();
+  SetDisableAvx512(true);
+  WeightMatrix w = MakeWeightMatrix(QuantType::kQ4_1, 8, 64, data.data());
+  w.float_activations = true;
+  EXPECT_TRUE(PreferInterleavedKernels());
+  EXPECT_TRUE(PackForInterleavedKernels(&w));
+  ASSERT_NE(w.packed, nullptr);
+  EXPECT_EQ(w.packed->format, PackedWeights::Format::k4BitInterleaved8);
+  SetDisableAvx512(false);
+  EXPECT_EQ(PreferInterleavedKernels(), !had_avx512);
+}
+
+}  // namespace
+}  // namespace rill::cpu
