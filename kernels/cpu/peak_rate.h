@@ -17,12 +17,15 @@ struct PeakRate {
   // Every accumulator's final value, combined: tests check it against the
   // closed form, which also proves the loop was not optimised away.
   double checksum = 0;
+  int lanes = 0;  // vector width of the f32 FMA measure (8 = ymm, 16 = zmm)
 };
 
 // f32 fused multiply-add throughput: each pool thread runs `iterations`
-// rounds of 12 independent 8-wide FMA chains (x = 0.5 x + 0.5), enough
-// chains to cover the FMA latency on two pipes. Every chain ends at exactly
-// 1.0 once iterations >= 64, so checksum = threads * 12 * 8.
+// rounds of 12 independent FMA chains (x = 0.5 x + 0.5), enough chains to
+// cover the FMA latency on two pipes, 16 wide where UseAvx512() (what the
+// matmul kernels then use) and 8 wide otherwise (r.lanes says which). Every
+// chain ends at exactly 1.0 once iterations >= 64, so checksum =
+// threads * 12 * lanes.
 PeakRate MeasureF32FmaPeak(ThreadPool* pool, int64_t iterations);
 
 // int16 multiply-accumulate throughput with AVX-512 VNNI (vpdpwssd, 32 pairs

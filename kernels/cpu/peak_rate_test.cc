@@ -11,8 +11,9 @@ TEST(PeakRateTest, FmaChainsReachTheirFixedPointOnEveryThread) {
   if (!UseAvx2()) GTEST_SKIP() << "no AVX2/FMA";
   ThreadPool pool(2);
   const PeakRate r = MeasureF32FmaPeak(&pool, 100000);
-  EXPECT_DOUBLE_EQ(r.checksum, 2.0 * 12 * 8);
-  EXPECT_DOUBLE_EQ(r.ops, 2.0 * 8 * 12 * 100000 * 2);
+  EXPECT_EQ(r.lanes, UseAvx512() ? 16 : 8);
+  EXPECT_DOUBLE_EQ(r.checksum, 2.0 * 12 * r.lanes);
+  EXPECT_DOUBLE_EQ(r.ops, 2.0 * r.lanes * 12 * 100000 * 2);
   EXPECT_GT(r.seconds, 0.0);
 }
 
