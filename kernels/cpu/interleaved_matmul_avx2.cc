@@ -27,6 +27,7 @@
 
 #include "kernels/cpu/avx2_util.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/interleaved_tiles.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/quant_matmul.h"
@@ -34,7 +35,7 @@
 namespace rill::cpu::internal {
 namespace {
 
-constexpr int kLanes = 8;
+constexpr int kLanes = kInterleavedLanes;
 // Direct tiles: groups per tile (1 token: 4 groups, 8 independent fma
 // chains, enough to hide the fma latency; 2 tokens: 2 groups).
 constexpr int kDirectGroups = 4;
@@ -57,29 +58,6 @@ RILL_TARGET_AVX2 inline float BlockSum(const float* x) {
   return HsumPs(_mm256_add_ps(a, b));
 }
 
-RILL_TARGET_AVX2 inline __m256 LoadHalves(const uint8_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-// The 8 lanes' weights j = 2p and 2p + 1 of a block, as floats.
-template <bool kEight>
-RILL_TARGET_AVX2 inline void WidenPair(const uint8_t* blk, int p, __m256* qe, __m256* qo) {
-  if constexpr (kEight) {
-    const __m128i e = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 16 * p));
-    const __m128i o = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 16 * p + 8));
-    *qe = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(e));
-    *qo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(o));
-  } else {
-    const __m256i b =
-        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 8 * p)));
-    *qe = _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(0x0F)));
-    *qo = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
-  }
-}
-
-template <bool kEight>
-constexpr size_t kDOffset = kEight ? kInterleaved8BitQBytes : kInterleaved4BitQBytes;
-
 RILL_TARGET_AVX2 inline void StoreLanes(__m256 v, float* out, int valid) {
   if (valid == kLanes) {
     _mm256_storeu_ps(out, v);
@@ -89,19 +67,6 @@ RILL_TARGET_AVX2 inline void StoreLanes(__m256 v, float* out, int valid) {
   _mm256_store_ps(tmp, v);
   std::memcpy(out, tmp, valid * sizeof(float));
 }
-
-// What a (sub)matrix and a call's activations look like to the tiles.
-struct Operands {
-  const uint8_t* data;  // group 0's first block
-  size_t block_bytes;
-  size_t group_bytes;  // nb * block_bytes
-  int64_t nb;
-  int64_t rows;
-  const float* x;   // token 0 of the tile
-  int64_t cols;     // x stride
-  const float* sx;  // block sums of token 0: [t * nb + b]
-  float* y;         // token 0's outputs (row 0 of the matrix)
-};
 
 // R groups from group g x T tokens, weights widened in registers.
 template <bool kEight, int R, int T>
@@ -315,8 +280,11 @@ RILL_TARGET_AVX2 void PanelPiece(Operands o, int64_t g0, int n, int64_t nt) {
 }
 
 template <bool kEight>
-RILL_TARGET_AVX2 void Piece(const Operands& o, int64_t g0, int64_t g1, int64_t nt) {
-  if (nt >= kPanelMinTokens) return PanelPiece<kEight>(o, g0, static_cast<int>(g1 - g0), nt);
+RILL_TARGET_AVX2 void Piece(const Operands& o, int64_t g0, int64_t g1, int64_t nt, bool avx512) {
+  if (nt >= kPanelMinTokens) {
+    if (avx512) return InterleavedPanelPieceAvx512(kEight, o, g0, g1, nt);
+    return PanelPiece<kEight>(o, g0, static_cast<int>(g1 - g0), nt);
+  }
   if (nt == 2) return DirectGroups<kEight, 2>(o, g0, g1);
   return DirectGroups<kEight, 1>(o, g0, g1);
 }
@@ -340,7 +308,9 @@ RILL_TARGET_AVX2 void InterleavedMatMul(const PackedWeights* const* ws, float* c
   // Pieces of every matrix, numbered one after another: decode pieces are
   // direct tiles' worth of groups, batch pieces are one panel's.
   const bool panel = n_tokens >= kPanelMinTokens;
-  const int64_t piece_groups = panel ? kPanelGroups : kDirectGroups;
+  const bool avx512 = UseAvx512();
+  const int64_t piece_groups =
+      !panel ? kDirectGroups : (avx512 ? kAvx512PanelGroups : kPanelGroups);
   int64_t first_piece[kMaxSharedTargets + 1];
   first_piece[0] = 0;
   for (int i = 0; i < count; ++i) {
@@ -361,9 +331,9 @@ RILL_TARGET_AVX2 void InterleavedMatMul(const PackedWeights* const* ws, float* c
         const int64_t g0 = (c - first_piece[i]) * piece_groups;
         const int64_t g1 = std::min(w.groups, g0 + piece_groups);
         if (w.format == PackedWeights::Format::k8BitInterleaved8) {
-          Piece<true>(o, g0, g1, nt);
+          Piece<true>(o, g0, g1, nt, avx512);
         } else {
-          Piece<false>(o, g0, g1, nt);
+          Piece<false>(o, g0, g1, nt, avx512);
         }
       }
     });

@@ -87,8 +87,17 @@ TEST_P(InterleavedMatMulTest, MatchesReferenceAndIsBatchInvariant) {
           ASSERT_NEAR(y[t * rows + r], ref, 2e-6 * mag + 1e-30) << "t=" << t << " r=" << r;
         }
       }
+      // The AVX2 panel tiles give the AVX-512 ones' bits (a machine that
+      // has AVX-512 can then switch paths per call size).
+      if (UseAvx512()) {
+        SetDisableAvx512(true);
+        std::vector<float> y2(n_tokens * rows, NAN);
+        MatMul(p.w, p.x.data(), n_tokens, y2.data(), &pool);
+        SetDisableAvx512(false);
+        for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y2[i], y[i]) << "avx2 vs avx512, i=" << i;
+      }
       // Every sub-batch (direct tiles at 1-2 tokens, panel tiles and their
-      // 1-2 token tails from 3 on), at any offset, with or without the pool.
+      // token tails from 3 on), at any offset, with or without the pool.
       for (int64_t n = 1; n <= n_tokens; ++n) {
         const int64_t start = (n * 7) % (n_tokens - n + 1);
         std::vector<float> sub(n * rows, NAN);

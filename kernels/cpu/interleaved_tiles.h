@@ -1,0 +1,67 @@
+// Pieces the AVX2 and AVX-512 files of the interleaved exact path share
+// (interleaved_matmul_avx2.cc states the per-lane recipe both follow).
+// Internal to //kernels/cpu.
+#ifndef RILL_KERNELS_CPU_INTERLEAVED_TILES_H_
+#define RILL_KERNELS_CPU_INTERLEAVED_TILES_H_
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/packed_matmul.h"
+
+namespace rill::cpu::internal {
+
+inline constexpr int kInterleavedLanes = 8;  // rows per group
+
+// What a matrix and a call's activations look like to the tiles.
+struct Operands {
+  const uint8_t* data;  // group 0's first block
+  size_t block_bytes;
+  size_t group_bytes;  // nb * block_bytes
+  int64_t nb;
+  int64_t rows;
+  const float* x;   // token 0 of the tile
+  int64_t cols;     // x stride
+  const float* sx;  // block sums of token 0: [t * nb + b]
+  float* y;         // token 0's outputs (row 0 of the matrix)
+};
+
+RILL_TARGET_AVX2 inline __m256 LoadHalves(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// The 8 lanes' weights j = 2p and 2p + 1 of a block, as floats.
+template <bool kEight>
+RILL_TARGET_AVX2 inline void WidenPair(const uint8_t* blk, int p, __m256* qe, __m256* qo) {
+  if constexpr (kEight) {
+    const __m128i e = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 16 * p));
+    const __m128i o = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 16 * p + 8));
+    *qe = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(e));
+    *qo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(o));
+  } else {
+    const __m256i b =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 8 * p)));
+    *qe = _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(0x0F)));
+    *qo = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
+  }
+}
+
+// Where a block's d[8] (then, 4-bit, m[8]) f16 values start.
+template <bool kEight>
+constexpr size_t kDOffset = kEight ? kInterleaved8BitQBytes : kInterleaved4BitQBytes;
+
+// Groups per AVX-512 panel piece (two zmm of 16 rows).
+inline constexpr int64_t kAvx512PanelGroups = 4;
+
+// nt >= 3 tokens of o against groups [g0, g1) (g1 - g0 <= kAvx512PanelGroups)
+// through a 16-lane panel, with the same per-lane operations as the AVX2
+// tiles. Needs UseAvx512().
+void InterleavedPanelPieceAvx512(bool eight, const Operands& o, int64_t g0, int64_t g1,
+                                 int64_t nt);
+
+}  // namespace rill::cpu::internal
+
+#endif  // RILL_KERNELS_CPU_INTERLEAVED_TILES_H_
