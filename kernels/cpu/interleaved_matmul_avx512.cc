@@ -8,10 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
-#include <vector>
 
-#include "kernels/cpu/aligned_buffer.h"
 #include "kernels/cpu/interleaved_tiles.h"
 
 #define RILL_TARGET_AVX512 \
@@ -25,51 +22,107 @@ constexpr int kTileZmm = 2;
 constexpr int kTileTokens = 6;
 // Floats per (zmm, block): q[32][16], d[16], m[16].
 constexpr int64_t kBlockFloats = 34 * kZmmLanes;
+// Blocks per panel slice: 2 zmm x 6 blocks = 26 KiB of expanded weights,
+// which stay in L1 while every token tile of the call runs over them (a
+// whole piece's panel, 78 KiB at 576 columns, spilled to L2 and its stores
+// cost more than the tiles at 3-16 tokens).
+constexpr int64_t kSliceBlocks = 6;
 
-// Groups [g0, g1) into panel zmm z = (g - g0) / 2, half (g - g0) % 2; a
-// missing half of the last zmm is zero (its lanes are never stored).
+// The 8 bytes of group a (lanes 0-7) and of group b (lanes 8-15, zero when
+// b is null) at one offset, as 16 bytes.
+RILL_TARGET_AVX512 inline __m128i Pair8(const uint8_t* a, const uint8_t* b) {
+  const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a));
+  if (b == nullptr) return lo;
+  return _mm_unpacklo_epi64(lo, _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)));
+}
+
+// The 8 f16 values of group a and of group b (zero when null) as 16 floats.
+RILL_TARGET_AVX512 inline __m512 PairHalves(const uint8_t* a, const uint8_t* b) {
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+  const __m128i hi =
+      b == nullptr ? _mm_setzero_si128() : _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+}
+
+// Blocks [b0, b0 + nbs) of groups [g0, g1) into slice zmm z = (g - g0) / 2,
+// half (g - g0) % 2: the same floats WidenPair and LoadHalves give, 16
+// lanes at a time. A missing second group leaves its half zero.
 template <bool kEight>
-RILL_TARGET_AVX512 void Expand(const Operands& o, int64_t g0, int64_t g1, int zmm, float* panel) {
-  std::memset(panel, 0, zmm * o.nb * kBlockFloats * sizeof(float));
-  for (int64_t g = g0; g < g1; ++g) {
-    const int z = static_cast<int>((g - g0) / 2), half = static_cast<int>((g - g0) % 2);
-    const uint8_t* gw = o.data + g * o.group_bytes;
-    for (int64_t b = 0; b < o.nb; ++b) {
-      const uint8_t* blk = gw + b * o.block_bytes;
-      float* dst = panel + (z * o.nb + b) * kBlockFloats + kInterleavedLanes * half;
+RILL_TARGET_AVX512 void ExpandSlice(const Operands& o, int64_t g0, int64_t g1, int64_t b0,
+                                    int64_t nbs, float* panel) {
+  for (int64_t ga = g0; ga < g1; ga += 2) {
+    const int z = static_cast<int>((ga - g0) / 2);
+    const uint8_t* wa = o.data + ga * o.group_bytes;
+    const uint8_t* wb = ga + 1 < g1 ? wa + o.group_bytes : nullptr;
+    for (int64_t b = b0; b < b0 + nbs; ++b) {
+      const size_t off = b * o.block_bytes;
+      const uint8_t* ba = wa + off;
+      const uint8_t* bb = wb == nullptr ? nullptr : wb + off;
+      float* dst = panel + (z * kSliceBlocks + (b - b0)) * kBlockFloats;
+#pragma GCC unroll 16
       for (int p = 0; p < 16; ++p) {
-        __m256 qe, qo;
-        WidenPair<kEight>(blk, p, &qe, &qo);
-        _mm256_store_ps(dst + kZmmLanes * (2 * p), qe);
-        _mm256_store_ps(dst + kZmmLanes * (2 * p + 1), qo);
+        __m512 qe, qo;
+        if constexpr (kEight) {
+          const __m128i e = Pair8(ba + 16 * p, bb == nullptr ? nullptr : bb + 16 * p);
+          const __m128i d = Pair8(ba + 16 * p + 8, bb == nullptr ? nullptr : bb + 16 * p + 8);
+          qe = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(e));
+          qo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(d));
+        } else {
+          const __m512i v =
+              _mm512_cvtepu8_epi32(Pair8(ba + 8 * p, bb == nullptr ? nullptr : bb + 8 * p));
+          qe = _mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32(0x0F)));
+          qo = _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4));
+        }
+        _mm512_store_ps(dst + kZmmLanes * (2 * p), qe);
+        _mm512_store_ps(dst + kZmmLanes * (2 * p + 1), qo);
       }
-      _mm256_store_ps(dst + kZmmLanes * 32, LoadHalves(blk + kDOffset<kEight>));
+      const size_t doff = kDOffset<kEight>;
+      _mm512_store_ps(dst + kZmmLanes * 32,
+                      PairHalves(ba + doff, bb == nullptr ? nullptr : bb + doff));
       if constexpr (!kEight) {
-        _mm256_store_ps(dst + kZmmLanes * 33, LoadHalves(blk + kDOffset<kEight> + 16));
+        _mm512_store_ps(dst + kZmmLanes * 33,
+                        PairHalves(ba + doff + 16, bb == nullptr ? nullptr : bb + doff + 16));
       }
     }
   }
 }
 
-RILL_TARGET_AVX512 inline void StoreRows(__m512 v, float* out, int valid) {
-  if (valid >= kZmmLanes) {
-    _mm512_storeu_ps(out, v);
-  } else if (valid > 0) {
-    _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << valid) - 1), v);
-  }
+RILL_TARGET_AVX512 inline __mmask16 RowMask(int valid) {
+  return valid >= kZmmLanes ? static_cast<__mmask16>(0xFFFF)
+                            : static_cast<__mmask16>((1u << std::max(valid, 0)) - 1);
 }
 
-// Z panel zmm x T tokens; rows from row0 (zmm z covers 16 of them).
+// Z slice zmm x T tokens over the slice's nbs blocks (from block b0); rows
+// from row0 (zmm z covers 16 of them). Each lane's running sum lives in y
+// between slices: read back (b0 > 0) and written after the slice, so the
+// chain of fma per lane is the one an unsliced tile would run.
 template <bool kEight, int Z, int T>
-RILL_TARGET_AVX512 void Tile(const Operands& o, const float* panel, int64_t row0) {
-  alignas(64) float acc[Z][T][kZmmLanes] = {};
+RILL_TARGET_AVX512 void Tile(const Operands& o, const float* panel, int64_t row0, int64_t b0,
+                             int64_t nbs) {
+  __mmask16 mask[Z];
+#pragma GCC unroll 2
+  for (int z = 0; z < Z; ++z) {
+    mask[z] = RowMask(static_cast<int>(o.rows - (row0 + z * kZmmLanes)));
+  }
+  alignas(64) float acc[Z][T][kZmmLanes];
+#pragma GCC unroll 2
+  for (int z = 0; z < Z; ++z) {
+#pragma GCC unroll 6
+    for (int t = 0; t < T; ++t) {
+      const __m512 a = b0 == 0 ? _mm512_setzero_ps()
+                               : _mm512_maskz_loadu_ps(mask[z], o.y + t * o.rows + row0 +
+                                                                    z * kZmmLanes);
+      _mm512_store_ps(acc[z][t], a);
+    }
+  }
   const float* pz[Z];
 #pragma GCC unroll 2
-  for (int z = 0; z < Z; ++z) pz[z] = panel + z * o.nb * kBlockFloats;
+  for (int z = 0; z < Z; ++z) pz[z] = panel + z * kSliceBlocks * kBlockFloats;
   const float* xt[T];
 #pragma GCC unroll 6
   for (int t = 0; t < T; ++t) xt[t] = o.x + t * o.cols;
-  for (int64_t b = 0; b < o.nb; ++b) {
+  for (int64_t i = 0; i < nbs; ++i) {
+    const int64_t b = b0 + i;
     __m512 se[Z][T], so[Z][T];
 #pragma GCC unroll 2
     for (int z = 0; z < Z; ++z) {
@@ -81,7 +134,7 @@ RILL_TARGET_AVX512 void Tile(const Operands& o, const float* panel, int64_t row0
       __m512 w[Z];
 #pragma GCC unroll 2
       for (int z = 0; z < Z; ++z) {
-        w[z] = _mm512_load_ps(pz[z] + b * kBlockFloats + kZmmLanes * (2 * p));
+        w[z] = _mm512_load_ps(pz[z] + i * kBlockFloats + kZmmLanes * (2 * p));
         asm("" : "+v"(w[z]));  // one load, reused by every token
       }
 #pragma GCC unroll 6
@@ -92,7 +145,7 @@ RILL_TARGET_AVX512 void Tile(const Operands& o, const float* panel, int64_t row0
       }
 #pragma GCC unroll 2
       for (int z = 0; z < Z; ++z) {
-        w[z] = _mm512_load_ps(pz[z] + b * kBlockFloats + kZmmLanes * (2 * p + 1));
+        w[z] = _mm512_load_ps(pz[z] + i * kBlockFloats + kZmmLanes * (2 * p + 1));
         asm("" : "+v"(w[z]));
       }
 #pragma GCC unroll 6
@@ -104,7 +157,7 @@ RILL_TARGET_AVX512 void Tile(const Operands& o, const float* panel, int64_t row0
     }
 #pragma GCC unroll 2
     for (int z = 0; z < Z; ++z) {
-      const float* dm = pz[z] + b * kBlockFloats + 32 * kZmmLanes;
+      const float* dm = pz[z] + i * kBlockFloats + 32 * kZmmLanes;
       const __m512 d = _mm512_load_ps(dm);
 #pragma GCC unroll 6
       for (int t = 0; t < T; ++t) {
@@ -118,41 +171,47 @@ RILL_TARGET_AVX512 void Tile(const Operands& o, const float* panel, int64_t row0
       }
     }
   }
+#pragma GCC unroll 2
   for (int z = 0; z < Z; ++z) {
-    const int64_t row = row0 + z * kZmmLanes;
-    const int valid = static_cast<int>(std::min<int64_t>(kZmmLanes, o.rows - row));
-    for (int t = 0; t < T; ++t) StoreRows(_mm512_load_ps(acc[z][t]), o.y + t * o.rows + row, valid);
+#pragma GCC unroll 6
+    for (int t = 0; t < T; ++t) {
+      _mm512_mask_storeu_ps(o.y + t * o.rows + row0 + z * kZmmLanes, mask[z],
+                            _mm512_load_ps(acc[z][t]));
+    }
   }
 }
 
 template <bool kEight, int T>
-RILL_TARGET_AVX512 void Tokens(const Operands& o, const float* panel, int zmm, int64_t row0) {
-  if (zmm == 2) return Tile<kEight, 2, T>(o, panel, row0);
-  return Tile<kEight, 1, T>(o, panel, row0);
+RILL_TARGET_AVX512 void Tokens(const Operands& o, const float* panel, int zmm, int64_t row0,
+                               int64_t b0, int64_t nbs) {
+  if (zmm == 2) return Tile<kEight, 2, T>(o, panel, row0, b0, nbs);
+  return Tile<kEight, 1, T>(o, panel, row0, b0, nbs);
 }
 
 template <bool kEight>
-RILL_TARGET_AVX512 void Piece(Operands o, int64_t g0, int64_t g1, int64_t nt) {
+RILL_TARGET_AVX512 void Piece(const Operands& o, int64_t g0, int64_t g1, int64_t nt) {
   const int zmm = static_cast<int>((g1 - g0 + 1) / 2);
-  thread_local std::vector<float, Aligned64Allocator<float>> panel_buf;
-  panel_buf.resize(kTileZmm * o.nb * kBlockFloats);
-  float* panel = panel_buf.data();
-  Expand<kEight>(o, g0, g1, zmm, panel);
+  alignas(64) static thread_local float panel[kTileZmm * kSliceBlocks * kBlockFloats];
   const int64_t row0 = g0 * kInterleavedLanes;
-  int64_t t = 0;
-  for (; t + kTileTokens <= nt; t += kTileTokens) {
-    Tokens<kEight, kTileTokens>(o, panel, zmm, row0);
-    o.x += kTileTokens * o.cols;
-    o.sx += kTileTokens * o.nb;
-    o.y += kTileTokens * o.rows;
-  }
-  switch (nt - t) {
-    case 5: return Tokens<kEight, 5>(o, panel, zmm, row0);
-    case 4: return Tokens<kEight, 4>(o, panel, zmm, row0);
-    case 3: return Tokens<kEight, 3>(o, panel, zmm, row0);
-    case 2: return Tokens<kEight, 2>(o, panel, zmm, row0);
-    case 1: return Tokens<kEight, 1>(o, panel, zmm, row0);
-    default: return;
+  for (int64_t b0 = 0; b0 < o.nb; b0 += kSliceBlocks) {
+    const int64_t nbs = std::min(kSliceBlocks, o.nb - b0);
+    ExpandSlice<kEight>(o, g0, g1, b0, nbs, panel);
+    Operands ot = o;
+    int64_t t = 0;
+    for (; t + kTileTokens <= nt; t += kTileTokens) {
+      Tokens<kEight, kTileTokens>(ot, panel, zmm, row0, b0, nbs);
+      ot.x += kTileTokens * ot.cols;
+      ot.sx += kTileTokens * ot.nb;
+      ot.y += kTileTokens * ot.rows;
+    }
+    switch (nt - t) {
+      case 5: Tokens<kEight, 5>(ot, panel, zmm, row0, b0, nbs); break;
+      case 4: Tokens<kEight, 4>(ot, panel, zmm, row0, b0, nbs); break;
+      case 3: Tokens<kEight, 3>(ot, panel, zmm, row0, b0, nbs); break;
+      case 2: Tokens<kEight, 2>(ot, panel, zmm, row0, b0, nbs); break;
+      case 1: Tokens<kEight, 1>(ot, panel, zmm, row0, b0, nbs); break;
+      default: break;
+    }
   }
 }
 

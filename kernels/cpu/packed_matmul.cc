@@ -142,7 +142,7 @@ bool PreferInterleavedKernels() {
     return v == nullptr || v[0] == '\0' ? -1 : (v[0] == '1' ? 1 : 0);
   }();
   if (!UseAvx2()) return false;
-  return env >= 0 ? env == 1 : !UseAvx512();
+  return env != 0;
 }
 
 std::shared_ptr<const PackedWeights> PackWeightsInterleaved(QuantType type, int64_t rows,

@@ -30,8 +30,8 @@ struct PackedWeights {
   enum class Format {
     k4Bit,  // Q4_0 (min = -8 d) and Q4_1
     k8Bit,  // Q8_0
-    // The AVX2 exact path's layout (PackWeightsInterleaved): 8 rows per
-    // group, f32 activations, no int16 rounding.
+    // The interleaved exact path's layout (PackWeightsInterleaved): 8 rows
+    // per group, f32 activations, no int16 rounding.
     k4BitInterleaved8,
     k8BitInterleaved8,
   };
@@ -53,7 +53,7 @@ bool PackedKernelsAvailable();
 std::shared_ptr<const PackedWeights> PackWeights(QuantType type, int64_t rows, int64_t cols,
                                                  const void* data, size_t row_stride);
 
-// The 8-row interleaved layout of the AVX2 exact path
+// The 8-row interleaved layout of the exact path
 // (interleaved_matmul_avx2.cc). Per (group, 32-column block):
 // - 4-bit: 16 steps of 8 bytes, byte [p][r] = q[r][2p] | q[r][2p + 1] << 4,
 //   then d[8] and m[8] as f16 (Q4_0: m = -8 d, exact);
@@ -62,10 +62,12 @@ std::shared_ptr<const PackedWeights> PackWeights(QuantType type, int64_t rows, i
 inline constexpr size_t kInterleaved4BitQBytes = 128;
 inline constexpr size_t kInterleaved8BitQBytes = 256;
 
-// True when this CPU runs the interleaved kernels and they are the better
-// exact path: AVX2 without AVX-512 (where the chunk kernels of
-// dot_f32act_avx2.cc spend a batch-1 step expanding blocks). The
-// environment RILL_CPU_INTERLEAVED=0 or =1 overrides the choice (A/B runs).
+// True when this CPU runs the interleaved kernels (AVX2; AVX-512 panels for
+// batches where the CPU has it), the default exact path there: against the
+// chunk kernels (dot_f32act_avx2.cc / _avx512.cc), which spend a batch-1
+// step expanding blocks, decode at batch 1 is 1.35x (AVX-512 Xeon) to 1.4x
+// (AVX2) as fast, batches 8-32 as fast or faster (bench/README.md). The
+// environment RILL_CPU_INTERLEAVED=0 turns it off (A/B runs).
 bool PreferInterleavedKernels();
 
 // Repacks a [rows x cols] matrix of Q4_0, Q4_1 or Q8_0 rows into the

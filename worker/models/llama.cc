@@ -116,7 +116,7 @@ class Llama : public CausalLm {
 
   // Repacks the (sharded) matrices of the exact path for the int16 VNNI
   // kernels when asked for and the CPU has them, else for the 8-row
-  // interleaved AVX2 kernels where the CPU prefers those (no AVX-512), and
+  // interleaved kernels (any AVX2 CPU unless RILL_CPU_INTERLEAVED=0), and
   // drops their file pages from RSS. An untied embedding keeps reading the
   // file's rows.
   void PackWeights() {
