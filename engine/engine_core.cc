@@ -106,10 +106,15 @@ std::vector<EngineCoreOutput> EngineCore::FailAll(const absl::Status& status) {
   return out;
 }
 
-EngineCoreOutput EngineCore::Advance(Request* r, const float* logits_in) {
-  std::vector<float> logits(logits_in, logits_in + vocab_size_);
-  ProcessLogits(*r, eos_ids_, logits.data(), vocab_size_);
-  const worker::SampledToken tok = r->sampler.Sample(logits.data(), vocab_size_);
+EngineCore::SampledRow EngineCore::SampleRow(Request* r, float* logits) const {
+  ProcessLogits(*r, eos_ids_, logits, vocab_size_);
+  const worker::SampledToken t = r->sampler.Sample(logits, vocab_size_);
+  SampledRow out{t.token, t.logprob, {}};
+  if (r->params.logprobs > 0) out.top = TopKLogprobs(logits, vocab_size_, r->params.logprobs);
+  return out;
+}
+
+EngineCoreOutput EngineCore::Advance(Request* r, SampledRow tok) {
   const absl::Time now = absl::Now();
   r->output_token_ids.push_back(tok.token);
   r->output_logprobs.push_back(tok.logprob);
@@ -121,9 +126,7 @@ EngineCoreOutput EngineCore::Advance(Request* r, const float* logits_in) {
   EngineCoreOutput o;
   o.new_token_ids = {tok.token};
   o.new_logprobs = {tok.logprob};
-  if (r->params.logprobs > 0) {
-    o.new_top_logprobs.push_back(TopKLogprobs(logits.data(), vocab_size_, r->params.logprobs));
-  }
+  if (r->params.logprobs > 0) o.new_top_logprobs.push_back(std::move(tok.top));
   const int num_out = static_cast<int>(r->output_token_ids.size());
   const bool past_min = num_out >= r->params.min_tokens;
   const auto& stops = r->params.stop_token_ids;
@@ -185,6 +188,10 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
                                             " logits rows for ", plan.chunks.size(), " sequences"));
   }
   ++stats_.steps;
+  // Rows that end their sequence's computed tokens get a token: sampled
+  // first, all at once on the executor's threads (each row is its own
+  // request's), then advanced one by one in plan order.
+  sample_rows_.clear();
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
     Request* r = c.request;
@@ -208,7 +215,16 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
     if (static_cast<int64_t>(row.size()) < vocab_size_) {
       return absl::InternalError("executor returned a short logits row");
     }
-    outputs.push_back(Advance(r, row.data() + row.size() - vocab_size_));
+    sample_rows_.push_back(i);
+  }
+  sampled_.resize(sample_rows_.size());
+  executor_->ParallelFor(static_cast<int64_t>(sample_rows_.size()), [&](int64_t k) {
+    const size_t i = sample_rows_[k];
+    std::vector<float>& row = fwd.logits[i];
+    sampled_[k] = SampleRow(plan.chunks[i].request, row.data() + row.size() - vocab_size_);
+  });
+  for (size_t k = 0; k < sample_rows_.size(); ++k) {
+    outputs.push_back(Advance(plan.chunks[sample_rows_[k]].request, std::move(sampled_[k])));
   }
   return outputs;
 }

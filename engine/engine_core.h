@@ -96,8 +96,19 @@ class EngineCore {
   const std::vector<int32_t>& eos_token_ids() const { return eos_ids_; }
 
  private:
+  // What sampling one logits row gives (SampleRow), before the serial part.
+  struct SampledRow {
+    int32_t token = -1;
+    float logprob = 0.0f;
+    TopLogprobs top;  // params.logprobs > 0 only
+  };
+  // Applies r's logits processing to the row in place and samples it. Uses
+  // only r's own state (its sampler, params, outputs so far), so different
+  // requests' rows may be sampled at the same time.
+  SampledRow SampleRow(Request* r, float* logits) const;
   // Appends the sampled token and applies stop checks; returns the output.
-  EngineCoreOutput Advance(Request* r, const float* logits);
+  // Engine loop thread, serially.
+  EngineCoreOutput Advance(Request* r, SampledRow tok);
   // Records prompt logprobs from an all_logits row of chunk `c`.
   void RecordPromptLogprobs(const ScheduledChunk& c, const std::vector<float>& row);
 
@@ -107,6 +118,8 @@ class EngineCore {
   std::vector<int32_t> eos_ids_;
   int64_t vocab_size_;
   worker::ForwardOutput fwd_;  // The last step's logits, reused across steps.
+  std::vector<size_t> sample_rows_;  // Step scratch: plan indices to sample.
+  std::vector<SampledRow> sampled_;  // Step scratch: their samples.
   EngineCoreStats stats_;
   std::vector<EngineCoreOutput> pending_;
   TransitionCallback on_transitions_;

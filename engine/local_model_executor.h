@@ -36,6 +36,11 @@ class LocalModelExecutor : public ModelExecutor {
   int block_size() const override { return block_size_; }
   const loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
   int num_threads() const override { return pool_->num_threads(); }
+  void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) override {
+    pool_->ParallelFor(n, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) fn(i);
+    });
+  }
   int64_t kv_cache_bytes() const override { return cache_ ? cache_->bytes() : 0; }
   bool can_generate() const override { return encoder_ == nullptr; }
   bool can_pool() const override { return true; }

@@ -5,6 +5,8 @@
 #ifndef RILL_ENGINE_MODEL_EXECUTOR_H_
 #define RILL_ENGINE_MODEL_EXECUTOR_H_
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +30,14 @@ class ModelExecutor {
   virtual absl::Status Execute(const worker::ForwardBatch& batch, worker::ForwardOutput* out) = 0;
 
   virtual int num_blocks() const = 0;
+
+  // Calls fn(i) for every i in [0, n) and returns when all are done, on the
+  // executor's compute threads where it has them (they are idle between
+  // steps): the engine samples a step's rows this way. Engine loop thread
+  // only; fn must be safe to run concurrently for different i.
+  virtual void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+  }
   virtual int block_size() const = 0;
   virtual const loader::ModelConfig& model_config() const = 0;
   virtual int tensor_parallel_size() const { return 1; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,30 @@ float LogProbOf(const float* logits, int64_t n, int32_t token) {
 
 float LogSumExp(const float* logits, int64_t n) { return cpu::LogSumExp(logits, n); }
 
+namespace {
+
+// Buckets of unnormalised probabilities in (0, 1] by their float bits (8
+// exponent and 3 mantissa bits): a larger bucket holds only larger values.
+constexpr int kProbBuckets = 1024;  // bits(1.0f) >> 20 = 1016
+inline int ProbBucket(float p) {
+  uint32_t bits;
+  std::memcpy(&bits, &p, sizeof(bits));
+  // NaN (a broken row) lands in the last bucket rather than past the end.
+  return static_cast<int>(std::min<uint32_t>(bits >> 20, kProbBuckets - 1));
+}
+
+}  // namespace
+
+// Why no full sort: a vocabulary of 49,152 sorted per token cost ~3 ms per
+// sampled sequence per step, more than a whole batched forward pass.
+// - top_k reads a prefix of the descending order (logit, then id), built on
+//   demand: the first k by nth_element + sort, doubling k when a walk runs
+//   past it; exactly the full sort's prefix.
+// - top_p over the whole vocabulary finds the nucleus by bucketing the
+//   probabilities (one pass) and sorting only the bucket where the mass
+//   crosses top_p; everything in higher buckets is in.
+// - The draw runs over the kept tokens in a fixed order (ids, then the
+//   sorted part): the same distribution, one linear pass.
 SampledToken Sampler::Sample(const float* logits, int64_t n) {
   SampledToken out;
   if (config_.temperature == 0.0f) {
@@ -40,56 +65,119 @@ SampledToken Sampler::Sample(const float* logits, int64_t n) {
     out.logprob = LogProbOf(logits, n, out.token);
     return out;
   }
-  order_.resize(n);
-  std::iota(order_.begin(), order_.end(), 0);
-  int64_t keep = n;
-  if (config_.top_k > 0 && config_.top_k < n) keep = config_.top_k;
   auto by_logit = [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
-  if (keep < n) {
-    std::partial_sort(order_.begin(), order_.begin() + keep, order_.end(), by_logit);
-  } else {
-    std::sort(order_.begin(), order_.end(), by_logit);
-  }
-  const float inv_t = 1.0f / config_.temperature;
-  const float max = logits[order_[0]];
-  probs_.resize(keep);
-  double total = 0.0;
-  for (int64_t i = 0; i < keep; ++i) {
-    probs_[i] = std::exp((logits[order_[i]] - max) * inv_t);
-    total += probs_[i];
-  }
-  // min_p relative to the most likely token, then nucleus over what is left.
-  int64_t cut = keep;
-  if (config_.min_p > 0.0f) {
-    const float floor = config_.min_p * probs_[0];
-    cut = 1;
-    while (cut < keep && probs_[cut] >= floor) ++cut;
-  }
-  if (config_.top_p < 1.0f) {
-    double mass = 0.0, kept_total = 0.0;
-    for (int64_t i = 0; i < cut; ++i) kept_total += probs_[i];
-    int64_t i = 0;
-    for (; i < cut; ++i) {
-      mass += probs_[i];
-      if (mass >= config_.top_p * kept_total) break;
+  order_.resize(n);
+  int64_t sorted = 0;  // order_[0, sorted) is the full order's prefix
+  bool order_filled = false;
+  auto sort_prefix = [&](int64_t want) {
+    if (!order_filled) {
+      std::iota(order_.begin(), order_.end(), 0);
+      order_filled = true;
     }
-    cut = std::min(cut, i + 1);
+    if (want <= sorted) return;
+    const int64_t k = std::min(n, std::max({want, 2 * sorted, int64_t{64}}));
+    if (k < n) {
+      std::nth_element(order_.begin() + sorted, order_.begin() + k, order_.end(), by_logit);
+    }
+    std::sort(order_.begin() + sorted, order_.begin() + k, by_logit);
+    sorted = k;
+  };
+  const int32_t best = static_cast<int32_t>(cpu::ArgMax(logits, n));
+  // Unnormalised probabilities by id: p(best) = exp(0) = 1, so min_p keeps
+  // the tokens at or above min_p (and always best).
+  probs_.resize(n);
+  cpu::ExpShiftedScaled(logits, n, logits[best], 1.0f / config_.temperature, probs_.data());
+  const float floor = config_.min_p;
+  auto kept_by_min_p = [&](int32_t id) { return id == best || probs_[id] >= floor; };
+  const int64_t keep = config_.top_k > 0 && config_.top_k < n ? config_.top_k : n;
+  // The candidates the draw runs over, in draw order: ids [0, n) when all
+  // are kept, else order_[0, n_cand).
+  bool all_ids = false;
+  int64_t n_cand = 0;
+  if (keep == n) {
+    if (floor <= 0.0f) {
+      all_ids = true;
+      n_cand = n;
+    } else {
+      for (int32_t id = 0; id < n; ++id) {
+        if (kept_by_min_p(id)) order_[n_cand++] = id;
+      }
+    }
+    if (config_.top_p < 1.0f) {
+      // Mass per bucket of the kept tokens, then the bucket where the
+      // descending mass reaches top_p of the kept total.
+      bucket_mass_.assign(kProbBuckets, 0.0);
+      double kept_total = 0.0;
+      for (int64_t i = 0; i < n_cand; ++i) {
+        const float p = probs_[all_ids ? i : order_[i]];
+        bucket_mass_[ProbBucket(p)] += p;
+        kept_total += p;
+      }
+      const double target = config_.top_p * kept_total;
+      double above = 0.0;  // mass of the buckets over the crossing one
+      int cross = kProbBuckets - 1;
+      for (; cross > 0 && above + bucket_mass_[cross] < target; --cross) {
+        above += bucket_mass_[cross];
+      }
+      // Compact: higher buckets in id order, then the crossing bucket in
+      // descending order up to where the mass reaches the target.
+      int64_t hi = 0;
+      tie_.clear();
+      for (int64_t i = 0; i < n_cand; ++i) {
+        const int32_t id = all_ids ? static_cast<int32_t>(i) : order_[i];
+        const int b = ProbBucket(probs_[id]);
+        if (b > cross) {
+          order_[hi++] = id;
+        } else if (b == cross) {
+          tie_.push_back(id);
+        }
+      }
+      std::sort(tie_.begin(), tie_.end(), by_logit);
+      double mass = above;
+      int64_t c = hi;
+      for (int32_t id : tie_) {
+        order_[c++] = id;
+        mass += probs_[id];
+        if (mass >= target) break;
+      }
+      n_cand = c;
+      all_ids = false;
+    }
+  } else {
+    // The descending prefix: the top_k best, those kept by min_p, then the
+    // smallest run holding top_p of what is left.
+    sort_prefix(keep);
+    int64_t limit = 1;
+    while (limit < keep && kept_by_min_p(order_[limit])) ++limit;
+    n_cand = limit;
+    if (config_.top_p < 1.0f) {
+      double kept_total = 0.0;
+      for (int64_t i = 0; i < limit; ++i) kept_total += probs_[order_[i]];
+      const double target = config_.top_p * kept_total;
+      double mass = 0.0;
+      int64_t i = 0;
+      for (; i < limit; ++i) {
+        mass += probs_[order_[i]];
+        if (mass >= target) break;
+      }
+      n_cand = std::min(limit, i + 1);
+    }
   }
-  total = 0.0;
-  for (int64_t i = 0; i < cut; ++i) total += probs_[i];
+  auto cand = [&](int64_t i) { return all_ids ? static_cast<int32_t>(i) : order_[i]; };
+  double total = 0.0;
+  for (int64_t i = 0; i < n_cand; ++i) total += probs_[cand(i)];
   std::uniform_real_distribution<double> uniform(0.0, total);
   double r = uniform(rng_);
-  int64_t pick = cut - 1;
-  for (int64_t i = 0; i < cut; ++i) {
-    r -= probs_[i];
-    if (r < 0.0) {
-      pick = i;
-      break;
-    }
+  int32_t pick = -1;
+  for (int64_t i = 0; i < n_cand; ++i) {
+    const float p = probs_[cand(i)];
+    if (p > 0.0f) pick = cand(i);  // rounding may leave r >= 0 past the end
+    r -= p;
+    if (r < 0.0) break;
   }
-  out.token = order_[pick];
+  out.token = pick >= 0 ? pick : best;
   out.logprob = LogProbOf(logits, n, out.token);
   return out;
 }

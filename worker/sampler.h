@@ -40,6 +40,8 @@ class Sampler {
   std::mt19937_64 rng_;
   std::vector<int32_t> order_;  // scratch
   std::vector<float> probs_;    // scratch
+  std::vector<double> bucket_mass_;  // scratch (top_p)
+  std::vector<int32_t> tie_;         // scratch (top_p)
 };
 
 // log-softmax of logits[token] over the row.

@@ -1,6 +1,9 @@
 #include "worker/sampler.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iostream>
+#include <limits>
 #include <map>
 #include <random>
 #include <vector>
@@ -73,6 +76,100 @@ TEST(SamplerTest, FrequenciesFollowTheDistribution) {
   int ones = 0;
   for (int i = 0; i < 4000; ++i) ones += s.Sample(logits.data(), 2).token == 1;
   EXPECT_NEAR(ones / 4000.0, 0.75, 0.03);
+}
+
+// A vocabulary-sized row against a float64 reference of the filters (full
+// sort, then top_k, min_p and top_p in that order): every draw lies in the
+// reference's kept set and the most likely token's frequency matches.
+TEST(SamplerTest, LargeVocabularyFiltersMatchAFullSortReference) {
+  const uint64_t seed = std::random_device{}();
+  std::cout << "seed " << seed << "\n";
+  const int n = 49152;
+  std::vector<float> logits = RandomLogits(n, seed);
+  const SamplingConfig cases[] = {
+      {.temperature = 0.8f, .seed = 1},
+      {.temperature = 1.0f, .top_p = 0.9f, .seed = 2},
+      {.temperature = 1.3f, .min_p = 0.05f, .seed = 3},
+      {.temperature = 0.7f, .top_k = 50, .top_p = 0.8f, .seed = 4},
+      {.temperature = 1.0f, .top_k = 2000, .top_p = 0.95f, .min_p = 0.01f, .seed = 5},
+  };
+  for (const SamplingConfig& cfg : cases) {
+    SCOPED_TRACE(::testing::Message() << "T=" << cfg.temperature << " top_k=" << cfg.top_k
+                                      << " top_p=" << cfg.top_p << " min_p=" << cfg.min_p);
+    std::vector<int> order(n);
+    for (int i = 0; i < n; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](int a, int b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    std::vector<double> p(n);
+    for (int i = 0; i < n; ++i) {
+      p[order[i]] = std::exp((double{logits[order[i]]} - logits[order[0]]) / cfg.temperature);
+    }
+    // The reference keeps the set a hair wider at the min_p and top_p
+    // edges (1e-4 relative): the sampler's float probabilities may round a
+    // token that sits exactly on an edge the other way.
+    int kept = cfg.top_k > 0 ? std::min(cfg.top_k, n) : n;
+    if (cfg.min_p > 0) {
+      int c = 1;
+      while (c < kept && p[order[c]] >= cfg.min_p * (1 - 1e-4)) ++c;
+      kept = c;
+    }
+    double total = 0;
+    for (int i = 0; i < kept; ++i) total += p[order[i]];
+    if (cfg.top_p < 1) {
+      double mass = 0;
+      int i = 0;
+      for (; i < kept; ++i) {
+        mass += p[order[i]];
+        if (mass >= std::min(1.0, cfg.top_p + 1e-4) * total) break;
+      }
+      kept = std::min(kept, i + 1);
+    }
+    std::vector<bool> in_set(n, false);
+    double kept_total = 0;
+    for (int i = 0; i < kept; ++i) {
+      in_set[order[i]] = true;
+      kept_total += p[order[i]];
+    }
+    Sampler s(cfg);
+    const int draws = 3000;
+    int top = 0;
+    for (int d = 0; d < draws; ++d) {
+      const int t = s.Sample(logits.data(), n).token;
+      ASSERT_TRUE(t >= 0 && t < n && in_set[t]) << "token " << t << " outside the kept set";
+      top += t == order[0];
+    }
+    const double want = p[order[0]] / kept_total;
+    EXPECT_NEAR(top / double{draws}, want, 4 * std::sqrt(want * (1 - want) / draws) + 1e-3);
+  }
+}
+
+// -inf logits (logit bias, min_tokens masking EOS) are never drawn, even at
+// a temperature that makes every other token about as likely.
+TEST(SamplerTest, MaskedTokensAreNeverSampled) {
+  std::vector<float> logits = RandomLogits(1000, 11);
+  for (int i = 0; i < 1000; i += 2) logits[i] = -std::numeric_limits<float>::infinity();
+  for (const SamplingConfig& cfg : {SamplingConfig{.temperature = 100.0f, .seed = 3},
+                                    SamplingConfig{.temperature = 100.0f, .top_p = 0.999f, .seed = 4},
+                                    SamplingConfig{.temperature = 100.0f, .top_k = 900, .seed = 5}}) {
+    Sampler s(cfg);
+    for (int d = 0; d < 2000; ++d) {
+      const int t = s.Sample(logits.data(), logits.size()).token;
+      ASSERT_EQ(t % 2, 1) << "masked token " << t << " drawn";
+    }
+  }
+}
+
+// min_p keeps exactly the tokens at or above min_p * p(best), in proportion.
+TEST(SamplerTest, MinPDropsTokensBelowTheFloor) {
+  // p = {0.5, 0.3, 0.15, 0.05}: min_p 0.2 keeps p >= 0.1, the first three.
+  std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)};
+  Sampler s(SamplingConfig{.temperature = 1.0f, .min_p = 0.2f, .seed = 9});
+  std::map<int, int> counts;
+  for (int i = 0; i < 4000; ++i) counts[s.Sample(logits.data(), 4).token]++;
+  EXPECT_EQ(counts[3], 0);
+  EXPECT_NEAR(counts[0] / 4000.0, 0.5 / 0.95, 0.03);
+  EXPECT_NEAR(counts[2] / 4000.0, 0.15 / 0.95, 0.03);
 }
 
 TEST(SamplerTest, RejectsOutOfRangeParameters) {

@@ -35,6 +35,10 @@ ABSL_FLAG(int, overhead_tokens, 32, "Tokens generated per sequence there.");
 ABSL_FLAG(int, concurrency, 32, "Concurrent requests for the throughput measurement.");
 ABSL_FLAG(int, input_len, 128, "Prompt tokens per request.");
 ABSL_FLAG(int, output_len, 128, "Generated tokens per request.");
+ABSL_FLAG(double, temperature, 0.0,
+          "Sampling temperature of every request (0 = greedy); with --top_p, measures the "
+          "sampler's share of the engine overhead.");
+ABSL_FLAG(double, top_p, 1.0, "Nucleus mass of every request (1 = off).");
 
 namespace rill::engine {
 namespace {
@@ -64,6 +68,9 @@ class TimingExecutor : public ModelExecutor {
   int block_size() const override { return inner_->block_size(); }
   const loader::ModelConfig& model_config() const override { return inner_->model_config(); }
   int num_threads() const override { return inner_->num_threads(); }
+  void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) override {
+    inner_->ParallelFor(n, fn);
+  }
   int64_t kv_cache_bytes() const override { return inner_->kv_cache_bytes(); }
 
   void Reset(int target) {
@@ -105,7 +112,9 @@ absl::Duration RunBatch(AsyncLLMEngine* engine, int n, int input_len, int output
                         const std::string& tag) {
   std::vector<std::shared_ptr<RequestOutputStream>> streams;
   SamplingParams p;
-  p.temperature = 0.0f;
+  p.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+  p.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
+  p.seed = 1;
   p.max_tokens = output_len;
   p.ignore_eos = true;
   p.output_kind = OutputKind::kFinalOnly;
@@ -164,8 +173,9 @@ int Main() {
 
   const double frac = absl::ToDoubleSeconds(gap) /
                       std::max(1e-12, absl::ToDoubleSeconds(gap + forward));
-  std::printf("\nengine_bench (model %s, %d threads)\n", options.model_path.c_str(),
-              e->GetEngineConfig().parallel.threads);
+  std::printf("\nengine_bench (model %s, %d threads, temperature %g, top_p %g)\n",
+              options.model_path.c_str(), e->GetEngineConfig().parallel.threads,
+              absl::GetFlag(FLAGS_temperature), absl::GetFlag(FLAGS_top_p));
   std::printf("%-44s %14s %8s\n", "metric", "value", "target");
   std::printf("%-44s %14d %8s\n", absl::StrCat("decode steps measured at ", seqs, " seqs").c_str(),
               steps, "");

@@ -148,6 +148,20 @@ RILL_TARGET_AVX2 double SumExpShiftedAvx2(const float* x, int64_t n, float m) {
   return s;
 }
 
+RILL_TARGET_AVX2 void ExpShiftedScaledAvx2(const float* x, int64_t n, float shift, float scale,
+                                           float* out) {
+  const __m256 vs = _mm256_set1_ps(shift), vk = _mm256_set1_ps(scale);
+  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 e = ExpPs(_mm256_mul_ps(_mm256_sub_ps(v, vs), vk));
+    // ExpPs floors at ~1e-38; a -inf logit must give exactly 0.
+    _mm256_storeu_ps(out + i, _mm256_andnot_ps(_mm256_cmp_ps(v, ninf, _CMP_EQ_OQ), e));
+  }
+  for (; i < n; ++i) out[i] = std::exp((x[i] - shift) * scale);
+}
+
 RILL_TARGET_AVX2 float MaxAvx2(const float* x, int64_t n) {
   __m256 vm = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   int64_t i = 0;
@@ -237,9 +251,16 @@ int64_t ArgMax(const float* x, int64_t n) {
   return best;
 }
 
+void ExpShiftedScaled(const float* x, int64_t n, float shift, float scale, float* out) {
+  if (UseAvx2()) return ExpShiftedScaledAvx2(x, n, shift, scale, out);
+  for (int64_t i = 0; i < n; ++i) out[i] = std::exp((x[i] - shift) * scale);
+}
+
 float LogSumExp(const float* x, int64_t n) {
   DCHECK_GE(n, 1);
-  const float m = *std::max_element(x, x + n);
+  // Vectorised max where it can (the scalar scan was most of a greedy
+  // sample's cost); NaNs are skipped either way.
+  const float m = UseAvx2() ? MaxAvx2(x, n) : *std::max_element(x, x + n);
   if (m == -std::numeric_limits<float>::infinity()) return m;
   double s = 0.0;
   if (UseAvx2()) {

@@ -31,6 +31,11 @@ void Softmax(float* x, int64_t n);
 // row). Deterministic: depends only on x and n. -inf if every x[i] is -inf.
 float LogSumExp(const float* x, int64_t n);
 
+// out[i] = exp((x[i] - shift) * scale) for n >= 0 (scale > 0); exactly 0
+// where x[i] is -inf (a masked token stays impossible). The unnormalised
+// probabilities of temperature sampling.
+void ExpShiftedScaled(const float* x, int64_t n, float shift, float scale, float* out);
+
 // Index of the largest x[i] (n >= 1); ties go to the lowest index, so the
 // result never depends on how the scan is split. NaNs are never chosen
 // unless every entry is NaN (then 0).

@@ -153,6 +153,23 @@ TEST_P(OpsTest, LogSumExpAndArgMax) {
   EXPECT_EQ(ArgMax(with_nan.data(), with_nan.size()), 2);
 }
 
+TEST_P(OpsTest, ExpShiftedScaled) {
+  std::mt19937 rng(Seed() + 5);
+  for (int64_t n : {0, 1, 7, 8, 9, 49152}) {
+    auto x = Randn(n, rng, 8.0f);
+    if (n > 2) x[1] = -std::numeric_limits<float>::infinity();
+    const float shift = 3.5f, scale = 1.0f / 0.7f;
+    std::vector<float> out(n, NAN);
+    ExpShiftedScaled(x.data(), n, shift, scale, out.data());
+    std::vector<double> want(n);
+    // The argument as the op forms it (in float), exp in double.
+    for (int64_t i = 0; i < n; ++i) want[i] = std::exp(double{(x[i] - shift) * scale});
+    // Relative to each value (the sampler compares them against min_p).
+    ExpectClose(out, want, 2e-6, 1e-37);
+    if (n > 2) EXPECT_EQ(out[1], 0.0f) << "a -inf logit must give exactly 0";
+  }
+}
+
 TEST_P(OpsTest, RopeBothLayouts) {
   std::mt19937 rng(Seed() + 4);
   const int64_t n_tokens = 3, n_heads = 2, head_dim = 8, rot_dim = 6, stride = 20;
