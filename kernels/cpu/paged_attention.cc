@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/avx2_math.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/paged_attention_block.h"
 #include "kernels/cpu/quant_types.h"
 
 namespace rill::cpu {
@@ -143,10 +144,22 @@ struct Vec {
                 float*, float*);
 };
 
+// AVX-512 where the head size allows it (every call of a model has the same
+// head size, so one model never mixes the two kernels).
+template <typename T>
+void BlockUpdateWidest(const float* q, const T* kb, const T* vb, int64_t row, int cnt, int hd,
+                       float scale, float* scores, float* m, float* l, float* acc) {
+  if (hd % 16 == 0) {
+    return internal::BlockUpdateAvx512(q, kb, vb, row, cnt, hd, scale, scores, m, l, acc);
+  }
+  BlockUpdateAvx2<T>(q, kb, vb, row, cnt, hd, scale, scores, m, l, acc);
+}
+
 template <typename T>
 Vec<T> VecFor() {
-  return UseAvx2() ? Vec<T>{DotAvx2<T>, ScaleAxpyAvx2<T>, BlockUpdateAvx2<T>}
-                   : Vec<T>{DotScalar<T>, ScaleAxpyScalar<T>, nullptr};
+  if (!UseAvx2()) return Vec<T>{DotScalar<T>, ScaleAxpyScalar<T>, nullptr};
+  return Vec<T>{DotAvx2<T>, ScaleAxpyAvx2<T>,
+                UseAvx512() ? BlockUpdateWidest<T> : BlockUpdateAvx2<T>};
 }
 
 // Queries of one sequence taken together, and with them all the query heads

@@ -31,10 +31,21 @@ struct Case {
   int64_t start_pos, n_q;
 };
 
-class PagedAttentionTest : public ::testing::TestWithParam<bool> {
+// The kernel paths: the widest this CPU has (AVX-512 block updates where
+// the head size is a multiple of 16), AVX2 only, scalar.
+enum class Path { kWidest, kAvx2, kScalar };
+
+class PagedAttentionTest : public ::testing::TestWithParam<Path> {
  protected:
-  void SetUp() override { SetForceScalar(GetParam()); }
-  void TearDown() override { SetForceScalar(false); }
+  void SetUp() override {
+    if (GetParam() == Path::kWidest && !UseAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+    SetForceScalar(GetParam() == Path::kScalar);
+    SetDisableAvx512(GetParam() == Path::kAvx2);
+  }
+  void TearDown() override {
+    SetForceScalar(false);
+    SetDisableAvx512(false);
+  }
 };
 
 TEST_P(PagedAttentionTest, MatchesNaive) {
@@ -44,6 +55,10 @@ TEST_P(PagedAttentionTest, MatchesNaive) {
   const std::vector<Case> cases = {
       {9, 3, 64, 16, 0, 1},   {9, 3, 64, 16, 40, 1},  {9, 3, 64, 16, 0, 37},
       {4, 4, 12, 5, 23, 9},   {8, 1, 32, 16, 15, 2},  {2, 2, 8, 1, 3, 4},
+      // Head sizes 16k (AVX-512 kernel) with odd 16-dim tails, 8 (mod 16),
+      // and blocks of more than 16 keys or not a multiple of 16.
+      {4, 2, 80, 32, 50, 3},  {4, 2, 128, 20, 33, 2}, {6, 3, 48, 7, 9, 5},
+      {2, 1, 72, 24, 30, 2},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "heads " << c.num_heads << "/" << c.num_kv_heads
@@ -425,9 +440,12 @@ TEST_P(PagedAttentionTest, BatchMatchesSeparateCalls) {
   PagedAttentionBatch({}, &pool);  // nothing to do, no crash
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, PagedAttentionTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& i) {
-                           return i.param ? "Scalar" : "Avx2";
+INSTANTIATE_TEST_SUITE_P(Paths, PagedAttentionTest,
+                         ::testing::Values(Path::kWidest, Path::kAvx2, Path::kScalar),
+                         [](const ::testing::TestParamInfo<Path>& i) {
+                           return i.param == Path::kScalar ? "Scalar"
+                                  : i.param == Path::kAvx2 ? "Avx2"
+                                                           : "Widest";
                          });
 
 }  // namespace
