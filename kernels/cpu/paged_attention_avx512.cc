@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/cpu/avx2_math.h"
 #include "kernels/cpu/paged_attention_block.h"
 
 #define RILL_TARGET_AVX512 \
@@ -27,27 +28,13 @@ RILL_TARGET_AVX512 inline __m512 Load16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-// exp(x) 16 wide: ExpPs (avx2_math.h) lane for lane, the same constants
-// and operations, so a score's weight does not depend on the vector width.
+// exp(x) 16 wide: ExpPs (avx2_math.h) on each half, so a score's weight is
+// bitwise what the 8-wide kernel computes (the exponentials are a small
+// part of a block: one call per 16 keys).
 RILL_TARGET_AVX512 inline __m512 Exp16(__m512 x) {
-  x = _mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f));
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.3365478515625f));
-  __m512 fx = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f));
-  fx = _mm512_roundscale_ps(fx, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
-  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
-  const __m512 z = _mm512_mul_ps(x, x);
-  __m512 y = _mm512_set1_ps(1.9875691500E-4f);
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507E-3f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073E-3f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894E-2f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459E-1f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201E-1f));
-  y = _mm512_fmadd_ps(y, z, x);
-  y = _mm512_add_ps(y, _mm512_set1_ps(1.0f));
-  __m512i n = _mm512_cvttps_epi32(fx);
-  n = _mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
+  const __m256 lo = ExpPs(_mm512_castps512_ps256(x));
+  const __m256 hi = ExpPs(_mm512_extractf32x8_ps(x, 1));
+  return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
 }
 
 // Lane j of the result = the sum of v[j]'s 16 lanes, for 16 vectors at once.
