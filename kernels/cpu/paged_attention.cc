@@ -86,7 +86,8 @@ RILL_TARGET_AVX2 void BlockUpdateAvx2(const float* q, const T* kb, const T* vb,
     bm = std::max(bm, scores[j]);
   }
   const float m_new = std::max(*m, bm);
-  const float c = std::exp(*m - m_new);  // 0 on the first block (m = -inf)
+  // 0 on the first block (m = -inf); exactly 1 while the max holds (no exp).
+  const float c = *m == m_new ? 1.0f : std::exp(*m - m_new);
   const __m256 vm = _mm256_set1_ps(m_new);
   int j0 = 0;
   for (; j0 + 8 <= cnt; j0 += 8) {
@@ -149,7 +150,7 @@ struct Vec {
 template <typename T>
 void BlockUpdateWidest(const float* q, const T* kb, const T* vb, int64_t row, int cnt, int hd,
                        float scale, float* scores, float* m, float* l, float* acc) {
-  if (hd % 16 == 0) {
+  if (hd % 16 == 0 && hd <= internal::kMaxAvx512HeadDim) {
     return internal::BlockUpdateAvx512(q, kb, vb, row, cnt, hd, scale, scores, m, l, acc);
   }
   BlockUpdateAvx2<T>(q, kb, vb, row, cnt, hd, scale, scores, m, l, acc);

@@ -58,7 +58,7 @@ TEST_P(PagedAttentionTest, MatchesNaive) {
       // Head sizes 16k (AVX-512 kernel) with odd 16-dim tails, 8 (mod 16),
       // and blocks of more than 16 keys or not a multiple of 16.
       {4, 2, 80, 32, 50, 3},  {4, 2, 128, 20, 33, 2}, {6, 3, 48, 7, 9, 5},
-      {2, 1, 72, 24, 30, 2},
+      {2, 1, 72, 24, 30, 2},  {2, 1, 256, 16, 5, 3},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "heads " << c.num_heads << "/" << c.num_kv_heads
