@@ -15,6 +15,10 @@
 #   RILL_VENV               python venv with pip (default: <repo>/.venv)
 #   LLAMA_CPP_JOBS          parallel build jobs (default: 2)
 #   LLAMA_CPP_FORCE_REBUILD rebuild even if the binaries exist
+#   LLAMA_CPP_ISA           native (default) or avx2: an AVX2/FMA/F16C build
+#                           without AVX-512, in bench/.cache/llama.cpp-build-avx2,
+#                           to compare against Rill with RILL_CPU_NO_AVX512=1
+#                           (an AVX2-only CPU emulated on an AVX-512 one)
 set -euo pipefail
 
 # Pinned: llama-cpp-python 0.3.36 vendors llama.cpp at a known commit; the
@@ -26,7 +30,23 @@ readonly REPO_ROOT="$(cd "${BENCH_DIR}/.." && pwd)"
 readonly CACHE_DIR="${BENCH_DIR}/.cache"
 readonly SRC_ROOT="${CACHE_DIR}/llama-cpp-python-${LLAMA_CPP_PYTHON_VERSION}"
 readonly LLAMA_SRC="${SRC_ROOT}/vendor/llama.cpp"
-readonly BUILD_DIR="${CACHE_DIR}/llama.cpp-build"
+readonly ISA="${LLAMA_CPP_ISA:-native}"
+case "${ISA}" in
+  native)
+    readonly BUILD_DIR="${CACHE_DIR}/llama.cpp-build"
+    readonly ISA_FLAGS=(-DGGML_NATIVE=ON)
+    ;;
+  avx2)
+    readonly BUILD_DIR="${CACHE_DIR}/llama.cpp-build-avx2"
+    readonly ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
+      -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX512_VNNI=OFF
+      -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF)
+    ;;
+  *)
+    echo "error: LLAMA_CPP_ISA must be native or avx2, got ${ISA}" >&2
+    exit 2
+    ;;
+esac
 readonly BIN_DIR="${BUILD_DIR}/bin"
 readonly JOBS="${LLAMA_CPP_JOBS:-2}"
 readonly VENV="${RILL_VENV:-${REPO_ROOT}/.venv}"
@@ -95,7 +115,7 @@ cmake -S "${LLAMA_SRC}" -B "${BUILD_DIR}" \
   -DGGML_CUDA=OFF \
   -DGGML_METAL=OFF \
   -DGGML_VULKAN=OFF \
-  -DGGML_NATIVE=ON \
+  "${ISA_FLAGS[@]}" \
   -DLLAMA_CURL=OFF \
   -DLLAMA_BUILD_TESTS=OFF \
   -DLLAMA_BUILD_EXAMPLES=OFF \
@@ -121,6 +141,7 @@ upstream="$(sed -n "/^## \[${LLAMA_CPP_PYTHON_VERSION}\]/,/^## /p" "${SRC_ROOT}/
   grep -o 'ggml-org/llama.cpp@[0-9a-f]*' | head -1 || true)"
 {
   echo "llama-cpp-python==${LLAMA_CPP_PYTHON_VERSION}"
+  echo "isa: ${ISA}"
   echo "upstream: ${upstream:-unknown}"
   echo "llama.cpp: ${build_info}"
   echo "last_build_seconds=$((end_s - start_s)) jobs=${JOBS}"

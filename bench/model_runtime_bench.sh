@@ -4,7 +4,8 @@
 # Builds the llama.cpp peer first if needed (idempotent, PyPI sdist), then runs
 # bench/model_runtime_bench.py with the project venv's python (RILL_VENV,
 # default <repo>/.venv; falls back to python3: the script needs only stdlib).
-# All flags are passed through; see --help.
+# All flags are passed through; see --help. For an AVX2-only comparison on an
+# AVX-512 machine: LLAMA_CPP_ISA=avx2 RILL_CPU_NO_AVX512=1 bench/model_runtime_bench.sh
 set -euo pipefail
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "${BENCH_DIR}/.." && pwd)"
@@ -18,4 +19,10 @@ fi
 if [[ " $* " != *" --skip-llama "* && " $* " != *" --help "* && " $* " != *" -h "* ]]; then
   "${BENCH_DIR}/build_llama_cpp.sh"
 fi
-exec "${PY}" "${BENCH_DIR}/model_runtime_bench.py" "$@"
+# LLAMA_CPP_ISA=avx2 (see build_llama_cpp.sh) measures the AVX2-only peer;
+# run it with RILL_CPU_NO_AVX512=1 so Rill is held to AVX2 as well.
+extra=()
+if [[ "${LLAMA_CPP_ISA:-native}" == "avx2" && " $* " != *" --llama-bin-dir"* ]]; then
+  extra=(--llama-bin-dir "${BENCH_DIR}/.cache/llama.cpp-build-avx2/bin")
+fi
+exec "${PY}" "${BENCH_DIR}/model_runtime_bench.py" "${extra[@]}" "$@"
