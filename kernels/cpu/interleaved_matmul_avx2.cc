@@ -287,6 +287,7 @@ RILL_TARGET_AVX2 void Piece(const Operands& o, int64_t g0, int64_t g1, int64_t n
     if (avx512) return InterleavedPanelPieceAvx512(kEight, o, g0, g1, nt);
     return PanelPiece<kEight>(o, g0, static_cast<int>(g1 - g0), nt);
   }
+  if (avx512) return InterleavedDirectPieceAvx512(kEight, o, g0, g1, nt);
   if (nt == 2) return DirectGroups<kEight, 2>(o, g0, g1);
   return DirectGroups<kEight, 1>(o, g0, g1);
 }

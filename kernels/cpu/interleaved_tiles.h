@@ -62,6 +62,12 @@ inline constexpr int64_t kAvx512PanelGroups = 4;
 void InterleavedPanelPieceAvx512(bool eight, const Operands& o, int64_t g0, int64_t g1,
                                  int64_t nt);
 
+// nt = 1 or 2 tokens of o against groups [g0, g1) (g0 even; any count),
+// weights widened in registers 16 rows per zmm, the AVX2 direct tiles'
+// per-lane operations. Needs UseAvx512().
+void InterleavedDirectPieceAvx512(bool eight, const Operands& o, int64_t g0, int64_t g1,
+                                  int64_t nt);
+
 }  // namespace rill::cpu::internal
 
 #endif  // RILL_KERNELS_CPU_INTERLEAVED_TILES_H_
