@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "worker/forward_batch_validation.h"
 #include "worker/lora/lora_apply.h"
 #include "worker/models/gpt2.h"
 #include "worker/models/llama.h"
@@ -27,40 +28,10 @@ absl::Status CausalLm::Forward(const ForwardBatch& batch, PagedKvCache* cache,
       shape.head_dim != cfg.head_dim) {
     return absl::InvalidArgumentError("KV cache shape does not match the model");
   }
-  for (size_t s = 0; s < batch.sequences.size(); ++s) {
-    const SequenceChunk& seq = batch.sequences[s];
-    if (seq.tokens.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, " has no new tokens"));
-    }
-    if (seq.start_pos < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": negative start_pos"));
-    }
-    const int64_t end = static_cast<int64_t>(seq.start_pos) + seq.tokens.size();
-    if (end > cfg.max_position_embeddings) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": ", end,
-                                                     " tokens exceed the context length ",
-                                                     cfg.max_position_embeddings));
-    }
-    const int64_t blocks_needed = (end + shape.block_size - 1) / shape.block_size;
-    if (static_cast<int64_t>(seq.block_table.size()) < blocks_needed) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": block table has ",
-                                                     seq.block_table.size(), " blocks, ",
-                                                     blocks_needed, " needed"));
-    }
-    for (int64_t b = 0; b < blocks_needed; ++b) {
-      if (seq.block_table[b] < 0 || seq.block_table[b] >= shape.num_blocks) {
-        return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": block id ",
-                                                       seq.block_table[b], " outside the cache of ",
-                                                       shape.num_blocks, " blocks"));
-      }
-    }
-    for (int32_t t : seq.tokens) {
-      if (t < 0 || t >= cfg.vocab_size) {
-        return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": token id ", t,
-                                                       " outside the vocabulary of ",
-                                                       cfg.vocab_size));
-      }
-    }
+  if (absl::Status v = ValidateSequences(
+          batch, {cfg.vocab_size, cfg.max_position_embeddings, shape.num_blocks, shape.block_size});
+      !v.ok()) {
+    return v;
   }
   bool any_lora = false;
   for (const SequenceChunk& seq : batch.sequences) any_lora = any_lora || seq.lora != nullptr;
