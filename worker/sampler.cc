@@ -49,9 +49,8 @@ inline int ProbBucket(float p) {
 
 // Why no full sort: a vocabulary of 49,152 sorted per token cost ~3 ms per
 // sampled sequence per step, more than a whole batched forward pass.
-// - top_k reads a prefix of the descending order (logit, then id), built on
-//   demand: the first k by nth_element + sort, doubling k when a walk runs
-//   past it; exactly the full sort's prefix.
+// - top_k sorts only the k best (nth_element, then sort of those): exactly
+//   the full sort's prefix in the descending order (logit, then id).
 // - top_p over the whole vocabulary finds the nucleus by bucketing the
 //   probabilities (one pass) and sorting only the bucket where the mass
 //   crosses top_p; everything in higher buckets is in.
@@ -69,21 +68,6 @@ SampledToken Sampler::Sample(const float* logits, int64_t n) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
   order_.resize(n);
-  int64_t sorted = 0;  // order_[0, sorted) is the full order's prefix
-  bool order_filled = false;
-  auto sort_prefix = [&](int64_t want) {
-    if (!order_filled) {
-      std::iota(order_.begin(), order_.end(), 0);
-      order_filled = true;
-    }
-    if (want <= sorted) return;
-    const int64_t k = std::min(n, std::max({want, 2 * sorted, int64_t{64}}));
-    if (k < n) {
-      std::nth_element(order_.begin() + sorted, order_.begin() + k, order_.end(), by_logit);
-    }
-    std::sort(order_.begin() + sorted, order_.begin() + k, by_logit);
-    sorted = k;
-  };
   const int32_t best = static_cast<int32_t>(cpu::ArgMax(logits, n));
   // Unnormalised probabilities by id: p(best) = exp(0) = 1, so min_p keeps
   // the tokens at or above min_p (and always best).
@@ -148,7 +132,9 @@ SampledToken Sampler::Sample(const float* logits, int64_t n) {
   } else {
     // The descending prefix: the top_k best, those kept by min_p, then the
     // smallest run holding top_p of what is left.
-    sort_prefix(keep);
+    std::iota(order_.begin(), order_.end(), 0);
+    std::nth_element(order_.begin(), order_.begin() + keep, order_.end(), by_logit);
+    std::sort(order_.begin(), order_.begin() + keep, by_logit);
     int64_t limit = 1;
     while (limit < keep && kept_by_min_p(order_[limit])) ++limit;
     n_cand = limit;
