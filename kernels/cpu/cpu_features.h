@@ -2,6 +2,11 @@
 #ifndef RILL_KERNELS_CPU_CPU_FEATURES_H_
 #define RILL_KERNELS_CPU_CPU_FEATURES_H_
 
+// The target of functions that may only run where UseAvx512(): the ISA
+// extensions it checks, plus the AVX2 ones they build on.
+#define RILL_TARGET_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+
 namespace rill::cpu {
 
 // True when the CPU has AVX2, FMA and F16C and scalar mode is not forced.

@@ -19,10 +19,8 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul_internal.h"
-
-#define RILL_TARGET_AVX512 \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 
 namespace rill::cpu::internal {
 namespace {

@@ -1,8 +1,8 @@
 // The exact path's AVX2 MatMul over weights interleaved 8 rows per ymm
 // (packed_matmul.h, Format::k4BitInterleaved8 / k8BitInterleaved8): the
-// default exact path on every AVX2 CPU; where the CPU has AVX-512, calls of
-// 3 tokens and more run the zmm panel tiles of interleaved_matmul_avx512.cc
-// with the same per-lane recipe.
+// default exact path on every AVX2 CPU; where the CPU has AVX-512, every
+// call runs the zmm tiles of interleaved_matmul_avx512.cc instead (direct
+// and panel), with the same per-lane recipe.
 //
 // Why: with a row's weights across the lanes (dot_f32act_avx2.cc) every
 // 32-weight block costs a d*q+m expansion, a d/m broadcast and a horizontal

@@ -13,10 +13,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/interleaved_tiles.h"
-
-#define RILL_TARGET_AVX512 \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 
 namespace rill::cpu::internal {
 namespace {

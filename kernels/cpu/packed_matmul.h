@@ -62,8 +62,8 @@ std::shared_ptr<const PackedWeights> PackWeights(QuantType type, int64_t rows, i
 inline constexpr size_t kInterleaved4BitQBytes = 128;
 inline constexpr size_t kInterleaved8BitQBytes = 256;
 
-// True when this CPU runs the interleaved kernels (AVX2; AVX-512 panels for
-// batches where the CPU has it), the default exact path there: against the
+// True when this CPU runs the interleaved kernels (AVX2; AVX-512 tiles where
+// the CPU has it), the default exact path there: against the
 // chunk kernels (dot_f32act_avx2.cc / _avx512.cc), which spend a batch-1
 // step expanding blocks, decode at batch 1 is 1.35x (AVX-512 Xeon) to 1.4x
 // (AVX2) as fast, batches 8-32 as fast or faster (bench/README.md). The

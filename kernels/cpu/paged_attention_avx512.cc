@@ -13,10 +13,8 @@
 #include <limits>
 
 #include "kernels/cpu/avx2_math.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/paged_attention_block.h"
-
-#define RILL_TARGET_AVX512 \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 
 namespace rill::cpu::internal {
 namespace {

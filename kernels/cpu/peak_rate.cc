@@ -55,7 +55,7 @@ __attribute__((target("avx2,fma"))) double FmaChains(int64_t iterations) {
 // The same chains 16 wide: where the matmul kernels run AVX-512, the peak
 // they can approach is the zmm one (twice the ymm peak on CPUs with two
 // 512-bit FMA pipes, equal where zmm ops are split in two halves).
-__attribute__((target("avx512f"))) double FmaChains512(int64_t iterations) {
+RILL_TARGET_AVX512 double FmaChains512(int64_t iterations) {
 #define RILL_INIT(c) __m512 a##c = _mm512_set1_ps(static_cast<float>(c + 2));
   RILL_TWELVE(RILL_INIT)
 #undef RILL_INIT
