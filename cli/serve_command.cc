@@ -172,6 +172,7 @@ int RunServe(int, char**) {
       absl::StrCat("--threads=", absl::GetFlag(FLAGS_threads)),
       absl::StrCat("--tensor_parallel_size=", absl::GetFlag(FLAGS_tensor_parallel_size)),
       "--kv_cache_dtype=" + absl::GetFlag(FLAGS_kv_cache_dtype),
+      "--device=" + absl::GetFlag(FLAGS_backend),
   };
   if (!absl::GetFlag(FLAGS_lora).empty()) {
     opts.engine_flags.push_back("--lora=" + absl::StrJoin(absl::GetFlag(FLAGS_lora), ","));

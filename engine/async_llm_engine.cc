@@ -101,12 +101,16 @@ AsyncLLMEngine::AsyncLLMEngine(const EngineArgs& args, std::unique_ptr<ModelExec
   config_.cache.block_size = executor_->block_size();
   config_.cache.num_blocks = executor_->num_blocks();
   config_.cache.kv_cache_bytes = executor_->kv_cache_bytes();
-  if (absl::StatusOr<cpu::KvDtype> d = worker::ParseKvCacheDtype(args.kv_cache_dtype); d.ok()) {
+  if (!executor_->kv_cache_dtype().empty()) {
+    config_.cache.kv_cache_dtype = executor_->kv_cache_dtype();
+  } else if (absl::StatusOr<cpu::KvDtype> d = worker::ParseKvCacheDtype(args.kv_cache_dtype);
+             d.ok()) {
     config_.cache.kv_cache_dtype = worker::KvCacheDtypeName(*d);
   }
   config_.cache.enable_prefix_caching = args.enable_prefix_caching;
   config_.parallel.tensor_parallel_size = executor_->tensor_parallel_size();
   config_.parallel.threads = executor_->num_threads();
+  config_.parallel.backend = executor_->backend();
   config_.scheduler = core_->scheduler().config();
   config_.decoding.eos_token_ids = core_->eos_token_ids();
   config_.lora.enabled = executor_->supports_lora();

@@ -3,14 +3,18 @@
 // so engines over other executors (tests) do not link the model code.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "engine/async_llm_engine.h"
+#include "engine/cuda_model_executor.h"
 #include "engine/local_model_executor.h"
 #include "engine/multiproc_executor.h"
 #include "engine/model_path.h"
 #include "engine/tokenizer_loader.h"
+#include "glog/logging.h"
+#include "kernels/backend/backend.h"
 #include "worker/kv_cache.h"
 
 namespace rill::engine {
@@ -55,12 +59,65 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateMultiprocess(const EngineA
   return AsyncLLMEngine::Create(resolved, std::move(*executor), std::move(*tokenizer));
 }
 
+// The model on one GPU. nullptr (and no error) when `device` is "auto" and
+// the model does not run on the CUDA backend: the caller falls back to the
+// CPU.
+absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateOnCuda(const EngineArgs& args) {
+  if (args.tensor_parallel_size > 1 || !args.external_worker_dir.empty()) {
+    return absl::UnimplementedError(
+        "device cuda runs tensor_parallel_size 1 in the engine process; NCCL ranks in "
+        "rill-worker processes are not wired into the engine yet");
+  }
+  if (args.kv_cache_dtype != "auto" && args.kv_cache_dtype != "bfloat16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv_cache_dtype '", args.kv_cache_dtype,
+                     "' is not available on device cuda, whose KV cache is bfloat16 (use auto)"));
+  }
+  const std::string path = ResolveModelPath(args.model);
+  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> loaded = loader::LoadCheckpoint(path);
+  if (!loaded.ok()) return loaded.status();
+  std::shared_ptr<const loader::Checkpoint> checkpoint = std::move(*loaded);
+  CudaExecutorOptions options;
+  options.num_blocks = args.num_kv_blocks;
+  options.block_size = args.block_size;
+  options.gpu_memory_utilization = args.gpu_memory_utilization;
+  options.max_batch_tokens = std::max(args.max_num_batched_tokens, args.max_num_seqs);
+  options.max_model_len = args.max_model_len;
+  absl::StatusOr<std::unique_ptr<ModelExecutor>> executor =
+      CreateCudaModelExecutor(checkpoint, options);
+  if (!executor.ok()) {
+    if (args.device == "auto" && absl::IsUnimplemented(executor.status())) {
+      LOG(WARNING) << executor.status().message() << "; falling back to the CPU backend";
+      return std::unique_ptr<AsyncLLMEngine>();
+    }
+    return executor.status();
+  }
+  absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> tokenizer = LoadTokenizer(*checkpoint);
+  if (!tokenizer.ok()) return tokenizer.status();
+  EngineArgs resolved = args;
+  resolved.model = path;
+  return AsyncLLMEngine::Create(resolved, std::move(*executor), std::move(*tokenizer));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(const EngineArgs& args) {
   if (args.tensor_parallel_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor_parallel_size must be >= 1, got ", args.tensor_parallel_size));
+  }
+  if (!(args.gpu_memory_utilization > 0.0 && args.gpu_memory_utilization <= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gpu_memory_utilization must be in (0, 1], got ", args.gpu_memory_utilization));
+  }
+  absl::StatusOr<kernels::BackendChoice> backend = kernels::ChooseBackend(args.device);
+  if (!backend.ok()) {
+    return absl::Status(backend.status().code(),
+                        absl::StrCat("device: ", backend.status().message()));
+  }
+  if (backend->kind == kernels::BackendKind::kCuda) {
+    absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = CreateOnCuda(args);
+    if (!engine.ok() || *engine != nullptr) return engine;
   }
   absl::StatusOr<cpu::KvDtype> kv_dtype = worker::ParseKvCacheDtype(args.kv_cache_dtype);
   if (!kv_dtype.ok()) return kv_dtype.status();

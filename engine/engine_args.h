@@ -29,6 +29,15 @@ struct EngineArgs {
   int64_t max_model_len = 0;  // 0: the model's context length.
   SchedulingPolicy scheduling_policy = SchedulingPolicy::kFcfs;
   int threads = 0;  // 0 = all cores.
+  // Where the model runs: "cpu"; "cuda" (the Llama family on GPU 0, bf16
+  // weights and KV cache; FailedPrecondition without a usable device); or
+  // "auto" (CUDA when a device is usable and the model runs there, else the
+  // CPU with a logged reason).
+  std::string device = "cpu";
+  // CUDA: the share of the device's memory the engine may use (weights,
+  // activations and the KV cache it sizes from what is left), as vLLM's
+  // --gpu-memory-utilization. num_kv_blocks > 0 overrides the sizing.
+  double gpu_memory_utilization = 0.9;
   bool enable_prefix_caching = true;
   // Tensor parallelism: > 1 runs the model in that many rill-worker processes.
   int tensor_parallel_size = 1;
@@ -59,12 +68,13 @@ struct EngineConfig {
     int block_size = 0;
     int num_blocks = 0;
     int64_t kv_cache_bytes = 0;
-    std::string kv_cache_dtype = "float32";  // as stored: "float32" or "float16"
+    std::string kv_cache_dtype = "float32";  // as stored: "float32", "float16" or "bfloat16"
     bool enable_prefix_caching = true;
   } cache;
   struct Parallel {
     int tensor_parallel_size = 1;
     int threads = 1;
+    std::string backend = "cpu";  // "cpu" or "cuda"
   } parallel;
   SchedulerConfig scheduler;
   struct Decoding {

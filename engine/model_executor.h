@@ -44,6 +44,10 @@ class ModelExecutor {
   virtual int num_threads() const { return 1; }
   // Bytes of KV cache held (0 while asleep).
   virtual int64_t kv_cache_bytes() const { return 0; }
+  // Where the model runs ("cpu", "cuda") and how its KV cache stores K/V
+  // ("" for the engine's kv_cache_dtype argument as parsed for the CPU).
+  virtual std::string backend() const { return "cpu"; }
+  virtual std::string kv_cache_dtype() const { return ""; }
 
   // What the model serves. Pooling: Execute fills ForwardOutput::hidden for
   // sequences with return_hidden. An encoder cannot generate and pools

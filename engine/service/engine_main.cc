@@ -27,6 +27,12 @@ ABSL_FLAG(int, port, 50061, "Port to listen on; 0 picks a free one (see --port_f
 ABSL_FLAG(std::string, port_file, "", "Written with the chosen port once listening.");
 ABSL_FLAG(std::string, model, "default", "Model name or path (see engine::ResolveModelPath).");
 ABSL_FLAG(int, threads, 0, "Compute threads; 0 = all cores.");
+ABSL_FLAG(std::string, device, "cpu",
+          "Where the model runs: cpu, cuda (Llama family on GPU 0, bf16) or auto (cuda when "
+          "usable, else cpu).");
+ABSL_FLAG(double, gpu_memory_utilization, 0.9,
+          "cuda: share of the GPU's memory for weights, activations and the KV cache, in (0, 1]; "
+          "the KV cache gets what is left (--kv_cache_mb does not apply).");
 ABSL_FLAG(int, tensor_parallel_size, 1, "> 1 runs the model in that many rill-worker processes.");
 ABSL_FLAG(std::string, worker_binary, "", "Path of rill-worker; empty = next to this binary.");
 ABSL_FLAG(std::string, external_workers_dir, "",
@@ -77,6 +83,8 @@ int main(int argc, char** argv) {
   args.model = absl::GetFlag(FLAGS_model);
   args.threads = absl::GetFlag(FLAGS_threads);
   args.tensor_parallel_size = absl::GetFlag(FLAGS_tensor_parallel_size);
+  args.device = absl::GetFlag(FLAGS_device);
+  args.gpu_memory_utilization = absl::GetFlag(FLAGS_gpu_memory_utilization);
   args.worker_binary = absl::GetFlag(FLAGS_worker_binary);
   args.external_worker_dir = absl::GetFlag(FLAGS_external_workers_dir);
   args.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);

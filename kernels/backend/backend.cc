@@ -27,7 +27,7 @@ absl::StatusOr<BackendChoice> ChooseBackend(const std::string& requested) {
   }
   if (requested == "cuda") {
     return absl::FailedPreconditionError(
-        absl::StrCat("--backend=cuda but ", devices.status().message()));
+        absl::StrCat("cuda requested but ", devices.status().message()));
   }
   std::string why = absl::StrCat(devices.status().message(), "; falling back to the CPU backend");
   LOG(WARNING) << why;

@@ -84,6 +84,7 @@ absl::Status CudaLlama::Init() {
   if (o.bench_num_layers < 0) {
     return absl::InvalidArgumentError("CudaLlama: negative bench_num_layers");
   }
+  num_kv_blocks_ = o.num_kv_blocks;
   hidden_ = static_cast<int>(c.hidden_size);
   q_heads_ = static_cast<int>(c.num_heads);
   kv_heads_ = static_cast<int>(c.num_kv_heads);
@@ -164,17 +165,12 @@ absl::Status CudaLlama::UploadWeights() {
 
 absl::Status CudaLlama::AllocateBuffers() {
   const size_t T = options_.max_batch_tokens;
-  layer_cache_elems_ = static_cast<size_t>(options_.num_kv_blocks) * options_.block_size * kv_dim_;
-  const size_t cache_bytes = Bf16Bytes(layer_cache_elems_ * layers_.size());
-  kv_cache_bytes_ = static_cast<int64_t>(2 * cache_bytes);
   struct Want {
     DeviceBuffer* buf;
     size_t bytes;
     const char* what;
   };
   const Want wants[] = {
-      {&k_cache_, cache_bytes, "K cache"},
-      {&v_cache_, cache_bytes, "V cache"},
       {&h_, Bf16Bytes(T * hidden_), "residual"},
       {&normed_, Bf16Bytes(T * hidden_), "normed"},
       {&qkv_, Bf16Bytes(T * (q_dim_ + 2 * kv_dim_)), "qkv"},
@@ -198,6 +194,15 @@ absl::Status CudaLlama::AllocateBuffers() {
   for (const Want& w : wants) {
     if (absl::Status s = w.buf->Allocate(w.bytes, w.what); !s.ok()) return s;
   }
+  return AllocateKvCache();
+}
+
+absl::Status CudaLlama::AllocateKvCache() {
+  layer_cache_elems_ = static_cast<size_t>(num_kv_blocks_) * options_.block_size * kv_dim_;
+  const size_t cache_bytes = Bf16Bytes(layer_cache_elems_ * layers_.size());
+  kv_cache_bytes_ = static_cast<int64_t>(2 * cache_bytes);
+  if (absl::Status s = k_cache_.Allocate(cache_bytes, "K cache"); !s.ok()) return s;
+  if (absl::Status s = v_cache_.Allocate(cache_bytes, "V cache"); !s.ok()) return s;
   // Zeroed so that a bug reading unwritten slots shows as wrong numbers, not NaN.
   RILL_CUDA_RETURN_IF_ERROR(kc::Memset(k_cache_.get(), 0, cache_bytes, stream_), "zeroing K cache");
   RILL_CUDA_RETURN_IF_ERROR(kc::Memset(v_cache_.get(), 0, cache_bytes, stream_), "zeroing V cache");
@@ -205,11 +210,38 @@ absl::Status CudaLlama::AllocateBuffers() {
   return absl::OkStatus();
 }
 
+absl::Status CudaLlama::SetKvCacheBlocks(int num_blocks) {
+  if (num_blocks < 0 || static_cast<int64_t>(num_blocks) * options_.block_size > INT_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat("CudaLlama: ", num_blocks, " KV blocks of ",
+                                                   options_.block_size,
+                                                   " tokens: must be >= 0 and fit in int32 slots"));
+  }
+  // Nothing queued may still read the old cache.
+  RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "finishing work before resizing the KV cache");
+  // Free first, so a cache that only fits once the old one is gone can be made.
+  k_cache_ = DeviceBuffer();
+  v_cache_ = DeviceBuffer();
+  num_kv_blocks_ = 0;
+  kv_cache_bytes_ = 0;
+  layer_cache_elems_ = 0;
+  if (num_blocks == 0) return absl::OkStatus();
+  num_kv_blocks_ = num_blocks;
+  absl::Status s = AllocateKvCache();
+  if (!s.ok()) {
+    k_cache_ = DeviceBuffer();
+    v_cache_ = DeviceBuffer();
+    num_kv_blocks_ = 0;
+    kv_cache_bytes_ = 0;
+    layer_cache_elems_ = 0;
+  }
+  return s;
+}
+
 BatchLimits CudaLlama::Limits() const {
   BatchLimits l;
   l.vocab_size = vocab_;
   l.max_context = config().max_position_embeddings;
-  l.num_blocks = options_.num_kv_blocks;
+  l.num_blocks = num_kv_blocks_;
   l.block_size = options_.block_size;
   l.max_batch_tokens = options_.max_batch_tokens;
   return l;
@@ -316,6 +348,9 @@ absl::Status CudaLlama::UploadStep(const BatchArrays& a) {
 
 absl::Status CudaLlama::Forward(const ForwardBatch& batch, ForwardOutput* out) {
   if (out == nullptr) return absl::InvalidArgumentError("CudaLlama::Forward: null output");
+  if (num_kv_blocks_ == 0) {
+    return absl::FailedPreconditionError("CudaLlama: the KV cache is released (asleep)");
+  }
   if (absl::Status s = ValidateBatch(batch, Limits()); !s.ok()) return s;
   const BatchArrays a = BuildBatchArrays(batch, options_.block_size);
   if (absl::Status s = UploadStep(a); !s.ok()) return s;
@@ -393,12 +428,11 @@ absl::StatusOr<CudaLlama::DecodeBench> CudaLlama::BenchDecode(int batch, int con
   const int bs = options_.block_size;
   const int blocks_per_seq = (context + 1 + bs - 1) / bs;
   if (batch <= 0 || batch > options_.max_batch_tokens || context < 0 || iterations <= 0 ||
-      static_cast<int64_t>(batch) * blocks_per_seq > options_.num_kv_blocks ||
+      static_cast<int64_t>(batch) * blocks_per_seq > num_kv_blocks_ ||
       context + 1 > config().max_position_embeddings) {
     return absl::InvalidArgumentError(absl::StrCat(
         "BenchDecode: batch ", batch, " x context ", context, " needs ",
-        static_cast<int64_t>(batch) * blocks_per_seq, " cache blocks (have ",
-        options_.num_kv_blocks, ") and batch <= max_batch_tokens ", options_.max_batch_tokens));
+        static_cast<int64_t>(batch) * blocks_per_seq, " cache blocks (have ", num_kv_blocks_, ") and batch <= max_batch_tokens ", options_.max_batch_tokens));
   }
   // The graph captures these pointers: they live until it is destroyed.
   std::vector<int32_t> tok(batch), pos(batch, context), slot(batch), lens(batch, context + 1),
@@ -483,10 +517,10 @@ absl::StatusOr<CudaLlama::DecodeBench> CudaLlama::BenchDecode(int batch, int con
 
 absl::StatusOr<double> CudaLlama::BenchPrefill(int tokens, int iterations) {
   const int blocks = (tokens + options_.block_size - 1) / options_.block_size;
-  if (tokens <= 0 || iterations <= 0 || blocks > options_.num_kv_blocks) {
+  if (tokens <= 0 || iterations <= 0 || blocks > num_kv_blocks_) {
     return absl::InvalidArgumentError(absl::StrCat("BenchPrefill: ", tokens, " tokens need ",
                                                    blocks, " cache blocks (have ",
-                                                   options_.num_kv_blocks, ")"));
+                                                   num_kv_blocks_, ")"));
   }
   ForwardBatch batch;
   SequenceChunk seq;

@@ -51,6 +51,14 @@ class CudaLlama {
   int num_layers() const { return static_cast<int>(layers_.size()); }
   int64_t weight_bytes() const { return weight_bytes_; }
   int64_t kv_cache_bytes() const { return kv_cache_bytes_; }
+  int num_kv_blocks() const { return num_kv_blocks_; }
+
+  // Replaces the KV cache with `num_blocks` zeroed blocks (its contents are
+  // lost), or frees it for 0 (Sleep level 1: the weights stay). Forward then
+  // fails with FailedPrecondition until blocks are set again. The engine
+  // sizes the cache this way once the weights and activation buffers are
+  // placed (cuda_model_executor.cc).
+  absl::Status SetKvCacheBlocks(int num_blocks);
 
   // Runs a ragged batch (any mix of prefill chunks and decode tokens) over the
   // GPU KV cache: writes each new token's K/V at its block-table slot and
@@ -103,6 +111,7 @@ class CudaLlama {
   absl::Status Init();
   absl::Status UploadWeights();
   absl::Status AllocateBuffers();
+  absl::Status AllocateKvCache();
   // Queues embedding, every layer and the final norm (all rows, into
   // normed_) on stream_. Safe to capture in a graph.
   absl::Status EnqueueBody(const StepArrays& a);
@@ -119,6 +128,7 @@ class CudaLlama {
   float eps_ = 1e-5f;
   bool neox_ = true;
   int64_t weight_bytes_ = 0, kv_cache_bytes_ = 0;
+  int num_kv_blocks_ = 0;  // 0: released (SetKvCacheBlocks)
 
   ::rill::cuda::Stream stream_ = nullptr;
   ::rill::cuda::GemmContext* gemm_ = nullptr;

@@ -1,0 +1,187 @@
+#include "engine/cuda_model_executor.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <utility>
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "kernels/cuda/cuda_runtime_api.h"
+#include "kernels/cuda/device_probe.h"
+#include "kernels/cuda/plan/kv_memory_plan.h"
+#include "worker/models/cuda/cuda_llama.h"
+
+namespace rill::engine {
+namespace {
+
+// The CUDA model's own grid limit on tokens per forward.
+constexpr int kMaxForwardTokens = 65535;
+
+std::string MiB(int64_t bytes) { return absl::StrFormat("%.1f MiB", bytes / 1048576.0); }
+
+absl::Status MemInfo(int64_t* free_bytes, int64_t* total_bytes) {
+  size_t f = 0, t = 0;
+  if (const int err = cuda::MemInfo(&f, &t); err != 0) {
+    return absl::InternalError(absl::StrCat("CUDA: reading the device's free memory: ",
+                                            cuda::ErrorString(err), " (code ", err, ")"));
+  }
+  *free_bytes = static_cast<int64_t>(f);
+  *total_bytes = static_cast<int64_t>(t);
+  return absl::OkStatus();
+}
+
+class CudaModelExecutor : public ModelExecutor {
+ public:
+  CudaModelExecutor(std::shared_ptr<const loader::Checkpoint> checkpoint,
+                    const CudaExecutorOptions& options, std::string device)
+      : checkpoint_(std::move(checkpoint)), options_(options), device_(std::move(device)) {}
+
+  // Places the model with a one-block cache, then sizes the real cache from
+  // what the device has left.
+  absl::Status Init() {
+    int64_t free_before = 0, total = 0;
+    if (absl::Status s = MemInfo(&free_before, &total); !s.ok()) return s;
+    if (absl::Status s = CreateModel(1); !s.ok()) return s;
+    int64_t free_after = 0;
+    if (absl::Status s = MemInfo(&free_after, &total); !s.ok()) return s;
+    num_blocks_ = options_.num_blocks;
+    if (num_blocks_ <= 0) {
+      const loader::ModelConfig& c = checkpoint_->config();
+      cuda::KvCacheShape shape;
+      shape.num_layers = static_cast<int>(c.num_layers);
+      shape.num_kv_heads = static_cast<int>(c.num_kv_heads);
+      shape.head_dim = static_cast<int>(c.head_dim);
+      shape.block_size = options_.block_size;
+      shape.dtype_bytes = 2;  // bf16
+      // Everything the model placed beyond its weights (activation buffers,
+      // cuBLAS workspace, the one-block cache) counts as activations.
+      const int64_t placed = std::max<int64_t>(0, free_before - free_after);
+      cuda::MemoryPlanInput in;
+      in.free_bytes = free_before;
+      in.total_bytes = total;
+      in.weight_bytes = model_->weight_bytes();
+      in.activation_bytes = std::max<int64_t>(0, placed - model_->weight_bytes());
+      in.gpu_memory_utilization = options_.gpu_memory_utilization;
+      in.max_model_len = options_.max_model_len;
+      absl::StatusOr<cuda::KvMemoryPlan> plan = cuda::PlanKvCache(shape, in);
+      if (!plan.ok()) return plan.status();
+      // Slots are int32: a block past that could not be addressed.
+      num_blocks_ = static_cast<int>(
+          std::min<int64_t>(plan->num_blocks, INT_MAX / options_.block_size));
+      LOG(INFO) << "cuda executor: KV cache of " << num_blocks_ << " blocks ("
+                << MiB(plan->kv_bytes) << ") from a budget of " << MiB(plan->budget_bytes)
+                << "; weights " << MiB(in.weight_bytes) << ", activations "
+                << MiB(in.activation_bytes) << ", in use by others "
+                << MiB(total - free_before);
+    }
+    if (absl::Status s = model_->SetKvCacheBlocks(num_blocks_); !s.ok()) return s;
+    LOG(INFO) << "cuda executor: " << checkpoint_->path() << " on " << device_ << ", "
+              << num_blocks_ << " KV blocks of " << options_.block_size << " tokens ("
+              << MiB(model_->kv_cache_bytes()) << " bf16)";
+    return absl::OkStatus();
+  }
+
+  absl::Status Execute(const worker::ForwardBatch& batch, worker::ForwardOutput* out) override {
+    if (model_ == nullptr || asleep_) return absl::FailedPreconditionError("executor is asleep");
+    return model_->Forward(batch, out);
+  }
+
+  int num_blocks() const override { return num_blocks_; }
+  int block_size() const override { return options_.block_size; }
+  const loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
+  int64_t kv_cache_bytes() const override {
+    return model_ != nullptr ? model_->kv_cache_bytes() : 0;
+  }
+  bool can_pool() const override { return true; }  // hidden states of decoder models
+  std::string backend() const override { return "cuda"; }
+  std::string kv_cache_dtype() const override { return "bfloat16"; }
+
+  // Level 1 frees the KV cache (cudaFree) and keeps the weights; level 2
+  // frees the whole model, which WakeUp uploads again from the checkpoint
+  // (still mapped in host memory).
+  absl::Status Sleep(int level) override {
+    if (level < 1) return absl::OkStatus();
+    asleep_ = true;
+    if (level >= 2) {
+      model_.reset();
+      return absl::OkStatus();
+    }
+    if (model_ != nullptr) return model_->SetKvCacheBlocks(0);
+    return absl::OkStatus();
+  }
+
+  absl::Status WakeUp() override {
+    if (!asleep_) return absl::OkStatus();
+    if (model_ == nullptr) {
+      if (absl::Status s = CreateModel(num_blocks_); !s.ok()) return s;
+    } else if (model_->num_kv_blocks() == 0) {
+      if (absl::Status s = model_->SetKvCacheBlocks(num_blocks_); !s.ok()) return s;
+    }
+    asleep_ = false;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<std::string>> CollectiveRpc(const std::string& method) override {
+    if (method != "get_worker_info") return ModelExecutor::CollectiveRpc(method);
+    return std::vector<std::string>{absl::StrCat(
+        "{\"rank\":0,\"world_size\":1,\"pid\":", getpid(), ",\"device\":\"", device_,
+        "\",\"kv_cache_bytes\":", kv_cache_bytes(),
+        ",\"communicator\":\"none\",\"process\":\"engine\"}")};
+  }
+
+ private:
+  absl::Status CreateModel(int num_kv_blocks) {
+    worker::CudaLlamaOptions o;
+    o.num_kv_blocks = num_kv_blocks;
+    o.block_size = options_.block_size;
+    o.max_batch_tokens = options_.max_batch_tokens;
+    absl::StatusOr<std::unique_ptr<worker::CudaLlama>> model =
+        worker::CudaLlama::Create(checkpoint_, o);
+    if (!model.ok()) return model.status();
+    model_ = std::move(*model);
+    return absl::OkStatus();
+  }
+
+  std::shared_ptr<const loader::Checkpoint> checkpoint_;
+  CudaExecutorOptions options_;
+  std::string device_;
+  std::unique_ptr<worker::CudaLlama> model_;  // null after Sleep(2)
+  int num_blocks_ = 0;
+  bool asleep_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelExecutor>> CreateCudaModelExecutor(
+    std::shared_ptr<const loader::Checkpoint> checkpoint, const CudaExecutorOptions& options) {
+  if (checkpoint == nullptr) return absl::InvalidArgumentError("CUDA executor: null checkpoint");
+  if (!(options.gpu_memory_utilization > 0.0 && options.gpu_memory_utilization <= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gpu_memory_utilization must be in (0, 1], got ", options.gpu_memory_utilization));
+  }
+  if (options.block_size < 1) return absl::InvalidArgumentError("block_size must be >= 1");
+  if (options.num_blocks < 0) return absl::InvalidArgumentError("num_blocks must be >= 0");
+  if (options.max_batch_tokens < 1 || options.max_batch_tokens > kMaxForwardTokens) {
+    return absl::InvalidArgumentError(absl::StrCat("the CUDA backend runs at most ",
+                                                   kMaxForwardTokens, " tokens per step, got ",
+                                                   options.max_batch_tokens));
+  }
+  absl::StatusOr<std::vector<cuda::CudaDeviceInfo>> devices = cuda::ProbeCudaDevices();
+  if (!devices.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the CUDA backend needs a CUDA device: ", devices.status().message()));
+  }
+  const cuda::CudaDeviceInfo& d = devices->front();
+  const std::string device = absl::StrCat("cuda:", d.index, " (", d.name, ", sm_",
+                                          d.compute_major, d.compute_minor, ")");
+  auto ex = std::make_unique<CudaModelExecutor>(std::move(checkpoint), options, device);
+  if (absl::Status s = ex->Init(); !s.ok()) return s;
+  return ex;
+}
+
+}  // namespace rill::engine
