@@ -7,14 +7,14 @@
 # carry), and run.sh, which runs the checker with the benchmark timed at the
 # full 30-layer depth.
 #
-#   tools/cuda_model_bundle.sh [--layers=8] [--model=PATH]
+#   tools/cuda_model_bundle.sh [--layers=6] [--model=PATH]
 #
 # Then, on the GPU box (the device tool: carry ["build/cuda_model_check"]):
 #   build/cuda_model_check/run.sh [extra checker flags]
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-layers=8
+layers=6
 model=${HOME}/.cache/rill/models/SmolLM2-135M-Instruct.Q4_1.gguf
 for a in "$@"; do
   case $a in
@@ -26,19 +26,25 @@ done
 [[ -f $model ]] || { echo "cuda_model_bundle: no model at $model" >&2; exit 1; }
 
 cd "$root"
-bazel build //worker/models/cuda:cuda_model_check //worker/models/cuda:trim_gguf
+bazel build //worker/models/cuda:cuda_model_check //worker/models/cuda:trim_gguf \
+  //engine:async_llm_engine_device_test
 bin=bazel-bin/worker/models/cuda/cuda_model_check
 [[ -x $bin ]] || { echo "cuda_model_bundle: $bin not built (no CUDA toolkit?)" >&2; exit 1; }
+# The engine on device cuda (AsyncLLMEngine over CudaModelExecutor) against
+# the CPU engine, and Sleep/WakeUp on the GPU.
+engine_test=bazel-bin/engine/async_llm_engine_device_test
 
 out=build/cuda_model_check
 rm -rf "$out"
 mkdir -p "$out/lib"
 cp "$bin" "$out/cuda_model_check"
-chmod u+w "$out/cuda_model_check"
+cp "$engine_test" "$out/engine_device_test"
+chmod u+w "$out/cuda_model_check" "$out/engine_device_test"
 
 # Every resolved library except glibc's own (the box's newer glibc serves
 # this build) and CUDA's (the box's toolkit and driver provide them).
-ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r lib; do
+{ ldd "$bin"; ldd "$engine_test"; } | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+while read -r lib; do
   case $(basename "$lib") in
     libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libresolv.so*) ;;
     libcuda.so*|libcudart.so*|libcublas*.so*|libnccl.so*) ;;
@@ -60,13 +66,19 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/loc
   [[ -d $d ]] && cuda_dirs="$cuda_dirs:$d"
 done
 export LD_LIBRARY_PATH="$dir/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-missing=$(ldd "$dir/cuda_model_check" | grep "not found" || true)
+missing=$(ldd "$dir/cuda_model_check" "$dir/engine_device_test" | grep "not found" || true)
 if [[ -n $missing ]]; then
   echo "cuda_model_check: missing shared libraries:" >&2
   echo "$missing" >&2
   exit 3
 fi
-exec "$dir/cuda_model_check" --model="$dir/model.gguf" --bench_layers=30 "$@"
+"$dir/cuda_model_check" --model="$dir/model.gguf" --bench_layers=30 "$@"
+rc=$?
+# The engine on the GPU (model cut to the bundle's layers): greedy tokens
+# against the CPU engine, Sleep/WakeUp; its gtest summary ends the output.
+echo "engine_device_test: AsyncLLMEngine with device cuda"
+RILL_TEST_MODEL="$dir/model.gguf" "$dir/engine_device_test" || rc=$((rc ? rc : $?))
+exit $rc
 RUN
 chmod +x "$out/run.sh"
 

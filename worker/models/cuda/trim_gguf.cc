@@ -1,4 +1,4 @@
-// trim_gguf --in=model.gguf --out=cut.gguf --layers=8: a copy of a GGUF
+// trim_gguf --in=model.gguf --out=cut.gguf --layers=6: a copy of a GGUF
 // checkpoint with only its first N decoder layers (see gguf_trim.h).
 #include <cstdio>
 #include <string>
