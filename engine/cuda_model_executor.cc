@@ -70,9 +70,10 @@ class CudaModelExecutor : public ModelExecutor {
       in.max_model_len = options_.max_model_len;
       absl::StatusOr<cuda::KvMemoryPlan> plan = cuda::PlanKvCache(shape, in);
       if (!plan.ok()) return plan.status();
-      // Slots are int32: a block past that could not be addressed.
-      num_blocks_ = static_cast<int>(
-          std::min<int64_t>(plan->num_blocks, INT_MAX / options_.block_size));
+      // The model keeps one block more than it hands out (the decode graphs'
+      // padding rows write there), and slots are int32.
+      num_blocks_ = static_cast<int>(std::min<int64_t>(std::max<int64_t>(plan->num_blocks - 1, 1),
+                                                       INT_MAX / options_.block_size - 1));
       LOG(INFO) << "cuda executor: KV cache of " << num_blocks_ << " blocks ("
                 << MiB(plan->kv_bytes) << ") from a budget of " << MiB(plan->budget_bytes)
                 << "; weights " << MiB(in.weight_bytes) << ", activations "

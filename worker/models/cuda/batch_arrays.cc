@@ -66,4 +66,31 @@ BatchArrays BuildBatchArrays(const ForwardBatch& batch, int block_size) {
   return a;
 }
 
+bool IsDecodeOnly(const ForwardBatch& batch) {
+  for (const SequenceChunk& seq : batch.sequences) {
+    if (seq.tokens.size() != 1 || seq.all_logits || seq.return_hidden) return false;
+  }
+  return !batch.sequences.empty();
+}
+
+DecodeGraphArrays PadForDecodeGraph(const BatchArrays& a, int bucket, int table_width,
+                                    int scratch_block, int block_size) {
+  DecodeGraphArrays p;
+  p.tokens.assign(bucket, 0);
+  p.positions.assign(bucket, 0);
+  p.slot_mapping.assign(bucket, scratch_block * block_size);
+  p.context_lens.assign(bucket, 1);
+  p.block_tables.assign(static_cast<size_t>(bucket) * table_width, scratch_block);
+  for (int s = 0; s < a.num_seqs; ++s) {
+    p.tokens[s] = a.tokens[s];
+    p.positions[s] = a.positions[s];
+    p.slot_mapping[s] = a.slot_mapping[s];
+    p.context_lens[s] = a.context_lens[s];
+    std::copy(a.block_tables.begin() + static_cast<size_t>(s) * a.max_blocks_per_seq,
+              a.block_tables.begin() + static_cast<size_t>(s + 1) * a.max_blocks_per_seq,
+              p.block_tables.begin() + static_cast<size_t>(s) * table_width);
+  }
+  return p;
+}
+
 }  // namespace rill::worker

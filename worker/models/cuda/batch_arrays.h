@@ -50,6 +50,26 @@ struct BatchArrays {
 // Call after ValidateBatch succeeded.
 BatchArrays BuildBatchArrays(const ForwardBatch& batch, int block_size);
 
+// True when a CUDA graph can replay the step: every sequence brings one new
+// token and wants only its last logits row (no all_logits, no hidden states).
+bool IsDecodeOnly(const ForwardBatch& batch);
+
+// A decode step padded to a graph's fixed shape: `bucket` rows (>= the step's
+// sequences) and block tables `table_width` entries wide (>= the step's
+// max_blocks_per_seq). Padding rows decode token 0 at position 0 with a
+// context of 1 and write their K/V into `scratch_block`, a block the engine
+// never hands out, so they touch no sequence's cache; their logits are
+// dropped. Call with a decode-only batch's arrays.
+struct DecodeGraphArrays {
+  std::vector<int32_t> tokens;        // [bucket]
+  std::vector<int32_t> positions;     // [bucket]
+  std::vector<int32_t> slot_mapping;  // [bucket]
+  std::vector<int32_t> context_lens;  // [bucket]
+  std::vector<int32_t> block_tables;  // [bucket][table_width]
+};
+DecodeGraphArrays PadForDecodeGraph(const BatchArrays& a, int bucket, int table_width,
+                                    int scratch_block, int block_size);
+
 }  // namespace rill::worker
 
 #endif  // RILL_WORKER_MODELS_CUDA_BATCH_ARRAYS_H_

@@ -107,5 +107,39 @@ TEST(ValidateBatch, ErrorNamesTheSequence) {
   EXPECT_NE(s.message().find("sequence 2"), absl::string_view::npos) << s;
 }
 
+TEST(DecodeGraph, OnlyOneTokenLastLogitsStepsReplay) {
+  ForwardBatch b;
+  b.sequences.push_back(Chunk({9}, 17, {1, 4}));
+  b.sequences.push_back(Chunk({3}, 0, {5}));
+  EXPECT_TRUE(IsDecodeOnly(b));
+  EXPECT_FALSE(IsDecodeOnly(Mixed(false)));  // prefill chunks
+  EXPECT_FALSE(IsDecodeOnly(ForwardBatch{}));
+  ForwardBatch all = b;
+  all.sequences[1].all_logits = true;  // prompt logprobs want every row
+  EXPECT_FALSE(IsDecodeOnly(all));
+  ForwardBatch hidden = b;
+  hidden.sequences[0].return_hidden = true;
+  EXPECT_FALSE(IsDecodeOnly(hidden));
+}
+
+TEST(DecodeGraph, PadsRowsIntoTheScratchBlock) {
+  ForwardBatch b;
+  b.sequences.push_back(Chunk({9}, 17, {1, 4}));  // second block, offset 1
+  b.sequences.push_back(Chunk({3}, 0, {5}));
+  const BatchArrays a = BuildBatchArrays(b, 16);
+  ASSERT_EQ(a.max_blocks_per_seq, 2);
+  const DecodeGraphArrays p = PadForDecodeGraph(a, /*bucket=*/4, /*table_width=*/3,
+                                                /*scratch_block=*/8, /*block_size=*/16);
+  EXPECT_THAT(p.tokens, ElementsAre(9, 3, 0, 0));
+  EXPECT_THAT(p.positions, ElementsAre(17, 0, 0, 0));
+  EXPECT_THAT(p.slot_mapping, ElementsAre(4 * 16 + 1, 5 * 16, 8 * 16, 8 * 16));
+  EXPECT_THAT(p.context_lens, ElementsAre(18, 1, 1, 1));
+  // Row s holds the step's table row, then the scratch block up to the width.
+  EXPECT_THAT(p.block_tables, ElementsAre(1, 4, 8,  //
+                                          5, 0, 8,  // BuildBatchArrays padded with block 0
+                                          8, 8, 8,  //
+                                          8, 8, 8));
+}
+
 }  // namespace
 }  // namespace rill::worker

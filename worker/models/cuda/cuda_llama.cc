@@ -49,6 +49,7 @@ absl::StatusOr<std::unique_ptr<CudaLlama>> CudaLlama::Create(
 
 CudaLlama::~CudaLlama() {
   if (stream_ != nullptr) kc::StreamSync(stream_);  // nothing may still use the buffers
+  DestroyGraphs();
   kc::GemmDestroy(gemm_);
   if (stream_ != nullptr) kc::StreamDestroy(stream_);
 }
@@ -72,7 +73,7 @@ absl::Status CudaLlama::Init() {
   }
   const CudaLlamaOptions& o = options_;
   if (o.num_kv_blocks <= 0 || o.block_size <= 0 ||
-      static_cast<int64_t>(o.num_kv_blocks) * o.block_size > INT_MAX) {
+      static_cast<int64_t>(o.num_kv_blocks + 1) * o.block_size > INT_MAX) {
     return absl::InvalidArgumentError(absl::StrCat("CudaLlama: num_kv_blocks ", o.num_kv_blocks,
                                                    " x block_size ", o.block_size,
                                                    " must be positive and fit in int32 slots"));
@@ -81,8 +82,9 @@ absl::Status CudaLlama::Init() {
     return absl::InvalidArgumentError(
         absl::StrCat("CudaLlama: max_batch_tokens ", o.max_batch_tokens, " outside [1, 65535]"));
   }
-  if (o.bench_num_layers < 0) {
-    return absl::InvalidArgumentError("CudaLlama: negative bench_num_layers");
+  if (o.bench_num_layers < 0 || o.max_graph_batch < 0 || o.max_graph_context < 0) {
+    return absl::InvalidArgumentError(
+        "CudaLlama: negative bench_num_layers, max_graph_batch or max_graph_context");
   }
   num_kv_blocks_ = o.num_kv_blocks;
   hidden_ = static_cast<int>(c.hidden_size);
@@ -101,7 +103,25 @@ absl::Status CudaLlama::Init() {
   RILL_CUDA_RETURN_IF_ERROR(kc::StreamCreate(&stream_), "creating the stream");
   RILL_CUDA_RETURN_IF_ERROR(kc::GemmCreate(stream_, &gemm_), "creating the cuBLAS context");
   if (absl::Status s = UploadWeights(); !s.ok()) return s;
-  return AllocateBuffers();
+  if (absl::Status s = AllocateBuffers(); !s.ok()) return s;
+  // Decode graphs: at most the logits buffer's rows and the activation rows.
+  const int graph_batch = std::min({o.max_graph_batch, kLogitChunk, o.max_batch_tokens});
+  graph_max_context_ = static_cast<int>(
+      std::min<int64_t>(o.max_graph_context, c.max_position_embeddings));
+  if (!o.use_cuda_graphs || graph_batch <= 0 || graph_max_context_ <= 0) return absl::OkStatus();
+  absl::StatusOr<kc::GraphBuckets> buckets = kc::GraphBuckets::ForMaxBatch(graph_batch);
+  if (!buckets.ok()) return buckets.status();
+  graph_buckets_ = std::move(*buckets);
+  graph_table_width_ = (graph_max_context_ + o.block_size - 1) / o.block_size;
+  const size_t ws_floats = kc::DecodeWorkspaceFloats(
+      graph_batch, AttentionShape(graph_table_width_), graph_max_context_, kDecodePartition);
+  if (absl::Status s = graph_tables_.Allocate(
+          static_cast<size_t>(graph_batch) * graph_table_width_ * sizeof(int32_t),
+          "decode graph block tables");
+      !s.ok()) {
+    return s;
+  }
+  return graph_workspace_.Allocate(ws_floats * sizeof(float), "decode graph attention workspace");
 }
 
 absl::Status CudaLlama::UploadWeights() {
@@ -198,7 +218,9 @@ absl::Status CudaLlama::AllocateBuffers() {
 }
 
 absl::Status CudaLlama::AllocateKvCache() {
-  layer_cache_elems_ = static_cast<size_t>(num_kv_blocks_) * options_.block_size * kv_dim_;
+  // One block more than the engine's: decode graphs park their padding rows'
+  // K/V there (PadForDecodeGraph).
+  layer_cache_elems_ = static_cast<size_t>(num_kv_blocks_ + 1) * options_.block_size * kv_dim_;
   const size_t cache_bytes = Bf16Bytes(layer_cache_elems_ * layers_.size());
   kv_cache_bytes_ = static_cast<int64_t>(2 * cache_bytes);
   if (absl::Status s = k_cache_.Allocate(cache_bytes, "K cache"); !s.ok()) return s;
@@ -211,13 +233,15 @@ absl::Status CudaLlama::AllocateKvCache() {
 }
 
 absl::Status CudaLlama::SetKvCacheBlocks(int num_blocks) {
-  if (num_blocks < 0 || static_cast<int64_t>(num_blocks) * options_.block_size > INT_MAX) {
+  if (num_blocks < 0 || static_cast<int64_t>(num_blocks + 1) * options_.block_size > INT_MAX) {
     return absl::InvalidArgumentError(absl::StrCat("CudaLlama: ", num_blocks, " KV blocks of ",
                                                    options_.block_size,
                                                    " tokens: must be >= 0 and fit in int32 slots"));
   }
-  // Nothing queued may still read the old cache.
+  // Nothing queued may still read the old cache, and the graphs captured its
+  // pointers.
   RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "finishing work before resizing the KV cache");
+  DestroyGraphs();
   // Free first, so a cache that only fits once the old one is gone can be made.
   k_cache_ = DeviceBuffer();
   v_cache_ = DeviceBuffer();
@@ -353,6 +377,7 @@ absl::Status CudaLlama::Forward(const ForwardBatch& batch, ForwardOutput* out) {
   }
   if (absl::Status s = ValidateBatch(batch, Limits()); !s.ok()) return s;
   const BatchArrays a = BuildBatchArrays(batch, options_.block_size);
+  if (CanReplay(batch, a)) return ForwardDecodeGraph(a, out);
   if (absl::Status s = UploadStep(a); !s.ok()) return s;
   StepArrays step;
   step.tokens = a.num_tokens;
@@ -368,6 +393,91 @@ absl::Status CudaLlama::Forward(const ForwardBatch& batch, ForwardOutput* out) {
   if (absl::Status s = EnqueueBody(step); !s.ok()) return s;
   if (absl::Status s = CopyHidden(a, batch, out); !s.ok()) return s;
   return CopyLogits(a, out);
+}
+
+bool CudaLlama::CanReplay(const ForwardBatch& batch, const BatchArrays& a) const {
+  return graph_buckets_.has_value() && a.num_seqs <= graph_buckets_->max_batch() &&
+         a.max_context <= graph_max_context_ && a.max_blocks_per_seq <= graph_table_width_ &&
+         IsDecodeOnly(batch);
+}
+
+void CudaLlama::DestroyGraphs() {
+  for (auto& [bucket, graph] : graphs_) kc::GraphDestroy(graph);
+  graphs_.clear();
+}
+
+absl::Status CudaLlama::ForwardDecodeGraph(const BatchArrays& a, ForwardOutput* out) {
+  absl::StatusOr<int> bucket = graph_buckets_->BucketFor(a.num_seqs);
+  if (!bucket.ok()) return bucket.status();
+  const int b = *bucket;
+  const DecodeGraphArrays p =
+      PadForDecodeGraph(a, b, graph_table_width_, num_kv_blocks_, options_.block_size);
+  struct Up {
+    DeviceBuffer* buf;
+    const std::vector<int32_t>* v;
+    const char* what;
+  };
+  for (const Up& u : {Up{&tokens_, &p.tokens, "tokens"}, Up{&positions_, &p.positions, "positions"},
+                      Up{&slots_, &p.slot_mapping, "slot mapping"},
+                      Up{&context_lens_, &p.context_lens, "context_lens"},
+                      Up{&graph_tables_, &p.block_tables, "decode graph block tables"}}) {
+    if (absl::Status s = u.buf->Upload(u.v->data(), u.v->size() * sizeof(int32_t), u.what);
+        !s.ok()) {
+      return s;
+    }
+  }
+  // As in UploadStep: the legacy-stream copies must land before the replay.
+  RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(nullptr), "waiting for the step's uploads");
+  // Fixed buffers only, so the captured pointers stay valid for every step.
+  StepArrays step;
+  step.tokens = b;
+  step.token_ids = tokens_.as<int32_t>();
+  step.positions = positions_.as<int32_t>();
+  step.slots = slots_.as<int32_t>();
+  step.block_tables = graph_tables_.as<int32_t>();
+  step.context_lens = context_lens_.as<int32_t>();
+  step.max_blocks_per_seq = graph_table_width_;
+  step.seqs = b;
+  step.decode_workspace = graph_workspace_.as<float>();
+  step.max_context = graph_max_context_;
+  auto enqueue = [&]() -> absl::Status {
+    if (absl::Status s = EnqueueBody(step); !s.ok()) return s;
+    RILL_CUDA_RETURN_IF_ERROR(
+        kc::Gemm(gemm_, normed_.get(), head_, logits_.get(), b, vocab_, hidden_, true),
+        "lm head gemm");
+    return absl::OkStatus();
+  };
+  auto it = graphs_.find(b);
+  if (it != graphs_.end()) {
+    RILL_CUDA_RETURN_IF_ERROR(kc::GraphLaunch(it->second, stream_), "decode graph launch");
+  } else {
+    // First step of this bucket: run it eagerly (its result is this step's,
+    // and cuBLAS picks its kernels outside a capture), then capture the same
+    // work for the next steps. Capturing queues nothing.
+    if (absl::Status s = enqueue(); !s.ok()) return s;
+    RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "eager decode step");
+    RILL_CUDA_RETURN_IF_ERROR(kc::GraphCaptureBegin(stream_), "beginning decode graph capture");
+    absl::Status captured = enqueue();
+    kc::GraphExec graph = nullptr;
+    const int end_err = kc::GraphCaptureEnd(stream_, &graph);  // always end the capture
+    if (!captured.ok() || end_err != 0) {
+      if (graph != nullptr) kc::GraphDestroy(graph);
+      if (!captured.ok()) return captured;
+      return CudaStatus(end_err, absl::StrCat("capturing the decode graph of batch ", b));
+    }
+    graphs_.emplace(b, graph);
+  }
+  RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "running the decode step");
+  std::vector<float> flat(static_cast<size_t>(a.num_seqs) * vocab_);
+  RILL_CUDA_RETURN_IF_ERROR(kc::CopyToHost(flat.data(), logits_.get(), flat.size() * sizeof(float)),
+                            "copying logits to the host");
+  out->hidden.assign(a.num_seqs, {});
+  out->logits.assign(a.num_seqs, {});
+  for (int s = 0; s < a.num_seqs; ++s) {
+    out->logits[s].assign(flat.begin() + static_cast<size_t>(s) * vocab_,
+                          flat.begin() + static_cast<size_t>(s + 1) * vocab_);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CudaLlama::CopyLogits(const BatchArrays& a, ForwardOutput* out) {

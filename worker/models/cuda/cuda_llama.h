@@ -10,12 +10,15 @@
 #define RILL_WORKER_MODELS_CUDA_CUDA_LLAMA_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/plan/graph_buckets.h"
 #include "worker/forward_batch.h"
 #include "worker/loader/checkpoint.h"
 #include "worker/models/cuda/batch_arrays.h"
@@ -34,6 +37,15 @@ struct CudaLlamaOptions {
   // layers (to travel to a GPU box) is timed at the full model's depth. The
   // logits are then meaningless. 0: the checkpoint's layers.
   int bench_num_layers = 0;
+  // Decode-only steps (one new token per sequence, last logits only) replay a
+  // CUDA graph per batch-size bucket (kernels/cuda/plan/graph_buckets.h), so
+  // a step is one launch instead of ~12 per layer. A bucket's graph is
+  // captured the first time a step needs it. Steps with more sequences than
+  // max_graph_batch (at most 256, the logits buffer's rows) or a context
+  // past max_graph_context run eagerly, as prefill steps do.
+  bool use_cuda_graphs = true;
+  int max_graph_batch = 256;
+  int max_graph_context = 8192;
 };
 
 class CudaLlama {
@@ -116,6 +128,11 @@ class CudaLlama {
   // normed_) on stream_. Safe to capture in a graph.
   absl::Status EnqueueBody(const StepArrays& a);
   absl::Status UploadStep(const BatchArrays& a);
+  // A decode-only step through its bucket's graph (IsDecodeOnly, and within
+  // the graph limits).
+  bool CanReplay(const ForwardBatch& batch, const BatchArrays& a) const;
+  absl::Status ForwardDecodeGraph(const BatchArrays& a, ForwardOutput* out);
+  void DestroyGraphs();
   absl::Status CopyLogits(const BatchArrays& a, ForwardOutput* out);
   absl::Status CopyHidden(const BatchArrays& a, const ForwardBatch& batch, ForwardOutput* out);
   BatchLimits Limits() const;
@@ -146,6 +163,15 @@ class CudaLlama {
   DeviceBuffer tokens_, positions_, slots_, query_start_, context_lens_, logit_rows_;
   DeviceBuffer block_tables_;  // grown on demand
   DeviceBuffer logits_;
+
+  // Decode graphs: the block tables [max bucket][graph_table_width_] and the
+  // split-K workspace they read, sized once; one executable graph per bucket
+  // (they capture the cache's pointers, so a resized cache drops them).
+  std::optional<::rill::cuda::GraphBuckets> graph_buckets_;
+  int graph_table_width_ = 0;
+  int graph_max_context_ = 0;
+  DeviceBuffer graph_tables_, graph_workspace_;
+  std::map<int, ::rill::cuda::GraphExec> graphs_;
 };
 
 }  // namespace rill::worker
