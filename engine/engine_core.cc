@@ -110,7 +110,9 @@ EngineCore::SampledRow EngineCore::SampleRow(Request* r, float* logits) const {
   ProcessLogits(*r, eos_ids_, logits, vocab_size_);
   const worker::SampledToken t = r->sampler.Sample(logits, vocab_size_);
   SampledRow out{t.token, t.logprob, {}};
-  if (r->params.logprobs > 0) out.top = TopKLogprobs(logits, vocab_size_, r->params.logprobs);
+  if (r->params.logprobs > 0) {
+    out.top = TopKLogprobs(logits, vocab_size_, r->params.logprobs, t.log_z);
+  }
   return out;
 }
 

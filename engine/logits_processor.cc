@@ -51,16 +51,16 @@ float TokenLogprob(const float* logits, int64_t vocab, int32_t token) {
 }
 
 TopLogprobs TopKLogprobs(const float* logits, int64_t vocab, int k) {
+  if (k <= 0 || vocab == 0) return {};
+  return TopKLogprobs(logits, vocab, k, worker::LogSumExp(logits, vocab));
+}
+
+TopLogprobs TopKLogprobs(const float* logits, int64_t vocab, int k, float log_z) {
   TopLogprobs out;
   if (k <= 0 || vocab == 0) return out;
-  k = static_cast<int>(std::min<int64_t>(k, vocab));
-  const float log_z = worker::LogSumExp(logits, vocab);
-  std::vector<int32_t> ids(vocab);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
-  for (int i = 0; i < k; ++i) out.emplace_back(ids[i], logits[ids[i]] - log_z);
+  std::vector<int32_t> ids;
+  worker::TopKIds(logits, vocab, k, &ids);
+  for (int32_t id : ids) out.emplace_back(id, logits[id] - log_z);
   return out;
 }
 

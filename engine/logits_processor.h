@@ -22,6 +22,9 @@ void ProcessLogits(const Request& request, const std::vector<int32_t>& eos_ids, 
 float TokenLogprob(const float* logits, int64_t vocab_size, int32_t token);
 
 TopLogprobs TopKLogprobs(const float* logits, int64_t vocab_size, int k);
+// The same with the row's log-softmax denominator already known (the
+// sampler's SampledToken::log_z), saving a pass over the vocabulary.
+TopLogprobs TopKLogprobs(const float* logits, int64_t vocab_size, int k, float log_z);
 
 }  // namespace rill::engine
 

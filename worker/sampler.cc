@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
@@ -36,135 +37,223 @@ float LogSumExp(const float* logits, int64_t n) { return cpu::LogSumExp(logits, 
 namespace {
 
 // Buckets of unnormalised probabilities in (0, 1] by their float bits (8
-// exponent and 3 mantissa bits): a larger bucket holds only larger values.
-constexpr int kProbBuckets = 1024;  // bits(1.0f) >> 20 = 1016
+// exponent and 4 mantissa bits): a larger bucket holds only larger values,
+// and bucket b holds [BucketLow(b), BucketLow(b + 1)).
+constexpr int kBucketShift = 19;
+constexpr int kProbBuckets = 2048;  // bits(1.0f) >> 19 = 2032
 inline int ProbBucket(float p) {
   uint32_t bits;
   std::memcpy(&bits, &p, sizeof(bits));
-  // NaN (a broken row) lands in the last bucket rather than past the end.
-  return static_cast<int>(std::min<uint32_t>(bits >> 20, kProbBuckets - 1));
+  return static_cast<int>(std::min<uint32_t>(bits >> kBucketShift, kProbBuckets - 1));
 }
+inline float BucketLow(int b) {
+  const uint32_t bits = static_cast<uint32_t>(b) << kBucketShift;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+// Interleaved histograms: consecutive candidates often share a bucket, and
+// one histogram would make each add wait for the previous one's store.
+constexpr int kHistograms = 4;
+
+inline float KeyOf(float v) { return std::isnan(v) ? -std::numeric_limits<float>::infinity() : v; }
 
 }  // namespace
 
+void TopKIds(const float* x, int64_t n, int64_t k, std::vector<int32_t>* out) {
+  out->clear();
+  k = std::min(k, n);
+  if (k <= 0) return;
+  // better(a, b): a sorts before b. As a heap comparator it keeps the worst
+  // kept id on top.
+  auto better = [&](int32_t a, int32_t b) {
+    const float ka = KeyOf(x[a]), kb = KeyOf(x[b]);
+    return ka > kb || (ka == kb && a < b);
+  };
+  for (int32_t i = 0; i < k; ++i) out->push_back(i);
+  std::make_heap(out->begin(), out->end(), better);
+  // Scanning in id order, a later id enters only with a value strictly above
+  // the worst kept one (an equal value loses the tie on id), so a vector
+  // compare skips everything else; a random row replaces ~k log(n / k) times.
+  int64_t i = k;
+  while (i < n) {
+    const float worst = KeyOf(x[out->front()]);
+    i += cpu::FirstAbove(x + i, n - i, worst);
+    if (i >= n) break;
+    std::pop_heap(out->begin(), out->end(), better);
+    out->back() = static_cast<int32_t>(i);
+    std::push_heap(out->begin(), out->end(), better);
+    ++i;
+  }
+  std::sort(out->begin(), out->end(), better);
+}
+
+int64_t Sampler::NucleusOf(double kept_total, float floor, int64_t n_kept) {
+  const int64_t n = static_cast<int64_t>(probs_.size());
+  const double target = config_.top_p * kept_total;
+  // Tokens below eps hold less than (1 - top_p) of the kept mass together,
+  // so the nucleus lies among those at or above it: only they are bucketed
+  // (rounded down, so no nucleus token is left out).
+  const float eps = std::nextafter(
+      static_cast<float>((1.0 - config_.top_p) * kept_total / static_cast<double>(n_kept)), 0.0f);
+  float lo = std::max(floor, eps);
+  // A model that knows the next token puts the nucleus in a few tokens far
+  // above eps: one vector pass per trial threshold finds a tighter bound
+  // when the tokens above it already hold the target, so fewer are bucketed.
+  constexpr float kTrials[4] = {1.0f / 64, 1.0f / 1024, 1.0f / 16384, 1.0f / 262144};
+  if (kTrials[0] > lo) {
+    double above[4];
+    cpu::SumsAtLeast(probs_.data(), n, kTrials, above);
+    for (int k = 0; k < 4 && kTrials[k] > lo; ++k) {
+      // The sums are within ~1e-6: a trial counts only with a clear margin.
+      if (above[k] >= target * (1.0 + 1e-5)) {
+        lo = kTrials[k];
+        break;
+      }
+    }
+  }
+  order_.resize(n);
+  tie_.resize(n);
+  const int64_t m = cpu::IdsAtLeast(probs_.data(), n, lo, order_.data());
+  // Mass per bucket, then the bucket where the descending mass reaches the
+  // target.
+  // Only buckets from lo's up hold candidates: only those are cleared.
+  const int first = ProbBucket(lo);
+  bucket_mass_.resize(kHistograms * kProbBuckets);
+  for (int h = 0; h < kHistograms; ++h) {
+    std::fill(bucket_mass_.begin() + h * kProbBuckets + first,
+              bucket_mass_.begin() + (h + 1) * kProbBuckets, 0.0);
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    const float p = probs_[order_[i]];
+    bucket_mass_[(i % kHistograms) * kProbBuckets + ProbBucket(p)] += p;
+  }
+  for (int b = first; b < kProbBuckets; ++b) {
+    bucket_mass_[b] = (bucket_mass_[b] + bucket_mass_[kProbBuckets + b]) +
+                      (bucket_mass_[2 * kProbBuckets + b] + bucket_mass_[3 * kProbBuckets + b]);
+  }
+  double above = 0.0;  // mass of the buckets over the crossing one
+  int cross = kProbBuckets - 1;
+  for (; cross > first && above + bucket_mass_[cross] < target; --cross) {
+    above += bucket_mass_[cross];
+  }
+  // The nucleus in draw order: the candidates of the higher buckets in id
+  // order, then the crossing bucket's in descending order up to where the
+  // mass reaches the target. Both are threshold filters over the row.
+  const float higher = std::max(lo, BucketLow(cross + 1));
+  int64_t c = cpu::IdsAtLeast(probs_.data(), n, higher, order_.data());
+  const int64_t ties =
+      cpu::IdsInRange(probs_.data(), n, std::max(lo, BucketLow(cross)), higher, tie_.data());
+  std::sort(tie_.begin(), tie_.begin() + ties, [&](int32_t a, int32_t b) {
+    return probs_[a] > probs_[b] || (probs_[a] == probs_[b] && a < b);
+  });
+  double mass = above;
+  for (int64_t i = 0; i < ties; ++i) {
+    order_[c++] = tie_[i];
+    mass += probs_[tie_[i]];
+    if (mass >= target) break;
+  }
+  return c;
+}
+
 // Why no full sort: a vocabulary of 49,152 sorted per token cost ~3 ms per
-// sampled sequence per step, more than a whole batched forward pass.
-// - top_k sorts only the k best (nth_element, then sort of those): exactly
-//   the full sort's prefix in the descending order (logit, then id).
-// - top_p over the whole vocabulary finds the nucleus by bucketing the
-//   probabilities (one pass) and sorting only the bucket where the mass
-//   crosses top_p; everything in higher buckets is in.
+// sampled sequence per step, more than a whole batched forward pass. Every
+// pass over the vocabulary is vectorised (max, exps with their sum, the
+// filters, the inverse-CDF search); what stays scalar runs over candidates.
+// - top_k keeps a k-entry heap while a vector compare skips the ids that
+//   cannot enter (TopKIds): exactly the full sort's prefix.
+// - top_p finds the nucleus by bucketing the probabilities of the tokens
+//   that can be in it and sorting only the bucket where the mass crosses
+//   top_p; everything in higher buckets is in.
 // - The draw runs over the kept tokens in a fixed order (ids, then the
-//   sorted part): the same distribution, one linear pass.
+//   sorted part): the same distribution, one pass.
 SampledToken Sampler::Sample(const float* logits, int64_t n) {
   SampledToken out;
+  const int32_t best = static_cast<int32_t>(cpu::ArgMax(logits, n));
+  const float m = logits[best];
+  // Every logit NaN: LogSumExp's own scan (which skips NaNs) decides.
+  auto log_z_given_max = [&] {
+    return std::isnan(m) ? cpu::LogSumExp(logits, n) : cpu::LogSumExpGivenMax(logits, n, m);
+  };
   if (config_.temperature == 0.0f) {
     // Greedy; ties go to the lowest id so results never depend on scan order.
-    out.token = static_cast<int32_t>(cpu::ArgMax(logits, n));
-    out.logprob = LogProbOf(logits, n, out.token);
+    out.token = best;
+    out.log_z = log_z_given_max();
+    out.logprob = logits[best] - out.log_z;
     return out;
   }
-  auto by_logit = [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  };
-  order_.resize(n);
-  const int32_t best = static_cast<int32_t>(cpu::ArgMax(logits, n));
-  // Unnormalised probabilities by id: p(best) = exp(0) = 1, so min_p keeps
-  // the tokens at or above min_p (and always best).
-  probs_.resize(n);
-  cpu::ExpShiftedScaled(logits, n, logits[best], 1.0f / config_.temperature, probs_.data());
+  const float inv_t = 1.0f / config_.temperature;
   const float floor = config_.min_p;
-  auto kept_by_min_p = [&](int32_t id) { return id == best || probs_[id] >= floor; };
   const int64_t keep = config_.top_k > 0 && config_.top_k < n ? config_.top_k : n;
-  // The candidates the draw runs over, in draw order: ids [0, n) when all
-  // are kept, else order_[0, n_cand).
-  bool all_ids = false;
-  int64_t n_cand = 0;
-  if (keep == n) {
-    if (floor <= 0.0f) {
-      all_ids = true;
-      n_cand = n;
-    } else {
-      for (int32_t id = 0; id < n; ++id) {
-        if (kept_by_min_p(id)) order_[n_cand++] = id;
-      }
-    }
-    if (config_.top_p < 1.0f) {
-      // Mass per bucket of the kept tokens, then the bucket where the
-      // descending mass reaches top_p of the kept total.
-      bucket_mass_.assign(kProbBuckets, 0.0);
-      double kept_total = 0.0;
-      for (int64_t i = 0; i < n_cand; ++i) {
-        const float p = probs_[all_ids ? i : order_[i]];
-        bucket_mass_[ProbBucket(p)] += p;
-        kept_total += p;
-      }
-      const double target = config_.top_p * kept_total;
-      double above = 0.0;  // mass of the buckets over the crossing one
-      int cross = kProbBuckets - 1;
-      for (; cross > 0 && above + bucket_mass_[cross] < target; --cross) {
-        above += bucket_mass_[cross];
-      }
-      // Compact: higher buckets in id order, then the crossing bucket in
-      // descending order up to where the mass reaches the target.
-      int64_t hi = 0;
-      tie_.clear();
-      for (int64_t i = 0; i < n_cand; ++i) {
-        const int32_t id = all_ids ? static_cast<int32_t>(i) : order_[i];
-        const int b = ProbBucket(probs_[id]);
-        if (b > cross) {
-          order_[hi++] = id;
-        } else if (b == cross) {
-          tie_.push_back(id);
-        }
-      }
-      std::sort(tie_.begin(), tie_.end(), by_logit);
-      double mass = above;
-      int64_t c = hi;
-      for (int32_t id : tie_) {
-        order_[c++] = id;
-        mass += probs_[id];
-        if (mass >= target) break;
-      }
-      n_cand = c;
-      all_ids = false;
-    }
-  } else {
-    // The descending prefix: the top_k best, those kept by min_p, then the
-    // smallest run holding top_p of what is left.
-    std::iota(order_.begin(), order_.end(), 0);
-    std::nth_element(order_.begin(), order_.begin() + keep, order_.end(), by_logit);
-    std::sort(order_.begin(), order_.begin() + keep, by_logit);
-    int64_t limit = 1;
-    while (limit < keep && kept_by_min_p(order_[limit])) ++limit;
-    n_cand = limit;
+  int32_t pick = -1;
+  if (keep < n) {
+    // The descending prefix: the top_k best, those kept by min_p (p(best) =
+    // exp(0) = 1, so best always), then the smallest run holding top_p of
+    // what is left. Exps only for these k.
+    TopKIds(logits, n, keep, &order_);
+    cand_logits_.resize(keep);
+    cand_p_.resize(keep);
+    for (int64_t i = 0; i < keep; ++i) cand_logits_[i] = logits[order_[i]];
+    cpu::ExpShiftedScaled(cand_logits_.data(), keep, m, inv_t, cand_p_.data());
+    int64_t n_cand = 1;
+    while (n_cand < keep && cand_p_[n_cand] >= floor) ++n_cand;
     if (config_.top_p < 1.0f) {
       double kept_total = 0.0;
-      for (int64_t i = 0; i < limit; ++i) kept_total += probs_[order_[i]];
+      for (int64_t i = 0; i < n_cand; ++i) kept_total += cand_p_[i];
       const double target = config_.top_p * kept_total;
       double mass = 0.0;
       int64_t i = 0;
-      for (; i < limit; ++i) {
-        mass += probs_[order_[i]];
+      for (; i < n_cand; ++i) {
+        mass += cand_p_[i];
         if (mass >= target) break;
       }
-      n_cand = std::min(limit, i + 1);
+      n_cand = std::min(n_cand, i + 1);
+    }
+    double total = 0.0;
+    for (int64_t i = 0; i < n_cand; ++i) total += cand_p_[i];
+    const int64_t at =
+        cpu::CumulativeSearch(cand_p_.data(), n_cand, std::uniform_real_distribution<double>(
+                                                          0.0, total)(rng_));
+    if (at >= 0) pick = order_[at];
+    out.log_z = log_z_given_max();
+  } else {
+    // Unnormalised probabilities by id (p(best) = 1) and their sum.
+    probs_.resize(n);
+    const double total_all = cpu::ExpShiftedScaled(logits, n, m, inv_t, probs_.data());
+    // At temperature 1 these are the log-softmax's exps already.
+    out.log_z = inv_t == 1.0f && !std::isnan(m) ? m + static_cast<float>(std::log(total_all))
+                                                : log_z_given_max();
+    if (floor <= 0.0f && config_.top_p >= 1.0f) {
+      const int64_t at = cpu::CumulativeSearch(
+          probs_.data(), n, std::uniform_real_distribution<double>(0.0, total_all)(rng_));
+      if (at >= 0) pick = static_cast<int32_t>(at);
+    } else {
+      // The kept tokens: all, or those at or above min_p (best always, as
+      // p(best) = exp(0) = 1), in id order; then top_p's nucleus of them.
+      const float keep_floor = std::max(floor, 0.0f);
+      int64_t n_cand = n;
+      double kept_total = total_all;
+      if (floor > 0.0f) {
+        order_.resize(n);
+        n_cand = cpu::IdsAtLeast(probs_.data(), n, floor, order_.data());
+        kept_total = 0.0;
+        for (int64_t i = 0; i < n_cand; ++i) kept_total += probs_[order_[i]];
+      }
+      if (config_.top_p < 1.0f) n_cand = NucleusOf(kept_total, keep_floor, n_cand);
+      cand_p_.resize(n_cand);
+      double total = 0.0;
+      for (int64_t i = 0; i < n_cand; ++i) {
+        cand_p_[i] = probs_[order_[i]];
+        total += cand_p_[i];
+      }
+      const int64_t at = cpu::CumulativeSearch(
+          cand_p_.data(), n_cand, std::uniform_real_distribution<double>(0.0, total)(rng_));
+      if (at >= 0) pick = order_[at];
     }
   }
-  auto cand = [&](int64_t i) { return all_ids ? static_cast<int32_t>(i) : order_[i]; };
-  double total = 0.0;
-  for (int64_t i = 0; i < n_cand; ++i) total += probs_[cand(i)];
-  std::uniform_real_distribution<double> uniform(0.0, total);
-  double r = uniform(rng_);
-  int32_t pick = -1;
-  for (int64_t i = 0; i < n_cand; ++i) {
-    const float p = probs_[cand(i)];
-    if (p > 0.0f) pick = cand(i);  // rounding may leave r >= 0 past the end
-    r -= p;
-    if (r < 0.0) break;
-  }
   out.token = pick >= 0 ? pick : best;
-  out.logprob = LogProbOf(logits, n, out.token);
+  out.logprob = logits[out.token] - out.log_z;
   return out;
 }
 

@@ -26,6 +26,7 @@ absl::Status ValidateSamplingConfig(const SamplingConfig& config);
 struct SampledToken {
   int32_t token = -1;
   float logprob = 0.0f;  // log-softmax of the raw logits (before filtering)
+  float log_z = 0.0f;    // the row's log-softmax denominator (LogSumExp)
 };
 
 // Per-sequence sampler state. Not thread-safe; one per request.
@@ -36,13 +37,26 @@ class Sampler {
   SampledToken Sample(const float* logits, int64_t vocab_size);
 
  private:
+  // Writes to order_ the nucleus holding top_p of the kept tokens' mass (the
+  // n_kept tokens of probs_ at or above floor, summing to kept_total), in
+  // draw order, and returns its size.
+  int64_t NucleusOf(double kept_total, float floor, int64_t n_kept);
+
   SamplingConfig config_;
   std::mt19937_64 rng_;
-  std::vector<int32_t> order_;  // scratch
-  std::vector<float> probs_;    // scratch
-  std::vector<double> bucket_mass_;  // scratch (top_p)
-  std::vector<int32_t> tie_;         // scratch (top_p)
+  // Scratch, kept between calls so a step allocates nothing.
+  std::vector<int32_t> order_;       // candidate ids in draw order
+  std::vector<float> probs_;         // unnormalised probabilities by id
+  std::vector<float> cand_p_;        // the candidates' probabilities, in draw order
+  std::vector<float> cand_logits_;   // top_k: the candidates' logits
+  std::vector<double> bucket_mass_;  // top_p
+  std::vector<int32_t> tie_;         // top_p
 };
+
+// The k best ids of x[0, n) by (value descending, id ascending), in that
+// order: exactly the first k of a full sort. NaN counts as -inf. Replaces
+// `out`.
+void TopKIds(const float* x, int64_t n, int64_t k, std::vector<int32_t>* out);
 
 // log-softmax of logits[token] over the row.
 float LogProbOf(const float* logits, int64_t vocab_size, int32_t token);

@@ -146,6 +146,32 @@ TEST(SamplerTest, LargeVocabularyFiltersMatchAFullSortReference) {
 
 // -inf logits (logit bias, min_tokens masking EOS) are never drawn, even at
 // a temperature that makes every other token about as likely.
+// TopKIds against a full sort by (value desc, id asc), on rows with many
+// ties (values on a coarse grid) and NaNs (ordered as -inf).
+TEST(SamplerTest, TopKIdsIsTheFullSortPrefix) {
+  const uint64_t seed = std::random_device{}();
+  std::cout << "seed " << seed << "\n";
+  std::mt19937_64 rng(seed);
+  for (int n : {1, 5, 64, 1000, 49152}) {
+    std::uniform_int_distribution<int> grid(-20, 20);
+    std::vector<float> x(n);
+    for (float& v : x) v = grid(rng) * 0.25f;
+    if (n > 10) x[7] = std::nanf("");
+    auto key = [&](int i) { return std::isnan(x[i]) ? -INFINITY : x[i]; };
+    std::vector<int32_t> all(n);
+    for (int i = 0; i < n; ++i) all[i] = i;
+    std::sort(all.begin(), all.end(),
+              [&](int a, int b) { return key(a) > key(b) || (key(a) == key(b) && a < b); });
+    for (int k : {1, 3, 50, 200, n, n + 5}) {
+      std::vector<int32_t> got = {99};
+      TopKIds(x.data(), n, k, &got);
+      const int want_k = std::min(k, n);
+      EXPECT_EQ(got, std::vector<int32_t>(all.begin(), all.begin() + want_k))
+          << "n=" << n << " k=" << k;
+    }
+  }
+}
+
 TEST(SamplerTest, MaskedTokensAreNeverSampled) {
   std::vector<float> logits = RandomLogits(1000, 11);
   for (int i = 0; i < 1000; i += 2) logits[i] = -std::numeric_limits<float>::infinity();

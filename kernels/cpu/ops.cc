@@ -132,44 +132,200 @@ RILL_TARGET_AVX2 void SoftmaxAvx2(float* x, int64_t n) {
   for (; i < n; ++i) x[i] *= inv;
 }
 
+// Sums of 8 floats per step into double lanes, 16 floats per iteration in
+// two independent pairs of chains (a single chain waits on the add latency
+// for every 8 values). Fixed order: the result depends only on the input.
+struct DoubleLanes {
+  __m256d a0, a1, b0, b1;
+};
+
+RILL_TARGET_AVX2 inline void ZeroLanes(DoubleLanes* l) {
+  l->a0 = l->a1 = l->b0 = l->b1 = _mm256_setzero_pd();
+}
+
+RILL_TARGET_AVX2 inline void AddLanes(__m256 v, __m256d* lo, __m256d* hi) {
+  *lo = _mm256_add_pd(*lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+  *hi = _mm256_add_pd(*hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+
+RILL_TARGET_AVX2 inline double SumLanes(const DoubleLanes& l) {
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(_mm256_add_pd(l.a0, l.a1), _mm256_add_pd(l.b0, l.b1)));
+  return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
+
 RILL_TARGET_AVX2 double SumExpShiftedAvx2(const float* x, int64_t n, float m) {
   const __m256 vmax = _mm256_set1_ps(m);
-  __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+  DoubleLanes acc;
+  ZeroLanes(&acc);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 e = ExpPs(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
-    acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-    acc1 = _mm256_add_pd(acc1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  for (; i + 16 <= n; i += 16) {
+    AddLanes(ExpPs(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax)), &acc.a0, &acc.a1);
+    AddLanes(ExpPs(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vmax)), &acc.b0, &acc.b1);
   }
-  alignas(32) double lanes[4];
-  _mm256_store_pd(lanes, _mm256_add_pd(acc0, acc1));
-  double s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (; i + 8 <= n; i += 8) {
+    AddLanes(ExpPs(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax)), &acc.a0, &acc.a1);
+  }
+  double s = SumLanes(acc);
   for (; i < n; ++i) s += std::exp(static_cast<double>(x[i] - m));
   return s;
 }
 
-RILL_TARGET_AVX2 void ExpShiftedScaledAvx2(const float* x, int64_t n, float shift, float scale,
-                                           float* out) {
-  const __m256 vs = _mm256_set1_ps(shift), vk = _mm256_set1_ps(scale);
+RILL_TARGET_AVX2 inline __m256 ExpShiftedScaled8(__m256 v, __m256 vs, __m256 vk) {
   const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m256 e = ExpPs(_mm256_mul_ps(_mm256_sub_ps(v, vs), vk));
+  // ExpPs floors at ~1e-38; a -inf logit must give exactly 0.
+  return _mm256_andnot_ps(_mm256_cmp_ps(v, ninf, _CMP_EQ_OQ), e);
+}
+
+RILL_TARGET_AVX2 double ExpShiftedScaledAvx2(const float* x, int64_t n, float shift, float scale,
+                                             float* out) {
+  const __m256 vs = _mm256_set1_ps(shift), vk = _mm256_set1_ps(scale);
+  DoubleLanes acc;
+  ZeroLanes(&acc);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
-    const __m256 e = ExpPs(_mm256_mul_ps(_mm256_sub_ps(v, vs), vk));
-    // ExpPs floors at ~1e-38; a -inf logit must give exactly 0.
-    _mm256_storeu_ps(out + i, _mm256_andnot_ps(_mm256_cmp_ps(v, ninf, _CMP_EQ_OQ), e));
+  for (; i + 16 <= n; i += 16) {
+    const __m256 e0 = ExpShiftedScaled8(_mm256_loadu_ps(x + i), vs, vk);
+    const __m256 e1 = ExpShiftedScaled8(_mm256_loadu_ps(x + i + 8), vs, vk);
+    _mm256_storeu_ps(out + i, e0);
+    _mm256_storeu_ps(out + i + 8, e1);
+    AddLanes(e0, &acc.a0, &acc.a1);
+    AddLanes(e1, &acc.b0, &acc.b1);
   }
-  for (; i < n; ++i) out[i] = std::exp((x[i] - shift) * scale);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = ExpShiftedScaled8(_mm256_loadu_ps(x + i), vs, vk);
+    _mm256_storeu_ps(out + i, e);
+    AddLanes(e, &acc.a0, &acc.a1);
+  }
+  double s = SumLanes(acc);
+  for (; i < n; ++i) {
+    out[i] = std::exp((x[i] - shift) * scale);
+    s += out[i];
+  }
+  return s;
 }
 
 RILL_TARGET_AVX2 float MaxAvx2(const float* x, int64_t n) {
-  __m256 vm = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  // Four chains, so the scan is not bound by the max latency. max_ps returns
+  // its second operand when either is NaN: NaNs are skipped, and the result
+  // is the same whatever the split.
+  __m256 m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
   int64_t i = 0;
-  // max_ps returns its second operand when either is NaN: NaNs are skipped.
-  for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(_mm256_loadu_ps(x + i), vm);
-  float m = HmaxPs8(vm);
+  for (; i + 32 <= n; i += 32) {
+    m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+    m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
+    m2 = _mm256_max_ps(_mm256_loadu_ps(x + i + 16), m2);
+    m3 = _mm256_max_ps(_mm256_loadu_ps(x + i + 24), m3);
+  }
+  for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+  float m = HmaxPs8(_mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
   for (; i < n; ++i) m = x[i] > m ? x[i] : m;
   return m;
+}
+
+// Sum of p[i, i + 32) in double, in DoubleLanes order.
+RILL_TARGET_AVX2 inline double Sum32(const float* p) {
+  DoubleLanes acc;
+  ZeroLanes(&acc);
+  AddLanes(_mm256_loadu_ps(p), &acc.a0, &acc.a1);
+  AddLanes(_mm256_loadu_ps(p + 8), &acc.b0, &acc.b1);
+  AddLanes(_mm256_loadu_ps(p + 16), &acc.a0, &acc.a1);
+  AddLanes(_mm256_loadu_ps(p + 24), &acc.b0, &acc.b1);
+  return SumLanes(acc);
+}
+
+RILL_TARGET_AVX2 int64_t CumulativeSearchAvx2(const float* p, int64_t n, double r) {
+  // Whole 32-wide chunks are skipped while their sum leaves r >= 0; the
+  // chunk where it turns negative is walked value by value.
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const double s = Sum32(p + i);
+    if (r - s < 0.0) break;
+    r -= s;
+  }
+  for (; i < n; ++i) {
+    r -= p[i];
+    if (r < 0.0 && p[i] > 0.0f) return i;
+  }
+  return -1;
+}
+
+RILL_TARGET_AVX2 int64_t FirstAboveAvx2(const float* x, int64_t n, float threshold) {
+  const __m256 t = _mm256_set1_ps(threshold);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256 a = _mm256_cmp_ps(_mm256_loadu_ps(x + i), t, _CMP_GT_OQ);
+    const __m256 b = _mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), t, _CMP_GT_OQ);
+    const __m256 c = _mm256_cmp_ps(_mm256_loadu_ps(x + i + 16), t, _CMP_GT_OQ);
+    const __m256 d = _mm256_cmp_ps(_mm256_loadu_ps(x + i + 24), t, _CMP_GT_OQ);
+    if (_mm256_movemask_ps(_mm256_or_ps(_mm256_or_ps(a, b), _mm256_or_ps(c, d))) != 0) break;
+  }
+  for (; i + 8 <= n; i += 8) {
+    const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), t, _CMP_GT_OQ));
+    if (mask != 0) return i + __builtin_ctz(mask);
+  }
+  for (; i < n; ++i) {
+    if (x[i] > threshold) return i;
+  }
+  return n;
+}
+
+// Ids with lo <= p < hi, written without a branch per id.
+RILL_TARGET_AVX2 int64_t IdsInRangeAvx2(const float* p, int64_t n, float lo, float hi,
+                                        int32_t* out) {
+  int32_t* const begin = out;
+  const bool bounded = hi != std::numeric_limits<float>::infinity();
+  const __m256 vlo = _mm256_set1_ps(lo);
+  // No upper bound: compare against NaN with NOT-LESS-unordered, always true.
+  const __m256 vhi = _mm256_set1_ps(bounded ? hi : std::numeric_limits<float>::quiet_NaN());
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(p + i);
+    const __m256 upper = bounded ? _mm256_cmp_ps(v, vhi, _CMP_LT_OQ)
+                                 : _mm256_cmp_ps(v, vhi, _CMP_NLT_UQ);
+    unsigned mask = static_cast<unsigned>(
+        _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(v, vlo, _CMP_GE_OQ), upper)));
+    while (mask != 0) {
+      *out++ = static_cast<int32_t>(i + __builtin_ctz(mask));
+      mask &= mask - 1;
+    }
+  }
+  for (; i < n; ++i) {
+    if (p[i] >= lo && (!bounded || p[i] < hi)) *out++ = static_cast<int32_t>(i);
+  }
+  return out - begin;
+}
+
+RILL_TARGET_AVX2 void SumsAtLeastAvx2(const float* p, int64_t n, const float (&t)[4],
+                                      double (&sums)[4]) {
+  __m256 vt[4];
+  __m256d lo[4], hi[4];
+  for (int k = 0; k < 4; ++k) {
+    vt[k] = _mm256_set1_ps(t[k]);
+    lo[k] = hi[k] = _mm256_setzero_pd();
+  }
+  int64_t i = 0;
+  while (i + 8 <= n) {
+    // A run of up to 256 values summed in float, then added in double.
+    __m256 f[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+    const int64_t end = std::min(n, i + 256);
+    for (; i + 8 <= end; i += 8) {
+      const __m256 v = _mm256_loadu_ps(p + i);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        f[k] = _mm256_add_ps(f[k], _mm256_and_ps(v, _mm256_cmp_ps(v, vt[k], _CMP_GE_OQ)));
+      }
+    }
+    for (int k = 0; k < 4; ++k) AddLanes(f[k], &lo[k], &hi[k]);
+  }
+  for (int k = 0; k < 4; ++k) {
+    alignas(32) double lanes[4];
+    _mm256_store_pd(lanes, _mm256_add_pd(lo[k], hi[k]));
+    sums[k] = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    for (int64_t j = i; j < n; ++j) sums[k] += p[j] >= t[k] ? p[j] : 0.0;
+  }
 }
 
 RILL_TARGET_AVX2 int64_t FirstEqualAvx2(const float* x, int64_t n, float v) {
@@ -191,6 +347,154 @@ RILL_TARGET_AVX2 void AddAvx2(const float* a, const float* b, int64_t n, float* 
     _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
   }
   for (; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+// ---- AVX-512: the vocabulary-row passes of sampling, 16 lanes ----
+
+// ExpPs (avx2_math.h) step for step at 16 lanes: bitwise the same value per
+// lane, so the sampler's probabilities do not depend on the vector width.
+RILL_TARGET_AVX512 inline __m512 ExpPs16(__m512 x) {
+  x = _mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f));
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.3365478515625f));
+  __m512 fx = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f));
+  fx = _mm512_roundscale_ps(fx, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+  const __m512 z = _mm512_mul_ps(x, x);
+  __m512 y = _mm512_set1_ps(1.9875691500E-4f);
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507E-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073E-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894E-2f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459E-1f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201E-1f));
+  y = _mm512_fmadd_ps(y, z, x);
+  y = _mm512_add_ps(y, _mm512_set1_ps(1.0f));
+  __m512i n = _mm512_cvttps_epi32(fx);
+  n = _mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
+}
+
+// Double-lane sums as DoubleLanes, 8 doubles per register.
+struct DoubleLanes512 {
+  __m512d a0, a1, b0, b1;
+};
+
+RILL_TARGET_AVX512 inline void ZeroLanes16(DoubleLanes512* l) {
+  l->a0 = l->a1 = l->b0 = l->b1 = _mm512_setzero_pd();
+}
+
+RILL_TARGET_AVX512 inline void AddLanes16(__m512 v, __m512d* lo, __m512d* hi) {
+  *lo = _mm512_add_pd(*lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+  *hi = _mm512_add_pd(*hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
+}
+
+RILL_TARGET_AVX512 inline double SumLanes16(const DoubleLanes512& l) {
+  return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(l.a0, l.a1), _mm512_add_pd(l.b0, l.b1)));
+}
+
+RILL_TARGET_AVX512 double SumExpShiftedAvx512(const float* x, int64_t n, float m) {
+  const __m512 vmax = _mm512_set1_ps(m);
+  DoubleLanes512 acc;
+  ZeroLanes16(&acc);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    AddLanes16(ExpPs16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vmax)), &acc.a0, &acc.a1);
+    AddLanes16(ExpPs16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), vmax)), &acc.b0, &acc.b1);
+  }
+  for (; i + 16 <= n; i += 16) {
+    AddLanes16(ExpPs16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vmax)), &acc.a0, &acc.a1);
+  }
+  double s = SumLanes16(acc);
+  for (; i < n; ++i) s += std::exp(static_cast<double>(x[i] - m));
+  return s;
+}
+
+RILL_TARGET_AVX512 inline __m512 ExpShiftedScaled16(__m512 v, __m512 vs, __m512 vk) {
+  const __m512 e = ExpPs16(_mm512_mul_ps(_mm512_sub_ps(v, vs), vk));
+  // ExpPs16 floors at ~1e-38; a -inf logit must give exactly 0.
+  const __mmask16 masked =
+      _mm512_cmp_ps_mask(v, _mm512_set1_ps(-std::numeric_limits<float>::infinity()), _CMP_EQ_OQ);
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~masked), e);
+}
+
+RILL_TARGET_AVX512 double ExpShiftedScaledAvx512(const float* x, int64_t n, float shift,
+                                                 float scale, float* out) {
+  const __m512 vs = _mm512_set1_ps(shift), vk = _mm512_set1_ps(scale);
+  DoubleLanes512 acc;
+  ZeroLanes16(&acc);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 e0 = ExpShiftedScaled16(_mm512_loadu_ps(x + i), vs, vk);
+    const __m512 e1 = ExpShiftedScaled16(_mm512_loadu_ps(x + i + 16), vs, vk);
+    _mm512_storeu_ps(out + i, e0);
+    _mm512_storeu_ps(out + i + 16, e1);
+    AddLanes16(e0, &acc.a0, &acc.a1);
+    AddLanes16(e1, &acc.b0, &acc.b1);
+  }
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = ExpShiftedScaled16(_mm512_loadu_ps(x + i), vs, vk);
+    _mm512_storeu_ps(out + i, e);
+    AddLanes16(e, &acc.a0, &acc.a1);
+  }
+  double s = SumLanes16(acc);
+  for (; i < n; ++i) {
+    out[i] = std::exp((x[i] - shift) * scale);
+    s += out[i];
+  }
+  return s;
+}
+
+RILL_TARGET_AVX512 void SumsAtLeastAvx512(const float* p, int64_t n, const float (&t)[4],
+                                        double (&sums)[4]) {
+  __m512 vt[4];
+  __m512d lo[4], hi[4];
+  for (int k = 0; k < 4; ++k) {
+    vt[k] = _mm512_set1_ps(t[k]);
+    lo[k] = hi[k] = _mm512_setzero_pd();
+  }
+  int64_t i = 0;
+  while (i + 16 <= n) {
+    // A run of up to 256 values summed in float, then added in double.
+    __m512 f[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
+    const int64_t end = std::min(n, i + 256);
+    for (; i + 16 <= end; i += 16) {
+      const __m512 v = _mm512_loadu_ps(p + i);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        f[k] = _mm512_mask_add_ps(f[k], _mm512_cmp_ps_mask(v, vt[k], _CMP_GE_OQ), f[k], v);
+      }
+    }
+    for (int k = 0; k < 4; ++k) AddLanes16(f[k], &lo[k], &hi[k]);
+  }
+  for (int k = 0; k < 4; ++k) {
+    sums[k] = _mm512_reduce_add_pd(_mm512_add_pd(lo[k], hi[k]));
+    for (int64_t j = i; j < n; ++j) sums[k] += p[j] >= t[k] ? p[j] : 0.0;
+  }
+}
+
+// Ids with lo <= p < hi (no upper bound where hi is +inf), compress-stored
+// in order.
+RILL_TARGET_AVX512 int64_t IdsInRangeAvx512(const float* p, int64_t n, float lo, float hi,
+                                            int32_t* out) {
+  int32_t* const begin = out;
+  const bool bounded = hi != std::numeric_limits<float>::infinity();
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i step = _mm512_set1_epi32(16);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(p + i);
+    __mmask16 keep = _mm512_cmp_ps_mask(v, vlo, _CMP_GE_OQ);
+    if (bounded) keep &= _mm512_cmp_ps_mask(v, vhi, _CMP_LT_OQ);
+    _mm512_mask_compressstoreu_epi32(out, keep, idx);
+    out += __builtin_popcount(keep);
+    idx = _mm512_add_epi32(idx, step);
+  }
+  for (; i < n; ++i) {
+    if (p[i] >= lo && (!bounded || p[i] < hi)) *out++ = static_cast<int32_t>(i);
+  }
+  return out - begin;
 }
 
 }  // namespace
@@ -251,9 +555,64 @@ int64_t ArgMax(const float* x, int64_t n) {
   return best;
 }
 
-void ExpShiftedScaled(const float* x, int64_t n, float shift, float scale, float* out) {
+double ExpShiftedScaled(const float* x, int64_t n, float shift, float scale, float* out) {
+  if (UseAvx512()) return ExpShiftedScaledAvx512(x, n, shift, scale, out);
   if (UseAvx2()) return ExpShiftedScaledAvx2(x, n, shift, scale, out);
-  for (int64_t i = 0; i < n; ++i) out[i] = std::exp((x[i] - shift) * scale);
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = std::exp((x[i] - shift) * scale);
+    s += out[i];
+  }
+  return s;
+}
+
+int64_t CumulativeSearch(const float* p, int64_t n, double r) {
+  int64_t i = -1;
+  if (UseAvx2()) {
+    i = CumulativeSearchAvx2(p, n, r);
+  } else {
+    for (int64_t j = 0; j < n && i < 0; ++j) {
+      r -= p[j];
+      if (r < 0.0 && p[j] > 0.0f) i = j;
+    }
+  }
+  if (i >= 0) return i;
+  for (int64_t j = n - 1; j >= 0; --j) {
+    if (p[j] > 0.0f) return j;
+  }
+  return -1;
+}
+
+int64_t FirstAbove(const float* x, int64_t n, float threshold) {
+  if (UseAvx2()) return FirstAboveAvx2(x, n, threshold);
+  for (int64_t i = 0; i < n; ++i) {
+    if (x[i] > threshold) return i;
+  }
+  return n;
+}
+
+void SumsAtLeast(const float* p, int64_t n, const float (&thresholds)[4], double (&sums)[4]) {
+  if (UseAvx512()) return SumsAtLeastAvx512(p, n, thresholds, sums);
+  if (UseAvx2()) return SumsAtLeastAvx2(p, n, thresholds, sums);
+  for (int k = 0; k < 4; ++k) {
+    sums[k] = 0.0;
+    for (int64_t i = 0; i < n; ++i) sums[k] += p[i] >= thresholds[k] ? p[i] : 0.0;
+  }
+}
+
+int64_t IdsInRange(const float* p, int64_t n, float lo, float hi, int32_t* out) {
+  if (UseAvx512()) return IdsInRangeAvx512(p, n, lo, hi, out);
+  if (UseAvx2()) return IdsInRangeAvx2(p, n, lo, hi, out);
+  const bool bounded = hi != std::numeric_limits<float>::infinity();
+  int64_t c = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (p[i] >= lo && (!bounded || p[i] < hi)) out[c++] = static_cast<int32_t>(i);
+  }
+  return c;
+}
+
+int64_t IdsAtLeast(const float* p, int64_t n, float threshold, int32_t* out) {
+  return IdsInRange(p, n, threshold, std::numeric_limits<float>::infinity(), out);
 }
 
 float LogSumExp(const float* x, int64_t n) {
@@ -261,9 +620,15 @@ float LogSumExp(const float* x, int64_t n) {
   // Vectorised max where it can (the scalar scan was most of a greedy
   // sample's cost); NaNs are skipped either way.
   const float m = UseAvx2() ? MaxAvx2(x, n) : *std::max_element(x, x + n);
+  return LogSumExpGivenMax(x, n, m);
+}
+
+float LogSumExpGivenMax(const float* x, int64_t n, float m) {
   if (m == -std::numeric_limits<float>::infinity()) return m;
   double s = 0.0;
-  if (UseAvx2()) {
+  if (UseAvx512()) {
+    s = SumExpShiftedAvx512(x, n, m);
+  } else if (UseAvx2()) {
     s = SumExpShiftedAvx2(x, n, m);
   } else {
     for (int64_t i = 0; i < n; ++i) s += std::exp(static_cast<double>(x[i] - m));

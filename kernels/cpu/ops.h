@@ -31,10 +31,38 @@ void Softmax(float* x, int64_t n);
 // row). Deterministic: depends only on x and n. -inf if every x[i] is -inf.
 float LogSumExp(const float* x, int64_t n);
 
+// LogSumExp when the caller already has max = the largest x[i] (NaNs
+// skipped, as ArgMax finds it): the same value without a second scan.
+float LogSumExpGivenMax(const float* x, int64_t n, float max);
+
 // out[i] = exp((x[i] - shift) * scale) for n >= 0 (scale > 0); exactly 0
 // where x[i] is -inf (a masked token stays impossible). The unnormalised
-// probabilities of temperature sampling.
-void ExpShiftedScaled(const float* x, int64_t n, float shift, float scale, float* out);
+// probabilities of temperature sampling. Returns their sum, accumulated in
+// double (deterministic: depends only on the inputs). The exps are bitwise
+// the same at every vector width.
+double ExpShiftedScaled(const float* x, int64_t n, float shift, float scale, float* out);
+
+// The draw of inverse-CDF sampling over unnormalised weights p[0, n) (each
+// >= 0): the first i with p[0] + ... + p[i] > r, summed in double, for
+// 0 <= r < their total. Where rounding leaves the running sum at or below r
+// past the end, the last i with p[i] > 0; -1 when every p[i] is 0.
+int64_t CumulativeSearch(const float* p, int64_t n, double r);
+
+// The first i in [0, n) with x[i] > threshold, or n.
+int64_t FirstAbove(const float* x, int64_t n, float threshold);
+
+// sums[k] = the sum of the p[i] >= thresholds[k], for k < 4, in one pass:
+// runs of 256 values are summed in float, then in double, so each sum is
+// within ~1e-6 relative (deterministic: depends only on the inputs).
+void SumsAtLeast(const float* p, int64_t n, const float (&thresholds)[4], double (&sums)[4]);
+
+// Writes to out (room for n) every i in [0, n) with p[i] >= threshold, in
+// increasing order, and returns how many (the candidates a sampling filter
+// keeps).
+int64_t IdsAtLeast(const float* p, int64_t n, float threshold, int32_t* out);
+
+// The same for lo <= p[i] < hi (no upper bound where hi is +inf).
+int64_t IdsInRange(const float* p, int64_t n, float lo, float hi, int32_t* out);
 
 // Index of the largest x[i] (n >= 1); ties go to the lowest index, so the
 // result never depends on how the scan is split. NaNs are never chosen

@@ -37,10 +37,19 @@ void ExpectClose(const std::vector<float>& got, const std::vector<double>& want,
   }
 }
 
-class OpsTest : public ::testing::TestWithParam<bool> {
+// Each op on the widest path this CPU has, on AVX2 only, and scalar.
+enum class Path { kWidest, kAvx2, kScalar };
+
+class OpsTest : public ::testing::TestWithParam<Path> {
  protected:
-  void SetUp() override { SetForceScalar(GetParam()); }
-  void TearDown() override { SetForceScalar(false); }
+  void SetUp() override {
+    SetForceScalar(GetParam() == Path::kScalar);
+    SetDisableAvx512(GetParam() == Path::kAvx2);
+  }
+  void TearDown() override {
+    SetForceScalar(false);
+    SetDisableAvx512(false);
+  }
 };
 
 TEST_P(OpsTest, RmsNorm) {
@@ -160,83 +169,152 @@ TEST_P(OpsTest, ExpShiftedScaled) {
     if (n > 2) x[1] = -std::numeric_limits<float>::infinity();
     const float shift = 3.5f, scale = 1.0f / 0.7f;
     std::vector<float> out(n, NAN);
-    ExpShiftedScaled(x.data(), n, shift, scale, out.data());
+    const double sum = ExpShiftedScaled(x.data(), n, shift, scale, out.data());
     std::vector<double> want(n);
     // The argument as the op forms it (in float), exp in double.
     for (int64_t i = 0; i < n; ++i) want[i] = std::exp(double{(x[i] - shift) * scale});
     // Relative to each value (the sampler compares them against min_p).
     ExpectClose(out, want, 2e-6, 1e-37);
     if (n > 2) EXPECT_EQ(out[1], 0.0f) << "a -inf logit must give exactly 0";
+    // The returned sum is that of the written values.
+    double got_sum = 0.0;
+    for (float v : out) got_sum += v;
+    EXPECT_NEAR(sum, got_sum, 1e-12 * std::max(1.0, got_sum)) << "n=" << n;
   }
 }
 
-TEST_P(OpsTest, RopeBothLayouts) {
-  std::mt19937 rng(Seed() + 4);
-  const int64_t n_tokens = 3, n_heads = 2, head_dim = 8, rot_dim = 6, stride = 20;
-  std::vector<float> inv_freq(rot_dim / 2);
-  for (int64_t i = 0; i < rot_dim / 2; ++i) inv_freq[i] = std::pow(100000.0, -2.0 * i / rot_dim);
-  const std::vector<int32_t> pos = {0, 5, 100000};
-  for (RopeLayout layout : {RopeLayout::kInterleaved, RopeLayout::kNeox}) {
-    auto x = Randn(n_tokens * stride, rng);
-    std::vector<double> want(x.begin(), x.end());
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      for (int64_t h = 0; h < n_heads; ++h) {
-        const int64_t base = t * stride + h * head_dim;
-        for (int64_t i = 0; i < rot_dim / 2; ++i) {
-          const int64_t i0 = layout == RopeLayout::kInterleaved ? base + 2 * i : base + i;
-          const int64_t i1 = layout == RopeLayout::kInterleaved ? base + 2 * i + 1
-                                                                : base + i + rot_dim / 2;
-          const double a = double(pos[t]) * inv_freq[i];
-          want[i0] = x[i0] * std::cos(a) - x[i1] * std::sin(a);
-          want[i1] = x[i0] * std::sin(a) + x[i1] * std::cos(a);
-        }
+TEST_P(OpsTest, LogSumExpGivenMaxMatchesLogSumExp) {
+  std::mt19937 rng(Seed() + 6);
+  for (int64_t n : {1, 9, 33, 49152}) {
+    auto x = Randn(n, rng, 5.0f);
+    const float m = x[ArgMax(x.data(), n)];
+    EXPECT_EQ(LogSumExpGivenMax(x.data(), n, m), LogSumExp(x.data(), n)) << "n=" << n;
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> all_neg_inf(5, -inf);
+  EXPECT_EQ(LogSumExpGivenMax(all_neg_inf.data(), 5, -inf), -inf);
+}
+
+// Sequential double running sum: the draw the sampler made before the
+// chunked search.
+int64_t CumulativeSearchReference(const std::vector<float>& p, double r) {
+  int64_t last_positive = -1;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] > 0.0f) last_positive = static_cast<int64_t>(i);
+    r -= p[i];
+    if (r < 0.0 && p[i] > 0.0f) return static_cast<int64_t>(i);
+  }
+  return last_positive;
+}
+
+TEST_P(OpsTest, CumulativeSearchFindsTheInverseCdf) {
+  std::mt19937 rng(Seed() + 7);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (int64_t n : {1, 7, 31, 32, 33, 100, 49152}) {
+    std::vector<float> p(n);
+    for (float& v : p) v = u(rng) < 0.3f ? 0.0f : u(rng);  // zeros are never drawn
+    p[n / 2] = 0.75f;  // at least one entry can be drawn
+    double total = 0.0;
+    for (float v : p) total += v;
+    for (int k = 0; k < 200; ++k) {
+      const double r = total * k / 200.0;
+      const int64_t got = CumulativeSearch(p.data(), n, r);
+      const int64_t want = CumulativeSearchReference(p, r);
+      // Chunk sums round differently from the running sum: a draw within
+      // rounding of a boundary may land on the neighbouring positive entry.
+      if (got != want) {
+        double below = 0.0;
+        for (int64_t i = 0; i < std::min(got, want); ++i) below += p[i];
+        const double boundary = below + p[std::min(got, want)];
+        EXPECT_NEAR(r, boundary, 1e-9 * total) << "n=" << n << " r=" << r;
       }
+      ASSERT_GE(got, 0);
+      EXPECT_GT(p[got], 0.0f);
     }
-    Rope(x.data(), n_tokens, stride, n_heads, head_dim, rot_dim, pos.data(), inv_freq.data(),
-         layout);
-    ExpectClose(x, want, 1e-6, 1e-6);  // also checks untouched tail / gaps
+    // Past the end by rounding: the last positive entry.
+    EXPECT_EQ(CumulativeSearch(p.data(), n, total * 2), CumulativeSearchReference(p, total * 2));
   }
+  std::vector<float> zeros(40, 0.0f);
+  EXPECT_EQ(CumulativeSearch(zeros.data(), 40, 0.0), -1);
 }
 
-// Rope keeps its cos/sin table for the next call with the same positions
-// and frequencies; a call with other positions, frequencies or mscale must
-// not reuse it.
-TEST_P(OpsTest, RopeRecomputesWhenInputsChange) {
-  std::mt19937 rng(Seed() + 5);
-  const int64_t n_heads = 3, head_dim = 8;
-  std::vector<float> f1 = {1.0f, 0.1f, 0.01f, 0.001f}, f2 = {0.5f, 0.05f, 0.005f, 0.0005f};
-  const std::vector<int32_t> p1 = {3, 4}, p2 = {3, 9}, p3 = {3, 4, 5};
-  struct Call {
-    const std::vector<int32_t>* pos;
-    const std::vector<float>* freq;
-    float mscale;
-  };
-  const Call calls[] = {{&p1, &f1, 1.0f}, {&p1, &f1, 1.0f}, {&p2, &f1, 1.0f}, {&p2, &f2, 1.0f},
-                        {&p2, &f2, 0.5f}, {&p3, &f2, 0.5f}, {&p1, &f1, 1.0f}};
-  for (const Call& c : calls) {
-    const int64_t n_tokens = c.pos->size();
-    auto x = Randn(n_tokens * n_heads * head_dim, rng);
-    std::vector<double> want(x.begin(), x.end());
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      for (int64_t h = 0; h < n_heads; ++h) {
-        for (int64_t i = 0; i < head_dim / 2; ++i) {
-          const int64_t i0 = (t * n_heads + h) * head_dim + i, i1 = i0 + head_dim / 2;
-          const double a = double((*c.pos)[t]) * (*c.freq)[i];
-          want[i0] = c.mscale * (x[i0] * std::cos(a) - x[i1] * std::sin(a));
-          want[i1] = c.mscale * (x[i0] * std::sin(a) + x[i1] * std::cos(a));
-        }
-      }
+TEST_P(OpsTest, FirstAboveFindsTheFirstGreater) {
+  std::mt19937 rng(Seed() + 9);
+  for (int64_t n : {0, 1, 8, 31, 32, 33, 100, 1000}) {
+    auto x = Randn(n, rng);
+    for (float t : {-10.0f, 0.0f, 1.5f, 2.5f, 10.0f}) {
+      int64_t want = n;
+      for (int64_t i = 0; i < n && want == n; ++i) want = x[i] > t ? i : want;
+      EXPECT_EQ(FirstAbove(x.data(), n, t), want) << "n=" << n << " t=" << t;
     }
-    Rope(x.data(), n_tokens, n_heads * head_dim, n_heads, head_dim, head_dim, c.pos->data(),
-         c.freq->data(), RopeLayout::kNeox, c.mscale);
-    ExpectClose(x, want, 1e-6, 1e-6);
   }
+  std::vector<float> ties = {1.0f, 1.0f, std::nanf(""), 2.0f};
+  EXPECT_EQ(FirstAbove(ties.data(), 4, 1.0f), 3);  // equal and NaN are not above
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, OpsTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& i) {
-                           return i.param ? "Scalar" : "Avx2";
+TEST_P(OpsTest, IdsAtLeastKeepsOrder) {
+  std::mt19937 rng(Seed() + 8);
+  for (int64_t n : {0, 1, 8, 9, 1000}) {
+    auto x = Randn(n, rng);
+    std::vector<int32_t> got(n + 1, -7);  // nothing past the count is written
+    got.resize(IdsAtLeast(x.data(), n, 0.5f, got.data()));
+    std::vector<int32_t> want;
+    for (int64_t i = 0; i < n; ++i) {
+      if (x[i] >= 0.5f) want.push_back(static_cast<int32_t>(i));
+    }
+    EXPECT_EQ(got, want) << "n=" << n;
+    std::vector<int32_t> in_range(n);
+    in_range.resize(IdsInRange(x.data(), n, -0.25f, 0.5f, in_range.data()));
+    want.clear();
+    for (int64_t i = 0; i < n; ++i) {
+      if (x[i] >= -0.25f && x[i] < 0.5f) want.push_back(static_cast<int32_t>(i));
+    }
+    EXPECT_EQ(in_range, want) << "n=" << n;
+  }
+  for (int64_t n : {0, 5, 16, 33, 1000, 49152}) {
+    std::vector<float> x(n);
+    std::uniform_real_distribution<float> u(0.0f, 1.0f);
+    for (float& v : x) v = u(rng);
+    const float t[4] = {0.0f, 0.01f, 0.3f, 2.0f};
+    double sums[4];
+    SumsAtLeast(x.data(), n, t, sums);
+    for (int k = 0; k < 4; ++k) {
+      double want = 0.0;
+      for (float v : x) want += v >= t[k] ? v : 0.0;
+      // Runs of 256 are summed in float first.
+      EXPECT_NEAR(sums[k], want, 2e-6 * std::max(1.0, want)) << "n=" << n << " k=" << k;
+    }
+  }
+  std::vector<float> inf_and_nan = {std::numeric_limits<float>::infinity(), std::nanf(""), 1.0f};
+  std::vector<int32_t> got(3);
+  got.resize(IdsAtLeast(inf_and_nan.data(), 3, 0.0f, got.data()));
+  EXPECT_EQ(got, (std::vector<int32_t>{0, 2}));  // +inf is kept, NaN never
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, OpsTest,
+                         ::testing::Values(Path::kWidest, Path::kAvx2, Path::kScalar),
+                         [](const ::testing::TestParamInfo<Path>& i) {
+                           return i.param == Path::kWidest ? "Widest"
+                                  : i.param == Path::kAvx2 ? "Avx2"
+                                                           : "Scalar";
                          });
+
+// The sampler's probabilities must not depend on the vector width: the
+// AVX-512 exps are the AVX2 ones lane for lane.
+TEST(OpsWidthTest, ExpShiftedScaledIsBitwiseTheSameAtEveryWidth) {
+  if (!UseAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(Seed() + 10);
+  const int64_t n = 49152 + 7;
+  auto x = Randn(n, rng, 6.0f);
+  x[3] = -std::numeric_limits<float>::infinity();
+  std::vector<float> wide(n), narrow(n);
+  const double s_wide = ExpShiftedScaled(x.data(), n, 2.0f, 1.3f, wide.data());
+  SetDisableAvx512(true);
+  const double s_narrow = ExpShiftedScaled(x.data(), n, 2.0f, 1.3f, narrow.data());
+  SetDisableAvx512(false);
+  EXPECT_EQ(wide, narrow);
+  EXPECT_NEAR(s_wide, s_narrow, 1e-12 * s_narrow);  // summed in another order
+}
 
 }  // namespace
 }  // namespace rill::cpu
