@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "kernels/cpu/avx2_math.h"
+#include "kernels/cpu/avx512_math.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/paged_attention_block.h"
 
@@ -24,15 +25,6 @@ constexpr int kLanes = 16;
 RILL_TARGET_AVX512 inline __m512 Load16(const float* p) { return _mm512_loadu_ps(p); }
 RILL_TARGET_AVX512 inline __m512 Load16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
-// exp(x) 16 wide: ExpPs (avx2_math.h) on each half, so a score's weight is
-// bitwise what the 8-wide kernel computes (the exponentials are a small
-// part of a block: one call per 16 keys).
-RILL_TARGET_AVX512 inline __m512 Exp16(__m512 x) {
-  const __m256 lo = ExpPs(_mm512_castps512_ps256(x));
-  const __m256 hi = ExpPs(_mm512_extractf32x8_ps(x, 1));
-  return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
 }
 
 // Lane j of the result = the sum of v[j]'s 16 lanes, for 16 vectors at once.
@@ -154,7 +146,7 @@ RILL_TARGET_AVX512 void BlockUpdateD(const float* q, const T* kb, const T* vb, i
     const int n = cnt - j0 < kLanes ? cnt - j0 : kLanes;
     const __mmask16 valid = static_cast<__mmask16>((1u << n) - 1);
     const __m512 p = _mm512_maskz_mov_ps(
-        valid, Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, scores + j0), vm)));
+        valid, ExpPs16(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, scores + j0), vm)));
     _mm512_mask_storeu_ps(scores + j0, valid, p);
     vsum = _mm512_add_ps(vsum, p);
   }

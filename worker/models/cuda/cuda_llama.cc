@@ -4,6 +4,7 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <tuple>
 
@@ -344,30 +345,40 @@ absl::Status CudaLlama::EnqueueBody(const StepArrays& a) {
   return absl::OkStatus();
 }
 
-absl::Status CudaLlama::UploadStep(const BatchArrays& a) {
-  const size_t table_bytes = a.block_tables.size() * sizeof(int32_t);
-  if (absl::Status s = block_tables_.Reserve(table_bytes, "block tables"); !s.ok()) return s;
-  struct Up {
-    DeviceBuffer* buf;
-    const std::vector<int32_t>* v;
-    const char* what;
-  };
-  for (const Up& u : {Up{&tokens_, &a.tokens, "tokens"}, Up{&positions_, &a.positions, "positions"},
-                      Up{&slots_, &a.slot_mapping, "slot mapping"},
-                      Up{&query_start_, &a.query_start, "query_start"},
-                      Up{&context_lens_, &a.context_lens, "context_lens"},
-                      Up{&logit_rows_, &a.logit_rows, "logit rows"},
-                      Up{&block_tables_, &a.block_tables, "block tables"}}) {
+namespace {
+
+struct Upload {
+  DeviceBuffer* buf;
+  const std::vector<int32_t>* v;
+  const char* what;
+};
+
+// Copies each host array to the start of its device buffer, then waits:
+// cudaMemcpy from pageable memory may return before its DMA lands, and runs
+// on the legacy stream, which does not order with the model's non-blocking
+// stream, so the kernels must not read the arrays before this returns.
+absl::Status UploadAndWait(std::initializer_list<Upload> uploads) {
+  for (const Upload& u : uploads) {
     if (absl::Status s = u.buf->Upload(u.v->data(), u.v->size() * sizeof(int32_t), u.what);
         !s.ok()) {
       return s;
     }
   }
-  // cudaMemcpy from pageable memory may return before its DMA lands, and
-  // runs on the legacy stream, which does not order with our non-blocking
-  // stream: wait for it before the kernels read the arrays.
-  RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(nullptr), "waiting for the step's uploads");
-  return absl::OkStatus();
+  return CudaStatus(kc::StreamSync(nullptr), "waiting for the step's uploads");
+}
+
+}  // namespace
+
+absl::Status CudaLlama::UploadStep(const BatchArrays& a) {
+  const size_t table_bytes = a.block_tables.size() * sizeof(int32_t);
+  if (absl::Status s = block_tables_.Reserve(table_bytes, "block tables"); !s.ok()) return s;
+  return UploadAndWait({{&tokens_, &a.tokens, "tokens"},
+                        {&positions_, &a.positions, "positions"},
+                        {&slots_, &a.slot_mapping, "slot mapping"},
+                        {&query_start_, &a.query_start, "query_start"},
+                        {&context_lens_, &a.context_lens, "context_lens"},
+                        {&logit_rows_, &a.logit_rows, "logit rows"},
+                        {&block_tables_, &a.block_tables, "block tables"}});
 }
 
 absl::Status CudaLlama::Forward(const ForwardBatch& batch, ForwardOutput* out) {
@@ -412,22 +423,14 @@ absl::Status CudaLlama::ForwardDecodeGraph(const BatchArrays& a, ForwardOutput* 
   const int b = *bucket;
   const DecodeGraphArrays p =
       PadForDecodeGraph(a, b, graph_table_width_, num_kv_blocks_, options_.block_size);
-  struct Up {
-    DeviceBuffer* buf;
-    const std::vector<int32_t>* v;
-    const char* what;
-  };
-  for (const Up& u : {Up{&tokens_, &p.tokens, "tokens"}, Up{&positions_, &p.positions, "positions"},
-                      Up{&slots_, &p.slot_mapping, "slot mapping"},
-                      Up{&context_lens_, &p.context_lens, "context_lens"},
-                      Up{&graph_tables_, &p.block_tables, "decode graph block tables"}}) {
-    if (absl::Status s = u.buf->Upload(u.v->data(), u.v->size() * sizeof(int32_t), u.what);
-        !s.ok()) {
-      return s;
-    }
+  if (absl::Status s = UploadAndWait({{&tokens_, &p.tokens, "tokens"},
+                                      {&positions_, &p.positions, "positions"},
+                                      {&slots_, &p.slot_mapping, "slot mapping"},
+                                      {&context_lens_, &p.context_lens, "context_lens"},
+                                      {&graph_tables_, &p.block_tables, "decode graph block tables"}});
+      !s.ok()) {
+    return s;
   }
-  // As in UploadStep: the legacy-stream copies must land before the replay.
-  RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(nullptr), "waiting for the step's uploads");
   // Fixed buffers only, so the captured pointers stay valid for every step.
   StepArrays step;
   step.tokens = b;
