@@ -273,7 +273,26 @@ RILL_TARGET_AVX2 int64_t FirstAboveAvx2(const float* x, int64_t n, float thresho
   return n;
 }
 
-// Ids with lo <= p < hi, written without a branch per id.
+// For each 8-bit mask, the positions of its set bits packed to the front
+// (one byte each): a left-pack of the lanes a compare kept.
+struct LeftPackTable {
+  uint64_t lanes[256];
+  constexpr LeftPackTable() : lanes() {
+    for (int m = 0; m < 256; ++m) {
+      uint64_t packed = 0;
+      int k = 0;
+      for (int b = 0; b < 8; ++b) {
+        if (m & (1 << b)) packed |= static_cast<uint64_t>(b) << (8 * k++);
+      }
+      lanes[m] = packed;
+    }
+  }
+};
+constexpr LeftPackTable kLeftPack;
+
+// Ids with lo <= p < hi: each 8-lane compare's kept ids are left-packed
+// with one permute and stored whole (the next store overwrites the tail),
+// so there is no branch per id.
 RILL_TARGET_AVX2 int64_t IdsInRangeAvx2(const float* p, int64_t n, float lo, float hi,
                                         int32_t* out) {
   int32_t* const begin = out;
@@ -281,17 +300,21 @@ RILL_TARGET_AVX2 int64_t IdsInRangeAvx2(const float* p, int64_t n, float lo, flo
   const __m256 vlo = _mm256_set1_ps(lo);
   // No upper bound: compare against NaN with NOT-LESS-unordered, always true.
   const __m256 vhi = _mm256_set1_ps(bounded ? hi : std::numeric_limits<float>::quiet_NaN());
+  const __m256i eight = _mm256_set1_epi32(8);
+  __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   int64_t i = 0;
+  // Whole 8-int stores stay inside the n ints of room while i + 8 <= n.
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(p + i);
     const __m256 upper = bounded ? _mm256_cmp_ps(v, vhi, _CMP_LT_OQ)
                                  : _mm256_cmp_ps(v, vhi, _CMP_NLT_UQ);
-    unsigned mask = static_cast<unsigned>(
+    const unsigned mask = static_cast<unsigned>(
         _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(v, vlo, _CMP_GE_OQ), upper)));
-    while (mask != 0) {
-      *out++ = static_cast<int32_t>(i + __builtin_ctz(mask));
-      mask &= mask - 1;
-    }
+    const __m256i perm =
+        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(kLeftPack.lanes[mask])));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permutevar8x32_epi32(idx, perm));
+    out += __builtin_popcount(mask);
+    idx = _mm256_add_epi32(idx, eight);
   }
   for (; i < n; ++i) {
     if (p[i] >= lo && (!bounded || p[i] < hi)) *out++ = static_cast<int32_t>(i);
