@@ -83,6 +83,7 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateOnCuda(const EngineArgs& a
   options.gpu_memory_utilization = args.gpu_memory_utilization;
   options.max_batch_tokens = std::max(args.max_num_batched_tokens, args.max_num_seqs);
   options.max_model_len = args.max_model_len;
+  options.host_threads = args.threads;
   absl::StatusOr<std::unique_ptr<ModelExecutor>> executor =
       CreateCudaModelExecutor(checkpoint, options);
   if (!executor.ok()) {

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda/cuda_runtime_api.h"
 #include "kernels/cuda/device_probe.h"
 #include "kernels/cuda/plan/kv_memory_plan.h"
@@ -94,6 +95,15 @@ class CudaModelExecutor : public ModelExecutor {
 
   int num_blocks() const override { return num_blocks_; }
   int block_size() const override { return options_.block_size; }
+  // The engine samples every row of a step on the host: at GPU batch sizes
+  // (hundreds of rows of a 49,152-token vocabulary) one thread would take
+  // longer than the GPU step, so the rows go to a pool of host threads.
+  void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) override {
+    pool_.ParallelFor(n, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) fn(i);
+    });
+  }
+  int num_threads() const override { return pool_.num_threads(); }
   const loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
   int64_t kv_cache_bytes() const override {
     return model_ != nullptr ? model_->kv_cache_bytes() : 0;
@@ -151,6 +161,7 @@ class CudaModelExecutor : public ModelExecutor {
   std::shared_ptr<const loader::Checkpoint> checkpoint_;
   CudaExecutorOptions options_;
   std::string device_;
+  cpu::ThreadPool pool_{options_.host_threads};
   std::unique_ptr<worker::CudaLlama> model_;  // null after Sleep(2)
   int num_blocks_ = 0;
   bool asleep_ = false;

@@ -29,6 +29,8 @@ struct CudaExecutorOptions {
   int max_batch_tokens = 2048;
   // > 0: the cache must hold at least one sequence this long.
   int64_t max_model_len = 0;
+  // Host threads that sample a step's rows (0 = all cores).
+  int host_threads = 0;
 };
 
 // InvalidArgument for bad options; FailedPrecondition when this build has no

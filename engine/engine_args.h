@@ -28,7 +28,7 @@ struct EngineArgs {
   int max_num_batched_tokens = 2048;
   int64_t max_model_len = 0;  // 0: the model's context length.
   SchedulingPolicy scheduling_policy = SchedulingPolicy::kFcfs;
-  int threads = 0;  // 0 = all cores.
+  int threads = 0;  // 0 = all cores. cpu: kernel threads; cuda: host sampling threads.
   // Where the model runs: "cpu"; "cuda" (the Llama family on GPU 0, bf16
   // weights and KV cache; FailedPrecondition without a usable device); or
   // "auto" (CUDA when a device is usable and the model runs there, else the
