@@ -1,5 +1,5 @@
 // Runs tests/deploy/check_deploy.py (see its docstring) for each deploy/
-// artefact: manifests of both overlays, the Dockerfile, the runtime packages
+// artefact: manifests of every overlay, the Dockerfile, the runtime packages
 // of the binaries the images carry.
 #include <string>
 #include <vector>
@@ -27,6 +27,10 @@ TEST(DeployManifests, GpuOverlayValidatesAndFollowsTheRules) {
   ExpectChecksPass({"manifests", RunfilePath("deploy/k8s/overlays/gpu")});
 }
 
+TEST(DeployManifests, SingleGpuOverlayValidatesAndFollowsTheRules) {
+  ExpectChecksPass({"manifests", RunfilePath("deploy/k8s/overlays/gpu-single")});
+}
+
 TEST(DeployDockerfile, LintsClean) { ExpectChecksPass({"lint", RunfilePath("deploy/docker/Dockerfile")}); }
 
 TEST(DeployDockerfile, RuntimeStageInstallsEveryLibraryTheBinariesLoad) {
@@ -49,6 +53,12 @@ TEST(DeployLaunch, CpuOverlayCommandLinesServe) { ExpectLaunchPasses("deploy/k8s
 // connect to the engine through the shared socket directory (over gloo here).
 TEST(DeployLaunch, GpuOverlayWorkerContainersServe) {
   ExpectLaunchPasses("deploy/k8s/overlays/gpu");
+}
+
+// The engine's --device=cuda becomes auto here, which serves on the CPU
+// without a GPU: the rest of the command line is the manifest's.
+TEST(DeployLaunch, SingleGpuOverlayCommandLinesServe) {
+  ExpectLaunchPasses("deploy/k8s/overlays/gpu-single");
 }
 
 }  // namespace
