@@ -144,6 +144,36 @@ TEST(SamplerTest, LargeVocabularyFiltersMatchAFullSortReference) {
   }
 }
 
+// The nucleus is exactly the smallest set of best tokens holding top_p of the
+// mass: every one of them is drawn, nothing else. Geometric probabilities
+// (p_i ~ 0.8^i on 40 shuffled ids, the rest of a 49,152 vocabulary near 0) put
+// the edge far from any rounding: with top_p 0.9 the nucleus is the 11 best
+// (mass 0.914; 10 hold 0.893).
+TEST(SamplerTest, TopPDrawsExactlyTheNucleus) {
+  const uint64_t seed = std::random_device{}();
+  std::cout << "seed " << seed << "\n";
+  std::mt19937_64 rng(seed);
+  const int n = 49152;
+  std::vector<int32_t> ids(n);
+  for (int i = 0; i < n; ++i) ids[i] = i;
+  std::shuffle(ids.begin(), ids.end(), rng);
+  std::vector<float> logits(n, -30.0f);
+  for (int i = 0; i < 40; ++i) logits[ids[i]] = i * std::log(0.8f);
+  for (float top_p : {0.9f, 0.5f}) {
+    // 0.5: the 4 best hold 0.59, 3 hold 0.49.
+    const int want = top_p == 0.9f ? 11 : 4;
+    Sampler s(SamplingConfig{.temperature = 1.0f, .top_p = top_p, .seed = seed});
+    std::map<int32_t, int> drawn;
+    for (int d = 0; d < 20000; ++d) ++drawn[s.Sample(logits.data(), n).token];
+    std::map<int32_t, int> expected;
+    for (int i = 0; i < want; ++i) expected[ids[i]] = 0;
+    ASSERT_EQ(drawn.size(), expected.size()) << "top_p " << top_p;
+    for (const auto& [id, count] : drawn) {
+      EXPECT_TRUE(expected.count(id)) << "token " << id << " outside the nucleus, top_p " << top_p;
+    }
+  }
+}
+
 // -inf logits (logit bias, min_tokens masking EOS) are never drawn, even at
 // a temperature that makes every other token about as likely.
 // TopKIds against a full sort by (value desc, id asc), on rows with many
