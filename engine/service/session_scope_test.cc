@@ -97,7 +97,9 @@ class SessionScopeTest : public ::testing::Test {
     rill::v1::GetRequestStatusResponse resp;
     grpc::Status s = stub_->GetRequestStatus(ctx.get(), req, &resp);
     *code = s.error_code();
-    if (s.ok()) EXPECT_EQ(resp.request_id(), id);
+    if (s.ok()) {
+      EXPECT_EQ(resp.request_id(), id);
+    }
     return resp.state();
   }
 

@@ -126,7 +126,9 @@ TEST_P(OpsTest, SoftmaxAddScale) {
     for (int64_t i = 0; i < n; ++i) want[i] = std::exp(x[i] - m) / s;
     Softmax(x.data(), n);
     ExpectClose(x, want, 1e-5, 1e-9);
-    if (n > 2) EXPECT_EQ(x[2], 0.0f);
+    if (n > 2) {
+      EXPECT_EQ(x[2], 0.0f);
+    }
   }
   auto a = Randn(37, rng), b = Randn(37, rng);
   std::vector<float> out(37);
@@ -175,7 +177,9 @@ TEST_P(OpsTest, ExpShiftedScaled) {
     for (int64_t i = 0; i < n; ++i) want[i] = std::exp(double{(x[i] - shift) * scale});
     // Relative to each value (the sampler compares them against min_p).
     ExpectClose(out, want, 2e-6, 1e-37);
-    if (n > 2) EXPECT_EQ(out[1], 0.0f) << "a -inf logit must give exactly 0";
+    if (n > 2) {
+      EXPECT_EQ(out[1], 0.0f) << "a -inf logit must give exactly 0";
+    }
     // The returned sum is that of the written values.
     double got_sum = 0.0;
     for (float v : out) got_sum += v;

@@ -33,7 +33,9 @@ TEST(ThreadPool, MinChunkRespected) {
   std::atomic<int> calls{0};
   pool.ParallelFor(100, 30, [&](int64_t b, int64_t e) {
     calls++;
-    if (e != 100) EXPECT_GE(e - b, 30);
+    if (e != 100) {
+      EXPECT_GE(e - b, 30);
+    }
   });
   EXPECT_LE(calls.load(), 4);
 }
