@@ -31,12 +31,17 @@ namespace rill::cli {
 namespace {
 
 absl::StatusOr<std::unique_ptr<ModelSession>> OpenSession() {
-  absl::StatusOr<kernels::BackendChoice> backend =
-      kernels::ChooseBackend(absl::GetFlag(FLAGS_backend));
-  if (!backend.ok()) return backend.status();
-  if (backend->kind != kernels::BackendKind::kCpu) {
-    return absl::UnimplementedError("the offline CLI runs on the CPU backend only (--backend=cpu)");
+  // The offline commands run the CPU model in this process: "auto" means the
+  // CPU here even on a GPU machine (the GPU serves through the engine).
+  const std::string requested = absl::GetFlag(FLAGS_backend);
+  if (requested == "cuda") {
+    return absl::UnimplementedError(
+        "the offline CLI runs on the CPU backend only; serve on the GPU with "
+        "`rill serve --backend=cuda` (or use --backend=cpu / auto here)");
   }
+  absl::StatusOr<kernels::BackendChoice> backend =
+      kernels::ChooseBackend(requested == "auto" ? "cpu" : requested);
+  if (!backend.ok()) return backend.status();
   ModelSessionOptions options;
   options.model = absl::GetFlag(FLAGS_model);
   options.threads = absl::GetFlag(FLAGS_threads);

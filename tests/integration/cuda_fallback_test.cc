@@ -1,8 +1,12 @@
 // A binary built with CUDA (when the toolkit exists) must run on a machine
 // without a GPU and say that it falls back to the CPU backend.
+#include <sys/stat.h>
+
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include "engine/model_path.h"
 
 #include "kernels/cuda/device_probe.h"
 #include "tests/util/python_runner.h"
@@ -46,6 +50,25 @@ TEST(CudaFallbackTest, UnknownBackendIsRejected) {
       DeviceInfo(" --backend=tpu", &code);
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("unknown backend 'tpu'"), std::string::npos) << out;
+}
+
+// The offline commands run the CPU model in-process: auto means the CPU on
+// any machine (a GPU box included), an explicit cuda says where the GPU is
+// used instead, and an unknown name is refused.
+TEST(CudaFallbackTest, OfflineCommandsRunOnTheCpuUnderAuto) {
+  struct stat st;
+  if (stat(engine::ResolveModelPath("default").c_str(), &st) != 0) {
+    GTEST_SKIP() << "default model absent";
+  }
+  const std::string tokenize = testing::RunfilePath("cli/rill") + " tokenize --prompt=Hello";
+  testing::CommandResult r = testing::RunCommand(tokenize + " --backend=auto");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = testing::RunCommand(tokenize + " --backend=cuda");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("rill serve --backend=cuda"), std::string::npos) << r.output;
+  r = testing::RunCommand(tokenize + " --backend=tpu");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("unknown backend 'tpu'"), std::string::npos) << r.output;
 }
 
 }  // namespace
