@@ -4,6 +4,7 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <tuple>
@@ -406,6 +407,24 @@ absl::Status CudaLlama::Forward(const ForwardBatch& batch, ForwardOutput* out) {
   return CopyLogits(a, out);
 }
 
+absl::StatusOr<kc::GraphExec> CudaLlama::RunAndCapture(
+    const std::function<absl::Status()>& enqueue) {
+  // Once eagerly, so cuBLAS picks its kernels outside the capture; capturing
+  // then queues nothing, and the eager run's results stand.
+  if (absl::Status s = enqueue(); !s.ok()) return s;
+  RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "eager step before graph capture");
+  RILL_CUDA_RETURN_IF_ERROR(kc::GraphCaptureBegin(stream_), "beginning graph capture");
+  const absl::Status captured = enqueue();
+  kc::GraphExec graph = nullptr;
+  const int end_err = kc::GraphCaptureEnd(stream_, &graph);  // always end the capture
+  if (!captured.ok() || end_err != 0) {
+    if (graph != nullptr) kc::GraphDestroy(graph);
+    if (!captured.ok()) return captured;
+    return CudaStatus(end_err, "ending graph capture");
+  }
+  return graph;
+}
+
 bool CudaLlama::CanReplay(const ForwardBatch& batch, const BatchArrays& a) const {
   return graph_buckets_.has_value() && a.num_seqs <= graph_buckets_->max_batch() &&
          a.max_context <= graph_max_context_ && a.max_blocks_per_seq <= graph_table_width_ &&
@@ -454,21 +473,11 @@ absl::Status CudaLlama::ForwardDecodeGraph(const BatchArrays& a, ForwardOutput* 
   if (it != graphs_.end()) {
     RILL_CUDA_RETURN_IF_ERROR(kc::GraphLaunch(it->second, stream_), "decode graph launch");
   } else {
-    // First step of this bucket: run it eagerly (its result is this step's,
-    // and cuBLAS picks its kernels outside a capture), then capture the same
-    // work for the next steps. Capturing queues nothing.
-    if (absl::Status s = enqueue(); !s.ok()) return s;
-    RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "eager decode step");
-    RILL_CUDA_RETURN_IF_ERROR(kc::GraphCaptureBegin(stream_), "beginning decode graph capture");
-    absl::Status captured = enqueue();
-    kc::GraphExec graph = nullptr;
-    const int end_err = kc::GraphCaptureEnd(stream_, &graph);  // always end the capture
-    if (!captured.ok() || end_err != 0) {
-      if (graph != nullptr) kc::GraphDestroy(graph);
-      if (!captured.ok()) return captured;
-      return CudaStatus(end_err, absl::StrCat("capturing the decode graph of batch ", b));
-    }
-    graphs_.emplace(b, graph);
+    // First step of this bucket: its eager run is this step's result; the
+    // graph serves the next steps.
+    absl::StatusOr<kc::GraphExec> graph = RunAndCapture(enqueue);
+    if (!graph.ok()) return graph.status();
+    graphs_.emplace(b, *graph);
   }
   RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "running the decode step");
   std::vector<float> flat(static_cast<size_t>(a.num_seqs) * vocab_);
@@ -592,18 +601,9 @@ absl::StatusOr<CudaLlama::DecodeBench> CudaLlama::BenchDecode(int batch, int con
                               "bench sampling");
     return absl::OkStatus();
   };
-  // Once eagerly, so cuBLAS picks its kernels outside the capture.
-  if (absl::Status s = enqueue(); !s.ok()) return s;
-  RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "bench eager step");
-  kc::GraphExec graph = nullptr;
-  RILL_CUDA_RETURN_IF_ERROR(kc::GraphCaptureBegin(stream_), "beginning graph capture");
-  absl::Status captured = enqueue();
-  const int end_err = kc::GraphCaptureEnd(stream_, &graph);  // always end the capture
-  if (!captured.ok()) {
-    if (graph != nullptr) kc::GraphDestroy(graph);
-    return captured;
-  }
-  RILL_CUDA_RETURN_IF_ERROR(end_err, "ending graph capture");
+  absl::StatusOr<kc::GraphExec> captured = RunAndCapture(enqueue);
+  if (!captured.ok()) return captured.status();
+  kc::GraphExec graph = *captured;
   DecodeBench result;
   absl::Status s = [&]() -> absl::Status {
     for (int i = 0; i < 3; ++i) {

@@ -10,6 +10,7 @@
 #define RILL_WORKER_MODELS_CUDA_CUDA_LLAMA_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -131,6 +132,10 @@ class CudaLlama {
   // A decode-only step through its bucket's graph (IsDecodeOnly, and within
   // the graph limits).
   bool CanReplay(const ForwardBatch& batch, const BatchArrays& a) const;
+  // Runs `enqueue` (work on stream_) once, then captures the same work into
+  // an executable graph, which the caller destroys.
+  absl::StatusOr<::rill::cuda::GraphExec> RunAndCapture(
+      const std::function<absl::Status()>& enqueue);
   absl::Status ForwardDecodeGraph(const BatchArrays& a, ForwardOutput* out);
   void DestroyGraphs();
   absl::Status CopyLogits(const BatchArrays& a, ForwardOutput* out);
