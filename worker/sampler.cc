@@ -59,6 +59,24 @@ constexpr int kHistograms = 4;
 
 inline float KeyOf(float v) { return std::isnan(v) ? -std::numeric_limits<float>::infinity() : v; }
 
+// Per-thread scratch of Sample: a request's sampler keeps only its config and
+// generator, so hundreds of running requests do not each hold ~0.6 MB of
+// vocabulary-sized buffers. The engine samples a step's rows on a few
+// threads at once, each with its own.
+struct Scratch {
+  std::vector<int32_t> order;       // candidate ids in draw order
+  std::vector<float> probs;         // unnormalised probabilities by id
+  std::vector<float> cand_p;        // the candidates' probabilities, in draw order
+  std::vector<float> cand_logits;   // top_k: the candidates' logits
+  std::vector<double> bucket_mass;  // top_p
+  std::vector<int32_t> tie;         // top_p
+};
+
+Scratch& ThreadScratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+
 }  // namespace
 
 void TopKIds(const float* x, int64_t n, int64_t k, std::vector<int32_t>* out) {
@@ -89,8 +107,9 @@ void TopKIds(const float* x, int64_t n, int64_t k, std::vector<int32_t>* out) {
   std::sort(out->begin(), out->end(), better);
 }
 
-int64_t Sampler::NucleusOf(double kept_total, float floor, int64_t n_kept) {
-  const int64_t n = static_cast<int64_t>(probs_.size());
+int64_t Sampler::NucleusOf(double kept_total, float floor, int64_t n_kept) const {
+  Scratch& sc = ThreadScratch();
+  const int64_t n = static_cast<int64_t>(sc.probs.size());
   const double target = config_.top_p * kept_total;
   // Tokens below eps hold less than (1 - top_p) of the kept mass together,
   // so the nucleus lies among those at or above it: only they are bucketed
@@ -104,7 +123,7 @@ int64_t Sampler::NucleusOf(double kept_total, float floor, int64_t n_kept) {
   constexpr float kTrials[4] = {1.0f / 64, 1.0f / 1024, 1.0f / 16384, 1.0f / 262144};
   if (kTrials[0] > lo) {
     double above[4];
-    cpu::SumsAtLeast(probs_.data(), n, kTrials, above);
+    cpu::SumsAtLeast(sc.probs.data(), n, kTrials, above);
     for (int k = 0; k < 4 && kTrials[k] > lo; ++k) {
       // The sums are within ~1e-6: a trial counts only with a clear margin.
       if (above[k] >= target * (1.0 + 1e-5)) {
@@ -113,45 +132,45 @@ int64_t Sampler::NucleusOf(double kept_total, float floor, int64_t n_kept) {
       }
     }
   }
-  order_.resize(n);
-  tie_.resize(n);
-  const int64_t m = cpu::IdsAtLeast(probs_.data(), n, lo, order_.data());
+  sc.order.resize(n);
+  sc.tie.resize(n);
+  const int64_t m = cpu::IdsAtLeast(sc.probs.data(), n, lo, sc.order.data());
   // Mass per bucket, then the bucket where the descending mass reaches the
   // target.
   // Only buckets from lo's up hold candidates: only those are cleared.
   const int first = ProbBucket(lo);
-  bucket_mass_.resize(kHistograms * kProbBuckets);
+  sc.bucket_mass.resize(kHistograms * kProbBuckets);
   for (int h = 0; h < kHistograms; ++h) {
-    std::fill(bucket_mass_.begin() + h * kProbBuckets + first,
-              bucket_mass_.begin() + (h + 1) * kProbBuckets, 0.0);
+    std::fill(sc.bucket_mass.begin() + h * kProbBuckets + first,
+              sc.bucket_mass.begin() + (h + 1) * kProbBuckets, 0.0);
   }
   for (int64_t i = 0; i < m; ++i) {
-    const float p = probs_[order_[i]];
-    bucket_mass_[(i % kHistograms) * kProbBuckets + ProbBucket(p)] += p;
+    const float p = sc.probs[sc.order[i]];
+    sc.bucket_mass[(i % kHistograms) * kProbBuckets + ProbBucket(p)] += p;
   }
   for (int b = first; b < kProbBuckets; ++b) {
-    bucket_mass_[b] = (bucket_mass_[b] + bucket_mass_[kProbBuckets + b]) +
-                      (bucket_mass_[2 * kProbBuckets + b] + bucket_mass_[3 * kProbBuckets + b]);
+    sc.bucket_mass[b] = (sc.bucket_mass[b] + sc.bucket_mass[kProbBuckets + b]) +
+                      (sc.bucket_mass[2 * kProbBuckets + b] + sc.bucket_mass[3 * kProbBuckets + b]);
   }
   double above = 0.0;  // mass of the buckets over the crossing one
   int cross = kProbBuckets - 1;
-  for (; cross > first && above + bucket_mass_[cross] < target; --cross) {
-    above += bucket_mass_[cross];
+  for (; cross > first && above + sc.bucket_mass[cross] < target; --cross) {
+    above += sc.bucket_mass[cross];
   }
   // The nucleus in draw order: the candidates of the higher buckets in id
   // order, then the crossing bucket's in descending order up to where the
   // mass reaches the target. Both are threshold filters over the row.
   const float higher = std::max(lo, BucketLow(cross + 1));
-  int64_t c = cpu::IdsAtLeast(probs_.data(), n, higher, order_.data());
+  int64_t c = cpu::IdsAtLeast(sc.probs.data(), n, higher, sc.order.data());
   const int64_t ties =
-      cpu::IdsInRange(probs_.data(), n, std::max(lo, BucketLow(cross)), higher, tie_.data());
-  std::sort(tie_.begin(), tie_.begin() + ties, [&](int32_t a, int32_t b) {
-    return probs_[a] > probs_[b] || (probs_[a] == probs_[b] && a < b);
+      cpu::IdsInRange(sc.probs.data(), n, std::max(lo, BucketLow(cross)), higher, sc.tie.data());
+  std::sort(sc.tie.begin(), sc.tie.begin() + ties, [&](int32_t a, int32_t b) {
+    return sc.probs[a] > sc.probs[b] || (sc.probs[a] == sc.probs[b] && a < b);
   });
   double mass = above;
   for (int64_t i = 0; i < ties; ++i) {
-    order_[c++] = tie_[i];
-    mass += probs_[tie_[i]];
+    sc.order[c++] = sc.tie[i];
+    mass += sc.probs[sc.tie[i]];
     if (mass >= target) break;
   }
   return c;
@@ -169,6 +188,7 @@ int64_t Sampler::NucleusOf(double kept_total, float floor, int64_t n_kept) {
 // - The draw runs over the kept tokens in a fixed order (ids, then the
 //   sorted part): the same distribution, one pass.
 SampledToken Sampler::Sample(const float* logits, int64_t n) {
+  Scratch& sc = ThreadScratch();
   SampledToken out;
   const int32_t best = static_cast<int32_t>(cpu::ArgMax(logits, n));
   const float m = logits[best];
@@ -191,42 +211,42 @@ SampledToken Sampler::Sample(const float* logits, int64_t n) {
     // The descending prefix: the top_k best, those kept by min_p (p(best) =
     // exp(0) = 1, so best always), then the smallest run holding top_p of
     // what is left. Exps only for these k.
-    TopKIds(logits, n, keep, &order_);
-    cand_logits_.resize(keep);
-    cand_p_.resize(keep);
-    for (int64_t i = 0; i < keep; ++i) cand_logits_[i] = logits[order_[i]];
-    cpu::ExpShiftedScaled(cand_logits_.data(), keep, m, inv_t, cand_p_.data());
+    TopKIds(logits, n, keep, &sc.order);
+    sc.cand_logits.resize(keep);
+    sc.cand_p.resize(keep);
+    for (int64_t i = 0; i < keep; ++i) sc.cand_logits[i] = logits[sc.order[i]];
+    cpu::ExpShiftedScaled(sc.cand_logits.data(), keep, m, inv_t, sc.cand_p.data());
     int64_t n_cand = 1;
-    while (n_cand < keep && cand_p_[n_cand] >= floor) ++n_cand;
+    while (n_cand < keep && sc.cand_p[n_cand] >= floor) ++n_cand;
     if (config_.top_p < 1.0f) {
       double kept_total = 0.0;
-      for (int64_t i = 0; i < n_cand; ++i) kept_total += cand_p_[i];
+      for (int64_t i = 0; i < n_cand; ++i) kept_total += sc.cand_p[i];
       const double target = config_.top_p * kept_total;
       double mass = 0.0;
       int64_t i = 0;
       for (; i < n_cand; ++i) {
-        mass += cand_p_[i];
+        mass += sc.cand_p[i];
         if (mass >= target) break;
       }
       n_cand = std::min(n_cand, i + 1);
     }
     double total = 0.0;
-    for (int64_t i = 0; i < n_cand; ++i) total += cand_p_[i];
+    for (int64_t i = 0; i < n_cand; ++i) total += sc.cand_p[i];
     const int64_t at =
-        cpu::CumulativeSearch(cand_p_.data(), n_cand, std::uniform_real_distribution<double>(
+        cpu::CumulativeSearch(sc.cand_p.data(), n_cand, std::uniform_real_distribution<double>(
                                                           0.0, total)(rng_));
-    if (at >= 0) pick = order_[at];
+    if (at >= 0) pick = sc.order[at];
     out.log_z = log_z_given_max();
   } else {
     // Unnormalised probabilities by id (p(best) = 1) and their sum.
-    probs_.resize(n);
-    const double total_all = cpu::ExpShiftedScaled(logits, n, m, inv_t, probs_.data());
+    sc.probs.resize(n);
+    const double total_all = cpu::ExpShiftedScaled(logits, n, m, inv_t, sc.probs.data());
     // At temperature 1 these are the log-softmax's exps already.
     out.log_z = inv_t == 1.0f && !std::isnan(m) ? m + static_cast<float>(std::log(total_all))
                                                 : log_z_given_max();
     if (floor <= 0.0f && config_.top_p >= 1.0f) {
       const int64_t at = cpu::CumulativeSearch(
-          probs_.data(), n, std::uniform_real_distribution<double>(0.0, total_all)(rng_));
+          sc.probs.data(), n, std::uniform_real_distribution<double>(0.0, total_all)(rng_));
       if (at >= 0) pick = static_cast<int32_t>(at);
     } else {
       // The kept tokens: all, or those at or above min_p (best always, as
@@ -235,21 +255,21 @@ SampledToken Sampler::Sample(const float* logits, int64_t n) {
       int64_t n_cand = n;
       double kept_total = total_all;
       if (floor > 0.0f) {
-        order_.resize(n);
-        n_cand = cpu::IdsAtLeast(probs_.data(), n, floor, order_.data());
+        sc.order.resize(n);
+        n_cand = cpu::IdsAtLeast(sc.probs.data(), n, floor, sc.order.data());
         kept_total = 0.0;
-        for (int64_t i = 0; i < n_cand; ++i) kept_total += probs_[order_[i]];
+        for (int64_t i = 0; i < n_cand; ++i) kept_total += sc.probs[sc.order[i]];
       }
       if (config_.top_p < 1.0f) n_cand = NucleusOf(kept_total, keep_floor, n_cand);
-      cand_p_.resize(n_cand);
+      sc.cand_p.resize(n_cand);
       double total = 0.0;
       for (int64_t i = 0; i < n_cand; ++i) {
-        cand_p_[i] = probs_[order_[i]];
-        total += cand_p_[i];
+        sc.cand_p[i] = sc.probs[sc.order[i]];
+        total += sc.cand_p[i];
       }
       const int64_t at = cpu::CumulativeSearch(
-          cand_p_.data(), n_cand, std::uniform_real_distribution<double>(0.0, total)(rng_));
-      if (at >= 0) pick = order_[at];
+          sc.cand_p.data(), n_cand, std::uniform_real_distribution<double>(0.0, total)(rng_));
+      if (at >= 0) pick = sc.order[at];
     }
   }
   out.token = pick >= 0 ? pick : best;

@@ -37,20 +37,13 @@ class Sampler {
   SampledToken Sample(const float* logits, int64_t vocab_size);
 
  private:
-  // Writes to order_ the nucleus holding top_p of the kept tokens' mass (the
-  // n_kept tokens of probs_ at or above floor, summing to kept_total), in
-  // draw order, and returns its size.
-  int64_t NucleusOf(double kept_total, float floor, int64_t n_kept);
+  // Writes to the thread's scratch order the nucleus holding top_p of the
+  // kept tokens' mass (the n_kept tokens of its probs at or above floor,
+  // summing to kept_total), in draw order, and returns its size.
+  int64_t NucleusOf(double kept_total, float floor, int64_t n_kept) const;
 
   SamplingConfig config_;
   std::mt19937_64 rng_;
-  // Scratch, kept between calls so a step allocates nothing.
-  std::vector<int32_t> order_;       // candidate ids in draw order
-  std::vector<float> probs_;         // unnormalised probabilities by id
-  std::vector<float> cand_p_;        // the candidates' probabilities, in draw order
-  std::vector<float> cand_logits_;   // top_k: the candidates' logits
-  std::vector<double> bucket_mass_;  // top_p
-  std::vector<int32_t> tie_;         // top_p
 };
 
 // The k best ids of x[0, n) by (value descending, id ascending), in that
