@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/kernel_path_for_test.h"
 
 namespace rill::cpu {
 namespace {
@@ -38,19 +39,7 @@ void ExpectClose(const std::vector<float>& got, const std::vector<double>& want,
 }
 
 // Each op on the widest path this CPU has, on AVX2 only, and scalar.
-enum class Path { kWidest, kAvx2, kScalar };
-
-class OpsTest : public ::testing::TestWithParam<Path> {
- protected:
-  void SetUp() override {
-    SetForceScalar(GetParam() == Path::kScalar);
-    SetDisableAvx512(GetParam() == Path::kAvx2);
-  }
-  void TearDown() override {
-    SetForceScalar(false);
-    SetDisableAvx512(false);
-  }
-};
+class OpsTest : public KernelPathTest {};
 
 TEST_P(OpsTest, RmsNorm) {
   std::mt19937 rng(Seed());
@@ -295,13 +284,7 @@ TEST_P(OpsTest, IdsAtLeastKeepsOrder) {
   EXPECT_EQ(got, (std::vector<int32_t>{0, 2}));  // +inf is kept, NaN never
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, OpsTest,
-                         ::testing::Values(Path::kWidest, Path::kAvx2, Path::kScalar),
-                         [](const ::testing::TestParamInfo<Path>& i) {
-                           return i.param == Path::kWidest ? "Widest"
-                                  : i.param == Path::kAvx2 ? "Avx2"
-                                                           : "Scalar";
-                         });
+INSTANTIATE_KERNEL_PATHS(OpsTest);
 
 // The sampler's probabilities must not depend on the vector width: the
 // AVX-512 exps are the AVX2 ones lane for lane.

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/kernel_path_for_test.h"
 #include "kernels/cpu/quant_types.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -33,18 +34,13 @@ struct Case {
 
 // The kernel paths: the widest this CPU has (AVX-512 block updates where
 // the head size is a multiple of 16), AVX2 only, scalar.
-enum class Path { kWidest, kAvx2, kScalar };
-
-class PagedAttentionTest : public ::testing::TestWithParam<Path> {
+class PagedAttentionTest : public KernelPathTest {
  protected:
   void SetUp() override {
-    if (GetParam() == Path::kWidest && !UseAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
-    SetForceScalar(GetParam() == Path::kScalar);
-    SetDisableAvx512(GetParam() == Path::kAvx2);
-  }
-  void TearDown() override {
-    SetForceScalar(false);
-    SetDisableAvx512(false);
+    if (GetParam() == KernelPath::kWidest && !UseAvx512()) {
+      GTEST_SKIP() << "no AVX-512 on this CPU";
+    }
+    KernelPathTest::SetUp();
   }
 };
 
@@ -440,13 +436,7 @@ TEST_P(PagedAttentionTest, BatchMatchesSeparateCalls) {
   PagedAttentionBatch({}, &pool);  // nothing to do, no crash
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, PagedAttentionTest,
-                         ::testing::Values(Path::kWidest, Path::kAvx2, Path::kScalar),
-                         [](const ::testing::TestParamInfo<Path>& i) {
-                           return i.param == Path::kScalar ? "Scalar"
-                                  : i.param == Path::kAvx2 ? "Avx2"
-                                                           : "Widest";
-                         });
+INSTANTIATE_KERNEL_PATHS(PagedAttentionTest);
 
 }  // namespace
 }  // namespace rill::cpu

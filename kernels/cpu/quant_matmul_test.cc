@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/kernel_path_for_test.h"
 #include "kernels/cpu/quant_types.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -119,20 +120,7 @@ unsigned Seed() {
   return seed;
 }
 
-// The kernel family a test runs: the best the CPU has (AVX-512 where
-// present), AVX2 with AVX-512 turned off, or the scalar fallbacks.
-enum class Path { kBest, kAvx2, kScalar };
-
-void UsePath(Path p) {
-  SetForceScalar(p == Path::kScalar);
-  SetDisableAvx512(p == Path::kAvx2);
-}
-
-class MatMulTest : public ::testing::TestWithParam<Path> {
- protected:
-  void SetUp() override { UsePath(GetParam()); }
-  void TearDown() override { UsePath(Path::kBest); }
-};
+class MatMulTest : public KernelPathTest {};
 
 TEST_P(MatMulTest, MatchesFloatReference) {
   std::mt19937 rng(Seed());
@@ -193,15 +181,7 @@ TEST_P(MatMulTest, BatchInvariant) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, MatMulTest,
-                         ::testing::Values(Path::kBest, Path::kAvx2, Path::kScalar),
-                         [](const ::testing::TestParamInfo<Path>& i) {
-                           switch (i.param) {
-                             case Path::kBest: return "Best";
-                             case Path::kAvx2: return "Avx2";
-                             default: return "Scalar";
-                           }
-                         });
+INSTANTIATE_KERNEL_PATHS(MatMulTest);
 
 // MatMulShared gives each matrix exactly what its own MatMul gives, whether
 // the chunk kernels run the matrices in one parallel region (exact path,
@@ -256,7 +236,7 @@ TEST_P(MatMulTest, SharedInputMatchesSeparateCalls) {
 }
 
 TEST(MatMulPaths, Avx2AgreesWithScalar) {
-  UsePath(Path::kAvx2);
+  UseKernelPath(KernelPath::kAvx2);
   if (!UseAvx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
   std::mt19937 rng(Seed() + 2);
   for (const TypeCase& c : Cases()) {
@@ -267,7 +247,7 @@ TEST(MatMulPaths, Avx2AgreesWithScalar) {
     MatMul(p.w, p.x.data(), n_tokens, fast.data(), nullptr);
     SetForceScalar(true);
     MatMul(p.w, p.x.data(), n_tokens, slow.data(), nullptr);
-    UsePath(Path::kAvx2);
+    UseKernelPath(KernelPath::kAvx2);
     for (int64_t t = 0; t < n_tokens; ++t) {
       for (int64_t r = 0; r < rows; ++r) {
         // Same integers on both paths: only float summation order differs.
@@ -276,7 +256,7 @@ TEST(MatMulPaths, Avx2AgreesWithScalar) {
       }
     }
   }
-  UsePath(Path::kBest);
+  UseKernelPath(KernelPath::kWidest);
 }
 
 TEST(MatMulValidate, RejectsBadShapes) {
@@ -332,14 +312,15 @@ namespace {
 // gets alone.
 // The exact path's chunk kernels: AVX-512 where the CPU has it, AVX2 always
 // (with AVX-512 turned off).
-class ChunkPathTest : public ::testing::TestWithParam<Path> {
+class ChunkPathTest : public KernelPathTest {
  protected:
   void SetUp() override {
-    UsePath(GetParam());
-    if (GetParam() == Path::kBest && !UseAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+    KernelPathTest::SetUp();
+    if (GetParam() == KernelPath::kWidest && !UseAvx512()) {
+      GTEST_SKIP() << "no AVX-512 on this CPU";
+    }
     if (!UseAvx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
   }
-  void TearDown() override { UsePath(Path::kBest); }
 };
 
 TEST_P(ChunkPathTest, TokenBlocksAreBatchInvariant) {
@@ -367,7 +348,7 @@ TEST_P(ChunkPathTest, TokenBlocksAreBatchInvariant) {
 // reference and the scalar path, and batch invariant for every batch size
 // across both regimes (13 tokens: two full 6-token AVX2 tiles and a tail).
 TEST_P(ChunkPathTest, FloatActivationsAgreeAndAreBatchInvariant) {
-  const Path path = GetParam();
+  const KernelPath path = GetParam();
   std::mt19937 rng(Seed() + 4);
   ThreadPool pool(2);
   const QuantType types[] = {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ8_0};
@@ -386,9 +367,9 @@ TEST_P(ChunkPathTest, FloatActivationsAgreeAndAreBatchInvariant) {
         p.w.float_activations = true;
         std::vector<float> got(n_tokens * rows), scalar(n_tokens * rows);
         MatMul(p.w, p.x.data(), n_tokens, got.data(), &pool);
-        UsePath(Path::kScalar);
+        UseKernelPath(KernelPath::kScalar);
         MatMul(p.w, p.x.data(), n_tokens, scalar.data(), &pool);
-        UsePath(path);
+        UseKernelPath(path);
         for (int64_t i = 0; i < n_tokens * rows; ++i) {
           const int64_t t = i / rows, r = i % rows;
           const double tol = 2e-6 * p.wnorm[r] * p.xnorm[t] + 1e-30;
@@ -412,9 +393,10 @@ TEST_P(ChunkPathTest, FloatActivationsAgreeAndAreBatchInvariant) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, ChunkPathTest, ::testing::Values(Path::kBest, Path::kAvx2),
-                         [](const ::testing::TestParamInfo<Path>& i) {
-                           return i.param == Path::kBest ? "Avx512" : "Avx2";
+INSTANTIATE_TEST_SUITE_P(Paths, ChunkPathTest,
+                         ::testing::Values(KernelPath::kWidest, KernelPath::kAvx2),
+                         [](const ::testing::TestParamInfo<KernelPath>& i) {
+                           return i.param == KernelPath::kWidest ? "Avx512" : "Avx2";
                          });
 
 }  // namespace
