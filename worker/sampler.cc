@@ -136,8 +136,8 @@ int64_t Sampler::NucleusOf(double kept_total, float floor, int64_t n_kept) const
   sc.tie.resize(n);
   const int64_t m = cpu::IdsAtLeast(sc.probs.data(), n, lo, sc.order.data());
   // Mass per bucket, then the bucket where the descending mass reaches the
-  // target.
-  // Only buckets from lo's up hold candidates: only those are cleared.
+  // target. Only buckets from lo's up hold candidates: only those are
+  // cleared.
   const int first = ProbBucket(lo);
   sc.bucket_mass.resize(kHistograms * kProbBuckets);
   for (int h = 0; h < kHistograms; ++h) {
@@ -174,6 +174,10 @@ int64_t Sampler::NucleusOf(double kept_total, float floor, int64_t n_kept) const
     if (mass >= target) break;
   }
   return c;
+}
+
+int64_t Sampler::Draw(const float* p, int64_t n, double total) {
+  return cpu::CumulativeSearch(p, n, std::uniform_real_distribution<double>(0.0, total)(rng_));
 }
 
 // Why no full sort: a vocabulary of 49,152 sorted per token cost ~3 ms per
@@ -232,9 +236,7 @@ SampledToken Sampler::Sample(const float* logits, int64_t n) {
     }
     double total = 0.0;
     for (int64_t i = 0; i < n_cand; ++i) total += sc.cand_p[i];
-    const int64_t at =
-        cpu::CumulativeSearch(sc.cand_p.data(), n_cand, std::uniform_real_distribution<double>(
-                                                          0.0, total)(rng_));
+    const int64_t at = Draw(sc.cand_p.data(), n_cand, total);
     if (at >= 0) pick = sc.order[at];
     out.log_z = log_z_given_max();
   } else {
@@ -245,13 +247,11 @@ SampledToken Sampler::Sample(const float* logits, int64_t n) {
     out.log_z = inv_t == 1.0f && !std::isnan(m) ? m + static_cast<float>(std::log(total_all))
                                                 : log_z_given_max();
     if (floor <= 0.0f && config_.top_p >= 1.0f) {
-      const int64_t at = cpu::CumulativeSearch(
-          sc.probs.data(), n, std::uniform_real_distribution<double>(0.0, total_all)(rng_));
+      const int64_t at = Draw(sc.probs.data(), n, total_all);
       if (at >= 0) pick = static_cast<int32_t>(at);
     } else {
       // The kept tokens: all, or those at or above min_p (best always, as
       // p(best) = exp(0) = 1), in id order; then top_p's nucleus of them.
-      const float keep_floor = std::max(floor, 0.0f);
       int64_t n_cand = n;
       double kept_total = total_all;
       if (floor > 0.0f) {
@@ -260,15 +260,14 @@ SampledToken Sampler::Sample(const float* logits, int64_t n) {
         kept_total = 0.0;
         for (int64_t i = 0; i < n_cand; ++i) kept_total += sc.probs[sc.order[i]];
       }
-      if (config_.top_p < 1.0f) n_cand = NucleusOf(kept_total, keep_floor, n_cand);
+      if (config_.top_p < 1.0f) n_cand = NucleusOf(kept_total, floor, n_cand);
       sc.cand_p.resize(n_cand);
       double total = 0.0;
       for (int64_t i = 0; i < n_cand; ++i) {
         sc.cand_p[i] = sc.probs[sc.order[i]];
         total += sc.cand_p[i];
       }
-      const int64_t at = cpu::CumulativeSearch(
-          sc.cand_p.data(), n_cand, std::uniform_real_distribution<double>(0.0, total)(rng_));
+      const int64_t at = Draw(sc.cand_p.data(), n_cand, total);
       if (at >= 0) pick = sc.order[at];
     }
   }
