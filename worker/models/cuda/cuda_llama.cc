@@ -370,6 +370,14 @@ absl::Status UploadAndWait(std::initializer_list<Upload> uploads) {
 
 }  // namespace
 
+absl::Status CudaLlama::EnqueueDecodeLogits(const StepArrays& a, void* logits) {
+  if (absl::Status s = EnqueueBody(a); !s.ok()) return s;
+  RILL_CUDA_RETURN_IF_ERROR(
+      kc::Gemm(gemm_, normed_.get(), head_, logits, a.tokens, vocab_, hidden_, true),
+      "lm head gemm");
+  return absl::OkStatus();
+}
+
 absl::Status CudaLlama::UploadStep(const BatchArrays& a) {
   const size_t table_bytes = a.block_tables.size() * sizeof(int32_t);
   if (absl::Status s = block_tables_.Reserve(table_bytes, "block tables"); !s.ok()) return s;
@@ -462,13 +470,7 @@ absl::Status CudaLlama::ForwardDecodeGraph(const BatchArrays& a, ForwardOutput* 
   step.seqs = b;
   step.decode_workspace = graph_workspace_.as<float>();
   step.max_context = graph_max_context_;
-  auto enqueue = [&]() -> absl::Status {
-    if (absl::Status s = EnqueueBody(step); !s.ok()) return s;
-    RILL_CUDA_RETURN_IF_ERROR(
-        kc::Gemm(gemm_, normed_.get(), head_, logits_.get(), b, vocab_, hidden_, true),
-        "lm head gemm");
-    return absl::OkStatus();
-  };
+  auto enqueue = [&]() { return EnqueueDecodeLogits(step, logits_.get()); };
   auto it = graphs_.find(b);
   if (it != graphs_.end()) {
     RILL_CUDA_RETURN_IF_ERROR(kc::GraphLaunch(it->second, stream_), "decode graph launch");
@@ -592,10 +594,7 @@ absl::StatusOr<CudaLlama::DecodeBench> CudaLlama::BenchDecode(int batch, int con
   step.decode_workspace = d_ws.as<float>();
   step.max_context = context + 1;
   auto enqueue = [&]() -> absl::Status {
-    if (absl::Status s = EnqueueBody(step); !s.ok()) return s;
-    RILL_CUDA_RETURN_IF_ERROR(
-        kc::Gemm(gemm_, normed_.get(), head_, d_logits.get(), batch, vocab_, hidden_, true),
-        "bench lm head");
+    if (absl::Status s = EnqueueDecodeLogits(step, d_logits.get()); !s.ok()) return s;
     RILL_CUDA_RETURN_IF_ERROR(kc::Sample(d_logits.as<float>(), d_params.as<kc::SamplingParams>(),
                                          d_tok.as<int32_t>(), batch, vocab_, stream_),
                               "bench sampling");

@@ -128,6 +128,9 @@ class CudaLlama {
   // Queues embedding, every layer and the final norm (all rows, into
   // normed_) on stream_. Safe to capture in a graph.
   absl::Status EnqueueBody(const StepArrays& a);
+  // EnqueueBody, then f32 logits of every row (a decode step's rows are its
+  // sequences) into `logits` ([a.tokens][vocab]).
+  absl::Status EnqueueDecodeLogits(const StepArrays& a, void* logits);
   absl::Status UploadStep(const BatchArrays& a);
   // A decode-only step through its bucket's graph (IsDecodeOnly, and within
   // the graph limits).
