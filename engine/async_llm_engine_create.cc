@@ -14,6 +14,7 @@
 #include "engine/model_path.h"
 #include "engine/tokenizer_loader.h"
 #include "glog/logging.h"
+#include "kernels/cuda/plan/kv_memory_plan.h"
 #include "kernels/backend/backend.h"
 #include "worker/kv_cache.h"
 
@@ -107,9 +108,8 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(const Eng
     return absl::InvalidArgumentError(
         absl::StrCat("tensor_parallel_size must be >= 1, got ", args.tensor_parallel_size));
   }
-  if (!(args.gpu_memory_utilization > 0.0 && args.gpu_memory_utilization <= 1.0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gpu_memory_utilization must be in (0, 1], got ", args.gpu_memory_utilization));
+  if (absl::Status s = cuda::ValidateGpuMemoryUtilization(args.gpu_memory_utilization); !s.ok()) {
+    return s;
   }
   absl::StatusOr<kernels::BackendChoice> backend = kernels::ChooseBackend(args.device);
   if (!backend.ok()) {

@@ -172,9 +172,9 @@ class CudaModelExecutor : public ModelExecutor {
 absl::StatusOr<std::unique_ptr<ModelExecutor>> CreateCudaModelExecutor(
     std::shared_ptr<const loader::Checkpoint> checkpoint, const CudaExecutorOptions& options) {
   if (checkpoint == nullptr) return absl::InvalidArgumentError("CUDA executor: null checkpoint");
-  if (!(options.gpu_memory_utilization > 0.0 && options.gpu_memory_utilization <= 1.0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gpu_memory_utilization must be in (0, 1], got ", options.gpu_memory_utilization));
+  if (absl::Status s = cuda::ValidateGpuMemoryUtilization(options.gpu_memory_utilization);
+      !s.ok()) {
+    return s;
   }
   if (options.block_size < 1) return absl::InvalidArgumentError("block_size must be >= 1");
   if (options.num_blocks < 0) return absl::InvalidArgumentError("num_blocks must be >= 0");

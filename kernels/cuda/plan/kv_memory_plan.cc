@@ -12,15 +12,18 @@ std::string MiB(int64_t bytes) { return absl::StrFormat("%.1f MiB", bytes / 1048
 
 }  // namespace
 
+absl::Status ValidateGpuMemoryUtilization(double utilization) {
+  if (utilization > 0.0 && utilization <= 1.0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("gpu_memory_utilization must be in (0, 1], got ", utilization));
+}
+
 int64_t KvBytesPerBlock(const KvCacheShape& s) {
   return 2ll * s.num_layers * s.block_size * s.num_kv_heads * s.head_dim * s.dtype_bytes;
 }
 
 absl::StatusOr<KvMemoryPlan> PlanKvCache(const KvCacheShape& shape, const MemoryPlanInput& in) {
-  if (!(in.gpu_memory_utilization > 0.0 && in.gpu_memory_utilization <= 1.0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--gpu-memory-utilization must be in (0, 1], got ", in.gpu_memory_utilization));
-  }
+  if (absl::Status s = ValidateGpuMemoryUtilization(in.gpu_memory_utilization); !s.ok()) return s;
   if (in.total_bytes <= 0 || in.free_bytes < 0 || in.free_bytes > in.total_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("bad device memory info: free ", in.free_bytes,
                                                    " of total ", in.total_bytes, " bytes"));

@@ -37,6 +37,10 @@ struct KvMemoryPlan {
   int64_t budget_bytes = 0;  // utilization * total
 };
 
+// InvalidArgument unless 0 < utilization <= 1 (the engine checks its
+// argument with it before any device is touched).
+absl::Status ValidateGpuMemoryUtilization(double utilization);
+
 // Bytes of one block (K and V for every layer).
 int64_t KvBytesPerBlock(const KvCacheShape& shape);
 
