@@ -205,6 +205,12 @@ int64_t KeysOf(const PagedAttentionArgs& a, int64_t qi) {
   return std::min(a.context_len, a.start_pos + qi + 1);
 }
 
+// The first key query qi sees: 0, or the start of its sliding window.
+int64_t FirstKeyOf(const PagedAttentionArgs& a, int64_t qi) {
+  if (a.sliding_window <= 0) return 0;
+  return std::max<int64_t>(0, a.start_pos + qi + 1 - a.sliding_window);
+}
+
 // Per (query, head) online-softmax state.
 struct TileState {
   float* m;    // [n_states] running max
@@ -242,19 +248,24 @@ void AttendKeys(const Tile& tile, int64_t k_begin, int64_t k_end, const Vec<T>& 
       const int64_t qi = tile.q_begin + t;
       const int64_t n_keys = KeysOf(a, qi);
       if (b0 >= n_keys) continue;
-      const int cnt = static_cast<int>(std::min<int64_t>(a.block_size, n_keys - b0));
+      // A window starting inside this block skips the block's first keys.
+      const int64_t skip = std::max<int64_t>(0, FirstKeyOf(a, qi) - b0);
+      if (skip >= a.block_size) continue;
+      const int cnt = static_cast<int>(std::min<int64_t>(a.block_size, n_keys - b0) - skip);
+      const T* kq = kb + skip * row;
+      const T* vq = vb + skip * row;
       for (int g = 0; g < group; ++g) {
         const int h = tile.kv_head * group + g;
         const float* q = a.q + qi * q_stride + int64_t{h} * hd;
         const int64_t s = t * group + g;
         float* acc_h = st.acc + s * hd;
         if (vec.block && hd % 8 == 0) {
-          vec.block(q, kb, vb, row, cnt, hd, scale, scores, &st.m[s], &st.l[s], acc_h);
+          vec.block(q, kq, vq, row, cnt, hd, scale, scores, &st.m[s], &st.l[s], acc_h);
           continue;
         }
         float bm = -std::numeric_limits<float>::infinity();
         for (int j = 0; j < cnt; ++j) {
-          scores[j] = vec.dot(q, kb + j * row, hd) * scale;
+          scores[j] = vec.dot(q, kq + j * row, hd) * scale;
           bm = std::max(bm, scores[j]);
         }
         const float m_new = std::max(st.m[s], bm);
@@ -263,7 +274,7 @@ void AttendKeys(const Tile& tile, int64_t k_begin, int64_t k_end, const Vec<T>& 
         for (int j = 0; j < cnt; ++j) {
           const float p = std::exp(scores[j] - m_new);
           st.l[s] += p;
-          vec.axpy(acc_h, c, p, vb + j * row, hd);
+          vec.axpy(acc_h, c, p, vq + j * row, hd);
           c = 1.0f;
         }
         st.m[s] = m_new;
@@ -380,7 +391,8 @@ absl::Status ValidatePagedAttentionArgs(const PagedAttentionArgs& a) {
     return absl::InvalidArgumentError(absl::StrCat("PagedAttention: heads ", a.num_heads, "/",
                                                    a.num_kv_heads));
   }
-  if (a.head_dim <= 0 || a.block_size <= 0 || a.n_q < 0 || a.start_pos < 0) {
+  if (a.head_dim <= 0 || a.block_size <= 0 || a.n_q < 0 || a.start_pos < 0 ||
+      a.sliding_window < 0) {
     return absl::InvalidArgumentError("PagedAttention: bad sizes");
   }
   if (a.context_len < a.start_pos + a.n_q) {

@@ -38,6 +38,12 @@ struct PagedAttentionArgs {
   // <= start_pos + i (causal), all of which must already be in the cache.
   int64_t start_pos = 0;
   int64_t n_q = 1;
+  // Sliding-window attention (Mistral, Qwen2 sliding layers): a query at
+  // position p sees only the keys at positions > p - sliding_window, i.e.
+  // itself and the sliding_window - 1 before it (Hugging Face's mask
+  // `kv_idx > q_idx - sliding_window`). 0: every earlier key (plain causal).
+  // Keys below every query's window need not be in the cache.
+  int64_t sliding_window = 0;
   int64_t context_len = 1;  // = start_pos + n_q
   int num_heads = 0;
   int num_kv_heads = 0;  // divides num_heads (GQA / MQA)
@@ -58,7 +64,7 @@ constexpr int64_t kDefaultSplitKeys = 256;
 
 absl::Status ValidatePagedAttentionArgs(const PagedAttentionArgs& args);
 
-// out = softmax(q k^T * scale + causal mask) v per head, with a one-pass
+// out = softmax(q k^T * scale + causal (and sliding-window) mask) v per head, with a one-pass
 // (online) softmax per query (per key piece, see split_keys). The result for
 // a query does not depend on n_q, on which other queries share the call, or
 // on the pool's thread count.

@@ -30,6 +30,7 @@ unsigned Seed() {
 struct Case {
   int num_heads, num_kv_heads, head_dim, block_size;
   int64_t start_pos, n_q;
+  int64_t sliding_window = 0;  // 0: plain causal
 };
 
 // The kernel paths: the widest this CPU has (AVX-512 block updates where
@@ -55,11 +56,18 @@ TEST_P(PagedAttentionTest, MatchesNaive) {
       // and blocks of more than 16 keys or not a multiple of 16.
       {4, 2, 80, 32, 50, 3},  {4, 2, 128, 20, 33, 2}, {6, 3, 48, 7, 9, 5},
       {2, 1, 72, 24, 30, 2},  {2, 1, 256, 16, 5, 3},
+      // Sliding windows: starting inside a block, a window of 1, windows
+      // that leave whole split pieces empty (300 + keys, split at 256) or
+      // span two pieces, and a window longer than the context (no effect).
+      {9, 3, 64, 16, 0, 37, 8}, {4, 4, 12, 5, 23, 9, 5}, {2, 1, 80, 32, 50, 3, 1},
+      {2, 2, 8, 1, 3, 4, 2},    {4, 2, 64, 16, 300, 5, 37}, {4, 2, 48, 16, 400, 3, 300},
+      {4, 2, 32, 16, 10, 6, 1000},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "heads " << c.num_heads << "/" << c.num_kv_heads
                                     << " hd " << c.head_dim << " bs " << c.block_size
-                                    << " start " << c.start_pos << " n_q " << c.n_q);
+                                    << " start " << c.start_pos << " n_q " << c.n_q
+                                    << " window " << c.sliding_window);
     const int64_t ctx = c.start_pos + c.n_q;
     const int64_t n_blocks_seq = (ctx + c.block_size - 1) / c.block_size;
     const int64_t pool_blocks = n_blocks_seq + 5;
@@ -98,6 +106,7 @@ TEST_P(PagedAttentionTest, MatchesNaive) {
     a.num_heads = c.num_heads;
     a.num_kv_heads = c.num_kv_heads;
     a.head_dim = c.head_dim;
+    a.sliding_window = c.sliding_window;
     a.pool = &pool;
     ASSERT_TRUE(ValidatePagedAttentionArgs(a).ok()) << ValidatePagedAttentionArgs(a);
     PagedAttention(a);
@@ -108,9 +117,12 @@ TEST_P(PagedAttentionTest, MatchesNaive) {
       for (int h = 0; h < c.num_heads; ++h) {
         const int kvh = h / group;
         const int64_t n_keys = c.start_pos + i + 1;
-        std::vector<double> s(n_keys);
+        // Keys before the window get no weight (s stays -inf).
+        const int64_t first =
+            c.sliding_window > 0 ? std::max<int64_t>(0, n_keys - c.sliding_window) : 0;
+        std::vector<double> s(n_keys, -INFINITY);
         double m = -INFINITY;
-        for (int64_t p = 0; p < n_keys; ++p) {
+        for (int64_t p = first; p < n_keys; ++p) {
           double d = 0;
           for (int e = 0; e < c.head_dim; ++e) {
             d += double(q[i * qrow + h * c.head_dim + e]) * k[p * row + kvh * c.head_dim + e];

@@ -56,6 +56,26 @@ def model_specs():
     specs['qwen2_bias'] = dict(
         LLAMA_BASE, architectures=['Qwen2ForCausalLM'], model_type='qwen2',
         tie_word_embeddings=False, rope_theta=1000000.0, rms_norm_eps=1e-6)
+    # Mistral: every layer attends only its last 8 positions, shorter than
+    # the tests' prompts, so a window that is ignored changes the logits.
+    specs['mistral_window'] = dict(
+        LLAMA_BASE, architectures=['MistralForCausalLM'], model_type='mistral',
+        tie_word_embeddings=False, sliding_window=8)
+    # A config as transformers 5 writes it: no top-level rope_theta or
+    # rope_scaling, one rope_parameters object (llama3 scaling, theta 5e5).
+    tf5 = dict(LLAMA_BASE, tie_word_embeddings=False)
+    del tf5['rope_theta'], tf5['rope_scaling']
+    tf5['rope_parameters'] = {
+        'rope_type': 'llama3', 'rope_theta': 500000.0, 'factor': 8.0,
+        'low_freq_factor': 1.0, 'high_freq_factor': 4.0,
+        'original_max_position_embeddings': 64}
+    specs['llama_tf5'] = tf5
+    # Qwen2 with use_sliding_window: layer 0 full, layer 1 windowed (6).
+    # HF form only: GGUF has no per-layer window.
+    specs['qwen2_window'] = dict(
+        LLAMA_BASE, architectures=['Qwen2ForCausalLM'], model_type='qwen2',
+        tie_word_embeddings=False, rope_theta=1000000.0, rms_norm_eps=1e-6,
+        use_sliding_window=True, sliding_window=6, max_window_layers=1)
     specs['gpt2'] = dict(
         architectures=['GPT2LMHeadModel'], model_type='gpt2', n_embd=64,
         n_head=4, n_layer=2, n_positions=128, n_ctx=128, n_inner=None,
@@ -269,11 +289,19 @@ def permute_qk(w, n_head):
             .swapaxes(1, 2).reshape(w.shape))
 
 
+def resolved_rope(cfg):
+    """(theta, scaling dict) from either config form (transformers 5's
+    rope_parameters, or rope_theta + rope_scaling)."""
+    params = cfg.get('rope_parameters')
+    if params:
+        return params['rope_theta'], params
+    return cfg['rope_theta'], cfg.get('rope_scaling') or {}
+
+
 def llama3_rope_factors(cfg):
     """Per-frequency divisors as llama.cpp's converter writes rope_freqs."""
-    rs = cfg['rope_scaling']
+    base, rs = resolved_rope(cfg)
     hd = cfg['hidden_size'] // cfg['num_attention_heads']
-    base = cfg['rope_theta']
     factor, lo, hi = rs['factor'], rs['low_freq_factor'], rs['high_freq_factor']
     old = rs['original_max_position_embeddings']
     out = []
@@ -311,7 +339,9 @@ def hf_to_gguf_tensors(cfg, hf):
                 out[q + dst + '.bias'] = g(p + src + '.bias')
         return out
 
-    permute = cfg['model_type'] == 'llama'  # qwen2 GGUF stays unpermuted (NEOX)
+    # llama.cpp converts Mistral as arch llama (permuted); qwen2 GGUF stays
+    # unpermuted (NEOX).
+    permute = cfg['model_type'] in ('llama', 'mistral')
     nh, nkv = cfg['num_attention_heads'], cfg['num_key_value_heads']
     out['token_embd.weight'] = hf['model.embed_tokens.weight']
     out['output_norm.weight'] = hf['model.norm.weight']
@@ -333,7 +363,7 @@ def hf_to_gguf_tensors(cfg, hf):
                 elif permute and dst == 'attn_k':
                     t = permute_qk(t, nkv)
                 out[f'blk.{i}.{dst}.{kind}'] = t
-    rs = cfg.get('rope_scaling') or {}
+    rs = resolved_rope(cfg)[1]
     if rs.get('rope_type', rs.get('type')) == 'llama3':
         out['rope_freqs.weight'] = llama3_rope_factors(cfg)
     return out
@@ -348,7 +378,9 @@ GGUF_TYPES = {'f32': (gguf.GGMLQuantizationType.F32, 0),
 def write_gguf(path, cfg, tensors, qtype_name, tokens, types, merges):
     qtype, file_type = GGUF_TYPES[qtype_name]
     is_gpt2 = cfg['model_type'] == 'gpt2'
-    arch = cfg['model_type']  # 'llama', 'qwen2' or 'gpt2'
+    # 'llama', 'qwen2' or 'gpt2'; Mistral is written as llama.cpp does, as
+    # llama with the window in attention.sliding_window.
+    arch = 'llama' if cfg['model_type'] == 'mistral' else cfg['model_type']
     w = gguf.GGUFWriter(path, arch)  # writes general.architecture
     w.add_string('general.name', f'rill-tiny-{arch}')
     w.add_uint32('general.file_type', file_type)
@@ -370,10 +402,12 @@ def write_gguf(path, cfg, tensors, qtype_name, tokens, types, merges):
         w.add_uint32(f'{arch}.block_count', cfg['num_hidden_layers'])
         w.add_uint32(f'{arch}.attention.head_count', nh)
         w.add_uint32(f'{arch}.attention.head_count_kv', cfg['num_key_value_heads'])
-        w.add_float32(f'{arch}.rope.freq_base', cfg['rope_theta'])
+        theta, rs = resolved_rope(cfg)
+        w.add_float32(f'{arch}.rope.freq_base', theta)
+        if cfg.get('sliding_window'):
+            w.add_uint32(f'{arch}.attention.sliding_window', cfg['sliding_window'])
         w.add_float32(f'{arch}.attention.layer_norm_rms_epsilon', cfg['rms_norm_eps'])
         w.add_uint32(f'{arch}.rope.dimension_count', h // nh)
-        rs = cfg.get('rope_scaling') or {}
         if rs.get('rope_type', rs.get('type')) == 'linear':
             w.add_string(f'{arch}.rope.scaling.type', 'linear')
             w.add_float32(f'{arch}.rope.scaling.factor', rs['factor'])
@@ -424,6 +458,9 @@ def generate(out_dir, seed):
             d = os.path.join(mdir, 'hf-f32-sharded')
             write_hf_dir(d, cfg, hf, 'F32', tokens, merges, shards=2)
             entry['hf']['f32_sharded'] = d
+        if cfg.get('use_sliding_window'):
+            manifest['models'][name] = entry  # no GGUF form (per-layer window)
+            continue
         gt = hf_to_gguf_tensors(cfg, hf)
         for q in GGUF_TYPES:
             p = os.path.join(mdir, f'model.{q}.gguf')

@@ -63,6 +63,18 @@ class Config:
     #  'original_max_position_embeddings'}
     rope_scaling: Optional[dict] = None
     source_arch: str = ''     # arch string as found in the file (for display)
+    # Sliding-window attention: a windowed layer's query at position p sees
+    # keys at positions > p - sliding_window (HF's sliding mask). 0: none.
+    sliding_window: int = 0
+    # Per layer: True where the window applies (None: every layer).
+    sliding_layers: Optional[List[bool]] = None
+
+    def layer_window(self, layer):
+        if not self.sliding_window:
+            return 0
+        if self.sliding_layers is None or self.sliding_layers[layer]:
+            return self.sliding_window
+        return 0
 
 
 # ----------------------------------------------------------------------------
@@ -139,6 +151,7 @@ def load_gguf(path: str, dtype=np.float64):
         # stored unpermuted and run with NEOX (half) rotation.
         rope_pairing='adjacent' if arch == 'llama' else 'half',
         rope_scaling=scaling,
+        sliding_window=int(key('attention.sliding_window', 0) or 0),
     )
     vocab_strings = _gguf_field(reader, 'tokenizer.ggml.tokens')
     return Model(cfg, weights), vocab_strings
@@ -273,7 +286,17 @@ def load_hf(path: str, dtype=np.float64):
         n_heads = hf['num_attention_heads']
         head_dim = hf.get('head_dim') or hidden // n_heads
         scaling = None
-        rs = hf.get('rope_scaling')
+        # transformers 5 writes one `rope_parameters` object (theta, type and
+        # scaling together); older versions `rope_theta` + `rope_scaling`.
+        params = hf.get('rope_parameters')
+        if params:
+            if any(isinstance(v, dict) for v in params.values()):
+                raise ValueError('per-layer-type rope_parameters are not supported')
+            rope_theta = float(params.get('rope_theta', 10000.0))
+            rs = params
+        else:
+            rope_theta = float(hf.get('rope_theta', 10000.0))
+            rs = hf.get('rope_scaling')
         if rs:
             kind = rs.get('rope_type', rs.get('type'))
             if kind == 'linear':
@@ -284,8 +307,23 @@ def load_hf(path: str, dtype=np.float64):
                            'high_freq_factor': float(rs['high_freq_factor']),
                            'original_max_position_embeddings':
                                float(rs['original_max_position_embeddings'])}
-            elif kind != 'default':
+            elif kind not in ('default', None):
                 raise ValueError(f'unsupported rope_scaling {rs}')
+        # Sliding windows as transformers applies them: Mistral on every
+        # layer; Qwen2 only with use_sliding_window, from max_window_layers
+        # on; an explicit layer_types list wins.
+        window = hf.get('sliding_window') or 0
+        layers = None
+        if model_type == 'qwen2':
+            if not hf.get('use_sliding_window', False):
+                window = 0
+            layers = [i >= hf.get('max_window_layers', 28)
+                      for i in range(hf['num_hidden_layers'])]
+        elif model_type not in ('mistral',):
+            if window:
+                raise ValueError(f'sliding_window on model_type {model_type!r}')
+        if hf.get('layer_types'):
+            layers = [t == 'sliding_attention' for t in hf['layer_types']]
         cfg = Config(arch='llama', source_arch=model_type or 'llama',
                      vocab_size=hf['vocab_size'], hidden=hidden,
                      n_layers=hf['num_hidden_layers'], n_heads=n_heads,
@@ -293,9 +331,10 @@ def load_hf(path: str, dtype=np.float64):
                      head_dim=head_dim, ffn=hf['intermediate_size'],
                      norm_eps=hf.get('rms_norm_eps', 1e-6),
                      max_pos=hf.get('max_position_embeddings', 2048),
-                     rope_theta=float(hf.get('rope_theta', 10000.0)),
+                     rope_theta=rope_theta,
                      rope_dim=head_dim, rope_pairing='half',
-                     rope_scaling=scaling)
+                     rope_scaling=scaling, sliding_window=int(window),
+                     sliding_layers=layers)
         if hf.get('hidden_act', 'silu') != 'silu':
             raise ValueError('only silu (SwiGLU) Llama MLPs are supported')
     return Model(cfg, weights), None
@@ -371,10 +410,11 @@ def apply_rope(x, positions, inv_freq, pairing, rope_dim):
     return out
 
 
-def attention(q, k, v, start_pos):
+def attention(q, k, v, start_pos, window=0):
     """Causal (GQA) attention. q: [n, H, d]; k, v: [T, KV, d] with T = start+n.
 
-    Query i sits at absolute position start_pos + i and may see keys 0..that.
+    Query i sits at absolute position start_pos + i and may see keys 0..that
+    (with window > 0 only the keys at positions > its own - window).
     Query head h reads kv head h // (H / KV), as HF repeat_kv does.
     """
     n, n_heads, d = q.shape
@@ -385,7 +425,10 @@ def attention(q, k, v, start_pos):
     scores = np.einsum('qhd,khd->hqk', q, k) / math.sqrt(d)
     qpos = start_pos + np.arange(n)[:, None]
     kpos = np.arange(t)[None, :]
-    scores = np.where(kpos <= qpos, scores, -np.inf)
+    visible = kpos <= qpos
+    if window:
+        visible &= kpos > qpos - window
+    scores = np.where(visible, scores, -np.inf)
     scores -= scores.max(axis=-1, keepdims=True)
     p = np.exp(scores)
     p /= p.sum(axis=-1, keepdims=True)
@@ -468,7 +511,8 @@ class Model:
                 q = apply_rope(q, rope_pos, self.inv_freq, cfg.rope_pairing, rope_dim)
                 k = apply_rope(k, rope_pos, self.inv_freq, cfg.rope_pairing, rope_dim)
             k_all, v_all = cache.extend(i, k, v)
-            x = x + linear(attention(q, k_all, v_all, start), w, p + 'attn_output')
+            x = x + linear(attention(q, k_all, v_all, start, cfg.layer_window(i)), w,
+                           p + 'attn_output')
 
             if cfg.arch == 'gpt2':
                 h = layer_norm(x, w[p + 'ffn_norm.weight'], w[p + 'ffn_norm.bias'], cfg.norm_eps)

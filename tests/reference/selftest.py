@@ -65,8 +65,8 @@ def test_tiny_models(out_dir, seed):
                   f'rel_l2={err:.2e} (limit {limit:g})')
 
         # Negative controls.
-        gg, _ = rm.load(entry['gguf']['f32'])
-        if gg.cfg.arch == 'llama':
+        gg = rm.load(entry['gguf']['f32'])[0] if entry['gguf'] else None
+        if gg is not None and gg.cfg.arch == 'llama':
             gg.cfg.rope_pairing = 'half' if gg.cfg.rope_pairing == 'adjacent' else 'adjacent'
             err = rel_err(gg.forward(tokens), ref)
             check(f'{name} wrong rope pairing is detected', err > 1e-2, f'rel_l2={err:.2e}')
@@ -76,6 +76,19 @@ def test_tiny_models(out_dir, seed):
             noscale.inv_freq = rm.rope_inv_freq(noscale.cfg, None)
             err = rel_err(noscale.forward(tokens), ref)
             check(f'{name} rope scaling has an effect', err > 1e-3, f'rel_l2={err:.2e}')
+
+        if base.cfg.sliding_window:
+            nowin, _ = rm.load(entry['hf']['f32'])
+            nowin.cfg.sliding_window = 0
+            err = rel_err(nowin.forward(tokens), ref)
+            check(f'{name} sliding window has an effect', err > 1e-3, f'rel_l2={err:.2e}')
+        if base.cfg.arch == 'llama' and base.cfg.rope_theta != 10000.0:
+            # What a reader that misses the theta (e.g. in rope_parameters) gets.
+            theta, _ = rm.load(entry['hf']['f32'])
+            theta.cfg.rope_theta = 10000.0
+            theta.inv_freq = rm.rope_inv_freq(theta.cfg, None)
+            err = rel_err(theta.forward(tokens), ref)
+            check(f'{name} rope theta has an effect', err > 1e-3, f'rel_l2={err:.2e}')
 
         # KV cache vs recomputation.
         logits_c, cont_c = base.greedy(tokens[:8], 6, use_cache=True)
@@ -190,7 +203,8 @@ def test_real_model():
     logits = model.forward(ids64)
     fwd_s = time.time() - t0
     print(f'real model: load {load_s:.1f}s, 64-token forward {fwd_s:.2f}s')
-    check('64-token prompt forward under 10 s', fwd_s < 10.0 and np.isfinite(logits).all(),
+    # The time is printed, not asserted: a loaded CI machine is no defect.
+    check('64-token prompt forward gives finite logits', np.isfinite(logits).all(),
           f'{fwd_s:.2f}s')
     # Prompt logits are causal: a shorter prompt gives the same leading rows.
     err = rel_err(model.forward(ids64[:16]), logits[:16])

@@ -63,6 +63,22 @@ struct ModelConfig {
   // converter permuted the q/k rows (GGUF "llama"). False: rotate_half pairs
   // (x[i], x[i + head_dim/2]) as in HF checkpoints and GGUF qwen2.
   bool rope_interleaved = false;
+  // Sliding-window attention (Mistral; Qwen2 with use_sliding_window): a
+  // windowed layer's query at position p attends only the keys at positions
+  // > p - sliding_window. 0: no layer is windowed.
+  int64_t sliding_window = 0;
+  // Which layers are windowed when sliding_window > 0: empty means every
+  // layer, else one flag per layer (Qwen2's max_window_layers, or
+  // transformers' layer_types).
+  std::vector<bool> sliding_layers;
+  // The window of `layer` (0: full causal attention).
+  int64_t LayerWindow(int64_t layer) const {
+    if (sliding_window <= 0) return 0;
+    if (sliding_layers.empty()) return sliding_window;
+    return layer < static_cast<int64_t>(sliding_layers.size()) && sliding_layers[layer]
+               ? sliding_window
+               : 0;
+  }
   int64_t bos_token_id = -1;  // -1 when unknown.
   int64_t eos_token_id = -1;  // First of eos_token_ids.
   std::vector<int64_t> eos_token_ids;

@@ -35,6 +35,46 @@ std::string CanonicalName(std::string_view gguf_name) {
     lhs = *_v;                         \
   }
 
+// Llama-family metadata that changes the math: the sliding window is
+// implemented; the rest has one supported value and is refused otherwise,
+// never ignored.
+absl::Status ReadLlamaFamilyExtras(const GgufFile& f, const std::string& p,
+                                   const std::string& path, ModelConfig* m) {
+  ASSIGN_OR_RETURN_(m->sliding_window, IntOr(f, p + "attention.sliding_window", 0));
+  if (m->sliding_window < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", p, "attention.sliding_window ", m->sliding_window, " < 0"));
+  }
+  int64_t experts;
+  ASSIGN_OR_RETURN_(experts, IntOr(f, p + "expert_count", 0));
+  if (experts > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": mixture-of-experts models (", p, "expert_count = ", experts,
+        ") are not supported"));
+  }
+  int64_t rope_dim;
+  ASSIGN_OR_RETURN_(rope_dim, IntOr(f, p + "rope.dimension_count", m->head_dim));
+  if (rope_dim != m->head_dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": partial rotary embeddings (", p, "rope.dimension_count ", rope_dim,
+        " < head_dim ", m->head_dim, ") are not supported"));
+  }
+  int64_t value_dim;
+  ASSIGN_OR_RETURN_(value_dim, IntOr(f, p + "attention.value_length", m->head_dim));
+  if (value_dim != m->head_dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": ", p, "attention.value_length ", value_dim, " differs from the key length ",
+        m->head_dim, " (not supported)"));
+  }
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+    if (f.Find(p + key) != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": ", p, key, " is not supported for this architecture"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const std::string& path) {
@@ -68,6 +108,9 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const st
   ASSIGN_OR_RETURN_(m.rope_theta, FloatOr(f, p + "rope.freq_base", 10000.0));
   ASSIGN_OR_RETURN_(m.rms_norm_eps, FloatOr(f, p + "attention.layer_norm_rms_epsilon", 1e-5));
   ASSIGN_OR_RETURN_(m.layer_norm_eps, FloatOr(f, p + "attention.layer_norm_epsilon", 1e-5));
+  if (m.architecture == "llama") {
+    if (absl::Status s = ReadLlamaFamilyExtras(f, p, path, &m); !s.ok()) return s;
+  }
 
   // Rope scaling. Llama-3 style scaling is baked into a rope_freqs tensor by
   // llama.cpp, which is exposed as "rope_freqs"; the type stays kNone then.

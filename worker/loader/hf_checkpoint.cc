@@ -1,5 +1,6 @@
 // Hugging Face directory (config.json + *.safetensors) -> Checkpoint.
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "worker/loader/checkpoint_internal.h"
 #include "base/json.h"
+#include "base/message_text.h"
 
 namespace rill::loader {
 namespace {
@@ -89,27 +91,193 @@ class ConfigReader {
     lhs = *_v;                         \
   }
 
-absl::Status ReadRopeScaling(const ConfigReader& r, const json::JsonValue& config, RopeScaling* out) {
-  const json::JsonValue* rs = config.Find("rope_scaling");
-  if (rs == nullptr || rs->is_null()) return absl::OkStatus();
-  if (!rs->is_object()) return absl::InvalidArgumentError(absl::StrCat(r.path(), ": rope_scaling is not an object"));
-  const json::JsonValue* t = rs->Find("rope_type");
-  if (t == nullptr) t = rs->Find("type");
-  std::string type = t != nullptr ? t->string_value() : "";
-  if (type == "linear") out->type = RopeScaling::Type::kLinear;
-  else if (type == "dynamic") out->type = RopeScaling::Type::kDynamic;
-  else if (type == "llama3") out->type = RopeScaling::Type::kLlama3;
-  else if (type == "yarn") out->type = RopeScaling::Type::kYarn;
-  else if (type == "longrope" || type == "su") out->type = RopeScaling::Type::kLongrope;
-  else if (type != "default" && type != "none") {
-    return absl::InvalidArgumentError(absl::StrCat(r.path(), ": unsupported rope_scaling type '", type, "'"));
+// One RoPE description: transformers 5's `rope_parameters` or the older
+// `rope_scaling` object. Every key must be one Rill implements for the
+// object's rope type: a key that changes the frequencies and is not read
+// here would otherwise be silently ignored.
+absl::Status ReadRopeObject(const ConfigReader& r, const json::JsonValue& obj, const char* where,
+                            double* theta, RopeScaling* out) {
+  if (!obj.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(r.path(), ": ", where, " is not an object"));
   }
-  ASSIGN_OR_RETURN_(out->factor, r.Float(*rs, "factor", 1.0));
-  ASSIGN_OR_RETURN_(out->low_freq_factor, r.Float(*rs, "low_freq_factor", 1.0));
-  ASSIGN_OR_RETURN_(out->high_freq_factor, r.Float(*rs, "high_freq_factor", 4.0));
+  const json::JsonValue* t = obj.Find("rope_type");
+  if (t == nullptr) t = obj.Find("type");
+  const std::string type = t != nullptr && !t->is_null() ? t->string_value() : "default";
+  std::vector<std::string> keys = {"rope_type", "type", "rope_theta", "partial_rotary_factor"};
+  if (type == "default" || type == "none") {
+    out->type = RopeScaling::Type::kNone;
+  } else if (type == "linear") {
+    out->type = RopeScaling::Type::kLinear;
+    keys.push_back("factor");
+  } else if (type == "llama3") {
+    out->type = RopeScaling::Type::kLlama3;
+    keys.insert(keys.end(), {"factor", "low_freq_factor", "high_freq_factor",
+                             "original_max_position_embeddings"});
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        r.path(), ": ", where, ".rope_type '", ShortForMessage(type),
+        "' is not supported (supported: default, linear, llama3)"));
+  }
+  for (const auto& [key, value] : obj.object_members()) {
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          r.path(), ": ", where, ".", ShortForMessage(key), " is not supported for rope_type '",
+          type, "'"));
+    }
+  }
+  double partial;
+  ASSIGN_OR_RETURN_(partial, r.Float(obj, "partial_rotary_factor", 1.0));
+  if (partial != 1.0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        r.path(), ": ", where, ".partial_rotary_factor ", partial, " is not supported (only 1)"));
+  }
+  if (theta != nullptr) ASSIGN_OR_RETURN_(*theta, r.Float(obj, "rope_theta", *theta));
+  ASSIGN_OR_RETURN_(out->factor, r.Float(obj, "factor", 1.0));
+  ASSIGN_OR_RETURN_(out->low_freq_factor, r.Float(obj, "low_freq_factor", 1.0));
+  ASSIGN_OR_RETURN_(out->high_freq_factor, r.Float(obj, "high_freq_factor", 4.0));
   double orig;
-  ASSIGN_OR_RETURN_(orig, r.Float(*rs, "original_max_position_embeddings", 0.0));
+  ASSIGN_OR_RETURN_(orig, r.Float(obj, "original_max_position_embeddings", 0.0));
   out->original_max_position_embeddings = static_cast<int64_t>(orig);
+  if (out->type != RopeScaling::Type::kNone && !(out->factor > 0.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(r.path(), ": ", where, ".factor must be > 0"));
+  }
+  if (out->type == RopeScaling::Type::kLlama3 &&
+      (out->original_max_position_embeddings <= 0 ||
+       !(out->high_freq_factor > out->low_freq_factor) || !(out->low_freq_factor > 0.0))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        r.path(), ": ", where,
+        " (llama3) needs original_max_position_embeddings > 0 and "
+        "0 < low_freq_factor < high_freq_factor"));
+  }
+  return absl::OkStatus();
+}
+
+bool SameRope(const RopeScaling& a, const RopeScaling& b) {
+  return a.type == b.type && a.factor == b.factor && a.low_freq_factor == b.low_freq_factor &&
+         a.high_freq_factor == b.high_freq_factor &&
+         a.original_max_position_embeddings == b.original_max_position_embeddings;
+}
+
+// RoPE theta and scaling from either config form: transformers 5 writes
+// `rope_parameters` {rope_type, rope_theta, factor, ...}; older versions a
+// top-level `rope_theta` plus a `rope_scaling` object. When both forms are
+// present they must agree.
+absl::Status ReadRope(const ConfigReader& r, const json::JsonValue& config,
+                      const std::string& model_type, ModelConfig* m) {
+  ASSIGN_OR_RETURN_(m->rope_theta, r.Float("rope_theta", 10000.0));
+  double partial;
+  ASSIGN_OR_RETURN_(partial, r.Float("partial_rotary_factor", 1.0));
+  if (partial != 1.0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(r.path(), ": partial_rotary_factor ", partial, " is not supported (only 1)"));
+  }
+  const json::JsonValue* legacy = config.Find("rope_scaling");
+  if (legacy != nullptr && !legacy->is_null()) {
+    if (absl::Status s = ReadRopeObject(r, *legacy, "rope_scaling", nullptr, &m->rope_scaling);
+        !s.ok()) {
+      return s;
+    }
+  }
+  const json::JsonValue* params = config.Find("rope_parameters");
+  if (params == nullptr || params->is_null()) return absl::OkStatus();
+  if (params->is_object() && !params->object_members().empty() &&
+      params->object_members().begin()->second.is_object()) {
+    // Gemma 3 style: one object per layer type.
+    return absl::InvalidArgumentError(absl::StrCat(
+        r.path(), ": per-layer-type rope_parameters are not supported for model_type '",
+        model_type, "'"));
+  }
+  double theta = 10000.0;
+  RopeScaling scaling;
+  if (absl::Status s = ReadRopeObject(r, *params, "rope_parameters", &theta, &scaling); !s.ok()) {
+    return s;
+  }
+  const json::JsonValue* top_theta = config.Find("rope_theta");
+  if (top_theta != nullptr && !top_theta->is_null() && m->rope_theta != theta) {
+    return absl::InvalidArgumentError(absl::StrCat(r.path(), ": rope_theta ", m->rope_theta,
+                                                   " disagrees with rope_parameters.rope_theta ",
+                                                   theta));
+  }
+  if (legacy != nullptr && !legacy->is_null() && !SameRope(m->rope_scaling, scaling)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(r.path(), ": rope_scaling disagrees with rope_parameters"));
+  }
+  m->rope_theta = theta;
+  m->rope_scaling = scaling;
+  return absl::OkStatus();
+}
+
+// Sliding-window attention. Mistral windows every layer when
+// `sliding_window` is set; Qwen2 only with `use_sliding_window`, and then
+// the layers from `max_window_layers` on (transformers' rule); an explicit
+// `layer_types` list says per layer. Llama has no window: a window there is
+// refused rather than ignored.
+absl::Status ReadSlidingWindow(const ConfigReader& r, const json::JsonValue& config,
+                               const std::string& model_type, ModelConfig* m) {
+  int64_t window;
+  ASSIGN_OR_RETURN_(window, r.Int("sliding_window", 0));
+  if (window < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(r.path(), ": sliding_window ", window, " < 0"));
+  }
+  std::vector<bool> layers;
+  const json::JsonValue* types = config.Find("layer_types");
+  if (types != nullptr && !types->is_null()) {
+    if (!types->is_array() ||
+        static_cast<int64_t>(types->array_items().size()) != m->num_layers) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          r.path(), ": layer_types must be a list of num_hidden_layers (", m->num_layers,
+          ") strings"));
+    }
+    for (const json::JsonValue& t : types->array_items()) {
+      const std::string& v = t.string_value();
+      if (v != "full_attention" && v != "sliding_attention") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            r.path(), ": layer_types entry '", ShortForMessage(v),
+            "' is not supported (supported: full_attention, sliding_attention)"));
+      }
+      layers.push_back(v == "sliding_attention");
+    }
+  }
+  const bool any_sliding = std::find(layers.begin(), layers.end(), true) != layers.end();
+  if (model_type == "llama") {
+    if (window > 0 || any_sliding) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          r.path(), ": model_type 'llama' has no sliding-window attention, but the config sets ",
+          window > 0 ? "sliding_window" : "sliding_attention layers",
+          " (use model_type 'mistral' or 'qwen2' for a windowed model)"));
+    }
+    return absl::OkStatus();
+  }
+  if (model_type == "qwen2") {
+    std::optional<bool> use;
+    ASSIGN_OR_RETURN_(use, r.Bool("use_sliding_window"));
+    if (!use.value_or(false)) window = 0;
+    if (window > 0 && types == nullptr) {
+      int64_t first;
+      ASSIGN_OR_RETURN_(first, r.Int("max_window_layers", 28));
+      for (int64_t i = 0; i < m->num_layers; ++i) layers.push_back(i >= first);
+    }
+  }
+  if (types != nullptr && !types->is_null() && !any_sliding) window = 0;
+  m->sliding_window = window;
+  m->sliding_layers = window > 0 ? std::move(layers) : std::vector<bool>();
+  return absl::OkStatus();
+}
+
+// Llama-family keys that change the math and have one supported value.
+absl::Status CheckLlamaFamilyKeys(const ConfigReader& r, const json::JsonValue& config) {
+  const json::JsonValue* act = config.Find("hidden_act");
+  if (act != nullptr && !act->is_null() && act->string_value() != "silu") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        r.path(), ": hidden_act '", ShortForMessage(act->string_value()),
+        "' is not supported (supported: silu)"));
+  }
+  std::optional<bool> mlp_bias;
+  ASSIGN_OR_RETURN_(mlp_bias, r.Bool("mlp_bias"));
+  if (mlp_bias.value_or(false)) {
+    return absl::InvalidArgumentError(absl::StrCat(r.path(), ": mlp_bias is not supported"));
+  }
   return absl::OkStatus();
 }
 
@@ -244,9 +412,10 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
     ASSIGN_OR_RETURN_(m.head_dim, r.Int("head_dim", m.num_heads > 0 ? m.hidden_size / m.num_heads : 0));
     ASSIGN_OR_RETURN_(m.intermediate_size, r.Int("intermediate_size"));
     ASSIGN_OR_RETURN_(m.max_position_embeddings, r.Int("max_position_embeddings"));
-    ASSIGN_OR_RETURN_(m.rope_theta, r.Float("rope_theta", 10000.0));
     ASSIGN_OR_RETURN_(m.rms_norm_eps, r.Float("rms_norm_eps", 1e-6));
-    if (absl::Status s = ReadRopeScaling(r, *config, &m.rope_scaling); !s.ok()) return s;
+    if (absl::Status s = ReadRope(r, *config, model_type, &m); !s.ok()) return s;
+    if (absl::Status s = ReadSlidingWindow(r, *config, model_type, &m); !s.ok()) return s;
+    if (absl::Status s = CheckLlamaFamilyKeys(r, *config); !s.ok()) return s;
     std::optional<bool> bias;
     ASSIGN_OR_RETURN_(bias, r.Bool("attention_bias"));
     m.attention_bias = bias.value_or(model_type == "qwen2");

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/paged_attention.h"
@@ -84,6 +85,7 @@ absl::StatusOr<std::vector<float>> LoadVector(const loader::Checkpoint& ckpt,
 void TensorBinder::Matrix(const std::string& name, int64_t rows, int64_t cols,
                           cpu::WeightMatrix* w) {
   if (!status_.ok()) return;
+  bound_.insert(name);
   absl::StatusOr<cpu::WeightMatrix> m = BindMatrix(ckpt_, name, rows, cols, float_activations_);
   if (m.ok()) {
     *w = *m;
@@ -94,12 +96,23 @@ void TensorBinder::Matrix(const std::string& name, int64_t rows, int64_t cols,
 
 void TensorBinder::Vector(const std::string& name, int64_t n, std::vector<float>* v) {
   if (!status_.ok()) return;
+  bound_.insert(name);
   absl::StatusOr<std::vector<float>> x = LoadVector(ckpt_, name, n);
   if (x.ok()) {
     *v = std::move(*x);
   } else {
     status_ = x.status();
   }
+}
+
+absl::Status TensorBinder::CheckEveryLayerTensorBound() const {
+  for (const auto& [name, ref] : ckpt_.tensors()) {
+    if (absl::StartsWith(name, "blk.") && bound_.count(name) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          ckpt_.path(), ": tensor '", name, "' is not used by this architecture (not supported)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 BatchLayout LayoutBatch(const ForwardBatch& batch) {
@@ -155,7 +168,8 @@ void WriteKv(const ForwardBatch& batch, const BatchLayout& layout, int layer, co
 }
 
 void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer, const float* q,
-               int num_heads, PagedKvCache* cache, float* out, cpu::ThreadPool* pool) {
+               int num_heads, PagedKvCache* cache, float* out, cpu::ThreadPool* pool,
+               int64_t sliding_window) {
   const KvCacheShape& shape = cache->shape();
   const int64_t q_dim = static_cast<int64_t>(num_heads) * shape.head_dim;
   std::vector<cpu::PagedAttentionArgs> all(batch.sequences.size());
@@ -177,6 +191,7 @@ void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer, 
     args.num_heads = num_heads;
     args.num_kv_heads = shape.num_kv_heads;
     args.head_dim = shape.head_dim;
+    args.sliding_window = sliding_window;
   }
   cpu::PagedAttentionBatch(all, pool);
 }

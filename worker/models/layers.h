@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,11 +41,16 @@ class TensorBinder {
   void Matrix(const std::string& name, int64_t rows, int64_t cols, cpu::WeightMatrix* w);
   void Vector(const std::string& name, int64_t n, std::vector<float>* v);
   const absl::Status& status() const { return status_; }
+  // InvalidArgument naming the first per-layer tensor ("blk.*") of the
+  // checkpoint that nothing bound: a weight the model would silently ignore
+  // (e.g. an o_proj or MLP bias the architecture does not have).
+  absl::Status CheckEveryLayerTensorBound() const;
 
  private:
   const loader::Checkpoint& ckpt_;
   const bool float_activations_;
   absl::Status status_;
+  std::set<std::string> bound_;
 };
 
 // The batch flattened token by token.
@@ -69,9 +75,11 @@ void WriteKv(const ForwardBatch& batch, const BatchLayout& layout, int layer, co
 
 // Causal attention of every sequence's new tokens over its cached context
 // (including the tokens just written). q/out: [num_tokens][num_heads * head_dim].
+// sliding_window > 0 limits each query to that many most recent positions
+// (itself included); 0: full causal attention.
 void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer,
                const float* q, int num_heads, PagedKvCache* cache, float* out,
-               cpu::ThreadPool* pool);
+               cpu::ThreadPool* pool, int64_t sliding_window = 0);
 
 // Rotary frequencies per pair index i < head_dim/2, with the config's scaling.
 absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const loader::ModelConfig& cfg);

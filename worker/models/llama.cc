@@ -74,6 +74,7 @@ class Llama : public CausalLm {
       }
     }
     if (!bind.status().ok()) return bind.status();
+    if (absl::Status s = bind.CheckEveryLayerTensorBound(); !s.ok()) return s;
     if (world > 1) TakeShard();
     if (options_.int16_kernels || cpu::PreferInterleavedKernels()) PackWeights();
     absl::StatusOr<std::vector<float>> inv_freq = RopeInverseFrequencies(c);
@@ -211,7 +212,7 @@ class Llama : public CausalLm {
       cpu::Rope(k_.data(), n, kvd, num_kv_heads, hd, hd, layout.positions.data(),
                 inv_freq_.data(), rope);
       WriteKv(batch, layout, l, k_.data(), v_.data(), cache);
-      AttendAll(batch, layout, l, q_.data(), num_heads, cache, attn, pool_);
+      AttendAll(batch, layout, l, q_.data(), num_heads, cache, attn, pool_, c.LayerWindow(l));
       cpu::MatMul(L.o, attn, n, tmp, pool_, pm);
       delta(0, n, l, LoraModule::kO, attn, tmp);
       if (absl::Status s = ReduceAcrossRanks(tmp, n * h); !s.ok()) return s;

@@ -157,7 +157,14 @@ INSTANTIATE_TEST_SUITE_P(
                       "llama_gqa/model.q4_1.gguf", "llama_llama3/hf-f32",
                       "llama_llama3/model.f32.gguf", "llama_linear/hf-f32",
                       "llama_linear/model.f32.gguf", "qwen2_bias/hf-f32",
-                      "qwen2_bias/model.f32.gguf", "gpt2/hf-f32", "gpt2/hf-bf16",
+                      "qwen2_bias/model.f32.gguf",
+                      // Sliding windows shorter than the prompt (8 of 24 + 16
+                      // positions; Qwen2's on its second layer only), and a
+                      // transformers 5 config (rope_parameters, no rope_theta).
+                      "mistral_window/hf-f32", "mistral_window/hf-bf16",
+                      "mistral_window/model.f32.gguf", "mistral_window/model.q8_0.gguf",
+                      "qwen2_window/hf-f32", "llama_tf5/hf-f32", "llama_tf5/hf-bf16",
+                      "llama_tf5/model.f32.gguf", "gpt2/hf-f32", "gpt2/hf-bf16",
                       "gpt2/model.f32.gguf", "gpt2/model.q8_0.gguf"),
     [](const ::testing::TestParamInfo<std::string>& info) {
       std::string name = info.param;

@@ -155,10 +155,11 @@ TEST_F(TinyTpTest, ShardedLogitsMatchUnsharded) {
   std::vector<int32_t> prompt(21);
   for (int32_t& t : prompt) t = dist(rng);
   // Q4_1 / Q8_0: the O and down cuts land on block boundaries (zero-copy);
-  // qwen2: q/k/v biases are sliced too.
+  // qwen2: q/k/v biases are sliced too; sliding windows apply on every rank.
   for (const char* rel : {"llama_gqa/hf-f32", "llama_gqa/model.q4_1.gguf",
                           "llama_gqa/model.q8_0.gguf", "qwen2_bias/hf-f32",
-                          "llama_llama3/model.f32.gguf"}) {
+                          "llama_llama3/model.f32.gguf", "mistral_window/hf-f32",
+                          "qwen2_window/hf-f32"}) {
     ExpectShardedMatches(absl::StrCat(dir_, "/", rel), 2, prompt, 8);
   }
 }

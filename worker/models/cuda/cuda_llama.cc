@@ -63,6 +63,13 @@ absl::Status CudaLlama::Init() {
     return absl::UnimplementedError(
         absl::StrCat(path, ": the CUDA backend runs the llama family, not '", c.architecture, "'"));
   }
+  if (c.sliding_window > 0) {
+    // The CUDA attention kernels have no window mask yet: refused, never
+    // run as full attention (which would answer wrongly past the window).
+    return absl::UnimplementedError(absl::StrCat(
+        path, ": sliding-window attention (window ", c.sliding_window,
+        ") is not supported by the CUDA backend yet"));
+  }
   if (c.num_heads <= 0 || c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0 ||
       c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > 128 || c.hidden_size <= 0 ||
       c.intermediate_size <= 0 || c.vocab_size <= 0 || c.num_layers <= 0 ||

@@ -1,0 +1,231 @@
+// Config keys and GGUF metadata that change the model's math: each is either
+// read (transformers 5 rope_parameters, sliding windows) or refused at load
+// with an error naming it, never silently ignored.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "worker/loader/checkpoint.h"
+#include "worker/loader/gguf_writer.h"
+#include "worker/loader/safetensors_writer.h"
+
+namespace rill::loader {
+namespace {
+
+// Tiny llama: hidden 8, 2 heads of 4, 1 kv head, ffn 16, vocab 10, 3 layers.
+constexpr int64_t kH = 8, kHeads = 2, kKv = 1, kHd = 4, kFfn = 16, kVocab = 10, kLayers = 3;
+
+std::vector<float> Zeros(int64_t n) { return std::vector<float>(n, 0.0f); }
+
+std::string TmpPath(const std::string& name) {
+  const char* t = getenv("TEST_TMPDIR");
+  return std::string(t ? t : "/tmp") + "/" + name;
+}
+
+// An HF directory whose config.json is the base llama config with `extra`
+// members appended (`model_type` included there).
+absl::StatusOr<std::unique_ptr<Checkpoint>> LoadHf(const std::string& name,
+                                                    const std::string& extra) {
+  const std::string dir = TmpPath(name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/config.json") << absl::StrCat(
+      R"({"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 3,
+          "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 16,
+          "max_position_embeddings": 256, )",
+      extra, "}");
+  SafetensorsWriter w;
+  w.AddF32Tensor("model.embed_tokens.weight", {kVocab, kH}, Zeros(kH * kVocab));
+  w.AddF32Tensor("model.norm.weight", {kH}, Zeros(kH));
+  for (int l = 0; l < kLayers; ++l) {
+    const std::string b = absl::StrCat("model.layers.", l, ".");
+    w.AddF32Tensor(b + "input_layernorm.weight", {kH}, Zeros(kH));
+    w.AddF32Tensor(b + "self_attn.q_proj.weight", {kHeads * kHd, kH}, Zeros(kH * kHeads * kHd));
+    w.AddF32Tensor(b + "self_attn.k_proj.weight", {kKv * kHd, kH}, Zeros(kH * kKv * kHd));
+    w.AddF32Tensor(b + "self_attn.v_proj.weight", {kKv * kHd, kH}, Zeros(kH * kKv * kHd));
+    w.AddF32Tensor(b + "self_attn.o_proj.weight", {kH, kHeads * kHd}, Zeros(kH * kHeads * kHd));
+    w.AddF32Tensor(b + "post_attention_layernorm.weight", {kH}, Zeros(kH));
+    w.AddF32Tensor(b + "mlp.gate_proj.weight", {kFfn, kH}, Zeros(kH * kFfn));
+    w.AddF32Tensor(b + "mlp.up_proj.weight", {kFfn, kH}, Zeros(kH * kFfn));
+    w.AddF32Tensor(b + "mlp.down_proj.weight", {kH, kFfn}, Zeros(kH * kFfn));
+  }
+  if (absl::Status s = w.WriteFile(dir + "/model.safetensors"); !s.ok()) return s;
+  return LoadCheckpoint(dir);
+}
+
+// Expects a load error whose message contains every one of `needles`.
+void ExpectRefused(const absl::StatusOr<std::unique_ptr<Checkpoint>>& c,
+                   std::initializer_list<const char*> needles) {
+  ASSERT_FALSE(c.ok()) << "loaded, but should have been refused";
+  EXPECT_TRUE(absl::IsInvalidArgument(c.status())) << c.status();
+  for (const char* n : needles) {
+    EXPECT_NE(c.status().message().find(n), std::string::npos)
+        << "'" << n << "' not in: " << c.status().message();
+  }
+}
+
+TEST(MathConfigKeysTest, Transformers5RopeParametersAreRead) {
+  auto c = LoadHf("tf5_llama3", R"("model_type": "llama", "rope_parameters": {
+      "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const ModelConfig& m = (*c)->config();
+  EXPECT_DOUBLE_EQ(m.rope_theta, 500000.0);
+  EXPECT_EQ(m.rope_scaling.type, RopeScaling::Type::kLlama3);
+  EXPECT_DOUBLE_EQ(m.rope_scaling.factor, 8.0);
+  EXPECT_EQ(m.rope_scaling.original_max_position_embeddings, 8192);
+
+  c = LoadHf("tf5_default",
+             R"("model_type": "qwen2", "attention_bias": false, "rope_parameters": {"rope_type": "default",
+                "rope_theta": 1000000.0})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ((*c)->config().rope_theta, 1e6);
+  EXPECT_EQ((*c)->config().rope_scaling.type, RopeScaling::Type::kNone);
+
+  // Both forms, agreeing: fine; disagreeing: refused.
+  c = LoadHf("tf5_both", R"("model_type": "llama", "rope_theta": 1000.0,
+      "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1000.0},
+      "rope_scaling": {"type": "linear", "factor": 2.0})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ((*c)->config().rope_theta, 1000.0);
+  EXPECT_EQ((*c)->config().rope_scaling.type, RopeScaling::Type::kLinear);
+  ExpectRefused(LoadHf("tf5_theta_conflict", R"("model_type": "llama", "rope_theta": 10000.0,
+      "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0})"),
+                {"rope_theta", "disagrees"});
+  ExpectRefused(LoadHf("tf5_scaling_conflict", R"("model_type": "llama",
+      "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1000.0},
+      "rope_scaling": {"type": "linear", "factor": 4.0})"),
+                {"rope_scaling", "disagrees"});
+}
+
+TEST(MathConfigKeysTest, UnimplementedRopeIsRefusedByName) {
+  ExpectRefused(LoadHf("rope_yarn", R"("model_type": "llama", "rope_parameters": {
+      "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0})"),
+                {"rope_parameters.rope_type 'yarn'", "supported: default, linear, llama3"});
+  ExpectRefused(LoadHf("rope_dynamic", R"("model_type": "llama",
+      "rope_scaling": {"type": "dynamic", "factor": 2.0})"),
+                {"rope_scaling.rope_type 'dynamic'"});
+  ExpectRefused(LoadHf("rope_unknown_key", R"("model_type": "llama", "rope_scaling": {
+      "rope_type": "linear", "factor": 2.0, "beta_fast": 32})"),
+                {"rope_scaling.beta_fast", "linear"});
+  ExpectRefused(LoadHf("rope_per_layer", R"("model_type": "llama", "rope_parameters": {
+      "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+      "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})"),
+                {"per-layer-type rope_parameters"});
+  ExpectRefused(LoadHf("rope_partial", R"("model_type": "llama", "partial_rotary_factor": 0.5)"),
+                {"partial_rotary_factor"});
+  ExpectRefused(LoadHf("llama3_no_ctx", R"("model_type": "llama", "rope_scaling": {
+      "rope_type": "llama3", "factor": 8.0})"),
+                {"original_max_position_embeddings"});
+}
+
+TEST(MathConfigKeysTest, SlidingWindowsFollowTransformers) {
+  auto c = LoadHf("mistral", R"("model_type": "mistral", "sliding_window": 4096)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->config().sliding_window, 4096);
+  for (int l = 0; l < kLayers; ++l) EXPECT_EQ((*c)->config().LayerWindow(l), 4096) << l;
+
+  c = LoadHf("mistral_null", R"("model_type": "mistral", "sliding_window": null)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->config().LayerWindow(0), 0);
+
+  // Qwen2.5 configs carry a window that is off unless use_sliding_window.
+  c = LoadHf("qwen2_off", R"("model_type": "qwen2", "attention_bias": false, "sliding_window": 131072,
+      "use_sliding_window": false, "max_window_layers": 1)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->config().sliding_window, 0);
+  c = LoadHf("qwen2_on", R"("model_type": "qwen2", "attention_bias": false, "sliding_window": 64,
+      "use_sliding_window": true, "max_window_layers": 1)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->config().LayerWindow(0), 0);
+  EXPECT_EQ((*c)->config().LayerWindow(1), 64);
+  EXPECT_EQ((*c)->config().LayerWindow(2), 64);
+  c = LoadHf("qwen2_types", R"("model_type": "qwen2", "attention_bias": false, "sliding_window": 64,
+      "use_sliding_window": true,
+      "layer_types": ["sliding_attention", "full_attention", "sliding_attention"])");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->config().LayerWindow(0), 64);
+  EXPECT_EQ((*c)->config().LayerWindow(1), 0);
+  EXPECT_EQ((*c)->config().LayerWindow(2), 64);
+
+  ExpectRefused(LoadHf("llama_window", R"("model_type": "llama", "sliding_window": 4096)"),
+                {"sliding_window", "'llama'"});
+  ExpectRefused(LoadHf("bad_types", R"("model_type": "mistral", "sliding_window": 8,
+      "layer_types": ["chunked_attention", "full_attention", "full_attention"])"),
+                {"layer_types", "chunked_attention"});
+  ExpectRefused(LoadHf("short_types", R"("model_type": "mistral", "sliding_window": 8,
+      "layer_types": ["full_attention"])"),
+                {"layer_types"});
+}
+
+TEST(MathConfigKeysTest, OtherMathKeysAreRefused) {
+  ExpectRefused(LoadHf("gelu", R"("model_type": "llama", "hidden_act": "gelu")"),
+                {"hidden_act 'gelu'"});
+  ExpectRefused(LoadHf("mlp_bias", R"("model_type": "llama", "mlp_bias": true)"), {"mlp_bias"});
+  ExpectRefused(LoadHf("long_type", absl::StrCat(R"("model_type": "llama", "rope_parameters": {
+      "rope_type": ")", std::string(10000, 'x'), R"("})")),
+                {"bytes)"});
+  // A long key is quoted short: the message stays small.
+  auto c = LoadHf("long_key", absl::StrCat(R"("model_type": "llama", "rope_scaling": {
+      "rope_type": "linear", "factor": 2.0, ")", std::string(10000, 'k'), R"(": 1})"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_LT(c.status().message().size(), 400u) << c.status().message().size();
+}
+
+GgufWriter LlamaGguf() {
+  GgufWriter w;
+  w.AddString("general.architecture", "llama");
+  w.AddUint32("llama.embedding_length", kH);
+  w.AddUint32("llama.block_count", kLayers);
+  w.AddUint32("llama.attention.head_count", kHeads);
+  w.AddUint32("llama.attention.head_count_kv", kKv);
+  w.AddUint32("llama.feed_forward_length", kFfn);
+  w.AddUint32("llama.context_length", 128);
+  w.AddF32Tensor("token_embd.weight", {kH, kVocab}, Zeros(kH * kVocab));
+  w.AddF32Tensor("output_norm.weight", {kH}, Zeros(kH));
+  for (int l = 0; l < kLayers; ++l) {
+    const std::string b = absl::StrCat("blk.", l, ".");
+    w.AddF32Tensor(b + "attn_norm.weight", {kH}, Zeros(kH));
+    w.AddF32Tensor(b + "attn_q.weight", {kH, kHeads * kHd}, Zeros(kH * kHeads * kHd));
+    w.AddF32Tensor(b + "attn_k.weight", {kH, kKv * kHd}, Zeros(kH * kKv * kHd));
+    w.AddF32Tensor(b + "attn_v.weight", {kH, kKv * kHd}, Zeros(kH * kKv * kHd));
+    w.AddF32Tensor(b + "attn_output.weight", {kHeads * kHd, kH}, Zeros(kH * kHeads * kHd));
+    w.AddF32Tensor(b + "ffn_norm.weight", {kH}, Zeros(kH));
+    w.AddF32Tensor(b + "ffn_gate.weight", {kH, kFfn}, Zeros(kH * kFfn));
+    w.AddF32Tensor(b + "ffn_up.weight", {kH, kFfn}, Zeros(kH * kFfn));
+    w.AddF32Tensor(b + "ffn_down.weight", {kFfn, kH}, Zeros(kH * kFfn));
+  }
+  return w;
+}
+
+TEST(MathConfigKeysTest, GgufWindowIsReadAndUnsupportedKeysRefused) {
+  GgufWriter w = LlamaGguf();
+  w.AddUint32("llama.attention.sliding_window", 4096);
+  const std::string path = TmpPath("window.gguf");
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  auto c = LoadCheckpoint(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->config().LayerWindow(2), 4096);
+
+  struct Case {
+    const char* key;
+    uint32_t value;
+    const char* needle;
+  } cases[] = {{"llama.expert_count", 8, "mixture-of-experts"},
+               {"llama.rope.dimension_count", 2, "partial rotary"},
+               {"llama.attention.value_length", 8, "value_length"},
+               {"llama.attn_logit_softcapping", 50, "attn_logit_softcapping"}};
+  for (const Case& k : cases) {
+    GgufWriter bad = LlamaGguf();
+    bad.AddUint32(k.key, k.value);
+    const std::string p = TmpPath("bad.gguf");
+    ASSERT_TRUE(bad.WriteFile(p).ok());
+    ExpectRefused(LoadCheckpoint(p), {k.needle});
+  }
+}
+
+}  // namespace
+}  // namespace rill::loader
