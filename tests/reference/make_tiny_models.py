@@ -76,6 +76,11 @@ def model_specs():
         LLAMA_BASE, architectures=['Qwen2ForCausalLM'], model_type='qwen2',
         tie_word_embeddings=False, rope_theta=1000000.0, rms_norm_eps=1e-6,
         use_sliding_window=True, sliding_window=6, max_window_layers=1)
+    # Qwen3: per-head q/k RMSNorm, no biases, head_dim (24) not hidden/heads.
+    specs['qwen3'] = dict(
+        LLAMA_BASE, architectures=['Qwen3ForCausalLM'], model_type='qwen3',
+        head_dim=24, attention_bias=False, tie_word_embeddings=True,
+        rope_theta=1000000.0, rms_norm_eps=1e-6)
     specs['gpt2'] = dict(
         architectures=['GPT2LMHeadModel'], model_type='gpt2', n_embd=64,
         n_head=4, n_layer=2, n_positions=128, n_ctx=128, n_inner=None,
@@ -113,7 +118,7 @@ def llama_hf_weights(cfg, g: Gen):
     """HF LlamaForCausalLM / Qwen2ForCausalLM tensors ([out, in] Linear)."""
     h, f, v = cfg['hidden_size'], cfg['intermediate_size'], cfg['vocab_size']
     nh, nkv = cfg['num_attention_heads'], cfg['num_key_value_heads']
-    hd = h // nh
+    hd = cfg.get('head_dim') or h // nh
     s = 1.0 / np.sqrt(h)
     w = {'model.embed_tokens.weight': g.normal((v, h), 1.0),
          'model.norm.weight': g.normal((h,), 0.2, 1.0)}
@@ -126,6 +131,9 @@ def llama_hf_weights(cfg, g: Gen):
         w[p + 'self_attn.k_proj.weight'] = g.normal((nkv * hd, h), s)
         w[p + 'self_attn.v_proj.weight'] = g.normal((nkv * hd, h), s)
         w[p + 'self_attn.o_proj.weight'] = g.normal((h, nh * hd), s)
+        if cfg['model_type'] == 'qwen3':
+            w[p + 'self_attn.q_norm.weight'] = g.normal((hd,), 0.2, 1.0)
+            w[p + 'self_attn.k_norm.weight'] = g.normal((hd,), 0.2, 1.0)
         if bias:
             w[p + 'self_attn.q_proj.bias'] = g.normal((nh * hd,), 0.5)
             w[p + 'self_attn.k_proj.bias'] = g.normal((nkv * hd,), 0.5)
@@ -350,6 +358,7 @@ def hf_to_gguf_tensors(cfg, hf):
     names = {'input_layernorm': 'attn_norm', 'post_attention_layernorm': 'ffn_norm',
              'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k',
              'self_attn.v_proj': 'attn_v', 'self_attn.o_proj': 'attn_output',
+             'self_attn.q_norm': 'attn_q_norm', 'self_attn.k_norm': 'attn_k_norm',
              'mlp.gate_proj': 'ffn_gate', 'mlp.up_proj': 'ffn_up',
              'mlp.down_proj': 'ffn_down'}
     for i in range(cfg['num_hidden_layers']):
@@ -407,7 +416,11 @@ def write_gguf(path, cfg, tensors, qtype_name, tokens, types, merges):
         if cfg.get('sliding_window'):
             w.add_uint32(f'{arch}.attention.sliding_window', cfg['sliding_window'])
         w.add_float32(f'{arch}.attention.layer_norm_rms_epsilon', cfg['rms_norm_eps'])
-        w.add_uint32(f'{arch}.rope.dimension_count', h // nh)
+        hd = cfg.get('head_dim') or h // nh
+        w.add_uint32(f'{arch}.rope.dimension_count', hd)
+        if hd != h // nh:
+            w.add_uint32(f'{arch}.attention.key_length', hd)
+            w.add_uint32(f'{arch}.attention.value_length', hd)
         if rs.get('rope_type', rs.get('type')) == 'linear':
             w.add_string(f'{arch}.rope.scaling.type', 'linear')
             w.add_float32(f'{arch}.rope.scaling.factor', rs['factor'])

@@ -99,7 +99,7 @@ def load_gguf(path: str, dtype=np.float64):
 
     reader = gguf.GGUFReader(path)
     arch = _gguf_field(reader, 'general.architecture')
-    if arch not in ('llama', 'qwen2', 'gpt2'):
+    if arch not in ('llama', 'qwen2', 'qwen3', 'gpt2'):
         raise ValueError(f'unsupported GGUF architecture {arch!r}')
 
     def key(name, default=None):
@@ -210,6 +210,9 @@ def _hf_llama_name(name: str) -> Optional[str]:
            'self_attn.v_proj.bias': 'attn_v.bias',
            'self_attn.o_proj.weight': 'attn_output.weight',
            'self_attn.o_proj.bias': 'attn_output.bias',
+           # Qwen3: RMSNorm over each query / key head before RoPE.
+           'self_attn.q_norm.weight': 'attn_q_norm.weight',
+           'self_attn.k_norm.weight': 'attn_k_norm.weight',
            'mlp.gate_proj.weight': 'ffn_gate.weight',
            'mlp.up_proj.weight': 'ffn_up.weight',
            'mlp.down_proj.weight': 'ffn_down.weight'}.get(m.group(2))
@@ -314,7 +317,7 @@ def load_hf(path: str, dtype=np.float64):
         # on; an explicit layer_types list wins.
         window = hf.get('sliding_window') or 0
         layers = None
-        if model_type == 'qwen2':
+        if model_type in ('qwen2', 'qwen3'):
             if not hf.get('use_sliding_window', False):
                 window = 0
             layers = [i >= hf.get('max_window_layers', 28)
@@ -508,6 +511,9 @@ class Model:
                 q = linear(h, w, p + 'attn_q').reshape(n, nh, hd)
                 k = linear(h, w, p + 'attn_k').reshape(n, nkv, hd)
                 v = linear(h, w, p + 'attn_v').reshape(n, nkv, hd)
+                if p + 'attn_q_norm.weight' in w:  # Qwen3
+                    q = rms_norm(q, w[p + 'attn_q_norm.weight'], cfg.norm_eps)
+                    k = rms_norm(k, w[p + 'attn_k_norm.weight'], cfg.norm_eps)
                 q = apply_rope(q, rope_pos, self.inv_freq, cfg.rope_pairing, rope_dim)
                 k = apply_rope(k, rope_pos, self.inv_freq, cfg.rope_pairing, rope_dim)
             k_all, v_all = cache.extend(i, k, v)

@@ -77,6 +77,13 @@ def test_tiny_models(out_dir, seed):
             err = rel_err(noscale.forward(tokens), ref)
             check(f'{name} rope scaling has an effect', err > 1e-3, f'rel_l2={err:.2e}')
 
+        if 'blk.0.attn_q_norm.weight' in base.w:
+            nonorm, _ = rm.load(entry['hf']['f32'])
+            for key in [k for k in nonorm.w if '_norm.weight' in k and 'attn_' in k]:
+                if key.endswith(('attn_q_norm.weight', 'attn_k_norm.weight')):
+                    del nonorm.w[key]
+            err = rel_err(nonorm.forward(tokens), ref)
+            check(f'{name} q/k norm has an effect', err > 1e-3, f'rel_l2={err:.2e}')
         if base.cfg.sliding_window:
             nowin, _ = rm.load(entry['hf']['f32'])
             nowin.cfg.sliding_window = 0

@@ -7,7 +7,8 @@
 //   token_embd, output_norm[.bias], output (absent when tied), pos_embd (gpt2),
 //   blk.N.attn_norm[.bias], blk.N.attn_q/k/v[.bias], blk.N.attn_output[.bias],
 //   blk.N.attn_qkv[.bias] (gpt2), blk.N.ffn_norm[.bias], blk.N.ffn_gate,
-//   blk.N.ffn_up[.bias], blk.N.ffn_down[.bias].
+//   blk.N.ffn_up[.bias], blk.N.ffn_down[.bias], blk.N.attn_q_norm and
+//   blk.N.attn_k_norm (Qwen3).
 // BERT encoders (architecture "bert") use llama.cpp's BERT names:
 //   token_embd, pos_embd, token_types, token_embd_norm[.bias],
 //   blk.N.attn_q/k/v[.bias], blk.N.attn_output[.bias],
@@ -41,7 +42,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  // "llama" (also Qwen2/Mistral), "gpt2", or "bert" (an encoder: no head,
+  // "llama" (also Qwen2/Qwen3/Mistral), "gpt2", or "bert" (an encoder: no head,
   // bidirectional attention; runs through worker/models/encoder.h).
   std::string architecture;
   int64_t vocab_size = 0;
@@ -59,6 +60,10 @@ struct ModelConfig {
   int64_t type_vocab_size = 0;   // bert: token type (segment) embeddings.
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v biases present (Qwen2).
+  // Qwen3: each query and key head is RMS-normalized (weights
+  // blk.N.attn_q_norm / attn_k_norm, head_dim each, eps rms_norm_eps)
+  // after the projection and before RoPE.
+  bool qk_norm = false;
   // True: rotary pairs are adjacent (x[2i], x[2i+1]) because llama.cpp's
   // converter permuted the q/k rows (GGUF "llama"). False: rotate_half pairs
   // (x[i], x[i + head_dim/2]) as in HF checkpoints and GGUF qwen2.

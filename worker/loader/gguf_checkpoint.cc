@@ -4,6 +4,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/message_text.h"
 #include "worker/loader/checkpoint_internal.h"
 #include "worker/loader/str_util.h"
 
@@ -88,13 +89,14 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const st
   std::string arch;
   ASSIGN_OR_RETURN_(arch, f.GetString("general.architecture"));
   ModelConfig& m = c->config_;
-  if (arch == "llama" || arch == "mistral" || arch == "qwen2") {
+  if (arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3") {
     m.architecture = "llama";
   } else if (arch == "gpt2") {
     m.architecture = "gpt2";
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": unsupported GGUF architecture '", arch, "'"));
+        absl::StrCat(path, ": unsupported GGUF architecture '", ShortForMessage(arch),
+                     "' (supported: llama, mistral, qwen2, qwen3, gpt2)"));
   }
   const std::string p = arch + ".";
   ASSIGN_OR_RETURN_(m.hidden_size, f.GetInt(p + "embedding_length"));
@@ -158,6 +160,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const st
   m.vocab_size = vocab;
   m.tie_word_embeddings = c->Find("output") == nullptr;
   m.attention_bias = c->Find("blk.0.attn_q.bias") != nullptr;
+  m.qk_norm = arch == "qwen3" || c->Find("blk.0.attn_q_norm") != nullptr;
   // llama.cpp permutes HF q/k rows only for the "llama" rope layout.
   m.rope_interleaved = arch == "llama" || arch == "mistral";
 

@@ -249,7 +249,7 @@ absl::Status ReadSlidingWindow(const ConfigReader& r, const json::JsonValue& con
     }
     return absl::OkStatus();
   }
-  if (model_type == "qwen2") {
+  if (model_type == "qwen2" || model_type == "qwen3") {
     std::optional<bool> use;
     ASSIGN_OR_RETURN_(use, r.Bool("use_sliding_window"));
     if (!use.value_or(false)) window = 0;
@@ -309,6 +309,7 @@ std::string MapLlamaName(const std::string& n) {
       {"self_attn.o_proj", "attn_output"}, {"post_attention_layernorm", "ffn_norm"},
       {"mlp.gate_proj", "ffn_gate"},      {"mlp.up_proj", "ffn_up"},
       {"mlp.down_proj", "ffn_down"},
+      {"self_attn.q_norm", "attn_q_norm"}, {"self_attn.k_norm", "attn_k_norm"},
   };
   for (const auto& [hf, gg] : kMap) {
     if (tail == hf) return absl::StrCat("blk.", layer, ".", gg, suffix);
@@ -402,7 +403,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
                                      ? config->Find("model_type")->string_value()
                                      : "";
   std::optional<bool> tie;
-  if (model_type == "llama" || model_type == "mistral" || model_type == "qwen2") {
+  if (model_type == "llama" || model_type == "mistral" || model_type == "qwen2" ||
+      model_type == "qwen3") {
     m.architecture = "llama";
     ASSIGN_OR_RETURN_(m.vocab_size, r.Int("vocab_size"));
     ASSIGN_OR_RETURN_(m.hidden_size, r.Int("hidden_size"));
@@ -460,7 +462,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
     tie = true;  // No LM head: an encoder.
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat(config_path, ": unsupported model_type '", model_type, "'"));
+        absl::StrCat(config_path, ": unsupported model_type '", ShortForMessage(model_type),
+                     "' (supported: llama, mistral, qwen2, qwen3, gpt2, bert)"));
   }
   m.rope_interleaved = false;  // HF keeps the rotate_half layout.
 
@@ -521,6 +524,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
   m.tie_word_embeddings = tie.value_or(!has_output);
   if (m.tie_word_embeddings) c->tensors_.erase("output");
   if (c->tensors_.count("blk.0.attn_q.bias") > 0) m.attention_bias = true;
+  m.qk_norm = model_type == "qwen3" || c->tensors_.count("blk.0.attn_q_norm") > 0;
 
   for (const auto& [field, file] :
        {std::pair<std::string*, const char*>{&c->tokenizer_.tokenizer_json, "tokenizer.json"},

@@ -21,6 +21,7 @@ struct LlamaLayer {
   std::vector<float> attn_norm, ffn_norm;
   cpu::WeightMatrix q, k, v, o, gate, up, down;
   std::vector<float> q_bias, k_bias, v_bias;  // empty unless attention_bias
+  std::vector<float> q_norm, k_norm;          // [head_dim]; empty unless qk_norm (Qwen3)
 };
 
 class Llama : public CausalLm {
@@ -67,6 +68,10 @@ class Llama : public CausalLm {
       bind.Matrix(p + "ffn_gate", f, h, &L.gate);
       bind.Matrix(p + "ffn_up", f, h, &L.up);
       bind.Matrix(p + "ffn_down", h, f, &L.down);
+      if (c.qk_norm) {
+        bind.Vector(p + "attn_q_norm", c.head_dim, &L.q_norm);
+        bind.Vector(p + "attn_k_norm", c.head_dim, &L.k_norm);
+      }
       if (ck.Find(p + "attn_q.bias") != nullptr) {
         bind.Vector(p + "attn_q.bias", qd, &L.q_bias);
         bind.Vector(p + "attn_k.bias", kvd, &L.k_bias);
@@ -206,6 +211,10 @@ class Llama : public CausalLm {
         AddBiasRows(q_.data(), L.q_bias.data(), n, qd);
         AddBiasRows(k_.data(), L.k_bias.data(), n, kvd);
         AddBiasRows(v_.data(), L.v_bias.data(), n, kvd);
+      }
+      if (!L.q_norm.empty()) {  // per head: rows of head_dim
+        cpu::RmsNorm(q_.data(), L.q_norm.data(), n * num_heads, hd, eps, q_.data());
+        cpu::RmsNorm(k_.data(), L.k_norm.data(), n * num_kv_heads, hd, eps, k_.data());
       }
       cpu::Rope(q_.data(), n, qd, num_heads, hd, hd, layout.positions.data(), inv_freq_.data(),
                 rope);

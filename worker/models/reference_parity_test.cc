@@ -164,7 +164,10 @@ INSTANTIATE_TEST_SUITE_P(
                       "mistral_window/hf-f32", "mistral_window/hf-bf16",
                       "mistral_window/model.f32.gguf", "mistral_window/model.q8_0.gguf",
                       "qwen2_window/hf-f32", "llama_tf5/hf-f32", "llama_tf5/hf-bf16",
-                      "llama_tf5/model.f32.gguf", "gpt2/hf-f32", "gpt2/hf-bf16",
+                      "llama_tf5/model.f32.gguf",
+                      // Qwen3: per-head q/k norms, head_dim 24 != hidden / heads.
+                      "qwen3/hf-f32", "qwen3/hf-bf16", "qwen3/model.f32.gguf",
+                      "qwen3/model.q8_0.gguf", "gpt2/hf-f32", "gpt2/hf-bf16",
                       "gpt2/model.f32.gguf", "gpt2/model.q8_0.gguf"),
     [](const ::testing::TestParamInfo<std::string>& info) {
       std::string name = info.param;

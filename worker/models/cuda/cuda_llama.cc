@@ -70,6 +70,11 @@ absl::Status CudaLlama::Init() {
         path, ": sliding-window attention (window ", c.sliding_window,
         ") is not supported by the CUDA backend yet"));
   }
+  if (c.qk_norm) {
+    return absl::UnimplementedError(
+        absl::StrCat(path, ": per-head q/k normalization (Qwen3) is not supported by the CUDA "
+                     "backend yet"));
+  }
   if (c.num_heads <= 0 || c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0 ||
       c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > 128 || c.hidden_size <= 0 ||
       c.intermediate_size <= 0 || c.vocab_size <= 0 || c.num_layers <= 0 ||
