@@ -118,7 +118,8 @@ TEST_P(WindowEngineTest, ChunkedBatchedAndCachedMatchReference) {
 INSTANTIATE_TEST_SUITE_P(TinyWindowModels, WindowEngineTest,
                          ::testing::Values("mistral_window/hf-f32",
                                            "mistral_window/model.f32.gguf",
-                                           "qwen2_window/hf-f32"),
+                                           "qwen2_window/hf-f32", "gemma2/hf-f32",
+                                           "gemma2/model.q8_0.gguf"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
                            for (char& c : name) {

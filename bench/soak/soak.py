@@ -10,6 +10,13 @@ table, writes bench/out/soak/soak.json, exits 1 if a check fails. Not in CI.
 
   bazel build //cli:rill //engine/service:rill-engine //frontend:rill-frontend
   .venv/bin/python bench/soak/soak.py --duration 600
+
+--hostile adds the hostile clients of hostile.py (1 MB ids, never-reading
+streams, abort storms with id reuse, duplicate ids) and kills a frontend with
+SIGKILL every --kill_every seconds (rill serve restarts it), and checks on
+top: exactly one finished response per accepted request, no violation of the
+stream contract, every process's RSS after the drain within 10 % of its value
+before the load (a restarted frontend against its predecessor's).
 """
 import argparse
 import json
@@ -25,6 +32,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "clients"))
 import python_client  # noqa: E402  (stub generation)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hostile  # noqa: E402
 
 ADMIN_TOKEN = "soak-token"
 PROMPTS = [
@@ -61,6 +70,20 @@ def children_of(pid):
             if pp == p and c not in out:
                 out[c] = names[c]
                 frontier.append(c)
+    return out
+
+
+def roles(serve_pid):
+    """{"engine" | "frontend-i": pid}: frontends by start order, so a
+    restarted frontend takes its predecessor's role."""
+    procs = children_of(serve_pid)
+    out = {}
+    fronts = sorted(p for p, n in procs.items() if n.startswith("rill-frontend"))
+    for i, p in enumerate(fronts):
+        out[f"frontend-{i}"] = p
+    for p, n in procs.items():
+        if n.startswith("rill-engine"):
+            out["engine"] = p
     return out
 
 
@@ -147,6 +170,9 @@ def client_loop(stub, pb, args, deadline, counters, rng):
             code = getattr(e, "code", lambda: None)()
             if code is not None and code.name != "CANCELLED":
                 counters.add(f"rpc_error_{code.name}")
+                # The stream broke (e.g. its frontend was killed): its
+                # unfinished requests end with it.
+                counters.add("lost_with_stream", len(plan) - len(done))
         finally:
             outbox.put(None)
 
@@ -168,6 +194,13 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rill", default=os.path.join(ROOT, "bazel-bin/cli/rill"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/out/soak"))
+    ap.add_argument("--serve_flag", action="append", default=[],
+                    help="Extra flag for rill serve (repeatable), e.g. --serve_flag=--engine_binary=P.")
+    ap.add_argument("--hostile", action="store_true", help="Add hostile clients and kills.")
+    ap.add_argument("--kill_every", type=float, default=200,
+                    help="--hostile: SIGKILL a frontend this often (0: never).")
+    ap.add_argument("--hold_s", type=float, default=45,
+                    help="--hostile: how long a never-reading client holds its stream.")
     args = ap.parse_args()
 
     import grpc
@@ -184,7 +217,7 @@ def main():
     log_path = os.path.join(args.out, "rill-serve.log")
     cmd = [args.rill, "serve", f"--port={args.port}", f"--frontends={args.frontends}",
            f"--threads={args.threads}", f"--model={args.model}", f"--admin_token={ADMIN_TOKEN}",
-           f"--ready_file={ready}", "--log_to_files", f"--run_dir={args.out}/run"]
+           f"--ready_file={ready}", "--log_to_files", f"--run_dir={args.out}/run"] + args.serve_flag
     log = open(log_path, "w")
     serve = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -195,7 +228,10 @@ def main():
             if time.time() - t0 > 600:
                 raise SystemExit("rill serve not ready after 600 s")
             time.sleep(0.5)
-        target = f"127.0.0.1:{args.port}"
+        # The ready file holds the address (the real port with --port 0).
+        time.sleep(0.2)
+        with open(ready) as f:
+            target = f.read().strip() or f"127.0.0.1:{args.port}"
         channel = grpc.insecure_channel(target)
         stub = pbg.InferenceStub(channel)
         admin = apbg.AdminStub(channel)
@@ -203,6 +239,16 @@ def main():
         procs0 = {p: n for p, n in children_of(serve.pid).items() if n.startswith("rill-")}
         print(f"serving on {target}; processes {sorted(procs0.items())}; "
               f"{args.clients} clients for {args.duration:.0f} s", flush=True)
+
+        # Before the load: one request through each process, then the RSS
+        # every process must come back to after the drain.
+        for _ in range(2 * args.frontends):
+            list(stub.Generate(iter([pb.GenerateRequest(start=pb.StartRequest(
+                text="Hello", sampling=pb.SamplingParams(max_tokens=4)))]), timeout=120))
+        time.sleep(1)
+        baseline = {role: rss_mb(p) for role, p in roles(serve.pid).items()}
+        print("RSS before the load (MB):", json.dumps({k: round(v, 1) for k, v in baseline.items()}),
+              flush=True)
 
         counters = Counters()
         deadline = time.time() + args.duration
@@ -212,6 +258,21 @@ def main():
                    for _ in range(args.clients)]
         for c in clients:
             c.start()
+        ledger = hostile.Ledger()
+        kills = []
+        if args.hostile:
+            clients += hostile.start_all(stub, pb, deadline, ledger, args.request_timeout, args.hold_s)
+
+            def killer():
+                while args.kill_every > 0 and time.time() + args.kill_every < deadline:
+                    time.sleep(args.kill_every)
+                    fronts = sorted(p for p, n in children_of(serve.pid).items()
+                                    if n.startswith("rill-frontend"))
+                    if fronts:
+                        os.kill(fronts[0], signal.SIGKILL)
+                        kills.append(fronts[0])
+                        print(f"killed frontend pid {fronts[0]} (SIGKILL)", flush=True)
+            threading.Thread(target=killer, daemon=True).start()
 
         samples = []
         seen_pids = dict(procs0)
@@ -260,18 +321,32 @@ def main():
         with open(log_path) as f:
             serve_log = f.read()
         crashes = serve_log.count("exited unexpectedly")
-        restarted = sorted(set(seen_pids) - set(procs_end))
+        restarted = sorted(set(seen_pids) - set(procs_end) - set(kills))
         checks = {
             "rill serve alive": serve.poll() is None,
-            "no crashed or restarted process": crashes == 0 and not restarted,
+            "no crashed or restarted process (beyond the kills)":
+                crashes <= len(kills) and not restarted,
             "zero unfinished requests": final.get("unfinished") == 0,
             "zero used KV blocks": final.get("kv_usage") == 0,
             "no stuck client": not any(c.is_alive() for c in clients),
         }
         counts = counters.snapshot()
         accounted = sum(v for k, v in counts.items()
-                        if k.startswith(("finished_", "error_code_")) or k == "disconnected")
+                        if k.startswith(("finished_", "error_code_"))
+                        or k in ("disconnected", "lost_with_stream"))
         checks["every request finished, failed or was disconnected"] = accounted == counts.get("started", 0)
+        after = {role: rss_mb(p) for role, p in roles(serve.pid).items()}
+        print("RSS before the load -> after the drain (MB):", ", ".join(
+            f"{k} {baseline.get(k, float('nan')):.1f} -> {v:.1f}" for k, v in sorted(after.items())))
+        if args.hostile:
+            hcounts, violations = ledger.snapshot()
+            print("hostile counts:", json.dumps(hcounts, sort_keys=True))
+            for v in violations:
+                print("  violation:", v)
+            counts["hostile"] = hcounts
+            checks["stream contract held (exactly one finished per request)"] = not violations
+            checks["every process's RSS back within 10% after the drain"] = all(
+                k in baseline and v <= 1.10 * baseline[k] for k, v in after.items())
         print("\n%-6s %-6s %10s %s %9s %8s %8s %10s %8s %9s" % (
             "t_s", "phase", "engine_MB", "frontend_MB", "unfinish", "running", "kv_use",
             "gen_tokens", "preempt", "gen_tok/s"))

@@ -259,13 +259,16 @@ void AttendKeys(const Tile& tile, int64_t k_begin, int64_t k_end, const Vec<T>& 
         const float* q = a.q + qi * q_stride + int64_t{h} * hd;
         const int64_t s = t * group + g;
         float* acc_h = st.acc + s * hd;
-        if (vec.block && hd % 8 == 0) {
+        if (vec.block && hd % 8 == 0 && a.logit_softcap == 0.0f) {
           vec.block(q, kq, vq, row, cnt, hd, scale, scores, &st.m[s], &st.l[s], acc_h);
           continue;
         }
         float bm = -std::numeric_limits<float>::infinity();
         for (int j = 0; j < cnt; ++j) {
           scores[j] = vec.dot(q, kq + j * row, hd) * scale;
+          if (a.logit_softcap != 0.0f) {
+            scores[j] = a.logit_softcap * std::tanh(scores[j] / a.logit_softcap);
+          }
           bm = std::max(bm, scores[j]);
         }
         const float m_new = std::max(st.m[s], bm);
@@ -392,7 +395,7 @@ absl::Status ValidatePagedAttentionArgs(const PagedAttentionArgs& a) {
                                                    a.num_kv_heads));
   }
   if (a.head_dim <= 0 || a.block_size <= 0 || a.n_q < 0 || a.start_pos < 0 ||
-      a.sliding_window < 0) {
+      a.sliding_window < 0 || !(a.logit_softcap >= 0.0f)) {
     return absl::InvalidArgumentError("PagedAttention: bad sizes");
   }
   if (a.context_len < a.start_pos + a.n_q) {

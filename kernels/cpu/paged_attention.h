@@ -49,6 +49,10 @@ struct PagedAttentionArgs {
   int num_kv_heads = 0;  // divides num_heads (GQA / MQA)
   int head_dim = 0;
   float scale = 0.0f;  // 0: 1 / sqrt(head_dim)
+  // Gemma 2's attention soft-capping: each scaled score s becomes
+  // cap * tanh(s / cap) before the softmax. 0: none. (Runs the per-key
+  // path, not the fused block kernels.)
+  float logit_softcap = 0.0f;
   // Split-K (flash-decoding): a query that sees more than this many keys has
   // them cut into consecutive pieces of this length (rounded up to a multiple
   // of block_size), attended in parallel and merged. The cut depends only on

@@ -31,6 +31,8 @@ struct Case {
   int num_heads, num_kv_heads, head_dim, block_size;
   int64_t start_pos, n_q;
   int64_t sliding_window = 0;  // 0: plain causal
+  float softcap = 0.0f;        // 0: none
+  float scale = 0.0f;          // 0: 1 / sqrt(head_dim)
 };
 
 // The kernel paths: the widest this CPU has (AVX-512 block updates where
@@ -62,6 +64,9 @@ TEST_P(PagedAttentionTest, MatchesNaive) {
       {9, 3, 64, 16, 0, 37, 8}, {4, 4, 12, 5, 23, 9, 5}, {2, 1, 80, 32, 50, 3, 1},
       {2, 2, 8, 1, 3, 4, 2},    {4, 2, 64, 16, 300, 5, 37}, {4, 2, 48, 16, 400, 3, 300},
       {4, 2, 32, 16, 10, 6, 1000},
+      // Gemma 2: soft-capped scores with an explicit scale, with and
+      // without a window.
+      {4, 2, 64, 16, 20, 7, 0, 1.5f, 0.3f}, {4, 2, 80, 16, 300, 3, 9, 2.0f, 0.0f},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "heads " << c.num_heads << "/" << c.num_kv_heads
@@ -107,11 +112,13 @@ TEST_P(PagedAttentionTest, MatchesNaive) {
     a.num_kv_heads = c.num_kv_heads;
     a.head_dim = c.head_dim;
     a.sliding_window = c.sliding_window;
+    a.logit_softcap = c.softcap;
+    a.scale = c.scale;
     a.pool = &pool;
     ASSERT_TRUE(ValidatePagedAttentionArgs(a).ok()) << ValidatePagedAttentionArgs(a);
     PagedAttention(a);
 
-    const double scale = 1.0 / std::sqrt(double(c.head_dim));
+    const double scale = c.scale != 0.0f ? c.scale : 1.0 / std::sqrt(double(c.head_dim));
     const int group = c.num_heads / c.num_kv_heads;
     for (int64_t i = 0; i < c.n_q; ++i) {
       for (int h = 0; h < c.num_heads; ++h) {
@@ -128,6 +135,7 @@ TEST_P(PagedAttentionTest, MatchesNaive) {
             d += double(q[i * qrow + h * c.head_dim + e]) * k[p * row + kvh * c.head_dim + e];
           }
           s[p] = d * scale;
+          if (c.softcap != 0.0f) s[p] = c.softcap * std::tanh(s[p] / c.softcap);
           m = std::max(m, s[p]);
         }
         double l = 0;

@@ -81,6 +81,19 @@ def model_specs():
         LLAMA_BASE, architectures=['Qwen3ForCausalLM'], model_type='qwen3',
         head_dim=24, attention_bias=False, tie_word_embeddings=True,
         rope_theta=1000000.0, rms_norm_eps=1e-6)
+    # Gemma 2: (1 + w) norms, post norms, GeGLU, scaled embeddings, layer 0
+    # sliding (window 8); soft-caps that change the logits (the final one as
+    # large as the real 30: a smaller one saturates every top logit to a tie).
+    gemma2 = dict(
+        LLAMA_BASE, architectures=['Gemma2ForCausalLM'], model_type='gemma2',
+        head_dim=24, query_pre_attn_scalar=24, hidden_activation='gelu_pytorch_tanh',
+        attn_logit_softcapping=2.0, final_logit_softcapping=30.0, sliding_window=8,
+        tie_word_embeddings=True, rms_norm_eps=1e-6)
+    del gemma2['hidden_act']
+    specs['gemma2'] = gemma2
+    # query_pre_attn_scalar != head_dim (as Gemma 2 27B): HF form only, since
+    # GGUF does not carry it.
+    specs['gemma2_scalar'] = dict(gemma2, query_pre_attn_scalar=16)
     specs['gpt2'] = dict(
         architectures=['GPT2LMHeadModel'], model_type='gpt2', n_embd=64,
         n_head=4, n_layer=2, n_positions=128, n_ctx=128, n_inner=None,
@@ -141,6 +154,15 @@ def llama_hf_weights(cfg, g: Gen):
         w[p + 'mlp.gate_proj.weight'] = g.normal((f, h), s)
         w[p + 'mlp.up_proj.weight'] = g.normal((f, h), s)
         w[p + 'mlp.down_proj.weight'] = g.normal((h, f), 1.0 / np.sqrt(f))
+    if cfg['model_type'] == 'gemma2':
+        # Gemma's norms are applied as (1 + w): weights near 0.
+        for name in list(w):
+            if name.endswith('layernorm.weight') or name == 'model.norm.weight':
+                w[name] = g.normal(w[name].shape, 0.2)
+        for i in range(cfg['num_hidden_layers']):
+            p = f'model.layers.{i}.'
+            w[p + 'pre_feedforward_layernorm.weight'] = g.normal((h,), 0.2)
+            w[p + 'post_feedforward_layernorm.weight'] = g.normal((h,), 0.2)
     if not cfg['tie_word_embeddings']:
         w['lm_head.weight'] = g.normal((v, h), 4.0 * s)
     return w
@@ -355,12 +377,19 @@ def hf_to_gguf_tensors(cfg, hf):
     out['output_norm.weight'] = hf['model.norm.weight']
     if 'lm_head.weight' in hf:
         out['output.weight'] = hf['lm_head.weight']
+    gemma = cfg['model_type'] == 'gemma2'
+    if gemma:  # llama.cpp stores Gemma's norms as w + 1
+        out['output_norm.weight'] = hf['model.norm.weight'] + 1.0
     names = {'input_layernorm': 'attn_norm', 'post_attention_layernorm': 'ffn_norm',
              'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k',
              'self_attn.v_proj': 'attn_v', 'self_attn.o_proj': 'attn_output',
              'self_attn.q_norm': 'attn_q_norm', 'self_attn.k_norm': 'attn_k_norm',
              'mlp.gate_proj': 'ffn_gate', 'mlp.up_proj': 'ffn_up',
              'mlp.down_proj': 'ffn_down'}
+    if gemma:
+        names.update({'post_attention_layernorm': 'post_attention_norm',
+                      'pre_feedforward_layernorm': 'ffn_norm',
+                      'post_feedforward_layernorm': 'post_ffw_norm'})
     for i in range(cfg['num_hidden_layers']):
         for src, dst in names.items():
             for kind in ('weight', 'bias'):
@@ -371,6 +400,8 @@ def hf_to_gguf_tensors(cfg, hf):
                     t = permute_qk(t, nh)
                 elif permute and dst == 'attn_k':
                     t = permute_qk(t, nkv)
+                if gemma and dst.endswith('norm'):
+                    t = t + 1.0
                 out[f'blk.{i}.{dst}.{kind}'] = t
     rs = resolved_rope(cfg)[1]
     if rs.get('rope_type', rs.get('type')) == 'llama3':
@@ -415,6 +446,9 @@ def write_gguf(path, cfg, tensors, qtype_name, tokens, types, merges):
         w.add_float32(f'{arch}.rope.freq_base', theta)
         if cfg.get('sliding_window'):
             w.add_uint32(f'{arch}.attention.sliding_window', cfg['sliding_window'])
+        for key in ('attn_logit_softcapping', 'final_logit_softcapping'):
+            if cfg.get(key):
+                w.add_float32(f'{arch}.{key}', cfg[key])
         w.add_float32(f'{arch}.attention.layer_norm_rms_epsilon', cfg['rms_norm_eps'])
         hd = cfg.get('head_dim') or h // nh
         w.add_uint32(f'{arch}.rope.dimension_count', hd)
@@ -471,8 +505,8 @@ def generate(out_dir, seed):
             d = os.path.join(mdir, 'hf-f32-sharded')
             write_hf_dir(d, cfg, hf, 'F32', tokens, merges, shards=2)
             entry['hf']['f32_sharded'] = d
-        if cfg.get('use_sliding_window'):
-            manifest['models'][name] = entry  # no GGUF form (per-layer window)
+        if cfg.get('use_sliding_window') or name == 'gemma2_scalar':
+            manifest['models'][name] = entry  # no GGUF form for these
             continue
         gt = hf_to_gguf_tensors(cfg, hf)
         for q in GGUF_TYPES:

@@ -68,6 +68,18 @@ class Config:
     sliding_window: int = 0
     # Per layer: True where the window applies (None: every layer).
     sliding_layers: Optional[List[bool]] = None
+    # Gemma 2 (HF Gemma2ForCausalLM): embeddings times sqrt(hidden); RMSNorm
+    # weights applied as (1 + w) (norm_offset 1; llama.cpp's GGUF stores
+    # w + 1 already, offset 0); GeGLU with tanh GELU; post-attention and
+    # post-MLP norms (post_attention_norm / post_ffw_norm tensors); attention
+    # scores scaled by attn_scale and soft-capped (cap * tanh(s / cap))
+    # before the mask; final logits soft-capped.
+    embed_scale: float = 1.0
+    norm_offset: float = 0.0
+    act: str = 'silu'          # 'silu' (SwiGLU) or 'gelu_tanh' (GeGLU)
+    attn_scale: float = 0.0    # 0: 1 / sqrt(head_dim)
+    attn_softcap: float = 0.0  # 0: none
+    final_softcap: float = 0.0
 
     def layer_window(self, layer):
         if not self.sliding_window:
@@ -99,7 +111,7 @@ def load_gguf(path: str, dtype=np.float64):
 
     reader = gguf.GGUFReader(path)
     arch = _gguf_field(reader, 'general.architecture')
-    if arch not in ('llama', 'qwen2', 'qwen3', 'gpt2'):
+    if arch not in ('llama', 'qwen2', 'qwen3', 'gemma2', 'gpt2'):
         raise ValueError(f'unsupported GGUF architecture {arch!r}')
 
     def key(name, default=None):
@@ -153,6 +165,16 @@ def load_gguf(path: str, dtype=np.float64):
         rope_scaling=scaling,
         sliding_window=int(key('attention.sliding_window', 0) or 0),
     )
+    if arch == 'gemma2':
+        # llama.cpp's converter stores the norms as w + 1 (offset 0 here),
+        # every other layer slides (from layer 0), and scales queries by
+        # 1/sqrt(head_dim) (by 1/sqrt(hidden/heads) for the 46-layer 27B).
+        cfg.embed_scale = float(np.float32(math.sqrt(hidden)))
+        cfg.act = 'gelu_tanh'
+        cfg.sliding_layers = [i % 2 == 0 for i in range(cfg.n_layers)]
+        cfg.attn_scale = (hidden / n_heads if cfg.n_layers == 46 else head_dim) ** -0.5
+        cfg.attn_softcap = float(key('attn_logit_softcapping', 0.0) or 0.0)
+        cfg.final_softcap = float(key('final_logit_softcapping', 0.0) or 0.0)
     vocab_strings = _gguf_field(reader, 'tokenizer.ggml.tokens')
     return Model(cfg, weights), vocab_strings
 
@@ -189,6 +211,20 @@ def read_safetensors(path: str) -> Dict[str, np.ndarray]:
             arr = raw.view(dt)
         out[name] = np.array(arr.reshape(info['shape']))
     return out
+
+
+# Gemma 2 names its norms differently: post_attention_layernorm is applied to
+# the attention output (Llama's name for the pre-MLP norm).
+_GEMMA_NORMS = {'post_attention_layernorm.weight': 'post_attention_norm.weight',
+                'pre_feedforward_layernorm.weight': 'ffn_norm.weight',
+                'post_feedforward_layernorm.weight': 'post_ffw_norm.weight'}
+
+
+def _hf_gemma_name(name: str) -> Optional[str]:
+    m = re.fullmatch(r'model\.layers\.(\d+)\.(.+)', name)
+    if m and m.group(2) in _GEMMA_NORMS:
+        return f'blk.{m.group(1)}.{_GEMMA_NORMS[m.group(2)]}'
+    return _hf_llama_name(name)
 
 
 def _hf_llama_name(name: str) -> Optional[str]:
@@ -265,7 +301,9 @@ def load_hf(path: str, dtype=np.float64):
     is_gpt2 = model_type == 'gpt2' or 'GPT2LMHeadModel' in archs
     weights = {}
     for name, arr in raw.items():
-        canon = _hf_gpt2_name(name) if is_gpt2 else _hf_llama_name(name)
+        is_gemma = model_type == 'gemma2'
+        canon = (_hf_gpt2_name(name) if is_gpt2 else
+                 _hf_gemma_name(name) if is_gemma else _hf_llama_name(name))
         if canon is None:
             continue
         arr = arr.astype(dtype)
@@ -322,9 +360,12 @@ def load_hf(path: str, dtype=np.float64):
                 window = 0
             layers = [i >= hf.get('max_window_layers', 28)
                       for i in range(hf['num_hidden_layers'])]
-        elif model_type not in ('mistral',):
+        elif model_type not in ('mistral', 'gemma2'):
             if window:
                 raise ValueError(f'sliding_window on model_type {model_type!r}')
+        elif model_type == 'gemma2':
+            # transformers: layer i slides when (i + 1) % 2 != 0.
+            layers = [(i + 1) % 2 != 0 for i in range(hf['num_hidden_layers'])]
         if hf.get('layer_types'):
             layers = [t == 'sliding_attention' for t in hf['layer_types']]
         cfg = Config(arch='llama', source_arch=model_type or 'llama',
@@ -338,7 +379,16 @@ def load_hf(path: str, dtype=np.float64):
                      rope_dim=head_dim, rope_pairing='half',
                      rope_scaling=scaling, sliding_window=int(window),
                      sliding_layers=layers)
-        if hf.get('hidden_act', 'silu') != 'silu':
+        if model_type == 'gemma2':
+            cfg.embed_scale = float(np.float32(math.sqrt(hidden)))
+            cfg.norm_offset = 1.0
+            cfg.act = 'gelu_tanh'
+            cfg.attn_scale = float(hf['query_pre_attn_scalar']) ** -0.5
+            cfg.attn_softcap = float(hf.get('attn_logit_softcapping') or 0.0)
+            cfg.final_softcap = float(hf.get('final_logit_softcapping') or 0.0)
+            if hf.get('hidden_activation', 'gelu_pytorch_tanh') != 'gelu_pytorch_tanh':
+                raise ValueError('only gelu_pytorch_tanh Gemma 2 MLPs are supported')
+        elif hf.get('hidden_act', 'silu') != 'silu':
             raise ValueError('only silu (SwiGLU) Llama MLPs are supported')
     return Model(cfg, weights), None
 
@@ -413,7 +463,7 @@ def apply_rope(x, positions, inv_freq, pairing, rope_dim):
     return out
 
 
-def attention(q, k, v, start_pos, window=0):
+def attention(q, k, v, start_pos, window=0, scale=0.0, softcap=0.0):
     """Causal (GQA) attention. q: [n, H, d]; k, v: [T, KV, d] with T = start+n.
 
     Query i sits at absolute position start_pos + i and may see keys 0..that
@@ -425,7 +475,9 @@ def attention(q, k, v, start_pos, window=0):
     group = n_heads // n_kv
     k = np.repeat(k, group, axis=1)
     v = np.repeat(v, group, axis=1)
-    scores = np.einsum('qhd,khd->hqk', q, k) / math.sqrt(d)
+    scores = np.einsum('qhd,khd->hqk', q, k) * (scale or 1.0 / math.sqrt(d))
+    if softcap:
+        scores = softcap * np.tanh(scores / softcap)
     qpos = start_pos + np.arange(n)[:, None]
     kpos = np.arange(t)[None, :]
     visible = kpos <= qpos
@@ -487,7 +539,7 @@ class Model:
         positions = start + np.arange(n)
         if start + n > cfg.max_pos and cfg.arch == 'gpt2':
             raise ValueError('sequence longer than n_positions')
-        x = w['token_embd.weight'][tokens]
+        x = w['token_embd.weight'][tokens] * cfg.embed_scale
         if cfg.arch == 'gpt2':
             x = x + w['position_embd.weight'][positions]
         hd, nh, nkv = cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
@@ -507,7 +559,7 @@ class Model:
                 k = k.reshape(n, nkv, hd)
                 v = v.reshape(n, nkv, hd)
             else:
-                h = rms_norm(x, w[p + 'attn_norm.weight'], cfg.norm_eps)
+                h = rms_norm(x, w[p + 'attn_norm.weight'] + cfg.norm_offset, cfg.norm_eps)
                 q = linear(h, w, p + 'attn_q').reshape(n, nh, hd)
                 k = linear(h, w, p + 'attn_k').reshape(n, nkv, hd)
                 v = linear(h, w, p + 'attn_v').reshape(n, nkv, hd)
@@ -517,25 +569,35 @@ class Model:
                 q = apply_rope(q, rope_pos, self.inv_freq, cfg.rope_pairing, rope_dim)
                 k = apply_rope(k, rope_pos, self.inv_freq, cfg.rope_pairing, rope_dim)
             k_all, v_all = cache.extend(i, k, v)
-            x = x + linear(attention(q, k_all, v_all, start, cfg.layer_window(i)), w,
-                           p + 'attn_output')
+            a = linear(attention(q, k_all, v_all, start, cfg.layer_window(i), cfg.attn_scale,
+                                 cfg.attn_softcap), w, p + 'attn_output')
+            if p + 'post_attention_norm.weight' in w:  # Gemma 2
+                a = rms_norm(a, w[p + 'post_attention_norm.weight'] + cfg.norm_offset, cfg.norm_eps)
+            x = x + a
 
             if cfg.arch == 'gpt2':
                 h = layer_norm(x, w[p + 'ffn_norm.weight'], w[p + 'ffn_norm.bias'], cfg.norm_eps)
                 x = x + linear(gelu_new(linear(h, w, p + 'ffn_up')), w, p + 'ffn_down')
             else:
-                h = rms_norm(x, w[p + 'ffn_norm.weight'], cfg.norm_eps)
-                g = silu(linear(h, w, p + 'ffn_gate')) * linear(h, w, p + 'ffn_up')
-                x = x + linear(g, w, p + 'ffn_down')
+                h = rms_norm(x, w[p + 'ffn_norm.weight'] + cfg.norm_offset, cfg.norm_eps)
+                act = gelu_new if cfg.act == 'gelu_tanh' else silu
+                g = act(linear(h, w, p + 'ffn_gate')) * linear(h, w, p + 'ffn_up')
+                f = linear(g, w, p + 'ffn_down')
+                if p + 'post_ffw_norm.weight' in w:  # Gemma 2
+                    f = rms_norm(f, w[p + 'post_ffw_norm.weight'] + cfg.norm_offset, cfg.norm_eps)
+                x = x + f
         cache.length = start + n
 
         if cfg.arch == 'gpt2':
             x = layer_norm(x, w['output_norm.weight'], w['output_norm.bias'], cfg.norm_eps)
         else:
-            x = rms_norm(x, w['output_norm.weight'], cfg.norm_eps)
+            x = rms_norm(x, w['output_norm.weight'] + cfg.norm_offset, cfg.norm_eps)
         if start == 0:
             self.prompt_hidden = x  # Final hidden states of the prompt (--pool-out).
-        return x @ self.lm_head().T
+        logits = x @ self.lm_head().T
+        if cfg.final_softcap:
+            logits = cfg.final_softcap * np.tanh(logits / cfg.final_softcap)
+        return logits
 
     def greedy(self, tokens: List[int], n_new: int, use_cache: bool = True):
         """(prompt logits, n_new argmax continuation tokens)."""

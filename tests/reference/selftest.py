@@ -84,6 +84,15 @@ def test_tiny_models(out_dir, seed):
                     del nonorm.w[key]
             err = rel_err(nonorm.forward(tokens), ref)
             check(f'{name} q/k norm has an effect', err > 1e-3, f'rel_l2={err:.2e}')
+        for knob, off in (('attn_softcap', 0.0), ('final_softcap', 0.0), ('norm_offset', 0.0),
+                          ('embed_scale', 1.0), ('attn_scale', 0.0)):
+            value = getattr(base.cfg, knob)
+            if value != off and not (knob == 'attn_scale' and
+                                     abs(value - base.cfg.head_dim ** -0.5) < 1e-12):
+                without, _ = rm.load(entry['hf']['f32'])
+                setattr(without.cfg, knob, off)
+                err = rel_err(without.forward(tokens), ref)
+                check(f'{name} {knob} has an effect', err > 1e-3, f'rel_l2={err:.2e}')
         if base.cfg.sliding_window:
             nowin, _ = rm.load(entry['hf']['f32'])
             nowin.cfg.sliding_window = 0

@@ -143,6 +143,10 @@ absl::Status CheckpointBuilder::Validate(const Checkpoint& c) {
         RILL_RETURN_IF_ERROR(val.Expect(b + "attn_v.bias", {kv}));
       }
       RILL_RETURN_IF_ERROR(val.Maybe(b + "attn_output.bias", {h}));
+      if (m.post_norms) {
+        RILL_RETURN_IF_ERROR(val.Expect(b + "post_attention_norm", {h}));
+        RILL_RETURN_IF_ERROR(val.Expect(b + "post_ffw_norm", {h}));
+      }
       if (m.qk_norm) {
         RILL_RETURN_IF_ERROR(val.Expect(b + "attn_q_norm", {m.head_dim}));
         RILL_RETURN_IF_ERROR(val.Expect(b + "attn_k_norm", {m.head_dim}));

@@ -8,7 +8,8 @@
 //   blk.N.attn_norm[.bias], blk.N.attn_q/k/v[.bias], blk.N.attn_output[.bias],
 //   blk.N.attn_qkv[.bias] (gpt2), blk.N.ffn_norm[.bias], blk.N.ffn_gate,
 //   blk.N.ffn_up[.bias], blk.N.ffn_down[.bias], blk.N.attn_q_norm and
-//   blk.N.attn_k_norm (Qwen3).
+//   blk.N.attn_k_norm (Qwen3), blk.N.post_attention_norm and blk.N.post_ffw_norm
+//   (Gemma 2; there blk.N.ffn_norm is HF's pre_feedforward_layernorm).
 // BERT encoders (architecture "bert") use llama.cpp's BERT names:
 //   token_embd, pos_embd, token_types, token_embd_norm[.bias],
 //   blk.N.attn_q/k/v[.bias], blk.N.attn_output[.bias],
@@ -42,7 +43,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  // "llama" (also Qwen2/Qwen3/Mistral), "gpt2", or "bert" (an encoder: no head,
+  // "llama" (also Qwen2/Qwen3/Mistral/Gemma 2), "gpt2", or "bert" (an encoder: no head,
   // bidirectional attention; runs through worker/models/encoder.h).
   std::string architecture;
   int64_t vocab_size = 0;
@@ -64,6 +65,16 @@ struct ModelConfig {
   // blk.N.attn_q_norm / attn_k_norm, head_dim each, eps rms_norm_eps)
   // after the projection and before RoPE.
   bool qk_norm = false;
+  // Gemma 2 (the defaults are Llama's behaviour):
+  double embedding_scale = 1.0;     // token embeddings times this (sqrt(hidden))
+  double norm_weight_offset = 0.0;  // RMSNorm weights applied as offset + w (HF: 1)
+  std::string mlp_activation = "silu";  // gated MLP: "silu" or "gelu_tanh" (GeGLU)
+  double attention_scale = 0.0;     // query scale; 0: 1 / sqrt(head_dim)
+  double attn_logit_softcap = 0.0;  // scores -> cap * tanh(s / cap); 0: none
+  double final_logit_softcap = 0.0;  // logits -> cap * tanh(l / cap); 0: none
+  // blk.N.post_attention_norm / post_ffw_norm normalize the attention and MLP
+  // outputs before their residual adds.
+  bool post_norms = false;
   // True: rotary pairs are adjacent (x[2i], x[2i+1]) because llama.cpp's
   // converter permuted the q/k rows (GGUF "llama"). False: rotate_half pairs
   // (x[i], x[i + head_dim/2]) as in HF checkpoints and GGUF qwen2.

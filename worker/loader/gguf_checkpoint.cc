@@ -1,6 +1,8 @@
 // GGUF -> Checkpoint: config from "<arch>.*" metadata, tensors renamed by
 // dropping ".weight" (position_embd -> pos_embd).
 
+#include <cmath>
+
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -40,8 +42,9 @@ std::string CanonicalName(std::string_view gguf_name) {
 // implemented; the rest has one supported value and is refused otherwise,
 // never ignored.
 absl::Status ReadLlamaFamilyExtras(const GgufFile& f, const std::string& p,
-                                   const std::string& path, ModelConfig* m) {
-  ASSIGN_OR_RETURN_(m->sliding_window, IntOr(f, p + "attention.sliding_window", 0));
+                                   const std::string& path, bool gemma2, ModelConfig* m) {
+  ASSIGN_OR_RETURN_(m->sliding_window,
+                    IntOr(f, p + "attention.sliding_window", gemma2 ? 4096 : 0));
   if (m->sliding_window < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", p, "attention.sliding_window ", m->sliding_window, " < 0"));
@@ -67,6 +70,24 @@ absl::Status ReadLlamaFamilyExtras(const GgufFile& f, const std::string& p,
         path, ": ", p, "attention.value_length ", value_dim, " differs from the key length ",
         m->head_dim, " (not supported)"));
   }
+  if (gemma2) {
+    // As llama.cpp reads Gemma 2: soft-caps default to 50 / 30, every other
+    // layer slides (from layer 0), norms are stored as w + 1 already, and
+    // queries are scaled by 1/sqrt(head_dim) (1/sqrt(hidden/heads) for the
+    // 46-layer 27B, whose query_pre_attn_scalar GGUF does not carry).
+    ASSIGN_OR_RETURN_(m->attn_logit_softcap, FloatOr(f, p + "attn_logit_softcapping", 50.0));
+    ASSIGN_OR_RETURN_(m->final_logit_softcap, FloatOr(f, p + "final_logit_softcapping", 30.0));
+    m->sliding_layers.clear();
+    for (int64_t i = 0; i < m->num_layers; ++i) m->sliding_layers.push_back(i % 2 == 0);
+    const double scalar = m->num_layers == 46 && m->num_heads > 0
+                              ? static_cast<double>(m->hidden_size / m->num_heads)
+                              : static_cast<double>(m->head_dim);
+    m->attention_scale = 1.0 / std::sqrt(scalar);
+    m->embedding_scale = static_cast<float>(std::sqrt(static_cast<double>(m->hidden_size)));
+    m->mlp_activation = "gelu_tanh";
+    m->post_norms = true;
+    return absl::OkStatus();
+  }
   for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
     if (f.Find(p + key) != nullptr) {
       return absl::InvalidArgumentError(
@@ -89,14 +110,15 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const st
   std::string arch;
   ASSIGN_OR_RETURN_(arch, f.GetString("general.architecture"));
   ModelConfig& m = c->config_;
-  if (arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3") {
+  if (arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3" ||
+      arch == "gemma2") {
     m.architecture = "llama";
   } else if (arch == "gpt2") {
     m.architecture = "gpt2";
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": unsupported GGUF architecture '", ShortForMessage(arch),
-                     "' (supported: llama, mistral, qwen2, qwen3, gpt2)"));
+                     "' (supported: llama, mistral, qwen2, qwen3, gemma2, gpt2)"));
   }
   const std::string p = arch + ".";
   ASSIGN_OR_RETURN_(m.hidden_size, f.GetInt(p + "embedding_length"));
@@ -111,7 +133,9 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const st
   ASSIGN_OR_RETURN_(m.rms_norm_eps, FloatOr(f, p + "attention.layer_norm_rms_epsilon", 1e-5));
   ASSIGN_OR_RETURN_(m.layer_norm_eps, FloatOr(f, p + "attention.layer_norm_epsilon", 1e-5));
   if (m.architecture == "llama") {
-    if (absl::Status s = ReadLlamaFamilyExtras(f, p, path, &m); !s.ok()) return s;
+    if (absl::Status s = ReadLlamaFamilyExtras(f, p, path, arch == "gemma2", &m); !s.ok()) {
+      return s;
+    }
   }
 
   // Rope scaling. Llama-3 style scaling is baked into a rope_freqs tensor by

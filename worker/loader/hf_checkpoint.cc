@@ -1,6 +1,7 @@
 // Hugging Face directory (config.json + *.safetensors) -> Checkpoint.
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -249,6 +250,13 @@ absl::Status ReadSlidingWindow(const ConfigReader& r, const json::JsonValue& con
     }
     return absl::OkStatus();
   }
+  if (model_type == "gemma2") {
+    // Gemma2Config: window 4096 unless set; layer i slides when (i + 1) % 2.
+    if (config.Find("sliding_window") == nullptr) window = 4096;
+    if (types == nullptr || types->is_null()) {
+      for (int64_t i = 0; i < m->num_layers; ++i) layers.push_back((i + 1) % 2 != 0);
+    }
+  }
   if (model_type == "qwen2" || model_type == "qwen3") {
     std::optional<bool> use;
     ASSIGN_OR_RETURN_(use, r.Bool("use_sliding_window"));
@@ -262,6 +270,48 @@ absl::Status ReadSlidingWindow(const ConfigReader& r, const json::JsonValue& con
   if (types != nullptr && !types->is_null() && !any_sliding) window = 0;
   m->sliding_window = window;
   m->sliding_layers = window > 0 ? std::move(layers) : std::vector<bool>();
+  return absl::OkStatus();
+}
+
+// A number key of Gemma2Config: its class default when absent, 0 when null
+// (soft-capping off).
+absl::StatusOr<double> Gemma2Number(const ConfigReader& r, const json::JsonValue& config,
+                                    const char* key, double class_default) {
+  const json::JsonValue* v = config.Find(key);
+  if (v == nullptr) return class_default;
+  if (v->is_null()) return 0.0;
+  return r.Float(key, class_default);
+}
+
+// Gemma 2's extras over the Llama layout, with Gemma2Config's defaults.
+absl::Status ReadGemma2(const ConfigReader& r, const json::JsonValue& config, ModelConfig* m) {
+  const json::JsonValue* act = config.Find("hidden_activation");
+  if (act == nullptr || act->is_null()) act = config.Find("hidden_act");
+  const std::string act_name =
+      act != nullptr && !act->is_null() ? act->string_value() : "gelu_pytorch_tanh";
+  if (act_name != "gelu_pytorch_tanh") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        r.path(), ": gemma2 hidden_activation '", ShortForMessage(act_name),
+        "' is not supported (supported: gelu_pytorch_tanh)"));
+  }
+  m->mlp_activation = "gelu_tanh";
+  double scalar;
+  ASSIGN_OR_RETURN_(scalar, Gemma2Number(r, config, "query_pre_attn_scalar", 256.0));
+  if (!(scalar > 0.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(r.path(), ": query_pre_attn_scalar must be > 0"));
+  }
+  m->attention_scale = 1.0 / std::sqrt(scalar);
+  ASSIGN_OR_RETURN_(m->attn_logit_softcap,
+                    Gemma2Number(r, config, "attn_logit_softcapping", 50.0));
+  ASSIGN_OR_RETURN_(m->final_logit_softcap,
+                    Gemma2Number(r, config, "final_logit_softcapping", 30.0));
+  if (m->attn_logit_softcap < 0.0 || m->final_logit_softcap < 0.0) {
+    return absl::InvalidArgumentError(absl::StrCat(r.path(), ": negative logit soft-capping"));
+  }
+  // HF multiplies by sqrt(hidden_size) rounded to the activations' dtype.
+  m->embedding_scale = static_cast<float>(std::sqrt(static_cast<double>(m->hidden_size)));
+  m->norm_weight_offset = 1.0;
+  m->post_norms = true;
   return absl::OkStatus();
 }
 
@@ -283,6 +333,26 @@ absl::Status CheckLlamaFamilyKeys(const ConfigReader& r, const json::JsonValue& 
 
 // HF name -> canonical name, or "" to drop. `conv1d` is set for GPT-2 Conv1D
 // weights stored [in, out].
+std::string MapLlamaName(const std::string& n);
+
+// Gemma 2 names its norms differently: post_attention_layernorm normalizes
+// the attention output (Llama's name for the pre-MLP norm).
+std::string MapGemma2Name(const std::string& n) {
+  static const std::pair<const char*, const char*> kNorms[] = {
+      {".post_attention_layernorm.weight", ".post_attention_norm"},
+      {".pre_feedforward_layernorm.weight", ".ffn_norm"},
+      {".post_feedforward_layernorm.weight", ".post_ffw_norm"},
+  };
+  for (const auto& [hf, gg] : kNorms) {
+    if (absl::StartsWith(n, "model.layers.") && absl::EndsWith(n, hf)) {
+      const std::string layer = n.substr(13, n.size() - 13 - strlen(hf));
+      int64_t i;
+      if (absl::SimpleAtoi(layer, &i)) return absl::StrCat("blk.", i, gg);
+    }
+  }
+  return MapLlamaName(n);
+}
+
 std::string MapLlamaName(const std::string& n) {
   if (n == "model.embed_tokens.weight") return "token_embd";
   if (n == "model.norm.weight") return "output_norm";
@@ -404,7 +474,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
                                      : "";
   std::optional<bool> tie;
   if (model_type == "llama" || model_type == "mistral" || model_type == "qwen2" ||
-      model_type == "qwen3") {
+      model_type == "qwen3" || model_type == "gemma2") {
     m.architecture = "llama";
     ASSIGN_OR_RETURN_(m.vocab_size, r.Int("vocab_size"));
     ASSIGN_OR_RETURN_(m.hidden_size, r.Int("hidden_size"));
@@ -417,11 +487,16 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
     ASSIGN_OR_RETURN_(m.rms_norm_eps, r.Float("rms_norm_eps", 1e-6));
     if (absl::Status s = ReadRope(r, *config, model_type, &m); !s.ok()) return s;
     if (absl::Status s = ReadSlidingWindow(r, *config, model_type, &m); !s.ok()) return s;
-    if (absl::Status s = CheckLlamaFamilyKeys(r, *config); !s.ok()) return s;
+    if (model_type == "gemma2") {
+      if (absl::Status s = ReadGemma2(r, *config, &m); !s.ok()) return s;
+    } else if (absl::Status s = CheckLlamaFamilyKeys(r, *config); !s.ok()) {
+      return s;
+    }
     std::optional<bool> bias;
     ASSIGN_OR_RETURN_(bias, r.Bool("attention_bias"));
     m.attention_bias = bias.value_or(model_type == "qwen2");
     ASSIGN_OR_RETURN_(tie, r.Bool("tie_word_embeddings"));
+    if (model_type == "gemma2" && !tie.has_value()) tie = true;  // Gemma2Config's default
   } else if (model_type == "gpt2") {
     m.architecture = "gpt2";
     ASSIGN_OR_RETURN_(m.vocab_size, r.Int("vocab_size"));
@@ -463,7 +538,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(config_path, ": unsupported model_type '", ShortForMessage(model_type),
-                     "' (supported: llama, mistral, qwen2, qwen3, gpt2, bert)"));
+                     "' (supported: llama, mistral, qwen2, qwen3, gemma2, gpt2, bert)"));
   }
   m.rope_interleaved = false;  // HF keeps the rotate_half layout.
 
@@ -495,6 +570,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
     bool conv1d = false;
     std::string canon = m.architecture == "gpt2"   ? MapGpt2Name(name, &conv1d)
                         : m.architecture == "bert" ? MapBertName(name)
+                        : model_type == "gemma2"   ? MapGemma2Name(name)
                                                    : MapLlamaName(name);
     if (canon.empty()) continue;
     TensorRef ref{t->type, std::vector<int64_t>(t->shape.rbegin(), t->shape.rend()), t->data,

@@ -169,7 +169,7 @@ void WriteKv(const ForwardBatch& batch, const BatchLayout& layout, int layer, co
 
 void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer, const float* q,
                int num_heads, PagedKvCache* cache, float* out, cpu::ThreadPool* pool,
-               int64_t sliding_window) {
+               const AttentionOptions& options) {
   const KvCacheShape& shape = cache->shape();
   const int64_t q_dim = static_cast<int64_t>(num_heads) * shape.head_dim;
   std::vector<cpu::PagedAttentionArgs> all(batch.sequences.size());
@@ -191,7 +191,9 @@ void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer, 
     args.num_heads = num_heads;
     args.num_kv_heads = shape.num_kv_heads;
     args.head_dim = shape.head_dim;
-    args.sliding_window = sliding_window;
+    args.sliding_window = options.sliding_window;
+    args.scale = options.scale;
+    args.logit_softcap = options.logit_softcap;
   }
   cpu::PagedAttentionBatch(all, pool);
 }
@@ -261,6 +263,22 @@ void SwiGluParallel(const float* gate, const float* up, int64_t n, float* out,
     const int64_t i0 = b * kSwiGluBlock, i1 = std::min(n, e * kSwiGluBlock);
     cpu::SwiGlu(gate + i0, up + i0, i1 - i0, out + i0);
   });
+}
+
+void GeGluParallel(const float* gate, const float* up, int64_t n, float* out,
+                   cpu::ThreadPool* pool) {
+  const int64_t blocks = (n + kSwiGluBlock - 1) / kSwiGluBlock;
+  cpu::ParallelFor(pool, blocks, kMinParallelFloats / kSwiGluBlock, [&](int64_t b, int64_t e) {
+    const int64_t i0 = b * kSwiGluBlock, i1 = std::min(n, e * kSwiGluBlock);
+    cpu::Gelu(gate + i0, i1 - i0, out + i0);
+    for (int64_t i = i0; i < i1; ++i) out[i] *= up[i];
+  });
+}
+
+void SoftCapLogits(float cap, ForwardOutput* out) {
+  for (std::vector<float>& row : out->logits) {
+    for (float& v : row) v = cap * std::tanh(v / cap);
+  }
 }
 
 std::vector<float> GatherLogitRows(const BatchLayout& layout, const float* hidden,

@@ -75,11 +75,15 @@ void WriteKv(const ForwardBatch& batch, const BatchLayout& layout, int layer, co
 
 // Causal attention of every sequence's new tokens over its cached context
 // (including the tokens just written). q/out: [num_tokens][num_heads * head_dim].
-// sliding_window > 0 limits each query to that many most recent positions
-// (itself included); 0: full causal attention.
+// Per-layer attention variants (the defaults: plain causal attention).
+struct AttentionOptions {
+  int64_t sliding_window = 0;  // > 0: only that many most recent positions (itself included)
+  float scale = 0.0f;          // 0: 1 / sqrt(head_dim)
+  float logit_softcap = 0.0f;  // > 0: scores -> cap * tanh(s / cap)
+};
 void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer,
                const float* q, int num_heads, PagedKvCache* cache, float* out,
-               cpu::ThreadPool* pool, int64_t sliding_window = 0);
+               cpu::ThreadPool* pool, const AttentionOptions& options = {});
 
 // Rotary frequencies per pair index i < head_dim/2, with the config's scaling.
 absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const loader::ModelConfig& cfg);
@@ -100,6 +104,14 @@ void AddRmsNorm(float* x, const float* delta, const float* weight, int64_t n_tok
 // large enough. Bitwise the same as cpu::SwiGlu.
 void SwiGluParallel(const float* gate, const float* up, int64_t n, float* out,
                     cpu::ThreadPool* pool);
+
+// out = gelu_tanh(gate) * up over n elements (Gemma's GeGLU), in parallel
+// blocks; each element's result does not depend on the blocking.
+void GeGluParallel(const float* gate, const float* up, int64_t n, float* out,
+                   cpu::ThreadPool* pool);
+
+// x -> cap * tanh(x / cap) over every logit row (Gemma 2's final cap).
+void SoftCapLogits(float cap, ForwardOutput* out);
 
 // The rows of `hidden` ([num_tokens][width]) named by layout.logit_rows.
 std::vector<float> GatherLogitRows(const BatchLayout& layout, const float* hidden,

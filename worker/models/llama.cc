@@ -22,6 +22,7 @@ struct LlamaLayer {
   cpu::WeightMatrix q, k, v, o, gate, up, down;
   std::vector<float> q_bias, k_bias, v_bias;  // empty unless attention_bias
   std::vector<float> q_norm, k_norm;          // [head_dim]; empty unless qk_norm (Qwen3)
+  std::vector<float> post_attn_norm, post_ffw_norm;  // [hidden]; empty unless post_norms
 };
 
 class Llama : public CausalLm {
@@ -72,6 +73,10 @@ class Llama : public CausalLm {
         bind.Vector(p + "attn_q_norm", c.head_dim, &L.q_norm);
         bind.Vector(p + "attn_k_norm", c.head_dim, &L.k_norm);
       }
+      if (c.post_norms) {
+        bind.Vector(p + "post_attention_norm", h, &L.post_attn_norm);
+        bind.Vector(p + "post_ffw_norm", h, &L.post_ffw_norm);
+      }
       if (ck.Find(p + "attn_q.bias") != nullptr) {
         bind.Vector(p + "attn_q.bias", qd, &L.q_bias);
         bind.Vector(p + "attn_k.bias", kvd, &L.k_bias);
@@ -80,6 +85,25 @@ class Llama : public CausalLm {
     }
     if (!bind.status().ok()) return bind.status();
     if (absl::Status s = bind.CheckEveryLayerTensorBound(); !s.ok()) return s;
+    if (c.mlp_activation != "silu" && c.mlp_activation != "gelu_tanh") {
+      return absl::InvalidArgumentError(absl::StrCat(ck.path(), ": MLP activation '",
+                                                     c.mlp_activation, "' is not supported"));
+    }
+    gelu_mlp_ = c.mlp_activation == "gelu_tanh";
+    if (c.norm_weight_offset != 0.0) {
+      // HF Gemma applies its norms as (1 + w): fold the 1 in once.
+      const float offset = static_cast<float>(c.norm_weight_offset);
+      auto shift = [offset](std::vector<float>* v) {
+        for (float& w : *v) w += offset;
+      };
+      shift(&output_norm_);
+      for (LlamaLayer& L : layers_) {
+        for (std::vector<float>* v : {&L.attn_norm, &L.ffn_norm, &L.q_norm, &L.k_norm,
+                                      &L.post_attn_norm, &L.post_ffw_norm}) {
+          shift(v);
+        }
+      }
+    }
     if (world > 1) TakeShard();
     if (options_.int16_kernels || cpu::PreferInterleavedKernels()) PackWeights();
     absl::StatusOr<std::vector<float>> inv_freq = RopeInverseFrequencies(c);
@@ -196,6 +220,9 @@ class Llama : public CausalLm {
     const uint8_t* pm = options_.int16_kernels ? precise.data() : nullptr;
     auto pm_from = [&](int64_t t0) { return pm ? pm + t0 : nullptr; };
     EmbedTokens(embed_, layout.tokens, x_.data(), pool_);
+    if (c.embedding_scale != 1.0) {
+      cpu::Scale(x_.data(), static_cast<float>(c.embedding_scale), n * h, x_.data());
+    }
     // Each residual add is fused with the norm after it (the next layer's
     // attn_norm for the MLP's add), one parallel pass over the tokens.
     AddRmsNorm(x_.data(), nullptr, layers_[0].attn_norm.data(), n, h, eps, xn_.data(), pool_);
@@ -221,10 +248,15 @@ class Llama : public CausalLm {
       cpu::Rope(k_.data(), n, kvd, num_kv_heads, hd, hd, layout.positions.data(),
                 inv_freq_.data(), rope);
       WriteKv(batch, layout, l, k_.data(), v_.data(), cache);
-      AttendAll(batch, layout, l, q_.data(), num_heads, cache, attn, pool_, c.LayerWindow(l));
+      const AttentionOptions attention{c.LayerWindow(l), static_cast<float>(c.attention_scale),
+                                       static_cast<float>(c.attn_logit_softcap)};
+      AttendAll(batch, layout, l, q_.data(), num_heads, cache, attn, pool_, attention);
       cpu::MatMul(L.o, attn, n, tmp, pool_, pm);
       delta(0, n, l, LoraModule::kO, attn, tmp);
       if (absl::Status s = ReduceAcrossRanks(tmp, n * h); !s.ok()) return s;
+      if (!L.post_attn_norm.empty()) {
+        AddRmsNorm(tmp, nullptr, L.post_attn_norm.data(), n, h, eps, tmp, pool_);
+      }
       AddRmsNorm(x_.data(), tmp, L.ffn_norm.data(), n, h, eps, xn_.data(), pool_);
 
       // The MLP is per token, so it runs over slices of at most kFfnTokens
@@ -236,11 +268,18 @@ class Llama : public CausalLm {
         cpu::MatMulShared(gate_up, 2, xn_.data() + t0 * h, m, pool_, pm_from(t0));
         delta(t0, m, l, LoraModule::kGate, xn_.data() + t0 * h, gate_.data());
         delta(t0, m, l, LoraModule::kUp, xn_.data() + t0 * h, up_.data());
-        SwiGluParallel(gate_.data(), up_.data(), m * f, gate_.data(), pool_);
+        if (gelu_mlp_) {
+          GeGluParallel(gate_.data(), up_.data(), m * f, gate_.data(), pool_);
+        } else {
+          SwiGluParallel(gate_.data(), up_.data(), m * f, gate_.data(), pool_);
+        }
         cpu::MatMul(L.down, gate_.data(), m, tmp + t0 * h, pool_, pm_from(t0));
         delta(t0, m, l, LoraModule::kDown, gate_.data(), tmp + t0 * h);
       }
       if (absl::Status s = ReduceAcrossRanks(tmp, n * h); !s.ok()) return s;
+      if (!L.post_ffw_norm.empty()) {
+        AddRmsNorm(tmp, nullptr, L.post_ffw_norm.data(), n, h, eps, tmp, pool_);
+      }
       const float* next_norm = l + 1 < c.num_layers ? layers_[l + 1].attn_norm.data() : nullptr;
       AddRmsNorm(x_.data(), tmp, next_norm, n, h, eps, xn_.data(), pool_);
     }
@@ -251,6 +290,7 @@ class Llama : public CausalLm {
     const int64_t nr = rows.size() / h;
     cpu::RmsNorm(rows.data(), output_norm_.data(), nr, h, eps, rows.data());
     ProjectLogits(batch, rows, head_, out, pool_);
+    if (c.final_logit_softcap > 0.0) SoftCapLogits(static_cast<float>(c.final_logit_softcap), out);
     return absl::OkStatus();
   }
 
@@ -259,6 +299,7 @@ class Llama : public CausalLm {
   std::vector<float> output_norm_;
   std::vector<LlamaLayer> layers_;
   std::vector<float> inv_freq_;
+  bool gelu_mlp_ = false;  // GeGLU (Gemma) instead of SwiGLU
   TpPartition part_;
   // Dequantized column slices (only when a cut is not on a block boundary).
   std::vector<std::unique_ptr<cpu::AlignedFloats>> shard_storage_;

@@ -167,7 +167,12 @@ INSTANTIATE_TEST_SUITE_P(
                       "llama_tf5/model.f32.gguf",
                       // Qwen3: per-head q/k norms, head_dim 24 != hidden / heads.
                       "qwen3/hf-f32", "qwen3/hf-bf16", "qwen3/model.f32.gguf",
-                      "qwen3/model.q8_0.gguf", "gpt2/hf-f32", "gpt2/hf-bf16",
+                      "qwen3/model.q8_0.gguf",
+                      // Gemma 2: (1 + w) norms, post norms, GeGLU, soft-caps,
+                      // alternating window; query_pre_attn_scalar != head_dim.
+                      "gemma2/hf-f32", "gemma2/hf-bf16", "gemma2/model.f32.gguf",
+                      "gemma2/model.q8_0.gguf", "gemma2_scalar/hf-f32",
+                      "gpt2/hf-f32", "gpt2/hf-bf16",
                       "gpt2/model.f32.gguf", "gpt2/model.q8_0.gguf"),
     [](const ::testing::TestParamInfo<std::string>& info) {
       std::string name = info.param;

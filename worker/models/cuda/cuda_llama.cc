@@ -70,6 +70,13 @@ absl::Status CudaLlama::Init() {
         path, ": sliding-window attention (window ", c.sliding_window,
         ") is not supported by the CUDA backend yet"));
   }
+  if (c.post_norms || c.mlp_activation != "silu" || c.attn_logit_softcap > 0.0 ||
+      c.final_logit_softcap > 0.0 || c.embedding_scale != 1.0 || c.attention_scale != 0.0 ||
+      c.norm_weight_offset != 0.0) {
+    return absl::UnimplementedError(absl::StrCat(
+        path, ": Gemma-style layers (post norms, GeGLU, soft-capping, scaled embeddings) are "
+              "not supported by the CUDA backend yet"));
+  }
   if (c.qk_norm) {
     return absl::UnimplementedError(
         absl::StrCat(path, ": per-head q/k normalization (Qwen3) is not supported by the CUDA "
