@@ -49,6 +49,7 @@ class StreamSemanticsTest : public FrontendFixture {
 TEST_F(StreamSemanticsTest, MessageErrorsNeverLookLikeTheEndOfARequest) {
   engine_->set_token_delay_ms(5);
   grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   auto stream = stub_->Generate(&ctx);
   std::vector<GenerateResponse> seen;
   ASSERT_TRUE(stream->Write(Start("r", "x", 100000)));
@@ -91,6 +92,7 @@ TEST_F(StreamSemanticsTest, MessageErrorsNeverLookLikeTheEndOfARequest) {
 TEST_F(StreamSemanticsTest, IdIsFreeOnceItsAbortIsSeen) {
   engine_->set_token_delay_ms(5);
   grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   auto stream = stub_->Generate(&ctx);
   std::vector<GenerateResponse> seen;
   for (int round = 0; round < 12; ++round) {
@@ -115,6 +117,7 @@ TEST_F(StreamSemanticsTest, IdIsFreeOnceItsAbortIsSeen) {
 
 TEST_F(StreamSemanticsTest, RequestIdsAreBoundedAndLongInputIsNotEchoed) {
   grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   auto stream = stub_->Generate(&ctx);
   std::vector<GenerateResponse> seen;
   const std::string huge(1 << 20, 'h');
@@ -159,6 +162,7 @@ TEST_F(StreamSemanticsTest, RequestIdsAreBoundedAndLongInputIsNotEchoed) {
 TEST_F(StreamSemanticsTest, ServerIdsAreUnguessableAndOnlyTheirClientMayAbortThem) {
   engine_->set_token_delay_ms(5);
   grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   auto stream = stub_->Generate(&ctx);
   rill::v1::GenerateRequest anon = Start("", "x", 100000);
   ASSERT_TRUE(stream->Write(anon));
@@ -266,6 +270,7 @@ TEST_F(NeverReadingClientTest, BytesBoundedBufferEndsIt) {
   EXPECT_TRUE(absl::StrContains(st.error_message(), "twice its limit")) << st.error_message();
   // The frontend serves others afterwards.
   grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   auto stream = stub_->Generate(&ctx);
   stream->Write(Start("after", "x", 3));
   stream->WritesDone();
