@@ -9,6 +9,7 @@
 #ifndef RILL_BASE_ENGINE_SESSION_H_
 #define RILL_BASE_ENGINE_SESSION_H_
 
+#include <cstdint>
 #include <string>
 
 namespace rill::base {
@@ -19,6 +20,20 @@ inline constexpr char kEngineSessionMetadata[] = "rill-session";
 // an empty id stays empty so the engine still rejects it).
 inline std::string ScopedRequestId(const std::string& session, const std::string& request_id) {
   return session.empty() || request_id.empty() ? request_id : session + "/" + request_id;
+}
+
+// The id a frontend runs a client request under on its engine stream:
+// "<client id>#<n>", n new for every start (EngineClient::NewEngineId), so a
+// client may reuse an id as soon as its request finished while the engine
+// may still be cleaning up the old one.
+inline std::string EngineRequestId(const std::string& client_id, uint64_t n) {
+  return client_id + "#" + std::to_string(n);
+}
+
+// The client id inside an EngineRequestId (everything before the last '#').
+inline std::string ClientRequestIdOf(const std::string& engine_id) {
+  size_t hash = engine_id.rfind('#');
+  return hash == std::string::npos ? engine_id : engine_id.substr(0, hash);
 }
 
 }  // namespace rill::base

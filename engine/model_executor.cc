@@ -3,12 +3,13 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/message_text.h"
 
 namespace rill::engine {
 
 absl::Status NotAllowListed(const std::string& method) {
   return absl::PermissionDeniedError(absl::StrCat(
-      "worker method '", method, "' is not allow-listed (allowed: ping, get_worker_info)"));
+      "worker method '", ShortForMessage(method), "' is not allow-listed (allowed: ping, get_worker_info)"));
 }
 
 absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> ModelExecutor::LoadLora(

@@ -1,5 +1,8 @@
 #include "frontend/engine_client.h"
 
+#include <errno.h>
+#include <sys/random.h>
+
 #include <random>
 #include <vector>
 
@@ -33,7 +36,6 @@ EngineClient::EngineClient(std::string address, std::string frontend_id,
       address_, credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(), args);
   stub_ = rill::internal::Engine::NewStub(channel_);
   std::random_device rd;
-  id_salt_ = rd();
   session_salt_ = (uint64_t{rd()} << 32) ^ rd();
 }
 
@@ -88,8 +90,21 @@ void EngineClient::Shutdown() {
 }
 
 std::string EngineClient::NewRequestId() {
-  return absl::StrCat(frontend_id_, "-", absl::Hex(id_salt_ & 0xffffff), "-",
-                      next_id_.fetch_add(1));
+  uint64_t bits[2];
+  size_t got = 0;
+  while (got < sizeof(bits)) {
+    // getrandom never returns short for <= 256 bytes once the pool is
+    // initialised; the loop covers EINTR.
+    ssize_t n = getrandom(reinterpret_cast<char*>(bits) + got, sizeof(bits) - got, 0);
+    PCHECK(n >= 0 || errno == EINTR) << "getrandom";
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  return absl::StrCat(frontend_id_, "-", absl::Hex(bits[0], absl::kZeroPad16),
+                      absl::Hex(bits[1], absl::kZeroPad16));
+}
+
+std::string EngineClient::NewEngineId(const std::string& client_id) {
+  return base::EngineRequestId(client_id, next_engine_id_.fetch_add(1));
 }
 
 void EngineClient::AddSessionMetadata(grpc::ClientContext* ctx) const {
@@ -137,9 +152,8 @@ absl::Status EngineClient::StartRequest(const rill::internal::EngineStart& start
   {
     absl::MutexLock l(&mu_);
     if (!sinks_.emplace(start.request_id(), std::move(sink)).second) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "request_id ", start.request_id(),
-          " is already running on this frontend (request ids are scoped per frontend)"));
+      return absl::AlreadyExistsError(
+          absl::StrCat("engine request id ", start.request_id(), " is already in flight"));
     }
   }
   EngineRequest req;

@@ -62,12 +62,16 @@ class EngineClient {
   int64_t max_model_len() const { return spec_.max_model_len(); }
   const std::string& frontend_id() const { return frontend_id_; }
 
-  // A request id unique across frontends: "<frontend_id>-<n>-<random>".
+  // A server-assigned client request id: "<frontend_id>-<32 hex digits>",
+  // 128 bits from the kernel's CSPRNG, so no client can guess another's.
   std::string NewRequestId();
+  // The id request `client_id` runs under at the engine
+  // (base::EngineRequestId): new for every start.
+  std::string NewEngineId(const std::string& client_id);
 
-  // Registers `sink` for start.request_id() and sends the start. UNAVAILABLE
-  // when the stream is down, ALREADY_EXISTS when the id is in flight here.
-  // The sink is dropped after it got a finished output.
+  // Registers `sink` for start.request_id() (an engine id) and sends the
+  // start. UNAVAILABLE when the stream is down, ALREADY_EXISTS when the id is
+  // in flight here. The sink is dropped after it got a finished output.
   absl::Status StartRequest(const rill::internal::EngineStart& start, Sink sink);
   // Drops the sink (no more outputs are delivered) and aborts on the engine.
   void AbortRequest(const std::string& request_id);
@@ -98,8 +102,7 @@ class EngineClient {
   rill::internal::TokenizerSpec spec_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<tokenizer::WordPieceTokenizer> wordpiece_;
-  std::atomic<uint64_t> next_id_{0};
-  uint64_t id_salt_ = 0;
+  std::atomic<uint64_t> next_engine_id_{0};
 
   std::atomic<bool> shutdown_{false};
   std::atomic<bool> stream_up_{false};

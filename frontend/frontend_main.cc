@@ -29,9 +29,13 @@ ABSL_FLAG(int, engine_wait_s, 120, "How long to wait for the engine at start.");
 ABSL_FLAG(int, client_send_buffer, 1024,
           "Responses queued per client Generate stream before it counts as full "
           "(twice this is a hard cap).");
+ABSL_FLAG(int64_t, client_send_buffer_bytes, 8 << 20,
+          "Bytes of responses queued per client Generate stream before it counts as full "
+          "(twice this is a hard cap).");
 ABSL_FLAG(int, client_stall_timeout_ms, 30000,
-          "A stream whose send buffer stays full this long is ended: its requests are "
-          "aborted at the engine (the client was not reading).");
+          "A stream whose send buffer stays full this long, or to which no response could be "
+          "written this long, is ended RESOURCE_EXHAUSTED: its requests are aborted at the "
+          "engine (the client was not reading).");
 ABSL_FLAG(int, max_pending_requests, 4096,
           "Running requests over all streams of this frontend; more get "
           "RESOURCE_EXHAUSTED. 0: no limit.");
@@ -87,6 +91,7 @@ int main(int argc, char** argv) {
   opts.admin_token = absl::GetFlag(FLAGS_admin_token);
   opts.engine_wait = absl::Seconds(absl::GetFlag(FLAGS_engine_wait_s));
   opts.session.send_buffer_messages = absl::GetFlag(FLAGS_client_send_buffer);
+  opts.session.send_buffer_bytes = absl::GetFlag(FLAGS_client_send_buffer_bytes);
   opts.session.stall_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_client_stall_timeout_ms));
   opts.session.max_pending_requests = absl::GetFlag(FLAGS_max_pending_requests);
   opts.session.limits.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "frontend/completion_stream.h"
 #include "frontend/engine_client.h"
+#include "frontend/request_registry.h"
 #include "frontend/session_options.h"
 #include "rill/v1/inference.pb.h"
 
@@ -28,55 +29,97 @@ absl::Status BuildPrompt(const tokenizer::Tokenizer& tok,
                          const rill::v1::StartRequest& start,
                          std::vector<int32_t>* ids, std::string* text);
 
+// The state GetRequestStatus reports for a request whose last response is `final`.
+rill::v1::RequestState FinalState(const rill::v1::GenerateResponse& final);
+
+// Every request started on the stream gets exactly one finished response;
+// refusals that end no request are `message_error` responses (see
+// inference.proto). A request's id is released (registry and engine) before
+// its finished response is queued, so the client may reuse it at once.
 class GenerateSession : public std::enable_shared_from_this<GenerateSession> {
  public:
-  // `pending` counts running requests over all sessions of the frontend.
+  // `pending` counts running requests over all sessions of the frontend;
+  // `registry` owns the frontend's client ids. Create with make_shared.
   GenerateSession(EngineClient* engine, grpc::ServerContext* ctx,
                   RawGenerateStream* stream, const SessionOptions& options,
-                  std::atomic<int>* pending)
-      : engine_(engine), ctx_(ctx), options_(options), pending_(pending), stream_(stream) {}
+                  std::atomic<int>* pending, RequestRegistry* registry)
+      : engine_(engine),
+        ctx_(ctx),
+        peer_(ctx->peer()),
+        options_(options),
+        pending_(pending),
+        registry_(registry),
+        stream_(stream) {}
 
   // Runs the stream to its end; the handler's return value.
   grpc::Status Run();
   // Shutdown: ends every running request with finish_reason ABORT (aborted
   // at the engine) and rejects new ones.
   void AbortForShutdown();
+  // Inference/Abort: ends running request `id` with finish_reason ABORT;
+  // false when it is not running on this stream.
+  bool AbortRequest(const std::string& id);
 
  private:
+  struct Active {
+    std::string engine_id;
+    std::unique_ptr<CompletionStream> stream;
+  };
   void HandleMessage(const std::string& bytes);
   void HandleStart(const rill::v1::StartRequest& start);
   void HandleAbort(const std::string& request_id);
-  void OnEngineOutput(const std::string& id, const rill::internal::EngineOutput& out);
+  void OnEngineOutput(const std::string& id, const std::string& engine_id,
+                      const rill::internal::EngineOutput& out);
+  // Ends request `id` (never started, not running here): its one finished response.
   void SendError(const std::string& id, const absl::Status& s);
+  // Refuses a message without ending any request.
+  void SendMessageError(const std::string& id, const absl::Status& s);
+  // A refused start: SendError, or SendMessageError when `id` runs on this
+  // stream (a finished response would look like that request's end).
+  void RefuseStart(const std::string& id, const absl::Status& s);
   void Send(const rill::v1::GenerateResponse& resp);
   void AbortAll();
-  // Erases a running request (mu_ held) and releases its pending slot.
-  void EraseLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Aborts running `it` at the engine and queues its finished ABORT response.
+  void AbortLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Erases a running request, releasing its pending slot and its id.
+  void EraseLocked(const std::string& id, rill::v1::RequestState final_state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes queued responses to the client; the only caller of stream_->Write
   // so a client that does not read never blocks the engine reader thread.
   void WriterLoop();
-  // Ends the stream when the send buffer stays full past the stall timeout.
+  // Ends the stream RESOURCE_EXHAUSTED when the client is not reading (see
+  // SessionOptions::stall_timeout) or the send buffer hits its hard cap.
   void WatchdogLoop();
+  // Why the client counts as not reading now, or "" (write_mu_ held).
+  std::string StallCauseLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   EngineClient* const engine_;
   grpc::ServerContext* const ctx_;
+  const std::string peer_;
   const SessionOptions options_;
   std::atomic<int>* const pending_;
+  RequestRegistry* const registry_;
 
   absl::Mutex mu_;
   absl::CondVar idle_cv_;
-  absl::flat_hash_map<std::string, std::unique_ptr<CompletionStream>> active_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Active> active_ ABSL_GUARDED_BY(mu_);
   bool saw_unavailable_ ABSL_GUARDED_BY(mu_) = false;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 
   absl::Mutex write_mu_;
   RawGenerateStream* const stream_;
   std::deque<rill::v1::GenerateResponse> out_ ABSL_GUARDED_BY(write_mu_);
-  bool closed_ ABSL_GUARDED_BY(write_mu_) = false;    // No more writes.
-  bool stalled_ ABSL_GUARDED_BY(write_mu_) = false;      // Ended: client not reading.
+  int64_t out_bytes_ ABSL_GUARDED_BY(write_mu_) = 0;   // Serialized size of out_.
+  int64_t peak_out_bytes_ ABSL_GUARDED_BY(write_mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(write_mu_) = false;       // No more writes.
   bool writer_done_ ABSL_GUARDED_BY(write_mu_) = false;  // WriterLoop returned.
+  // Over the soft cap since (InfiniteFuture: not over it).
   absl::Time full_since_ ABSL_GUARDED_BY(write_mu_) = absl::InfiniteFuture();
+  // The writer's current Write began (InfiniteFuture: not in a Write).
+  absl::Time write_since_ ABSL_GUARDED_BY(write_mu_) = absl::InfiniteFuture();
+  // Set once: the hard cap was hit (Send) or the stall timeout passed.
+  std::string end_cause_ ABSL_GUARDED_BY(write_mu_);
+  bool ended_ ABSL_GUARDED_BY(write_mu_) = false;  // Ended RESOURCE_EXHAUSTED.
 };
 
 }  // namespace rill::frontend

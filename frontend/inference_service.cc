@@ -5,6 +5,8 @@
 #include <grpcpp/support/method_handler.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/message_text.h"
+#include "base/request_id.h"
 #include "frontend/request_validator.h"
 
 namespace rill::frontend {
@@ -40,7 +42,7 @@ InferenceService::InferenceService(EngineClient* engine, SessionOptions options)
 grpc::Status InferenceService::GenerateRaw(grpc::ServerContext* ctx, RawGenerateStream* stream) {
   ++open_streams_;
   auto session = std::make_shared<GenerateSession>(engine_, ctx, stream, options_,
-                                                   &pending_requests_);
+                                                   &pending_requests_, &registry_);
   {
     absl::MutexLock l(&sessions_mu_);
     sessions_.insert(session.get());
@@ -61,27 +63,83 @@ void InferenceService::Drain(absl::Duration grace) {
   for (GenerateSession* s : sessions_) s->AbortForShutdown();
 }
 
+namespace {
+
+// Empty or over-long ids: INVALID_ARGUMENT; else OK.
+grpc::Status CheckRequestId(const std::string& id) {
+  if (id.empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request_id: empty");
+  absl::Status s = ValidateRequestIdLength(id);
+  if (!s.ok()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
+  return grpc::Status::OK;
+}
+
+// The same answer whether the id is unknown or another client's, so probing
+// tells nothing.
+grpc::Status NotThisClients(const std::string& id) {
+  return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                      absl::StrCat("no unfinished request '", ShortForMessage(id),
+                                   "' started on this connection"));
+}
+
+}  // namespace
+
 grpc::Status InferenceService::Abort(grpc::ServerContext* ctx, const rill::v1::AbortRequest* req,
                                      rill::v1::AbortResponse* resp) {
-  if (req->request_id().empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request_id: empty");
+  if (grpc::Status s = CheckRequestId(req->request_id()); !s.ok()) return s;
+  // Only the caller's own requests: those started on this connection.
+  std::optional<RequestRegistry::Running> owner =
+      registry_.FindRunning(req->request_id(), ctx->peer());
+  std::shared_ptr<GenerateSession> session = owner ? owner->session.lock() : nullptr;
+  // The session sends the request's finished ABORT response on its stream.
+  if (session == nullptr || !session->AbortRequest(req->request_id())) {
+    return NotThisClients(req->request_id());
   }
-  // Scoped to this frontend: the engine looks the id up in our session only.
-  auto c = ForwardContext(ctx);
-  engine_->AddSessionMetadata(c.get());
-  return WithRetryHint(ctx, engine_->stub()->Abort(c.get(), *req, resp));
+  return grpc::Status::OK;
 }
 
 grpc::Status InferenceService::GetRequestStatus(grpc::ServerContext* ctx,
                                                 const rill::v1::GetRequestStatusRequest* req,
                                                 rill::v1::GetRequestStatusResponse* resp) {
+  if (grpc::Status s = CheckRequestId(req->request_id()); !s.ok()) return s;
+  const std::string& id = req->request_id();
+  resp->set_request_id(id);
+  std::optional<RequestRegistry::Running> owner = registry_.FindRunning(id, ctx->peer());
+  if (!owner) {
+    std::optional<rill::v1::RequestState> state = registry_.FindFinished(id, ctx->peer());
+    if (!state) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("no request '", ShortForMessage(id),
+                                       "' started on this connection"));
+    }
+    resp->set_state(*state);
+    return grpc::Status::OK;
+  }
+  // Running for the client: the engine tells waiting from running.
   auto c = ForwardContext(ctx);
   engine_->AddSessionMetadata(c.get());
-  return WithRetryHint(ctx, engine_->stub()->GetRequestStatus(c.get(), *req, resp));
+  rill::v1::GetRequestStatusRequest engine_req;
+  engine_req.set_request_id(owner->engine_id);
+  rill::v1::GetRequestStatusResponse engine_resp;
+  grpc::Status s = engine_->stub()->GetRequestStatus(c.get(), engine_req, &engine_resp);
+  if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
+    // The start has not reached the engine yet.
+    resp->set_state(rill::v1::REQUEST_STATE_WAITING);
+    return grpc::Status::OK;
+  }
+  if (!s.ok()) return WithRetryHint(ctx, s);
+  // Finished at the engine but not yet for the client (its last response is
+  // on the way): still running from the client's point of view.
+  rill::v1::RequestState state = engine_resp.state();
+  if (state != rill::v1::REQUEST_STATE_WAITING) state = rill::v1::REQUEST_STATE_RUNNING;
+  resp->set_state(state);
+  return grpc::Status::OK;
 }
 
 grpc::Status InferenceService::Encode(grpc::ServerContext* ctx, const rill::v1::EncodeRequest* req,
                                       rill::v1::EncodeResponse* resp) {
+  if (absl::Status s = ValidateRequestIdLength(req->request_id()); !s.ok()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
+  }
   rill::internal::EngineEncodeRequest er;
   er.set_request_id(req->request_id().empty() ? engine_->NewRequestId() : req->request_id());
   if (req->prompt_case() == rill::v1::EncodeRequest::kText) {

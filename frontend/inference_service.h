@@ -10,6 +10,7 @@
 
 #include "frontend/engine_client.h"
 #include "frontend/generate_session.h"
+#include "frontend/request_registry.h"
 #include "rill/v1/inference.grpc.pb.h"
 
 namespace rill::frontend {
@@ -53,6 +54,7 @@ class InferenceService final : public rill::v1::Inference::Service {
   const SessionOptions options_;
   std::atomic<int> open_streams_{0};
   std::atomic<int> pending_requests_{0};
+  RequestRegistry registry_;
   absl::Mutex sessions_mu_;
   absl::flat_hash_set<GenerateSession*> sessions_ ABSL_GUARDED_BY(sessions_mu_);
 };

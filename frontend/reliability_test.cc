@@ -68,6 +68,10 @@ TEST_F(ReliabilityTest, SlowClientDoesNotBlockOthersAndIsEnded) {
   }
   grpc::Status st = slow->Finish();
   EXPECT_FALSE(st.ok());
+  // As documented: RESOURCE_EXHAUSTED with the cause, not CANCELLED.
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  EXPECT_NE(st.error_message().find("client was not reading"), std::string::npos)
+      << st.error_message();
   // The pending slot of the aborted request was released.
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(RunOne(Start("after" + std::to_string(i), "x", 2)).status().code(), 0);

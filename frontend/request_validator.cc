@@ -101,7 +101,7 @@ absl::Status Invalid(const std::string& field, const std::string& why) {
 
 }  // namespace
 
-std::string PeekRequestId(const std::string& bytes) {
+std::string PeekRequestId(const std::string& bytes, bool* is_start) {
   UnknownFieldSet outer;
   if (!outer.ParseFromString(bytes)) return "";
   for (int i = 0; i < outer.field_count(); ++i) {
@@ -113,6 +113,7 @@ std::string PeekRequestId(const std::string& bytes) {
       const UnknownField& g = inner.field(k);
       if (g.number() == 1 && g.type() == UnknownField::TYPE_LENGTH_DELIMITED &&
           ValidUtf8(g.length_delimited())) {
+        if (is_start != nullptr) *is_start = f.number() == 1;
         return g.length_delimited();
       }
     }

@@ -22,7 +22,8 @@ absl::Status ParseChecked(const std::string& bytes, google::protobuf::Message* m
 
 // Best-effort start.request_id / abort.request_id from raw GenerateRequest
 // bytes (so errors name the request); empty when absent or invalid.
-std::string PeekRequestId(const std::string& bytes);
+// `is_start`, if given: whether the id came from a start.
+std::string PeekRequestId(const std::string& bytes, bool* is_start = nullptr);
 
 // Sampling and prompt-shape checks that need no tokenizer.
 absl::Status ValidateStart(const rill::v1::StartRequest& start,

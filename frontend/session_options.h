@@ -31,9 +31,14 @@ struct GrpcTransportOptions {
 };
 
 struct SessionOptions {
-  // Responses queued for one client stream before it counts as "full".
+  // Responses, and their bytes, queued for one client stream before it counts
+  // as "full"; at twice either the stream is ended at once (a bound on memory
+  // whatever the responses' size).
   int send_buffer_messages = 1024;
-  // A stream whose buffer stays full this long is ended (client not reading).
+  int64_t send_buffer_bytes = 8 << 20;
+  // A stream whose buffer stays full this long, or to which no response could
+  // be written this long (the transport's flow-control window is full: the
+  // client is not reading), is ended RESOURCE_EXHAUSTED.
   absl::Duration stall_timeout = absl::Seconds(30);
   // Running requests over all streams of this frontend; 0: no limit.
   int max_pending_requests = 4096;

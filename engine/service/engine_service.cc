@@ -2,6 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/engine_session.h"
+#include "base/message_text.h"
+#include "base/request_id.h"
 #include "engine/service/generate_stream.h"
 #include "engine/service/proto_convert.h"
 #include "engine/service/status_convert.h"
@@ -13,7 +15,7 @@ namespace {
 // The engine's NotFound names the scoped id; the caller knows only its own.
 absl::Status WithClientId(const absl::Status& s, const std::string& id) {
   if (!absl::IsNotFound(s)) return s;
-  return absl::NotFoundError(absl::StrCat("no such request '", id, "'"));
+  return absl::NotFoundError(absl::StrCat("no such request '", ShortForMessage(id), "'"));
 }
 
 }  // namespace
@@ -28,6 +30,9 @@ grpc::Status EngineServiceImpl::Generate(
 grpc::Status EngineServiceImpl::Abort(grpc::ServerContext* context,
                                       const rill::v1::AbortRequest* request,
                                       rill::v1::AbortResponse*) {
+  if (absl::Status s = ValidateRequestIdLength(request->request_id()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   if (absl::Status s = host_->Usable(); !s.ok()) return ToGrpcStatus(s);
   return ToGrpcStatus(WithClientId(
       host_->engine()->Abort(base::ScopedRequestId(SessionOf(*context), request->request_id())),
@@ -37,6 +42,9 @@ grpc::Status EngineServiceImpl::Abort(grpc::ServerContext* context,
 grpc::Status EngineServiceImpl::GetRequestStatus(grpc::ServerContext* context,
                                                  const rill::v1::GetRequestStatusRequest* request,
                                                  rill::v1::GetRequestStatusResponse* response) {
+  if (absl::Status s = ValidateRequestIdLength(request->request_id()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
   absl::StatusOr<engine::RequestStatus> st = host_->engine()->GetRequestStatus(
       base::ScopedRequestId(SessionOf(*context), request->request_id()));
@@ -49,6 +57,9 @@ grpc::Status EngineServiceImpl::GetRequestStatus(grpc::ServerContext* context,
 grpc::Status EngineServiceImpl::Encode(grpc::ServerContext* context,
                                        const rill::internal::EngineEncodeRequest* request,
                                        rill::v1::EncodeResponse* response) {
+  if (absl::Status s = ValidateRequestIdLength(request->request_id()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   if (absl::Status s = host_->Usable(); !s.ok()) return ToGrpcStatus(s);
   engine::AsyncLLMEngine* e = host_->engine();
   if (!e->SupportsEncode()) {
@@ -63,7 +74,8 @@ grpc::Status EngineServiceImpl::Encode(grpc::ServerContext* context,
     }
     if (!known) {
       return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          absl::StrCat("LoRA adapter '", request->lora_name(), "' is not loaded"));
+                          absl::StrCat("LoRA adapter '", ShortForMessage(request->lora_name()),
+                                     "' is not loaded"));
     }
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                         "Encode does not run LoRA adapters (Generate does)");

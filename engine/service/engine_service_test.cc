@@ -385,6 +385,17 @@ TEST_F(EngineServiceTest, AdminRpcs) {
     EXPECT_EQ(admin_->CollectiveRpc(&ctx, req, &resp).error_code(),
               grpc::StatusCode::PERMISSION_DENIED);
   }
+  {
+    // A 10 KB method name is cut short in the message: the code stays
+    // PERMISSION_DENIED (not RESOURCE_EXHAUSTED from oversized trailers).
+    grpc::ClientContext ctx;
+    rill::v1::CollectiveRpcRequest req;
+    req.set_method(std::string(10 << 10, 'm'));
+    rill::v1::CollectiveRpcResponse resp;
+    grpc::Status s = admin_->CollectiveRpc(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message().substr(0, 200);
+    EXPECT_LT(s.error_message().size(), 300u);
+  }
 }
 
 TEST_F(EngineServiceTest, ConfigLoadAndEncode) {

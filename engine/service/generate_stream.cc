@@ -1,17 +1,21 @@
 #include "engine/service/generate_stream.h"
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include <glog/logging.h>
+#include <grpc/grpc.h>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/engine_session.h"
+#include "base/message_text.h"
+#include "base/request_id.h"
 #include "engine/service/proto_convert.h"
 #include "engine/service/status_convert.h"
 
@@ -21,6 +25,12 @@ namespace {
 using rill::internal::EngineOutput;
 using rill::internal::EngineRequest;
 
+// Outputs queued for one stream whose peer stopped reading (a stalled
+// frontend) before the stream is ended RESOURCE_EXHAUSTED and its requests
+// aborted: a bound on memory, far above what a reading frontend leaves.
+constexpr size_t kMaxQueuedBytes = 64 << 20;
+constexpr size_t kMaxQueuedOutputs = 1 << 20;
+
 // Shared by the handler thread, the writer thread and engine callbacks
 // (which may outlive the handler, hence shared_ptr). Ids here are the
 // client's; the engine knows them as base::ScopedRequestId(session, id).
@@ -29,13 +39,37 @@ struct StreamState {
   absl::Mutex mu;
   std::deque<EngineOutput> queue ABSL_GUARDED_BY(mu);
   absl::flat_hash_set<std::string> live ABSL_GUARDED_BY(mu);  // Started, not finished.
+  size_t queued_bytes ABSL_GUARDED_BY(mu) = 0;
   bool done ABSL_GUARDED_BY(mu) = false;          // No more outputs will be queued.
-  bool write_failed ABSL_GUARDED_BY(mu) = false;  // The client is gone.
+  bool write_failed ABSL_GUARDED_BY(mu) = false;  // The client is gone (or overflowed).
+  // The call, while its handler runs (null after): cancelled on overflow.
+  grpc::ServerContext* context ABSL_GUARDED_BY(mu) = nullptr;
 
   void Push(EngineOutput out) {
     absl::MutexLock lock(&mu);
     if (out.finished()) live.erase(out.request_id());
-    if (!write_failed) queue.push_back(std::move(out));
+    EnqueueLocked(std::move(out));
+  }
+
+  void EnqueueLocked(EngineOutput out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (write_failed) return;
+    queued_bytes += out.ByteSizeLong();
+    queue.push_back(std::move(out));
+    if (queued_bytes <= kMaxQueuedBytes && queue.size() <= kMaxQueuedOutputs) return;
+    LOG(WARNING) << "engine stream of session '" << session << "': " << queue.size()
+                 << " outputs (" << queued_bytes << " bytes) queued, its peer is not reading; "
+                 << "ending the stream";
+    write_failed = true;
+    queue.clear();
+    queued_bytes = 0;
+    // Unblocks the handler's Read and the writer's Write; the peer sees this
+    // status (TryCancel would say CANCELLED).
+    if (context != nullptr) {
+      grpc_call_cancel_with_status(context->c_call(), GRPC_STATUS_RESOURCE_EXHAUSTED,
+                                   "engine stream: the peer was not reading its outputs; "
+                                   "requests aborted",
+                                   nullptr);
+    }
   }
 };
 
@@ -45,7 +79,7 @@ void PushError(StreamState* state, const std::string& id, const absl::Status& st
   out.set_finished(true);
   *out.mutable_status() = ToProtoStatus(status);
   absl::MutexLock lock(&state->mu);
-  if (!state->write_failed) state->queue.push_back(std::move(out));
+  state->EnqueueLocked(std::move(out));
 }
 
 void WriterLoop(StreamState* state,
@@ -61,11 +95,13 @@ void WriterLoop(StreamState* state,
       if (state->queue.empty()) return;  // done and drained.
       out = std::move(state->queue.front());
       state->queue.pop_front();
+      state->queued_bytes -= std::min(state->queued_bytes, out.ByteSizeLong());
     }
     if (!stream->Write(out)) {
       absl::MutexLock lock(&state->mu);
       state->write_failed = true;
       state->queue.clear();
+      state->queued_bytes = 0;
       return;
     }
   }
@@ -75,6 +111,7 @@ absl::Status StartRequest(EngineHost* host, const std::shared_ptr<StreamState>& 
                           const rill::internal::EngineStart& start) {
   const std::string& id = start.request_id();
   if (id.empty()) return absl::InvalidArgumentError("request_id is empty");
+  if (absl::Status s = ValidateRequestIdLength(id); !s.ok()) return s;
   if (absl::Status s = host->Serving(); !s.ok()) return s;
   engine::AsyncLLMEngine* engine = host->engine();
   if (start.prompt_token_ids().empty()) return absl::InvalidArgumentError("the prompt is empty");
@@ -88,7 +125,7 @@ absl::Status StartRequest(EngineHost* host, const std::shared_ptr<StreamState>& 
   {
     absl::MutexLock lock(&state->mu);
     if (!state->live.insert(id).second) {
-      return absl::AlreadyExistsError(absl::StrCat("request '", id, "' is already running"));
+      return absl::AlreadyExistsError(absl::StrCat("request '", ShortForMessage(id), "' is already running"));
     }
   }
   std::vector<int32_t> prompt(start.prompt_token_ids().begin(), start.prompt_token_ids().end());
@@ -137,12 +174,20 @@ grpc::Status ServeGenerateStream(EngineHost* host, grpc::ServerContext* context,
                                  grpc::ServerReaderWriter<EngineOutput, EngineRequest>* stream) {
   auto state = std::make_shared<StreamState>();
   state->session = SessionOf(*context);
+  {
+    absl::MutexLock lock(&state->mu);
+    state->context = context;
+  }
   std::thread writer([&] { WriterLoop(state.get(), stream); });
   EngineRequest request;
   while (stream->Read(&request)) {
     if (request.has_start()) {
       absl::Status s = StartRequest(host, state, request.start());
-      if (!s.ok()) PushError(state.get(), request.start().request_id(), s);
+      // An over-long id is not echoed back (the message names the limit).
+      if (!s.ok()) {
+        const std::string& id = request.start().request_id();
+        PushError(state.get(), id.size() <= kMaxRequestIdBytes ? id : "", s);
+      }
     } else if (request.has_abort()) {
       engine::AsyncLLMEngine* engine = host->engine();
       // An abort racing the request's end is normal: NotFound is ignored.
@@ -173,6 +218,7 @@ grpc::Status ServeGenerateStream(EngineHost* host, grpc::ServerContext* context,
   {
     absl::MutexLock lock(&state->mu);
     state->done = true;
+    state->context = nullptr;
   }
   writer.join();
   return grpc::Status::OK;

@@ -191,5 +191,43 @@ TEST_F(SessionScopeTest, SameIdInBothSessionsGivesEachItsOwnGreedyOutput) {
   EXPECT_TRUE(b->Finish().ok());
 }
 
+// Ids are bounded (the engine keeps them, also in its finished-status
+// table), and long client input quoted in errors is cut short, so the answer
+// keeps its code instead of RESOURCE_EXHAUSTED "metadata size exceeds limit".
+TEST_F(SessionScopeTest, LongIdsAreRefusedAndNotEchoed) {
+  auto ctx = Context("fe-l.1");
+  auto s = stub_->Generate(ctx.get());
+  ASSERT_TRUE(s->Write(Start(std::string(1 << 20, 'h'), "Hello", 4)));
+  EngineOutput out;
+  ASSERT_TRUE(s->Read(&out));
+  EXPECT_TRUE(out.request_id().empty());
+  EXPECT_EQ(out.status().code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(out.status().message().find("limit of 256 bytes"), std::string::npos)
+      << out.status().message();
+  // The stream stays open.
+  ASSERT_TRUE(s->Write(Start("fine", "Hello", 4)));
+  EXPECT_EQ(ReadUntilFinished(s.get(), "fine").code, 0);
+  s->WritesDone();
+  EXPECT_TRUE(s->Finish().ok());
+
+  const std::string long_id(10 << 10, 'x');
+  EXPECT_EQ(Abort("fe-l.1", long_id), grpc::StatusCode::INVALID_ARGUMENT);
+  grpc::StatusCode code;
+  State("fe-l.1", long_id, &code);
+  EXPECT_EQ(code, grpc::StatusCode::INVALID_ARGUMENT);
+  {
+    // A 10 KB LoRA name: NOT_FOUND with a short message.
+    auto c = Context("fe-l.1");
+    rill::internal::EngineEncodeRequest req;
+    req.set_request_id("enc");
+    req.add_prompt_token_ids(1);
+    req.set_lora_name(std::string(10 << 10, 'l'));
+    rill::v1::EncodeResponse resp;
+    grpc::Status st = stub_->Encode(c.get(), req, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND) << st.error_message().substr(0, 200);
+    EXPECT_LT(st.error_message().size(), 200u);
+  }
+}
+
 }  // namespace
 }  // namespace rill::service

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/engine_session.h"
 #include "frontend/tokenizer/test_util.h"
 
 namespace rill::frontend::testing {
@@ -97,7 +98,7 @@ grpc::Status FakeEngine::Generate(
     while (stream->Read(&req)) {
       if (req.has_abort()) {
         absl::MutexLock l(&mu_);
-        aborted_.push_back(req.abort().request_id());
+        aborted_.push_back(base::ClientRequestIdOf(req.abort().request_id()));
         abort_flags_.insert(req.abort().request_id());
         continue;
       }
@@ -106,6 +107,7 @@ grpc::Status FakeEngine::Generate(
       {
         absl::MutexLock l(&mu_);
         started_.push_back(start);
+        started_.back().set_request_id(base::ClientRequestIdOf(start.request_id()));
         script = script_;
         mine.push_back(start.request_id());
       }

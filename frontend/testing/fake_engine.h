@@ -1,6 +1,7 @@
 // Test-only in-process rill.internal.Engine on 127.0.0.1: serves the real
 // default model's TokenizerSpec and streams scripted token ids, with knobs to
-// fail, delay and drop streams, and a record of starts and aborts.
+// fail, delay and drop streams, and a record of starts and aborts under the
+// client's request id (base::ClientRequestIdOf the engine id).
 #ifndef RILL_FRONTEND_TESTING_FAKE_ENGINE_H_
 #define RILL_FRONTEND_TESTING_FAKE_ENGINE_H_
 

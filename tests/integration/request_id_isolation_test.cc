@@ -216,16 +216,18 @@ TEST_F(RequestIdIsolationTest, DuplicateIdOnOneFrontendIsAlreadyExists) {
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_EQ(other->status.code(), grpc::StatusCode::ALREADY_EXISTS) << other->status.message();
 
+  // On the same stream the refusal is a message error: a finished response
+  // would look like the running request's end.
   bool refused = false;
   while (!refused && stream->Read(&r)) {
     EXPECT_EQ(r.request_id(), "dup");
-    if (r.has_status() && r.status().code() != 0) {
-      EXPECT_EQ(r.status().code(), grpc::StatusCode::ALREADY_EXISTS) << r.status().message();
-      EXPECT_TRUE(r.finished());
+    EXPECT_FALSE(r.has_status() && r.status().code() != 0) << r.status().message();
+    if (r.has_message_error()) {
+      EXPECT_EQ(r.message_error().code(), grpc::StatusCode::ALREADY_EXISTS)
+          << r.message_error().message();
       refused = true;
-    } else {
-      EXPECT_FALSE(r.finished()) << "the first request must keep running";
     }
+    EXPECT_FALSE(r.finished()) << "the first request must keep running";
   }
   EXPECT_TRUE(refused);
   // The first request still streams, and ends only by our abort.
@@ -241,6 +243,43 @@ TEST_F(RequestIdIsolationTest, DuplicateIdOnOneFrontendIsAlreadyExists) {
   }
   EXPECT_EQ(finish, v1::FINISH_REASON_ABORT);
   stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+// Start 'r', abort 'r', read its ABORT response, start 'r' again: the id is
+// free as soon as the client has seen the finished response, every time
+// (the engine may still be cleaning up the aborted one).
+TEST_F(RequestIdIsolationTest, IdIsFreeAsSoonAsItsAbortIsSeen) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(300)));
+  auto stream = v1::Inference::NewStub(Frontend(0))->Generate(&ctx);
+  v1::GenerateRequest abort;
+  abort.mutable_abort()->set_request_id("reuse");
+  for (int round = 0; round < 12; ++round) {
+    ASSERT_TRUE(stream->Write(StartMsg(testing::GreedyText("Tell me about owls.", 2000, "reuse"))));
+    ASSERT_TRUE(stream->Write(abort));
+    v1::GenerateResponse r;
+    int finished = 0;
+    while (finished == 0 && stream->Read(&r)) {
+      ASSERT_EQ(r.request_id(), "reuse");
+      if (!r.finished()) continue;
+      ++finished;
+      ASSERT_EQ(r.status().code(), 0) << "round " << round << ": " << r.status().message();
+      ASSERT_EQ(r.outputs_size(), 1);
+      EXPECT_EQ(r.outputs(0).finish_reason(), v1::FINISH_REASON_ABORT);
+    }
+    ASSERT_EQ(finished, 1) << "round " << round;
+  }
+  ASSERT_TRUE(stream->Write(StartMsg(testing::GreedyText("Hello", 4, "reuse"))));
+  stream->WritesDone();
+  v1::GenerateResponse r;
+  int finished = 0;
+  while (stream->Read(&r)) {
+    if (!r.finished()) continue;
+    ++finished;
+    EXPECT_EQ(r.status().code(), 0) << r.status().message();
+  }
+  EXPECT_EQ(finished, 1);
   EXPECT_TRUE(stream->Finish().ok());
 }
 

@@ -333,7 +333,10 @@ TEST_F(ServiceE2eTest, ParallelSamplesPromptLogprobsAndLogitBias) {
   EXPECT_EQ(bias_ids, std::vector<int32_t>(5, 1234));
 }
 
-TEST_F(ServiceE2eTest, UnaryAbortFromAnotherConnection) {
+// Inference/Abort reaches only the caller's own requests: from another
+// connection (another client that knows or guesses the id) it is NOT_FOUND
+// and the request runs on; on the stream's own channel it aborts.
+TEST_F(ServiceE2eTest, UnaryAbortOnlyFromTheStartingConnection) {
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
   auto stream = stub_->Generate(&ctx);
@@ -349,7 +352,21 @@ TEST_F(ServiceE2eTest, UnaryAbortFromAnotherConnection) {
     v1::AbortRequest a;
     a.set_request_id("abort-elsewhere");
     v1::AbortResponse ar;
-    grpc::Status s = other->Abort(&actx, a, &ar);
+    EXPECT_EQ(other->Abort(&actx, a, &ar).error_code(), grpc::StatusCode::NOT_FOUND);
+    grpc::ClientContext sctx;
+    v1::GetRequestStatusRequest sr;
+    sr.set_request_id("abort-elsewhere");
+    v1::GetRequestStatusResponse srr;
+    EXPECT_EQ(other->GetRequestStatus(&sctx, sr, &srr).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_FALSE(resp.finished()) << "another connection's Abort ended it";
+  {
+    grpc::ClientContext actx;
+    v1::AbortRequest a;
+    a.set_request_id("abort-elsewhere");
+    v1::AbortResponse ar;
+    grpc::Status s = stub_->Abort(&actx, a, &ar);
     EXPECT_TRUE(s.ok()) << s.error_message();
   }
   v1::FinishReason reason = v1::FINISH_REASON_UNSPECIFIED;
