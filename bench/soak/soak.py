@@ -73,6 +73,19 @@ def children_of(pid):
     return out
 
 
+def wait_idle(stub, pb, timeout):
+    """Waits until the engine has no unfinished request and no used block."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        try:
+            load = stub.GetLoad(pb.GetLoadRequest(), timeout=10)
+            if load.num_unfinished_requests == 0 and load.kv_cache_usage == 0:
+                return
+        except Exception:  # grpc.RpcError while a frontend restarts
+            pass
+        time.sleep(1)
+
+
 def roles(serve_pid):
     """{"engine" | "frontend-i": pid}: frontends by start order, so a
     restarted frontend takes its predecessor's role."""
@@ -199,6 +212,8 @@ def main():
     ap.add_argument("--hostile", action="store_true", help="Add hostile clients and kills.")
     ap.add_argument("--kill_every", type=float, default=200,
                     help="--hostile: SIGKILL a frontend this often (0: never).")
+    ap.add_argument("--warmup", type=float, default=30,
+                    help="Seconds of the same load before the RSS baseline is taken.")
     ap.add_argument("--hold_s", type=float, default=45,
                     help="--hostile: how long a never-reading client holds its stream.")
     args = ap.parse_args()
@@ -240,12 +255,22 @@ def main():
         print(f"serving on {target}; processes {sorted(procs0.items())}; "
               f"{args.clients} clients for {args.duration:.0f} s", flush=True)
 
-        # Before the load: one request through each process, then the RSS
-        # every process must come back to after the drain.
-        for _ in range(2 * args.frontends):
-            list(stub.Generate(iter([pb.GenerateRequest(start=pb.StartRequest(
-                text="Hello", sampling=pb.SamplingParams(max_tokens=4)))]), timeout=120))
-        time.sleep(1)
+        # Before the load: a warm-up of the same load for --warmup seconds
+        # (allocator arenas, gRPC buffers and thread stacks reach their
+        # working size), drained; then the RSS every process must come back
+        # to after the real load.
+        warm_end = time.time() + args.warmup
+        warm = [threading.Thread(target=client_loop, daemon=True,
+                                 args=(stub, pb, args, warm_end, Counters(), random.Random(i)))
+                for i in range(args.clients)]
+        for t in warm:
+            t.start()
+        if args.hostile:  # started by start_all
+            warm += hostile.start_all(stub, pb, warm_end, hostile.Ledger(), args.request_timeout,
+                                      max(1.0, args.warmup / 2))
+        for t in warm:
+            t.join(args.request_timeout)
+        wait_idle(stub, pb, args.drain_timeout)
         baseline = {role: rss_mb(p) for role, p in roles(serve.pid).items()}
         print("RSS before the load (MB):", json.dumps({k: round(v, 1) for k, v in baseline.items()}),
               flush=True)

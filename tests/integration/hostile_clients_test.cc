@@ -20,7 +20,7 @@ TEST(HostileClientsTest, ShortSoakKeepsTheStreamContractAndDrainsClean) {
   const std::string out = absl::StrCat(testing::TestTempDir(), "/hostile");
   absl::StatusOr<testing::CommandResult> r = testing::RunPython(
       "bench/soak/soak.py",
-      {"--hostile", "--duration=70", "--hold_s=35", "--kill_every=30", "--clients=4",
+      {"--hostile", "--warmup=20", "--duration=70", "--hold_s=35", "--kill_every=30", "--clients=4",
        "--frontends=2", "--threads=2", "--max_tokens=48", "--port=0", "--drain_timeout=90",
        "--out=" + out, "--rill=" + testing::RunfilePath("cli/rill"),
        "--serve_flag=--engine_binary=" + testing::RunfilePath("engine/service/rill-engine"),
