@@ -1,0 +1,34 @@
+#include "base/exit_message.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
+
+namespace rill::base {
+
+namespace {
+constexpr size_t kMaxBytes = 4096;
+}  // namespace
+
+void WriteExitMessage(const std::string& path, std::string_view message) {
+  if (path.empty()) return;
+  std::string line = absl::StrReplaceAll(message.substr(0, kMaxBytes), {{"\n", " "}});
+  // Written aside and renamed, so a reader never sees half a line.
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return;
+  std::fprintf(f, "%s\n", line.c_str());
+  if (std::fclose(f) == 0) std::rename(tmp.c_str(), path.c_str());
+}
+
+std::string ReadExitMessage(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return std::string(absl::StripAsciiWhitespace(ss.str()));
+}
+
+}  // namespace rill::base
