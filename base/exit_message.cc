@@ -4,7 +4,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 
 namespace rill::base {
@@ -15,7 +14,10 @@ constexpr size_t kMaxBytes = 4096;
 
 void WriteExitMessage(const std::string& path, std::string_view message) {
   if (path.empty()) return;
-  std::string line = absl::StrReplaceAll(message.substr(0, kMaxBytes), {{"\n", " "}});
+  std::string line(message.substr(0, kMaxBytes));
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
   // Written aside and renamed, so a reader never sees half a line.
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "w");
