@@ -41,8 +41,8 @@ ABSL_FLAG(std::vector<std::string>, lora, {},
 ABSL_FLAG(std::string, lora_root, "",
           "Admin.AddLora may load adapters from under this directory only (empty: refused).");
 ABSL_FLAG(std::string, run_dir, "",
-          "Port files and logs; default a fresh /tmp/rill-serve.XXXXXX, removed at exit "
-          "(kept with --log_to_files).");
+          "Port files and logs; default a fresh $TMPDIR/rill-serve.XXXXXX (/tmp), removed at "
+          "exit (kept with --log_to_files).");
 ABSL_FLAG(bool, log_to_files, false, "Child logs go to <run_dir>/<name>.log instead of stderr.");
 ABSL_FLAG(int, shutdown_grace_ms, 30000,
           "On SIGTERM/SIGINT: health turns NOT_SERVING, new requests are refused, and running "
@@ -143,8 +143,8 @@ absl::StatusOr<ReadinessProbe> MakeProbe(const ServerLauncher& launcher) {
   return probe;
 }
 
-// "" when the directory is the user's (--run_dir), else the fresh one made
-// here, which is removed at exit.
+// The user's --run_dir (owned false), or a fresh one made here, removed at
+// exit (owned true).
 struct RunDir {
   std::string path;
   bool owned = false;
@@ -160,10 +160,10 @@ RunDir MakeRunDir() {
     if (ec) LOG(ERROR) << "cannot create --run_dir " << dir << ": " << ec.message();
     return {dir, false};
   }
-  char tmpl[] = "/tmp/rill-serve.XXXXXX";
-  const char* made = mkdtemp(tmpl);
-  if (made == nullptr) return {"/tmp", false};
-  return {made, true};
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/rill-serve.XXXXXX");
+  if (mkdtemp(tmpl.data()) == nullptr) return {"/tmp", false};
+  return {tmpl, true};
 }
 
 // One line about what serves, from the config RPC of the endpoint readiness

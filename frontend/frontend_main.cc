@@ -51,9 +51,10 @@ ABSL_FLAG(int, keepalive_time_ms, 30000,
           "gRPC keepalive ping interval, to clients and to the engine.");
 ABSL_FLAG(int, keepalive_timeout_ms, 10000,
           "A peer that does not answer a keepalive ping this fast is dropped.");
-ABSL_FLAG(int, shutdown_grace_ms, 10000,
+ABSL_FLAG(int, shutdown_grace_ms, 30000,
           "On SIGTERM/SIGINT: how long running requests may finish before the rest are "
-          "ended with finish_reason ABORT.");
+          "ended with finish_reason ABORT (health is NOT_SERVING and new calls are refused "
+          "meanwhile).");
 ABSL_FLAG(int, max_logprobs, 20, "Largest logprobs / prompt_logprobs accepted.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate: serve clients over TLS (with --tls_key).");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert.");

@@ -96,12 +96,15 @@ void GenerateSession::WriterLoop() {
       if (out_.empty() || stalled_) return;
       resp = std::move(out_.front());
       out_.pop_front();
+      writing_ = true;
       if (out_.size() < cap && full_since_ != absl::InfinitePast()) {
         full_since_ = absl::InfiniteFuture();
       }
     }
-    if (!stream_->Write(resp)) {
-      absl::MutexLock l(&write_mu_);
+    const bool written = stream_->Write(resp);
+    absl::MutexLock l(&write_mu_);
+    writing_ = false;
+    if (!written) {
       closed_ = true;
       out_.clear();
       return;
@@ -268,6 +271,17 @@ void GenerateSession::AbortForShutdown() {
   if (pending_ != nullptr) pending_->fetch_sub(static_cast<int>(active_.size()));
   active_.clear();
   idle_cv_.SignalAll();
+}
+
+void GenerateSession::EndForShutdown(absl::Time flush_deadline) {
+  {
+    absl::MutexLock l(&write_mu_);
+    auto flushed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
+      return (out_.empty() && !writing_) || writer_done_;
+    };
+    write_mu_.AwaitWithDeadline(absl::Condition(&flushed), flush_deadline);
+  }
+  ctx_->TryCancel();
 }
 
 void GenerateSession::AbortAll() {

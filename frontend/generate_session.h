@@ -41,6 +41,11 @@ class GenerateSession : public std::enable_shared_from_this<GenerateSession> {
   // Shutdown: ends every running request with finish_reason ABORT (aborted
   // at the engine) and rejects new ones.
   void AbortForShutdown();
+  // Shutdown, after AbortForShutdown: once the queued responses are written
+  // (or at `flush_deadline`), cancels the call. A client that keeps an idle
+  // stream open would otherwise hold the server's shutdown until its
+  // deadline, long after its requests finished.
+  void EndForShutdown(absl::Time flush_deadline);
 
  private:
   void HandleMessage(const std::string& bytes);
@@ -76,6 +81,7 @@ class GenerateSession : public std::enable_shared_from_this<GenerateSession> {
   bool closed_ ABSL_GUARDED_BY(write_mu_) = false;    // No more writes.
   bool stalled_ ABSL_GUARDED_BY(write_mu_) = false;      // Ended: client not reading.
   bool writer_done_ ABSL_GUARDED_BY(write_mu_) = false;  // WriterLoop returned.
+  bool writing_ ABSL_GUARDED_BY(write_mu_) = false;      // A popped response in Write.
   absl::Time full_since_ ABSL_GUARDED_BY(write_mu_) = absl::InfiniteFuture();
 };
 
