@@ -213,7 +213,7 @@ int Serve(LaunchOptions opts, const sigset_t& stop_signals) {
     return sig == SIGINT || sig == SIGTERM;
   };
   const int num_frontends = opts.num_frontends;
-  std::cerr << "rill serve: loading " << engine::ResolveModelPath(absl::GetFlag(FLAGS_model))
+  std::cerr << "rill serve: starting with " << engine::ResolveModelPath(absl::GetFlag(FLAGS_model))
             << "\n";
   ServerLauncher launcher(std::move(opts));
   if (absl::Status s = launcher.Start([&] { return take_signal(absl::ZeroDuration()); });
