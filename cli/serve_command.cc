@@ -12,6 +12,7 @@
 #include <glog/logging.h>
 #include <grpcpp/grpcpp.h>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -19,10 +20,15 @@
 #include "base/tls_credentials.h"
 #include "cli/common_flags.h"
 #include "cli/server_launcher.h"
+#include "engine/model_path.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "rill/internal/engine.grpc.pb.h"
+#include "rill/v1/inference.grpc.pb.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Client address to listen on.");
-ABSL_FLAG(int, port, 50051, "Client port (all frontends share it); 0 picks a free one.");
+ABSL_FLAG(int, port, 50051,
+          "Client port (all frontends share it); 0 picks a free one. A port another server "
+          "holds fails at start-up (exit code 2).");
 ABSL_FLAG(int, frontends, 1, "Number of rill-frontend replicas.");
 ABSL_FLAG(int, tensor_parallel_size, 1, "Worker processes (tensor-parallel ranks).");
 ABSL_FLAG(std::string, admin_token, "",
@@ -34,8 +40,14 @@ ABSL_FLAG(std::vector<std::string>, lora, {},
           "LoRA adapters loaded at start-up: name=path,name=path (PEFT directories).");
 ABSL_FLAG(std::string, lora_root, "",
           "Admin.AddLora may load adapters from under this directory only (empty: refused).");
-ABSL_FLAG(std::string, run_dir, "", "Port files and logs; default a fresh /tmp/rill-serve.XXXXXX.");
+ABSL_FLAG(std::string, run_dir, "",
+          "Port files and logs; default a fresh $TMPDIR/rill-serve.XXXXXX (/tmp), removed at "
+          "exit (kept with --log_to_files).");
 ABSL_FLAG(bool, log_to_files, false, "Child logs go to <run_dir>/<name>.log instead of stderr.");
+ABSL_FLAG(int, shutdown_grace_ms, 30000,
+          "On SIGTERM/SIGINT: health turns NOT_SERVING, new requests are refused, and running "
+          "requests get this long to finish before the rest end with finish_reason ABORT; "
+          "a second signal stops at once.");
 ABSL_FLAG(std::string, ready_file, "",
           "Written with the client address once every frontend reports SERVING.");
 ABSL_FLAG(std::string, engine_binary, "", "Default: next to this binary or in bazel-bin.");
@@ -131,7 +143,14 @@ absl::StatusOr<ReadinessProbe> MakeProbe(const ServerLauncher& launcher) {
   return probe;
 }
 
-std::string MakeRunDir() {
+// The user's --run_dir (owned false), or a fresh one made here, removed at
+// exit (owned true).
+struct RunDir {
+  std::string path;
+  bool owned = false;
+};
+
+RunDir MakeRunDir() {
   std::string dir = absl::GetFlag(FLAGS_run_dir);
   if (!dir.empty()) {
     // A given run dir may not exist yet (e.g. under a fresh bench/out); the
@@ -139,30 +158,154 @@ std::string MakeRunDir() {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) LOG(ERROR) << "cannot create --run_dir " << dir << ": " << ec.message();
-    return dir;
+    return {dir, false};
   }
-  char tmpl[] = "/tmp/rill-serve.XXXXXX";
-  const char* made = mkdtemp(tmpl);
-  return made != nullptr ? made : "/tmp";
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/rill-serve.XXXXXX");
+  if (mkdtemp(tmpl.data()) == nullptr) return {"/tmp", false};
+  return {tmpl, true};
+}
+
+// One line about what serves, from the config RPC of the endpoint readiness
+// was checked on: "<model path> (backend cpu, KV cache 512 MiB float32)".
+std::string DescribeServing(const ReadinessProbe& probe, bool via_engine) {
+  grpc::ChannelArguments args;
+  if (!probe.tls_server_name.empty()) args.SetSslTargetNameOverride(probe.tls_server_name);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(probe.address, probe.credentials, args);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::ServerConfig config;
+  const grpc::Status s =
+      via_engine ? internal::Engine::NewStub(channel)->GetServerConfig(&ctx, {}, &config)
+                 : v1::Inference::NewStub(channel)->GetServerConfig(&ctx, {}, &config);
+  if (!s.ok()) return engine::ResolveModelPath(absl::GetFlag(FLAGS_model));
+  return absl::StrCat(config.engine().model_path(), " (backend ", config.engine().backend(),
+                      ", KV cache ", config.cache().kv_cache_bytes() >> 20, " MiB ",
+                      config.cache().kv_cache_dtype(), ")");
+}
+
+void WriteReadyFile(const std::string& address) {
+  const std::string ready_file = absl::GetFlag(FLAGS_ready_file);
+  if (ready_file.empty()) return;
+  FILE* f = std::fopen(ready_file.c_str(), "w");
+  if (f != nullptr) {
+    std::fprintf(f, "%s\n", address.c_str());
+    std::fclose(f);
+  }
+}
+
+// A start-up failure the user must fix (port in use, bad model, flag or
+// file) is exit code 2, like a bad flag; anything else 1.
+int ExitCodeFor(const absl::Status& s) {
+  return absl::IsFailedPrecondition(s) || absl::IsInvalidArgument(s) ? 2 : 1;
+}
+
+// Serves until a stop signal or a fatal child failure; returns the exit
+// code. `stop_signals` are blocked and taken here with sigtimedwait.
+int Serve(LaunchOptions opts, const sigset_t& stop_signals) {
+  int stop_signal = 0;
+  // Polled while starting, so Ctrl-C works while the model loads.
+  auto take_signal = [&stop_signals, &stop_signal](absl::Duration wait) {
+    const timespec ts = absl::ToTimespec(wait);
+    const int sig = sigtimedwait(&stop_signals, nullptr, &ts);
+    if (sig == SIGINT || sig == SIGTERM) stop_signal = sig;
+    return sig == SIGINT || sig == SIGTERM;
+  };
+  const int num_frontends = opts.num_frontends;
+  std::cerr << "rill serve: starting with " << engine::ResolveModelPath(absl::GetFlag(FLAGS_model))
+            << "\n";
+  ServerLauncher launcher(std::move(opts));
+  if (absl::Status s = launcher.Start([&] { return take_signal(absl::ZeroDuration()); });
+      !s.ok()) {
+    if (absl::IsCancelled(s)) {
+      std::cerr << "rill serve: " << strsignal(stop_signal) << " during start-up; stopped\n";
+      return 128 + stop_signal;
+    }
+    std::cerr << "rill serve: " << s.message() << "\n";
+    return ExitCodeFor(s);
+  }
+  absl::StatusOr<ReadinessProbe> probe = MakeProbe(launcher);
+  if (!probe.ok()) {
+    std::cerr << "rill serve: " << probe.status().message() << "\n";
+    launcher.Stop(/*immediately=*/true);
+    return 2;
+  }
+  const bool probe_via_engine = !absl::GetFlag(FLAGS_tls_cert).empty();
+
+  bool ready = false;
+  const absl::Time ready_deadline = absl::Now() + absl::Seconds(120);
+  while (true) {
+    if (take_signal(absl::Milliseconds(200))) break;
+    if (absl::Status s = launcher.Supervise(); !s.ok()) {
+      std::cerr << "rill serve: " << s.message() << "\n";
+      launcher.Stop(/*immediately=*/true);
+      return ExitCodeFor(s);
+    }
+    if (!ready && IsServing(*probe)) {
+      ready = true;
+      std::cout << "Rill is serving " << DescribeServing(*probe, probe_via_engine) << " on "
+                << launcher.address() << " (" << num_frontends << " frontend"
+                << (num_frontends == 1 ? "" : "s") << ")" << std::endl;
+      WriteReadyFile(launcher.address());
+    } else if (!ready && absl::Now() > ready_deadline) {
+      std::cerr << "rill serve: the frontends listen but are not SERVING after 2m\n";
+      launcher.Stop(/*immediately=*/true);
+      return 1;
+    }
+  }
+  // Rolling upgrades: stop taking requests, let the running ones finish.
+  const absl::Duration grace = absl::Milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms));
+  std::cerr << "rill serve: " << strsignal(stop_signal) << ", draining (running requests get up to "
+            << absl::FormatDuration(grace) << "; signal again to stop now)\n";
+  launcher.BeginDrain();
+  bool immediately = false;
+  // The frontends end what is left after the grace themselves; Stop kills
+  // one that does not.
+  const absl::Time drain_deadline = absl::Now() + grace + absl::Seconds(5);
+  while (!launcher.Drained() && absl::Now() < drain_deadline) {
+    if (take_signal(absl::Milliseconds(100))) {
+      std::cerr << "rill serve: " << strsignal(stop_signal) << " again, stopping now\n";
+      immediately = true;
+      break;
+    }
+  }
+  launcher.Stop(immediately);
+  std::cerr << "rill serve: stopped\n";
+  return 0;
 }
 
 }  // namespace
 
 int RunServe(int, char**) {
   // Block the stop signals before any thread exists; they are taken by
-  // sigtimedwait below, so shutdown runs on this thread.
+  // sigtimedwait in Serve, so shutdown runs on this thread.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  const RunDir run_dir = MakeRunDir();
+  // Our own temporary directory goes at exit, whatever the way out; with
+  // --log_to_files it holds what the user asked to keep.
+  absl::Cleanup remove_run_dir = [&run_dir] {
+    if (!run_dir.owned) return;
+    if (absl::GetFlag(FLAGS_log_to_files)) {
+      std::cerr << "rill serve: logs kept in " << run_dir.path << "\n";
+      return;
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(run_dir.path, ec);
+  };
+
   LaunchOptions opts;
   opts.host = absl::GetFlag(FLAGS_host);
   opts.port = absl::GetFlag(FLAGS_port);
   opts.num_frontends = absl::GetFlag(FLAGS_frontends);
-  opts.run_dir = MakeRunDir();
+  opts.run_dir = run_dir.path;
   opts.log_to_files = absl::GetFlag(FLAGS_log_to_files);
+  opts.shutdown_grace = absl::Milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms));
   opts.engine_binary = absl::GetFlag(FLAGS_engine_binary);
   if (opts.engine_binary.empty()) opts.engine_binary = FindRillBinary("rill-engine", "engine/service");
   opts.frontend_binary = absl::GetFlag(FLAGS_frontend_binary);
@@ -189,57 +332,7 @@ int RunServe(int, char**) {
     return 2;
   }
   for (const std::string& f : absl::GetFlag(FLAGS_frontend_flags)) opts.frontend_flags.push_back(f);
-
-  ServerLauncher launcher(opts);
-  if (absl::Status s = launcher.Start(); !s.ok()) {
-    std::cerr << "rill serve: " << s.message() << "\n";
-    return 1;
-  }
-  absl::StatusOr<ReadinessProbe> probe = MakeProbe(launcher);
-  if (!probe.ok()) {
-    std::cerr << "rill serve: " << probe.status().message() << "\n";
-    launcher.Stop();
-    return 2;
-  }
-  std::cerr << "rill serve: " << opts.num_frontends << " frontend(s) on " << launcher.address()
-            << ", engine on 127.0.0.1:" << launcher.engine_port() << " (run dir " << opts.run_dir
-            << "); loading " << absl::GetFlag(FLAGS_model) << "...\n";
-
-  bool ready = false;
-  const absl::Time ready_deadline = absl::Now() + opts.start_timeout;
-  int exit_code = 0;
-  while (true) {
-    const timespec tick{0, 200 * 1000 * 1000};
-    const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
-    if (sig == SIGINT || sig == SIGTERM) {
-      std::cerr << "rill serve: " << strsignal(sig) << ", shutting down\n";
-      break;
-    }
-    if (absl::Status s = launcher.Supervise(); !s.ok()) {
-      std::cerr << "rill serve: " << s.message() << "\n";
-      exit_code = 1;
-      break;
-    }
-    if (!ready && IsServing(*probe)) {
-      ready = true;
-      std::cout << "Rill is serving on " << launcher.address() << std::endl;
-      const std::string ready_file = absl::GetFlag(FLAGS_ready_file);
-      if (!ready_file.empty()) {
-        FILE* f = std::fopen(ready_file.c_str(), "w");
-        if (f != nullptr) {
-          std::fprintf(f, "%s\n", launcher.address().c_str());
-          std::fclose(f);
-        }
-      }
-    } else if (!ready && absl::Now() > ready_deadline) {
-      std::cerr << "rill serve: not SERVING after " << absl::FormatDuration(opts.start_timeout)
-                << "; see the logs in " << opts.run_dir << "\n";
-      exit_code = 1;
-      break;
-    }
-  }
-  launcher.Stop();
-  return exit_code;
+  return Serve(std::move(opts), stop_signals);
 }
 
 }  // namespace rill::cli

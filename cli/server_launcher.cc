@@ -13,11 +13,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "base/exit_message.h"
 
 namespace rill::cli {
 namespace {
 
 constexpr int kMaxRestartsPerMinute = 5;
+// What a draining frontend needs beyond the grace: ending the rest with
+// ABORT, delivering that (1 s) and exiting.
+constexpr absl::Duration kDrainSlack = absl::Seconds(5);
+// How long the engine may take to abort what runs and exit on SIGTERM.
+constexpr absl::Duration kEngineStopTimeout = absl::Seconds(15);
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -58,6 +64,7 @@ std::string ServerLauncher::address() const {
 
 absl::Status ServerLauncher::StartChild(Child* child) {
   std::remove(child->port_file.c_str());
+  if (!child->exit_message_file.empty()) std::remove(child->exit_message_file.c_str());
   child->process = std::make_unique<base::ChildProcess>();
   base::ChildOptions opts;
   if (options_.log_to_files) opts.log_path = absl::StrCat(options_.run_dir, "/", child->name, ".log");
@@ -68,47 +75,76 @@ absl::Status ServerLauncher::StartChild(Child* child) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> ServerLauncher::WaitForPort(Child* child) {
+absl::Status ServerLauncher::ExitError(const Child& child, int code,
+                                       const std::string& when) const {
+  if (code == base::kExitBadConfiguration) {
+    std::string reason;
+    if (!child.exit_message_file.empty()) reason = base::ReadExitMessage(child.exit_message_file);
+    if (reason.empty()) reason = "bad flag or file (exit code 2)";
+    return absl::FailedPreconditionError(absl::StrCat(child.name, " cannot start: ", reason));
+  }
+  std::string logs = options_.log_to_files
+                         ? absl::StrCat("; see ", options_.run_dir, "/", child.name, ".log")
+                         : "; see its log above";
+  return absl::UnavailableError(
+      absl::StrCat(child.name, " exited (", base::DescribeExitCode(code), ") ", when, logs));
+}
+
+absl::StatusOr<int> ServerLauncher::WaitForPort(Child* child,
+                                                const std::function<bool()>& interrupted) {
   const absl::Time deadline = absl::Now() + options_.start_timeout;
   while (absl::Now() < deadline) {
     const std::string text(absl::StripAsciiWhitespace(ReadFile(child->port_file)));
     int port = 0;
     if (!text.empty() && absl::SimpleAtoi(text, &port) && port > 0) return port;
     absl::StatusOr<int> exited = child->process->Wait(absl::ZeroDuration());
-    if (exited.ok()) {
-      return absl::UnavailableError(absl::StrCat(child->name, " exited (",
-                                                 base::DescribeExitCode(*exited),
-                                                 ") before it was listening"));
+    if (exited.ok()) return ExitError(*child, *exited, "before it was listening");
+    // A frontend listens only once the engine has loaded the model: when the
+    // engine fails, its reason is the one to report.
+    if (child != &engine_ && engine_.process != nullptr) {
+      exited = engine_.process->Wait(absl::ZeroDuration());
+      if (exited.ok()) return ExitError(engine_, *exited, "while the frontends were starting");
     }
+    if (interrupted && interrupted()) return absl::CancelledError("interrupted during start-up");
     absl::SleepFor(absl::Milliseconds(20));
   }
-  return absl::DeadlineExceededError(
-      absl::StrCat(child->name, " did not listen within ", absl::FormatDuration(options_.start_timeout)));
+  return absl::DeadlineExceededError(absl::StrCat(
+      child->name, " did not listen within ", absl::FormatDuration(options_.start_timeout),
+      child == &engine_ ? "" : " (the engine may still be loading the model)"));
 }
 
-absl::Status ServerLauncher::Start() {
+absl::Status ServerLauncher::Start(const std::function<bool()>& interrupted) {
   if (options_.num_frontends < 1) return absl::InvalidArgumentError("--frontends must be >= 1");
   if (options_.engine_binary.empty() || options_.frontend_binary.empty()) {
     return absl::NotFoundError("rill-engine / rill-frontend binaries not found (build them, or "
                                "pass --engine_binary / --frontend_binary)");
   }
+  // First, so a second server on this port fails before loading anything.
+  absl::StatusOr<base::PortReservation> reservation =
+      base::PortReservation::Reserve(options_.host, options_.port);
+  if (!reservation.ok()) return reservation.status();
+  client_port_reservation_ = std::move(*reservation);
+  client_port_ = client_port_reservation_.port();
+
   started_ = true;
   engine_.name = "engine";
   engine_.port_file = absl::StrCat(options_.run_dir, "/engine.port");
+  engine_.exit_message_file = absl::StrCat(options_.run_dir, "/engine.exit");
   engine_.argv = {options_.engine_binary, "--host=127.0.0.1", "--port=0",
-                  "--port_file=" + engine_.port_file};
+                  "--port_file=" + engine_.port_file,
+                  "--termination_message_path=" + engine_.exit_message_file};
   for (const std::string& f : options_.engine_flags) engine_.argv.push_back(f);
   absl::Status s = StartChild(&engine_);
-  absl::StatusOr<int> engine_port = s.ok() ? WaitForPort(&engine_) : absl::StatusOr<int>(s);
+  absl::StatusOr<int> engine_port = s.ok() ? WaitForPort(&engine_, interrupted)
+                                           : absl::StatusOr<int>(s);
   if (!engine_port.ok()) {
-    Stop();
+    Stop(/*immediately=*/true);
     return engine_port.status();
   }
   engine_port_ = *engine_port;
   // Restarts reuse the same port so frontends reconnect to the same address.
   engine_.argv[2] = absl::StrCat("--port=", engine_port_);
 
-  client_port_ = options_.port;
   for (int i = 0; i < options_.num_frontends; ++i) {
     Child& fe = frontends_.emplace_back();
     fe.name = absl::StrCat("frontend-", i);
@@ -116,24 +152,25 @@ absl::Status ServerLauncher::Start() {
     fe.argv = {options_.frontend_binary,
                "--host=" + options_.host,
                absl::StrCat("--port=", client_port_),
+               "--reuse_port",
                "--port_file=" + fe.port_file,
                absl::StrCat("--engine=127.0.0.1:", engine_port_),
-               absl::StrCat("--frontend_id=", i)};
+               absl::StrCat("--frontend_id=", i),
+               absl::StrCat("--shutdown_grace_ms=",
+                            absl::ToInt64Milliseconds(options_.shutdown_grace))};
     for (const std::string& f : options_.frontend_flags) fe.argv.push_back(f);
     s = StartChild(&fe);
-    absl::StatusOr<int> port = s.ok() ? WaitForPort(&fe) : absl::StatusOr<int>(s);
+    absl::StatusOr<int> port = s.ok() ? WaitForPort(&fe, interrupted) : absl::StatusOr<int>(s);
     if (!port.ok()) {
-      Stop();
+      Stop(/*immediately=*/true);
       return port.status();
     }
-    // The first frontend may have picked the port (--port=0); the rest share it.
-    client_port_ = *port;
-    fe.argv[2] = absl::StrCat("--port=", client_port_);
   }
   return absl::OkStatus();
 }
 
 absl::Status ServerLauncher::Supervise() {
+  if (draining_) return absl::OkStatus();  // Frontends exit on purpose now.
   std::vector<Child*> all = {&engine_};
   for (Child& fe : frontends_) all.push_back(&fe);
   for (Child* c : all) {
@@ -141,9 +178,8 @@ absl::Status ServerLauncher::Supervise() {
     absl::StatusOr<int> exited = c->process->Wait(absl::ZeroDuration());
     if (!exited.ok()) continue;
     LOG(WARNING) << c->name << " exited unexpectedly (" << base::DescribeExitCode(*exited) << ")";
-    if (!options_.restart) {
-      return absl::UnavailableError(
-          absl::StrCat(c->name, " exited (", base::DescribeExitCode(*exited), ")"));
+    if (!options_.restart || *exited == base::kExitBadConfiguration) {
+      return ExitError(*c, *exited, "while serving");
     }
     const absl::Time now = absl::Now();
     std::vector<absl::Time> recent;
@@ -163,26 +199,59 @@ absl::Status ServerLauncher::Supervise() {
   return absl::OkStatus();
 }
 
-void ServerLauncher::Stop(absl::Duration grace) {
-  if (!started_) return;
-  started_ = false;
-  auto stop = [grace](Child* c) {
-    if (c->process == nullptr || !c->process->running()) return;
-    const pid_t group = c->process->pid();
-    absl::StatusOr<int> code = c->process->Stop(SIGTERM, grace);
+void ServerLauncher::BeginDrain() {
+  if (draining_) return;
+  draining_ = true;
+  drain_deadline_ = absl::Now() + options_.shutdown_grace + kDrainSlack;
+  for (Child& fe : frontends_) {
+    if (fe.process == nullptr || !fe.process->running()) continue;
+    // One that is not listening yet has no clients, and takes SIGTERM only
+    // once it is (it blocks the signal while waiting for the engine).
+    const bool listening = !ReadFile(fe.port_file).empty();
+    kill(fe.process->pid(), listening ? SIGTERM : SIGKILL);
+  }
+}
+
+bool ServerLauncher::Drained() {
+  for (Child& fe : frontends_) {
+    if (fe.process == nullptr || !fe.process->running()) continue;
+    if (!fe.process->Wait(absl::ZeroDuration()).ok()) return false;
+    LOG(INFO) << fe.name << " stopped (" << base::DescribeExitCode(fe.process->exit_code()) << ")";
+  }
+  return true;
+}
+
+void ServerLauncher::StopChild(Child* c, bool send_sigterm, absl::Duration wait) {
+  if (c->process == nullptr) return;
+  const pid_t group = c->process->pid();
+  if (c->process->running()) {
+    absl::StatusOr<int> code = send_sigterm ? c->process->Stop(SIGTERM, wait)
+                                            : c->process->Wait(wait);
     if (!code.ok()) {
-      LOG(WARNING) << c->name << " ignored SIGTERM for " << absl::FormatDuration(grace)
+      LOG(WARNING) << c->name << " still running after " << absl::FormatDuration(wait)
                    << "; killing it";
       c->process->SignalGroup(SIGKILL);
       (void)c->process->Wait(absl::Seconds(5));
     } else {
       LOG(INFO) << c->name << " stopped (" << base::DescribeExitCode(*code) << ")";
     }
-    // Whatever it started in its own group goes with it.
-    kill(-group, SIGKILL);
-  };
-  stop(&engine_);
-  for (Child& fe : frontends_) stop(&fe);
+  }
+  // Whatever it started in its own group goes with it.
+  if (group > 0) kill(-group, SIGKILL);
+}
+
+void ServerLauncher::Stop(bool immediately) {
+  if (!started_) return;
+  started_ = false;
+  BeginDrain();
+  if (!immediately) {
+    while (!Drained() && absl::Now() < drain_deadline_) absl::SleepFor(absl::Milliseconds(20));
+  }
+  // What still runs now ends with finish_reason ABORT (the frontends that
+  // still drain forward it, then exit).
+  StopChild(&engine_, /*send_sigterm=*/true, kEngineStopTimeout);
+  for (Child& fe : frontends_) StopChild(&fe, /*send_sigterm=*/false, kDrainSlack);
+  client_port_reservation_.Release();
 }
 
 }  // namespace rill::cli

@@ -1,12 +1,15 @@
 // Starts and supervises the processes of one Rill deployment on this machine
 // (`rill serve`): one rill-engine (which starts its tensor-parallel workers)
-// and N rill-frontend replicas sharing one client port (gRPC sets
-// SO_REUSEPORT, so the kernel spreads connections over them). A child that
-// exits unexpectedly is restarted on the same port with backoff. Thread: one
-// owner thread.
+// and N rill-frontend replicas sharing one client port. The port is reserved
+// first (base/port_reservation.h): a port another server holds fails Start,
+// and the frontends bind it with SO_REUSEPORT so the kernel spreads
+// connections over them. A child that exits unexpectedly is restarted on the
+// same port with backoff, unless it exited with code 2 (it cannot start with
+// this configuration). Thread: one owner thread.
 #ifndef RILL_CLI_SERVER_LAUNCHER_H_
 #define RILL_CLI_SERVER_LAUNCHER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "base/child_process.h"
+#include "base/port_reservation.h"
 
 namespace rill::cli {
 
@@ -25,10 +29,13 @@ struct LaunchOptions {
   std::string frontend_binary;
   std::vector<std::string> engine_flags;    // Passed to rill-engine as given.
   std::vector<std::string> frontend_flags;  // Passed to every rill-frontend.
-  std::string run_dir;  // Port files and (with log_to_files) child logs.
+  std::string run_dir;  // Port files, exit messages and (with log_to_files) child logs.
   bool log_to_files = false;
   bool restart = true;  // Restart children that die.
   absl::Duration start_timeout = absl::Seconds(120);
+  // On Stop: how long the frontends let running requests finish (their
+  // --shutdown_grace_ms) before they end the rest with finish_reason ABORT.
+  absl::Duration shutdown_grace = absl::Seconds(30);
 };
 
 class ServerLauncher {
@@ -36,41 +43,64 @@ class ServerLauncher {
   explicit ServerLauncher(LaunchOptions options) : options_(std::move(options)) {}
   ~ServerLauncher();  // Stop(), if still running.
 
-  // Starts the engine, waits for its port, starts the frontends and waits
-  // for theirs. On failure everything started is stopped again.
-  absl::Status Start();
+  // Reserves the client port, starts the engine, waits for its port, starts
+  // the frontends and waits for theirs (they listen once the engine has
+  // loaded the model). On failure everything started is stopped again:
+  // FailedPrecondition when the port is in use or a child exited with code
+  // 2 (its one-line reason in the message, e.g. the model failed to load),
+  // Cancelled when `interrupted` (polled every 20 ms) returned true.
+  absl::Status Start(const std::function<bool()>& interrupted = nullptr);
   // The client address ("host:port") once Start succeeded.
   std::string address() const;
   int engine_port() const { return engine_port_; }
 
   // Reaps children that exited and restarts them (if options.restart).
-  // Returns an error when a child keeps dying (5 restarts within a minute).
+  // Returns an error when a child keeps dying (5 restarts within a minute)
+  // or exited with code 2 (FailedPrecondition with its reason).
   absl::Status Supervise();
 
-  // SIGTERM to the engine first (it ends in-flight requests as "abort" and
-  // the frontends forward that), then to the frontends; SIGKILL to process
-  // groups that outlive `grace`.
-  void Stop(absl::Duration grace = absl::Seconds(15));
+  // The first step of a graceful stop, for rolling upgrades: SIGTERM to
+  // every frontend at once, which report NOT_SERVING, stop accepting and let
+  // running requests finish within options.shutdown_grace. Returns at once.
+  void BeginDrain();
+  // True once every frontend has exited (after BeginDrain).
+  bool Drained();
+
+  // Stops everything: drains the frontends (BeginDrain, unless already
+  // begun) and waits for them up to the grace period, unless `immediately`;
+  // then SIGTERM to the engine, which ends what still runs with
+  // finish_reason ABORT; SIGKILL to process groups that outlive that.
+  // Frontends that are not listening yet are killed at once.
+  void Stop(bool immediately = false);
 
  private:
   struct Child {
     std::string name;
     std::vector<std::string> argv;
     std::string port_file;
+    std::string exit_message_file;  // Empty: the child writes none.
     std::unique_ptr<base::ChildProcess> process;
     std::vector<absl::Time> restarts;
   };
 
   absl::Status StartChild(Child* child);
-  // Waits for the child's port file; returns the port.
-  absl::StatusOr<int> WaitForPort(Child* child);
+  // Waits for the child's port file; returns the port. Fails at once when
+  // the child, or the engine while a frontend starts, exits.
+  absl::StatusOr<int> WaitForPort(Child* child, const std::function<bool()>& interrupted);
+  // Why `child` exited with `code`, for the user.
+  absl::Status ExitError(const Child& child, int code, const std::string& when) const;
+  // SIGTERM (unless already sent), up to `wait` for the exit, then SIGKILL.
+  void StopChild(Child* child, bool send_sigterm, absl::Duration wait);
 
   LaunchOptions options_;
+  base::PortReservation client_port_reservation_;
   Child engine_;
   std::vector<Child> frontends_;
   int engine_port_ = 0;
   int client_port_ = 0;
   bool started_ = false;
+  bool draining_ = false;
+  absl::Time drain_deadline_;
 };
 
 // Path of a sibling binary: next to the running executable, else in the

@@ -44,6 +44,10 @@ EngineClient::~EngineClient() { Shutdown(); }
 absl::Status EngineClient::Start(absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
   grpc::Status last;
+  // A model loads for seconds to minutes: say why we wait when the reason
+  // changes and every 10 s, not at every 200 ms retry.
+  std::string logged_reason;
+  absl::Time logged_at = absl::InfinitePast();
   while (true) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() +
@@ -51,8 +55,11 @@ absl::Status EngineClient::Start(absl::Duration timeout) {
     ctx.set_wait_for_ready(true);
     last = stub_->GetTokenizer(&ctx, {}, &spec_);
     if (last.ok() || absl::Now() > deadline) break;
-    LOG(INFO) << "waiting for the engine at " << address_ << ": "
-              << last.error_message();
+    if (last.error_message() != logged_reason || absl::Now() - logged_at > absl::Seconds(10)) {
+      LOG(INFO) << "waiting for the engine at " << address_ << ": " << last.error_message();
+      logged_reason = last.error_message();
+      logged_at = absl::Now();
+    }
     absl::SleepFor(absl::Milliseconds(200));
   }
   if (!last.ok()) {

@@ -15,9 +15,11 @@
 #include "frontend/frontend_server.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
-ABSL_FLAG(int, port, 50051,
-          "TCP port; 0 picks a free one (see --port_file). Several frontends may "
-          "share one port (SO_REUSEPORT, gRPC's default on Linux).");
+ABSL_FLAG(int, port, 50051, "TCP port; 0 picks a free one (see --port_file).");
+ABSL_FLAG(bool, reuse_port, false,
+          "Bind with SO_REUSEPORT, so several frontends share --port (the kernel spreads "
+          "connections over them); `rill serve --frontends=N` sets it. Off: the port must be "
+          "free.");
 ABSL_FLAG(std::string, port_file, "",
           "If set, the bound port is written here once the server is up.");
 ABSL_FLAG(std::string, engine, "127.0.0.1:50052", "The engine's host:port.");
@@ -53,9 +55,10 @@ ABSL_FLAG(int, keepalive_time_ms, 30000,
           "gRPC keepalive ping interval, to clients and to the engine.");
 ABSL_FLAG(int, keepalive_timeout_ms, 10000,
           "A peer that does not answer a keepalive ping this fast is dropped.");
-ABSL_FLAG(int, shutdown_grace_ms, 10000,
+ABSL_FLAG(int, shutdown_grace_ms, 30000,
           "On SIGTERM/SIGINT: how long running requests may finish before the rest are "
-          "ended with finish_reason ABORT.");
+          "ended with finish_reason ABORT (health is NOT_SERVING and new calls are refused "
+          "meanwhile).");
 ABSL_FLAG(int, max_logprobs, 20, "Largest logprobs / prompt_logprobs accepted.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate: serve clients over TLS (with --tls_key).");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert.");
@@ -102,6 +105,7 @@ int main(int argc, char** argv) {
   opts.session.limits.max_logprobs = absl::GetFlag(FLAGS_max_logprobs);
   opts.server_transport.max_receive_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
   opts.server_transport.max_send_bytes = absl::GetFlag(FLAGS_max_send_message_bytes);
+  opts.server_transport.reuse_port = absl::GetFlag(FLAGS_reuse_port);
   opts.engine_transport.max_receive_bytes = absl::GetFlag(FLAGS_engine_max_message_bytes);
   opts.engine_transport.max_send_bytes = absl::GetFlag(FLAGS_engine_max_message_bytes);
   opts.server_tls = {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),

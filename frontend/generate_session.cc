@@ -130,9 +130,12 @@ void GenerateSession::WriterLoop() {
       out_bytes_ -= std::min<int64_t>(out_bytes_, resp.ByteSizeLong());
       if (out_.size() < cap && out_bytes_ < cap_bytes) full_since_ = absl::InfiniteFuture();
       write_since_ = absl::Now();
+      writing_ = true;
     }
-    if (!stream_->Write(resp)) {
-      absl::MutexLock l(&write_mu_);
+    const bool written = stream_->Write(resp);
+    absl::MutexLock l(&write_mu_);
+    writing_ = false;
+    if (!written) {
       closed_ = true;
       out_.clear();
       out_bytes_ = 0;
@@ -396,6 +399,17 @@ void GenerateSession::AbortForShutdown() {
   std::vector<std::string> ids;
   for (const auto& [id, a] : active_) ids.push_back(id);
   for (const std::string& id : ids) AbortLocked(id);
+}
+
+void GenerateSession::EndForShutdown(absl::Time flush_deadline) {
+  {
+    absl::MutexLock l(&write_mu_);
+    auto flushed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
+      return (out_.empty() && !writing_) || writer_done_;
+    };
+    write_mu_.AwaitWithDeadline(absl::Condition(&flushed), flush_deadline);
+  }
+  ctx_->TryCancel();
 }
 
 void GenerateSession::AbortAll() {

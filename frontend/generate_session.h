@@ -59,6 +59,11 @@ class GenerateSession : public std::enable_shared_from_this<GenerateSession> {
   // Inference/Abort: ends running request `id` with finish_reason ABORT;
   // false when it is not running on this stream.
   bool AbortRequest(const std::string& id);
+  // Shutdown, after AbortForShutdown: once the queued responses are written
+  // (or at `flush_deadline`), cancels the call. A client that keeps an idle
+  // stream open would otherwise hold the server's shutdown until its
+  // deadline, long after its requests finished.
+  void EndForShutdown(absl::Time flush_deadline);
 
  private:
   struct Active {
@@ -113,6 +118,7 @@ class GenerateSession : public std::enable_shared_from_this<GenerateSession> {
   int64_t peak_out_bytes_ ABSL_GUARDED_BY(write_mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(write_mu_) = false;       // No more writes.
   bool writer_done_ ABSL_GUARDED_BY(write_mu_) = false;  // WriterLoop returned.
+  bool writing_ ABSL_GUARDED_BY(write_mu_) = false;      // A popped response in Write.
   // Over the soft cap since (InfiniteFuture: not over it).
   absl::Time full_since_ ABSL_GUARDED_BY(write_mu_) = absl::InfiniteFuture();
   // The writer's current Write began (InfiniteFuture: not in a Write).

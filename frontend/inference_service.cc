@@ -61,6 +61,11 @@ void InferenceService::Drain(absl::Duration grace) {
   while (pending_requests_.load() > 0 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(20));
   absl::MutexLock l(&sessions_mu_);
   for (GenerateSession* s : sessions_) s->AbortForShutdown();
+  // Every request has ended: close the streams once their last responses
+  // (finished or ABORT) are written, rather than when the server's shutdown
+  // deadline cancels them.
+  const absl::Time flush_deadline = absl::Now() + absl::Seconds(1);
+  for (GenerateSession* s : sessions_) s->EndForShutdown(flush_deadline);
 }
 
 namespace {

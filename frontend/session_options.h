@@ -28,6 +28,10 @@ struct GrpcTransportOptions {
   int max_send_bytes = 64 << 20;
   absl::Duration keepalive_time = absl::Seconds(30);
   absl::Duration keepalive_timeout = absl::Seconds(10);
+  // Server side: SO_REUSEPORT, so the frontends of one `rill serve` share
+  // its client port. Off by default: a server then cannot join, or be
+  // joined on, a port another server uses.
+  bool reuse_port = false;
 };
 
 struct SessionOptions {

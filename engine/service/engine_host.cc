@@ -24,7 +24,7 @@ EngineHost::~EngineHost() {
 void EngineHost::StartLoading() { loader_ = std::thread([this] { Load(); }); }
 
 void EngineHost::Load() {
-  LOG(INFO) << "loading model " << options_.args.model;
+  LOG(INFO) << "loading model " << engine::ResolveModelPath(options_.args.model);
   absl::SleepFor(options_.load_delay);
   absl::StatusOr<std::unique_ptr<engine::AsyncLLMEngine>> created =
       factory_ ? factory_() : engine::AsyncLLMEngine::Create(options_.args);
@@ -42,16 +42,31 @@ void EngineHost::Load() {
       wordpiece_json_ = text.str();
     } else if (ckpt.ok()) {
       absl::StatusOr<tokenizer::TokenizerSpec> spec = engine::TokenizerSpecFromCheckpoint(**ckpt);
-      if (spec.ok()) spec_ = std::make_unique<tokenizer::TokenizerSpec>(std::move(*spec));
+      if (spec.ok()) {
+        spec_ = std::make_unique<tokenizer::TokenizerSpec>(std::move(*spec));
+      } else {
+        status = spec.status();
+      }
+    } else {
+      status = ckpt.status();
     }
-    if (spec_ == nullptr && wordpiece_json_.empty()) {
-      LOG(WARNING) << "no tokenizer spec for GetTokenizer";
+    // Frontends cannot start without a tokenizer (e.g. an encoder directory
+    // without tokenizer.json): a load failure, not an engine they wait for.
+    if (status.ok() && spec_ == nullptr && wordpiece_json_.empty()) {
+      status = absl::FailedPreconditionError(
+          absl::StrCat(engine::ResolveModelPath(options_.args.model),
+                       ": no tokenizer for the frontends (tokenizer.json missing?)"));
     }
+    if (!status.ok()) (*created)->Stop();
   }
   if (status.ok()) {
     engine_ = std::move(*created);
     engine_ptr_.store(engine_.get());
-    LOG(INFO) << "model loaded";
+    const engine::EngineConfig& c = engine_->GetEngineConfig();
+    LOG(INFO) << "model loaded: " << c.model.path << ", backend " << c.parallel.backend
+              << ", KV cache " << (c.cache.kv_cache_bytes >> 20) << " MiB "
+              << c.cache.kv_cache_dtype << " (" << c.cache.num_blocks << " blocks of "
+              << c.cache.block_size << " tokens)";
   } else {
     LOG(ERROR) << "model load failed: " << status;
   }
@@ -63,6 +78,12 @@ void EngineHost::Load() {
 absl::Status EngineHost::WaitLoaded() {
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(&loaded_));
+  return load_status_;
+}
+
+std::optional<absl::Status> EngineHost::LoadResult() const {
+  absl::MutexLock lock(&mu_);
+  if (!loaded_) return std::nullopt;
   return load_status_;
 }
 

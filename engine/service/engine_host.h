@@ -7,6 +7,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -38,6 +39,9 @@ class EngineHost {
   void StartLoading();
   // Blocks until loading finished (either way); its status.
   absl::Status WaitLoaded();
+
+  // Nullopt while loading (or before StartLoading); then how loading ended.
+  std::optional<absl::Status> LoadResult() const;
 
   // The engine once loaded, else null. Valid until the host is destroyed.
   engine::AsyncLLMEngine* engine() const { return engine_ptr_.load(); }

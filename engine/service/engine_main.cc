@@ -1,13 +1,16 @@
 // rill-engine: hosts an AsyncLLMEngine behind rill.internal.Engine (token
 // ids only; frontends tokenize), rill.v1.Admin, gRPC health and reflection.
 // The server listens before the model loads, so probes see NOT_SERVING
-// during load. SIGTERM/SIGINT aborts in-flight requests (finish_reason
-// abort), drains the streams and exits 0; a dead engine exits 3 after
-// --exit_when_dead_s so a supervisor restarts it.
+// during load. A model that fails to load, or a bad flag or file, exits 2
+// (restarting cannot help) with its one-line reason also in
+// --termination_message_path. SIGTERM/SIGINT aborts in-flight requests
+// (finish_reason abort), drains the streams and exits 0; a dead engine exits
+// 3 after --exit_when_dead_s so a supervisor restarts it.
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +20,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/exit_message.h"
 #include "base/port_file.h"
 #include "base/tls_credentials.h"
 #include "engine/service/engine_host.h"
@@ -25,6 +29,9 @@
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
 ABSL_FLAG(int, port, 50061, "Port to listen on; 0 picks a free one (see --port_file).");
 ABSL_FLAG(std::string, port_file, "", "Written with the chosen port once listening.");
+ABSL_FLAG(std::string, termination_message_path, "",
+          "When the engine cannot start (exit code 2: bad flag, file or model), its one-line "
+          "reason is written here, like Kubernetes' terminationMessagePath.");
 ABSL_FLAG(std::string, model, "default", "Model name or path (see engine::ResolveModelPath).");
 ABSL_FLAG(int, threads, 0, "Compute threads; 0 = all cores.");
 ABSL_FLAG(std::string, device, "cpu",
@@ -68,6 +75,13 @@ namespace {
 std::atomic<int> g_signal{0};
 void OnSignal(int sig) { g_signal = sig; }
 
+// Exit code 2 with `reason` logged and handed to the launcher.
+int CannotStart(const std::string& reason) {
+  LOG(ERROR) << reason;
+  rill::base::WriteExitMessage(absl::GetFlag(FLAGS_termination_message_path), reason);
+  return rill::base::kExitBadConfiguration;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -97,8 +111,7 @@ int main(int argc, char** argv) {
   for (const std::string& spec : absl::GetFlag(FLAGS_lora)) {
     const size_t eq = spec.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
-      LOG(ERROR) << "--lora wants name=path, got '" << spec << "'";
-      return 2;
+      return CannotStart(absl::StrCat("--lora wants name=path, got '", spec, "'"));
     }
     args.loras.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
   }
@@ -117,10 +130,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       rill::base::MakeServerCredentials({absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
                                          absl::GetFlag(FLAGS_tls_client_ca)});
-  if (!credentials.ok()) {
-    LOG(ERROR) << credentials.status();
-    return 2;
-  }
+  if (!credentials.ok()) return CannotStart(std::string(credentials.status().message()));
   rill::service::EngineServer server(&host, address, absl::GetFlag(FLAGS_profile_dir),
                                      *credentials);
   if (absl::Status s = server.Start(); !s.ok()) {
@@ -139,12 +149,29 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   while (g_signal == 0) {
     absl::SleepFor(absl::Milliseconds(100));
+    // Nothing can be served, and waiting would only make a launcher or a
+    // kubelet wait for readiness until its timeout.
+    if (std::optional<absl::Status> load = host.LoadResult(); load && !load->ok()) {
+      // EngineHost has logged it; the launcher gets it once more, on its own.
+      exit_code = rill::base::kExitBadConfiguration;
+      rill::base::WriteExitMessage(absl::GetFlag(FLAGS_termination_message_path),
+                                   absl::StrCat("the model failed to load: ", load->message()));
+      server.Shutdown(absl::ZeroDuration());
+      std::fflush(nullptr);
+      _exit(exit_code);
+    }
     if (dead_limit > absl::ZeroDuration() && server.DeadFor() > dead_limit) {
       LOG(ERROR) << "the engine has been dead for " << dead_limit << ": "
                  << host.engine()->DeadError() << "; exiting with code 3";
       exit_code = 3;
       break;
     }
+  }
+  if (g_signal != 0 && !host.LoadResult().has_value()) {
+    // Nothing runs yet: do not make Ctrl-C wait for the load to finish.
+    LOG(INFO) << "signal " << g_signal << " while loading the model: exiting";
+    std::fflush(nullptr);
+    _exit(0);
   }
   if (g_signal != 0) LOG(INFO) << "signal " << g_signal << ": aborting requests and draining";
   (void)host.WaitLoaded();

@@ -25,6 +25,9 @@ absl::Status EngineServer::Start() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address_, credentials_, &port_);
+  // gRPC's default SO_REUSEPORT would let another process of this user
+  // listen on the engine's port too and take some of its connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&engine_service_);
   builder.RegisterService(&admin_service_);
   server_ = builder.BuildAndStart();

@@ -30,7 +30,15 @@ absl::StatusOr<BackendChoice> ChooseBackend(const std::string& requested) {
         absl::StrCat("cuda requested but ", devices.status().message()));
   }
   std::string why = absl::StrCat(devices.status().message(), "; falling back to the CPU backend");
-  LOG(WARNING) << why;
+  // A machine without a GPU is the normal case for the CPU backend, not a
+  // fault; a driver that is there but unusable is worth a warning. Callers
+  // report the description once (device-info prints it, the engine's load
+  // line names the backend).
+  if (cuda::NvidiaDriverPresent()) {
+    LOG(WARNING) << why;
+  } else {
+    VLOG(1) << why;
+  }
   return BackendChoice{BackendKind::kCpu, why};
 }
 

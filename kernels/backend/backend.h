@@ -17,8 +17,9 @@ struct BackendChoice {
   std::string description;
 };
 
-// `requested` is "auto" (CUDA when a device is usable, else CPU with a logged
-// warning), "cpu", or "cuda" (an error when no device is usable).
+// `requested` is "auto" (CUDA when a device is usable, else CPU: a warning
+// is logged only when an NVIDIA driver is there but unusable), "cpu", or
+// "cuda" (an error when no device is usable).
 absl::StatusOr<BackendChoice> ChooseBackend(const std::string& requested);
 
 const char* BackendName(BackendKind kind);

@@ -1,6 +1,8 @@
 // CUDA build: asks the runtime (through device_probe_api.h) what is there.
 #include "kernels/cuda/device_probe.h"
 
+#include <dlfcn.h>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/device_probe_api.h"
@@ -9,7 +11,20 @@ namespace rill::cuda {
 
 bool BuiltWithCuda() { return true; }
 
+bool NvidiaDriverPresent() {
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (driver == nullptr) return false;
+  dlclose(driver);
+  return true;
+}
+
 absl::StatusOr<std::vector<CudaDeviceInfo>> ProbeCudaDevices() {
+  // Without a driver the runtime says "CUDA driver version is insufficient
+  // for CUDA runtime version", which reads like an upgrade is needed.
+  if (!NvidiaDriverPresent()) {
+    return absl::UnavailableError(
+        "no usable CUDA device: no NVIDIA driver on this machine (libcuda.so.1 not found)");
+  }
   char error[512] = {0};
   int count = internal::DeviceCount(error, sizeof(error));
   if (count < 0) return absl::UnavailableError(absl::StrCat("no usable CUDA device: ", error));

@@ -23,9 +23,14 @@ struct CudaDeviceInfo {
 // True when this binary was compiled with nvcc kernels linked in.
 bool BuiltWithCuda();
 
-// The usable devices, or UNAVAILABLE with the driver's reason (e.g. "CUDA
-// driver version is insufficient", "no CUDA-capable device") when none is.
+// The usable devices, or UNAVAILABLE with the reason when none is: "no
+// NVIDIA driver" without one, else the runtime's (e.g. "no CUDA-capable
+// device").
 absl::StatusOr<std::vector<CudaDeviceInfo>> ProbeCudaDevices();
+
+// True when the NVIDIA driver library (libcuda.so.1) can be loaded: false on
+// a machine without a GPU driver, where the CPU backend is the normal choice.
+bool NvidiaDriverPresent();
 
 // Runs a small kernel (vector add) on `device` and checks the result: proves
 // the kernels in this binary match the device's architecture.

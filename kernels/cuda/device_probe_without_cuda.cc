@@ -7,6 +7,8 @@ namespace rill::cuda {
 
 bool BuiltWithCuda() { return false; }
 
+bool NvidiaDriverPresent() { return false; }
+
 absl::StatusOr<std::vector<CudaDeviceInfo>> ProbeCudaDevices() {
   return absl::UnavailableError("this binary was built without CUDA");
 }

@@ -35,6 +35,23 @@ TEST(CudaFallbackTest, AutoBackendFallsBackToCpuWithoutGpu) {
   }
 }
 
+// A machine without a GPU is normal: device-info says why it uses the CPU
+// once (not again as a logged warning), and without a driver it says so
+// instead of the runtime's "CUDA driver version is insufficient".
+TEST(CudaFallbackTest, CpuOnlyMachineIsReportedOnceWithoutADriverWarning) {
+  if (cuda::ProbeCudaDevices().ok()) GTEST_SKIP() << "a GPU is present";
+  int code = -1;
+  std::string out = DeviceInfo("", &code);
+  EXPECT_EQ(code, 0) << out;
+  size_t first = out.find("falling back to the CPU backend");
+  ASSERT_NE(first, std::string::npos) << out;
+  EXPECT_EQ(out.find("falling back to the CPU backend", first + 1), std::string::npos) << out;
+  if (!cuda::NvidiaDriverPresent()) {
+    EXPECT_EQ(out.find("driver version is insufficient"), std::string::npos) << out;
+    if (cuda::BuiltWithCuda()) EXPECT_NE(out.find("no NVIDIA driver"), std::string::npos) << out;
+  }
+}
+
 TEST(CudaFallbackTest, ForcedCudaWithoutGpuIsAClearError) {
   if (cuda::ProbeCudaDevices().ok()) GTEST_SKIP() << "a GPU is present";
   int code = -1;

@@ -30,6 +30,9 @@ absl::Status ServiceStack::Start(const StackOptions& options) {
   lo.run_dir = run_dir_;
   lo.log_to_files = true;
   lo.restart = options.restart;
+  // Teardown drains like `rill serve`; what a test leaves running ends
+  // (ABORT) after 2 s instead of the 30 s default.
+  lo.shutdown_grace = absl::Seconds(2);
   launcher_ = std::make_unique<cli::ServerLauncher>(lo);
   if (absl::Status s = launcher_->Start(); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(s.message(), " (logs in ", run_dir_, ")"));
