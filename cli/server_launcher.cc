@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "base/secret_file.h"
 
 namespace rill::cli {
 namespace {
@@ -86,6 +87,29 @@ absl::StatusOr<int> ServerLauncher::WaitForPort(Child* child) {
       absl::StrCat(child->name, " did not listen within ", absl::FormatDuration(options_.start_timeout)));
 }
 
+absl::Status ServerLauncher::WriteCredentials(std::vector<std::string>* engine_argv,
+                                              std::vector<std::string>* frontend_argv) {
+  absl::StatusOr<std::string> secret = base::NewRandomSecret();
+  if (!secret.ok()) return secret.status();
+  struct Credential {
+    const char* flag;
+    const char* file;
+    std::string value;
+  };
+  std::vector<Credential> credentials = {{"engine_secret_file", "engine.secret", *secret}};
+  if (!options_.admin_token.empty()) {
+    credentials.push_back({"admin_token_file", "admin.token", options_.admin_token});
+  }
+  for (const auto& [flag, file, value] : credentials) {
+    const std::string path = absl::StrCat(options_.run_dir, "/", file);
+    if (absl::Status s = base::WriteSecretFile(path, value); !s.ok()) return s;
+    credential_files_.push_back(path);
+    engine_argv->push_back(absl::StrCat("--", flag, "=", path));
+    frontend_argv->push_back(absl::StrCat("--", flag, "=", path));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ServerLauncher::Start() {
   if (options_.num_frontends < 1) return absl::InvalidArgumentError("--frontends must be >= 1");
   if (options_.engine_binary.empty() || options_.frontend_binary.empty()) {
@@ -97,8 +121,14 @@ absl::Status ServerLauncher::Start() {
   engine_.port_file = absl::StrCat(options_.run_dir, "/engine.port");
   engine_.argv = {options_.engine_binary, "--host=127.0.0.1", "--port=0",
                   "--port_file=" + engine_.port_file};
+  std::vector<std::string> frontend_credentials;
+  absl::Status s = WriteCredentials(&engine_.argv, &frontend_credentials);
+  if (!s.ok()) {
+    Stop();
+    return s;
+  }
   for (const std::string& f : options_.engine_flags) engine_.argv.push_back(f);
-  absl::Status s = StartChild(&engine_);
+  s = StartChild(&engine_);
   absl::StatusOr<int> engine_port = s.ok() ? WaitForPort(&engine_) : absl::StatusOr<int>(s);
   if (!engine_port.ok()) {
     Stop();
@@ -119,6 +149,7 @@ absl::Status ServerLauncher::Start() {
                "--port_file=" + fe.port_file,
                absl::StrCat("--engine=127.0.0.1:", engine_port_),
                absl::StrCat("--frontend_id=", i)};
+    for (const std::string& f : frontend_credentials) fe.argv.push_back(f);
     for (const std::string& f : options_.frontend_flags) fe.argv.push_back(f);
     s = StartChild(&fe);
     absl::StatusOr<int> port = s.ok() ? WaitForPort(&fe) : absl::StatusOr<int>(s);
@@ -183,6 +214,8 @@ void ServerLauncher::Stop(absl::Duration grace) {
   };
   stop(&engine_);
   for (Child& fe : frontends_) stop(&fe);
+  for (const std::string& path : credential_files_) std::remove(path.c_str());
+  credential_files_.clear();
 }
 
 }  // namespace rill::cli
