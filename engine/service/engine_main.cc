@@ -122,6 +122,21 @@ int main(int argc, char** argv) {
   args.max_lora_rank = absl::GetFlag(FLAGS_max_lora_rank);
   args.max_cpu_loras = absl::GetFlag(FLAGS_max_cpu_loras);
 
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  rill::service::EngineHost host(options);
+  const std::string address =
+      absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      rill::base::MakeServerCredentials({absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+                                         absl::GetFlag(FLAGS_tls_client_ca)});
+  if (!credentials.ok()) {
+    LOG(ERROR) << credentials.status();
+    return 2;
+  }
+  // After the TLS files: a bad one is named first.
   rill::service::EngineAuth auth;
   if (const std::string path = absl::GetFlag(FLAGS_engine_secret_file); !path.empty()) {
     absl::StatusOr<std::string> secret = rill::base::ReadSecretFile(path);
@@ -146,20 +161,6 @@ int main(int argc, char** argv) {
     auth.admin_token = *token;
   }
 
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGPIPE, SIG_IGN);
-
-  rill::service::EngineHost host(options);
-  const std::string address =
-      absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      rill::base::MakeServerCredentials({absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
-                                         absl::GetFlag(FLAGS_tls_client_ca)});
-  if (!credentials.ok()) {
-    LOG(ERROR) << credentials.status();
-    return 2;
-  }
   rill::service::EngineServer server(&host, address, absl::GetFlag(FLAGS_profile_dir),
                                      std::move(auth), *credentials);
   if (absl::Status s = server.Start(); !s.ok()) {

@@ -206,7 +206,7 @@ TEST(EnginePortAuthTest, NothingAnswersWithoutACredentialAndTheFrontendsStillSer
   v1::IsSleepingResponse sleeping;
   s = v1::Admin::NewStub(client)->IsSleeping(&admin_ctx, {}, &sleeping);
   EXPECT_TRUE(s.ok()) << s.error_message();
-  EXPECT_FALSE(sleeping.is_sleeping());
+  EXPECT_FALSE(sleeping.sleeping());
 }
 
 }  // namespace
