@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/secret_file.h"
 #include "base/tls_credentials.h"
 #include "cli/common_flags.h"
 #include "cli/server_launcher.h"
@@ -32,7 +33,10 @@ ABSL_FLAG(int, port, 50051,
 ABSL_FLAG(int, frontends, 1, "Number of rill-frontend replicas.");
 ABSL_FLAG(int, tensor_parallel_size, 1, "Worker processes (tensor-parallel ranks).");
 ABSL_FLAG(std::string, admin_token, "",
-          "Enables the Admin service on the frontends, guarded by this bearer token.");
+          "Enables the Admin service on the frontends and the engine, guarded by this bearer "
+          "token (handed to them in a 0600 file in the run dir).");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "File holding the admin token (instead of --admin_token, which `ps` shows).");
 ABSL_FLAG(std::vector<std::string>, engine_flags, {},
           "Extra rill-engine flags, comma-separated (e.g. --max_num_seqs=32).");
 ABSL_FLAG(std::vector<std::string>, frontend_flags, {}, "Extra rill-frontend flags.");
@@ -322,10 +326,19 @@ int RunServe(int, char**) {
   }
   if (!absl::GetFlag(FLAGS_lora_root).empty()) {
     opts.engine_flags.push_back("--lora_root=" + absl::GetFlag(FLAGS_lora_root));
+    // Adapters added at run time survive an engine restart (and, with a
+    // fixed --run_dir, the next `rill serve`).
+    opts.engine_flags.push_back("--lora_registry_file=" + opts.run_dir + "/lora_registry.json");
   }
   for (const std::string& f : absl::GetFlag(FLAGS_engine_flags)) opts.engine_flags.push_back(f);
-  if (!absl::GetFlag(FLAGS_admin_token).empty()) {
-    opts.frontend_flags.push_back("--admin_token=" + absl::GetFlag(FLAGS_admin_token));
+  opts.admin_token = absl::GetFlag(FLAGS_admin_token);
+  if (const std::string path = absl::GetFlag(FLAGS_admin_token_file); !path.empty()) {
+    absl::StatusOr<std::string> token = base::ReadSecretFile(path);
+    if (!token.ok()) {
+      std::cerr << "rill serve: --admin_token_file: " << token.status().message() << "\n";
+      return 2;
+    }
+    opts.admin_token = *token;
   }
   if (absl::Status s = AddTlsFlags(&opts); !s.ok()) {
     std::cerr << "rill serve: " << s.message() << "\n";

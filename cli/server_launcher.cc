@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "base/exit_message.h"
+#include "base/secret_file.h"
 
 namespace rill::cli {
 namespace {
@@ -113,6 +114,29 @@ absl::StatusOr<int> ServerLauncher::WaitForPort(Child* child,
       child == &engine_ ? "" : " (the engine may still be loading the model)"));
 }
 
+absl::Status ServerLauncher::WriteCredentials(std::vector<std::string>* engine_argv,
+                                              std::vector<std::string>* frontend_argv) {
+  absl::StatusOr<std::string> secret = base::NewRandomSecret();
+  if (!secret.ok()) return secret.status();
+  struct Credential {
+    const char* flag;
+    const char* file;
+    std::string value;
+  };
+  std::vector<Credential> credentials = {{"engine_secret_file", "engine.secret", *secret}};
+  if (!options_.admin_token.empty()) {
+    credentials.push_back({"admin_token_file", "admin.token", options_.admin_token});
+  }
+  for (const auto& [flag, file, value] : credentials) {
+    const std::string path = absl::StrCat(options_.run_dir, "/", file);
+    if (absl::Status s = base::WriteSecretFile(path, value); !s.ok()) return s;
+    credential_files_.push_back(path);
+    engine_argv->push_back(absl::StrCat("--", flag, "=", path));
+    frontend_argv->push_back(absl::StrCat("--", flag, "=", path));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ServerLauncher::Start(const std::function<bool()>& interrupted) {
   if (options_.num_frontends < 1) return absl::InvalidArgumentError("--frontends must be >= 1");
   if (options_.engine_binary.empty() || options_.frontend_binary.empty()) {
@@ -133,8 +157,14 @@ absl::Status ServerLauncher::Start(const std::function<bool()>& interrupted) {
   engine_.argv = {options_.engine_binary, "--host=127.0.0.1", "--port=0",
                   "--port_file=" + engine_.port_file,
                   "--termination_message_path=" + engine_.exit_message_file};
+  std::vector<std::string> frontend_credentials;
+  absl::Status s = WriteCredentials(&engine_.argv, &frontend_credentials);
+  if (!s.ok()) {
+    Stop(/*immediately=*/true);
+    return s;
+  }
   for (const std::string& f : options_.engine_flags) engine_.argv.push_back(f);
-  absl::Status s = StartChild(&engine_);
+  s = StartChild(&engine_);
   absl::StatusOr<int> engine_port = s.ok() ? WaitForPort(&engine_, interrupted)
                                            : absl::StatusOr<int>(s);
   if (!engine_port.ok()) {
@@ -158,6 +188,7 @@ absl::Status ServerLauncher::Start(const std::function<bool()>& interrupted) {
                absl::StrCat("--frontend_id=", i),
                absl::StrCat("--shutdown_grace_ms=",
                             absl::ToInt64Milliseconds(options_.shutdown_grace))};
+    for (const std::string& f : frontend_credentials) fe.argv.push_back(f);
     for (const std::string& f : options_.frontend_flags) fe.argv.push_back(f);
     s = StartChild(&fe);
     absl::StatusOr<int> port = s.ok() ? WaitForPort(&fe, interrupted) : absl::StatusOr<int>(s);
@@ -252,6 +283,8 @@ void ServerLauncher::Stop(bool immediately) {
   StopChild(&engine_, /*send_sigterm=*/true, kEngineStopTimeout);
   for (Child& fe : frontends_) StopChild(&fe, /*send_sigterm=*/false, kDrainSlack);
   client_port_reservation_.Release();
+  for (const std::string& path : credential_files_) std::remove(path.c_str());
+  credential_files_.clear();
 }
 
 }  // namespace rill::cli

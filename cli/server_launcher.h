@@ -6,6 +6,11 @@
 // connections over them. A child that exits unexpectedly is restarted on the
 // same port with backoff, unless it exited with code 2 (it cannot start with
 // this configuration). Thread: one owner thread.
+//
+// Credentials never go on a command line (`ps` shows them): each Start
+// writes a fresh random engine secret (and the admin token, if any) to 0600
+// files in the run dir, hands the children their paths
+// (--engine_secret_file, --admin_token_file) and removes them at Stop.
 #ifndef RILL_CLI_SERVER_LAUNCHER_H_
 #define RILL_CLI_SERVER_LAUNCHER_H_
 
@@ -29,6 +34,8 @@ struct LaunchOptions {
   std::string frontend_binary;
   std::vector<std::string> engine_flags;    // Passed to rill-engine as given.
   std::vector<std::string> frontend_flags;  // Passed to every rill-frontend.
+  // Non-empty: rill.v1.Admin on the frontends and the engine, guarded by it.
+  std::string admin_token;
   std::string run_dir;  // Port files, exit messages and (with log_to_files) child logs.
   bool log_to_files = false;
   bool restart = true;  // Restart children that die.
@@ -92,8 +99,13 @@ class ServerLauncher {
   // SIGTERM (unless already sent), up to `wait` for the exit, then SIGKILL.
   void StopChild(Child* child, bool send_sigterm, absl::Duration wait);
 
+  // Writes the credential files and adds their flags to both argv templates.
+  absl::Status WriteCredentials(std::vector<std::string>* engine_argv,
+                                std::vector<std::string>* frontend_argv);
+
   LaunchOptions options_;
   base::PortReservation client_port_reservation_;
+  std::vector<std::string> credential_files_;  // Removed at Stop.
   Child engine_;
   std::vector<Child> frontends_;
   int engine_port_ = 0;

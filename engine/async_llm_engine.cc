@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "worker/kv_cache.h"
+#include "worker/lora/lora_adapter.h"
 
 namespace rill::engine {
 namespace {
@@ -79,6 +80,7 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(
                                                               added.status().message()));
     }
   }
+  if (!args.lora_registry_file.empty()) engine->RestoreLoras();
   return engine;
 }
 
@@ -119,8 +121,12 @@ AsyncLLMEngine::AsyncLLMEngine(const EngineArgs& args, std::unique_ptr<ModelExec
   config_.lora.max_cpu_loras = args.max_cpu_loras;
   config_.lora.root = args.lora_root;
   lora_ = std::make_unique<LoraRegistry>(
-      [executor = executor_.get(), rank = args.max_lora_rank](const std::string& path) {
-        return executor->LoadLora(path, rank);
+      [executor = executor_.get(), rank = args.max_lora_rank](const std::string& path,
+                                                               const std::string& root) {
+        worker::LoraLoadOptions options;
+        options.max_rank = rank;
+        options.root = root;
+        return executor->LoadLora(path, options);
       },
       args.max_cpu_loras);
   core_->SetTransitionCallback(

@@ -114,7 +114,8 @@ class AsyncLLMEngine {
   // (or with no root), Unimplemented when the executor cannot run adapters,
   // AlreadyExists for a used name or id, the loader's error for a bad
   // adapter (NotFound / InvalidArgument naming the file). RemoveLora lets
-  // running requests of the adapter finish with it.
+  // running requests of the adapter finish with it. Both keep
+  // EngineArgs::lora_registry_file up to date.
   absl::StatusOr<LoraInfo> AddLora(const LoraRequest& request);
   absl::Status RemoveLora(const std::string& name);
   std::vector<LoraInfo> ListLoras() const { return lora_->List(); }
@@ -179,6 +180,12 @@ class AsyncLLMEngine {
                           std::shared_ptr<RequestOutputStream> stream);
   // AddLora without the lora_root check (start-up adapters).
   absl::StatusOr<LoraInfo> AddLoraTrusted(const LoraRequest& request);
+  // Registers and logs; `root` confines the adapter's files ("" for trusted).
+  absl::StatusOr<LoraInfo> RegisterLora(const LoraRequest& request, const std::string& root);
+  // Registers the adapters args_.lora_registry_file lists (Create), dropping
+  // from it those that no longer load.
+  void RestoreLoras();
+  void PersistLorasLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(lora_admin_mu_);
   void Post(Command command);
   // Runs `command` on the loop and waits for its status.
   absl::Status RunOnLoop(std::function<absl::Status()> command);
@@ -206,6 +213,10 @@ class AsyncLLMEngine {
   std::unique_ptr<tokenizer::WordPieceTokenizer> encoder_tokenizer_;
   EngineConfig config_;
   std::unique_ptr<LoraRegistry> lora_;
+  // Serializes AddLora/RemoveLora with the rewrite of the registry file, so
+  // the file lists exactly the runtime adapters that are registered.
+  absl::Mutex lora_admin_mu_;
+  std::vector<LoraRequest> runtime_loras_ ABSL_GUARDED_BY(lora_admin_mu_);  // In AddLora order.
   // Loop-thread state.
   std::unique_ptr<EngineCore> core_;
   OutputProcessor outputs_;

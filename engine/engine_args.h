@@ -56,6 +56,10 @@ struct EngineArgs {
   // AddLora paths must lie under this directory; empty: AddLora is refused
   // (PermissionDenied) and only start-up adapters exist.
   std::string lora_root;
+  // Non-empty: the adapters AddLora registered are listed in this file
+  // (lora_registry_file.h), rewritten on every AddLora/RemoveLora, and
+  // registered again (through AddLora's checks) when an engine starts.
+  std::string lora_registry_file;
 };
 
 struct EngineConfig {

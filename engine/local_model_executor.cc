@@ -61,10 +61,9 @@ absl::Status LocalModelExecutor::Execute(const worker::ForwardBatch& batch,
 }
 
 absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> LocalModelExecutor::LoadLora(
-    const std::string& dir, int max_rank) {
-  if (!supports_lora()) return ModelExecutor::LoadLora(dir, max_rank);
-  return worker::LoadLoraAdapter(dir, checkpoint_->config(),
-                                 worker::LoraLoadOptions{.max_rank = max_rank});
+    const std::string& dir, const worker::LoraLoadOptions& options) {
+  if (!supports_lora()) return ModelExecutor::LoadLora(dir, options);
+  return worker::LoadLoraAdapter(dir, checkpoint_->config(), options);
 }
 
 absl::Status LocalModelExecutor::ExecuteEncoder(const worker::ForwardBatch& batch,

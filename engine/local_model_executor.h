@@ -45,8 +45,8 @@ class LocalModelExecutor : public ModelExecutor {
   bool can_generate() const override { return encoder_ == nullptr; }
   bool can_pool() const override { return true; }
   bool is_encoder() const override { return encoder_ != nullptr; }
-  absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> LoadLora(const std::string& dir,
-                                                                      int max_rank) override;
+  absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> LoadLora(
+      const std::string& dir, const worker::LoraLoadOptions& options) override;
   bool supports_lora() const override { return model_ != nullptr && model_->SupportsLora(); }
   absl::Status Sleep(int level) override;
   absl::Status WakeUp() override;

@@ -49,7 +49,7 @@ absl::StatusOr<std::string> ResolveLoraPath(const std::string& root, const std::
 LoraRegistry::LoraRegistry(Loader loader, int max_loaded)
     : loader_(std::move(loader)), max_loaded_(std::max(1, max_loaded)) {}
 
-absl::StatusOr<LoraInfo> LoraRegistry::Add(const LoraRequest& request) {
+absl::StatusOr<LoraInfo> LoraRegistry::Add(const LoraRequest& request, const std::string& root) {
   if (request.name.empty()) return absl::InvalidArgumentError("LoRA adapter name is empty");
   if (request.id < 0) {
     return absl::InvalidArgumentError(absl::StrCat("LoRA id must be positive, got ", request.id));
@@ -73,7 +73,7 @@ absl::StatusOr<LoraInfo> LoraRegistry::Add(const LoraRequest& request) {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = check_free(); !s.ok()) return s;
   }
-  absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> adapter = loader_(request.path);
+  absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> adapter = loader_(request.path, root);
   if (!adapter.ok()) return adapter.status();
   absl::MutexLock lock(&mu_);
   if (absl::Status s = check_free(); !s.ok()) return s;  // A concurrent Add won.
@@ -82,6 +82,7 @@ absl::StatusOr<LoraInfo> LoraRegistry::Add(const LoraRequest& request) {
   e.info.id = request.id > 0 ? request.id : next_id_;
   next_id_ = std::max(next_id_, e.info.id) + 1;
   e.info.path = request.path;
+  e.root = root;
   e.info.rank = (*adapter)->rank;
   e.handle = LoraHandle{*adapter, next_key_++};
   LoraInfo info = e.info;
@@ -116,7 +117,7 @@ std::vector<LoraInfo> LoraRegistry::List() const {
 }
 
 absl::StatusOr<LoraHandle> LoraRegistry::Acquire(const std::string& name) {
-  std::string path;
+  std::string path, root;
   int64_t id = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -129,10 +130,11 @@ absl::StatusOr<LoraHandle> LoraRegistry::Acquire(const std::string& name) {
       return it->second.handle;
     }
     path = it->second.info.path;
+    root = it->second.root;
     id = it->second.info.id;
   }
   // Evicted: reload outside the lock.
-  absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> adapter = loader_(path);
+  absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> adapter = loader_(path, root);
   if (!adapter.ok()) {
     return absl::Status(adapter.status().code(), absl::StrCat("reloading LoRA adapter '", name,
                                                               "': ", adapter.status().message()));

@@ -59,15 +59,18 @@ absl::StatusOr<std::string> ResolveLoraPath(const std::string& root, const std::
 
 class LoraRegistry {
  public:
-  using Loader =
-      std::function<absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>>(const std::string&)>;
+  // Loads the adapter at `path`; `root` non-empty: every file it reads must
+  // resolve under it (worker::LoraLoadOptions::root).
+  using Loader = std::function<absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>>(
+      const std::string& path, const std::string& root)>;
   // `max_loaded` >= 1 adapters stay in memory (the LRU's capacity).
   LoraRegistry(Loader loader, int max_loaded);
 
-  // Loads and registers. InvalidArgument for an empty name or a negative id;
-  // AlreadyExists for a name or id in use; the loader's error otherwise
-  // (nothing is registered then).
-  absl::StatusOr<LoraInfo> Add(const LoraRequest& request);
+  // Loads and registers. `root`: passed to the loader now and on every
+  // reload (empty for trusted start-up adapters). InvalidArgument for an
+  // empty name or a negative id; AlreadyExists for a name or id in use; the
+  // loader's error otherwise (nothing is registered then).
+  absl::StatusOr<LoraInfo> Add(const LoraRequest& request, const std::string& root = "");
   // NotFound when no adapter has that name. Running requests keep theirs.
   absl::Status Remove(const std::string& name);
   std::vector<LoraInfo> List() const;  // By id.
@@ -79,6 +82,7 @@ class LoraRegistry {
  private:
   struct Entry {
     LoraInfo info;
+    std::string root;
     LoraHandle handle;  // adapter null when evicted.
   };
   // Drops the least recently used loaded adapters beyond capacity.

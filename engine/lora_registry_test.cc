@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <vector>
 
 #include "worker/lora/lora_adapter.h"
 
@@ -14,13 +15,15 @@ namespace {
 // A loader that counts loads per path and fails for paths containing "bad".
 struct FakeLoader {
   std::map<std::string, int> loads;
+  std::vector<std::string> roots;  // Of every load, in order.
   LoraRegistry::Loader Get() {
     return
-        [this](
-            const std::string& path) -> absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> {
+        [this](const std::string& path,
+               const std::string& root) -> absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> {
           if (path.find("bad") != std::string::npos)
             return absl::InvalidArgumentError("bad " + path);
           ++loads[path];
+          roots.push_back(root);
           auto a = std::make_shared<worker::LoraAdapter>();
           a->rank = static_cast<int>(path.size());
           a->path = path;
@@ -109,6 +112,16 @@ TEST(ResolveLoraPathTest, OnlyUnderTheRoot) {
   EXPECT_EQ(ResolveLoraPath(root, root + "/missing").status().code(), absl::StatusCode::kNotFound);
   absl::Status s = ResolveLoraPath(root, "/etc/passwd").status();
   EXPECT_NE(s.message().find("/etc/passwd"), std::string::npos) << s;
+}
+
+// A runtime adapter's root confines its reloads after eviction too.
+TEST(LoraRegistryTest, RootIsPassedToEveryLoadOfThatAdapter) {
+  FakeLoader f;
+  LoraRegistry r(f.Get(), 1);
+  ASSERT_TRUE(r.Add({"confined", 0, "/root/a"}, "/root").ok());
+  ASSERT_TRUE(r.Add({"trusted", 0, "/boot/b"}).ok());  // Evicts "confined".
+  ASSERT_TRUE(r.Acquire("confined").ok());               // Reloaded.
+  EXPECT_EQ(f.roots, (std::vector<std::string>{"/root", "", "/root"}));
 }
 
 }  // namespace

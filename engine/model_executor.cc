@@ -13,7 +13,7 @@ absl::Status NotAllowListed(const std::string& method) {
 }
 
 absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> ModelExecutor::LoadLora(
-    const std::string& dir, int) {
+    const std::string& dir, const worker::LoraLoadOptions&) {
   return absl::UnimplementedError(absl::StrCat(
       "LoRA adapters are not supported by this executor (", dir,
       "); they run in the in-process executor (tensor_parallel_size 1) only"));

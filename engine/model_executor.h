@@ -17,7 +17,8 @@
 #include "worker/loader/checkpoint.h"
 
 namespace rill::worker {
-struct LoraAdapter;  // worker/lora/lora_adapter.h
+struct LoraAdapter;      // worker/lora/lora_adapter.h
+struct LoraLoadOptions;  // worker/lora/lora_adapter.h
 }
 
 namespace rill::engine {
@@ -61,7 +62,7 @@ class ModelExecutor {
   // the immutable model config only. Unimplemented when this executor cannot
   // run adapters (the default; tensor-parallel workers).
   virtual absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> LoadLora(
-      const std::string& dir, int max_rank);
+      const std::string& dir, const worker::LoraLoadOptions& options);
   virtual bool supports_lora() const { return false; }
 
   // Non-OK once the executor can no longer run steps (e.g. a dead worker).

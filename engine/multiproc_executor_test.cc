@@ -22,6 +22,7 @@
 #include "engine/async_llm_engine.h"
 #include "engine/model_path.h"
 #include "tests/util/subprocess.h"
+#include "worker/lora/lora_adapter.h"
 
 namespace rill::engine {
 namespace {
@@ -192,7 +193,8 @@ TEST(MultiprocExecutorTest, SleepWakeAcrossProcessesAndCleanShutdown) {
     EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_TRUE((*ex)->CheckHealth().ok());
     EXPECT_FALSE((*ex)->supports_lora());
-    EXPECT_EQ((*ex)->LoadLora("/tmp", 8).status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_EQ((*ex)->LoadLora("/tmp", worker::LoraLoadOptions{.max_rank = 8}).status().code(),
+              absl::StatusCode::kUnimplemented);
   }
   for (pid_t p : pids) EXPECT_TRUE(ProcessGone(p)) << "worker " << p << " still running";
 }

@@ -1,5 +1,6 @@
 // rill.v1.Admin on the frontend: bearer-token check, then each call is
-// forwarded to the engine's Admin service.
+// forwarded to the engine's Admin service with the same token (the engine
+// checks it too; base/call_auth.h).
 #ifndef RILL_FRONTEND_ADMIN_SERVICE_H_
 #define RILL_FRONTEND_ADMIN_SERVICE_H_
 

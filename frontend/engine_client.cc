@@ -9,6 +9,7 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/call_auth.h"
 #include "base/engine_session.h"
 #include "frontend/tokenizer/spec_proto.h"
 
@@ -20,7 +21,8 @@ using rill::internal::EngineRequest;
 EngineClient::EngineClient(std::string address, std::string frontend_id,
                            GrpcTransportOptions transport,
                            std::shared_ptr<grpc::ChannelCredentials> credentials,
-                           const std::string& tls_server_name)
+                           const std::string& tls_server_name,
+                           const std::string& engine_secret)
     : address_(std::move(address)), frontend_id_(std::move(frontend_id)) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
@@ -32,8 +34,9 @@ EngineClient::EngineClient(std::string address, std::string frontend_id,
               absl::ToInt64Milliseconds(transport.keepalive_timeout));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   if (!tls_server_name.empty()) args.SetSslTargetNameOverride(tls_server_name);
-  channel_ = grpc::CreateCustomChannel(
-      address_, credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(), args);
+  channel_ = base::CreateChannelWithMetadata(
+      address_, credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(), args,
+      base::EngineCallMetadata(engine_secret));
   stub_ = rill::internal::Engine::NewStub(channel_);
   std::random_device rd;
   session_salt_ = (uint64_t{rd()} << 32) ^ rd();
@@ -54,6 +57,13 @@ absl::Status EngineClient::Start(absl::Duration timeout) {
                      std::chrono::seconds(5));
     ctx.set_wait_for_ready(true);
     last = stub_->GetTokenizer(&ctx, {}, &spec_);
+    if (last.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      // Waiting cannot fix a credential: say so at once.
+      return absl::UnauthenticatedError(absl::StrCat(
+          "the engine at ", address_, " refused this frontend (", last.error_message(),
+          "): pass --engine_secret_file with the engine's secret, or a client certificate it "
+          "trusts"));
+    }
     if (last.ok() || absl::Now() > deadline) break;
     if (last.error_message() != logged_reason || absl::Now() - logged_at > absl::Seconds(10)) {
       LOG(INFO) << "waiting for the engine at " << address_ << ": " << last.error_message();

@@ -35,10 +35,12 @@ class EngineClient {
   // `transport`: keepalive and message size limits of the engine channel.
   // `credentials` null: plaintext; `tls_server_name` non-empty: the name the
   // engine's certificate must carry instead of the host in `address`.
+  // `engine_secret` non-empty: sent on every call of channel() (the engine
+  // answers UNAUTHENTICATED without it; base/call_auth.h).
   EngineClient(std::string address, std::string frontend_id,
                GrpcTransportOptions transport = DefaultEngineTransport(),
                std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
-               const std::string& tls_server_name = "");
+               const std::string& tls_server_name = "", const std::string& engine_secret = "");
   // Like GrpcTransportOptions{} but with room for the tokenizer spec.
   static GrpcTransportOptions DefaultEngineTransport() {
     GrpcTransportOptions t;
@@ -48,7 +50,8 @@ class EngineClient {
   ~EngineClient();
 
   // Fetches the tokenizer (retrying until `timeout`), then starts the stream
-  // and health threads. Fails when no tokenizer could be loaded.
+  // and health threads. Fails when no tokenizer could be loaded, at once
+  // (Unauthenticated) when the engine refuses this client's credentials.
   absl::Status Start(absl::Duration timeout);
   void Shutdown();
 

@@ -12,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "base/port_file.h"
+#include "base/secret_file.h"
 #include "frontend/frontend_server.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
@@ -27,6 +28,13 @@ ABSL_FLAG(std::string, frontend_id, "0",
           "This replica's id: prefixes server-assigned request ids, reported by GetLoad.");
 ABSL_FLAG(std::string, admin_token, "",
           "Serve rill.v1.Admin, requiring `authorization: Bearer <token>`. Empty: no Admin.");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "File holding the admin token (instead of --admin_token, which `ps` shows); no file "
+          "at that path: no Admin.");
+ABSL_FLAG(std::string, engine_secret_file, "",
+          "File holding the engine's secret, sent on every engine call (rill serve writes one "
+          "per run). Without it (or an --engine_tls_cert the engine trusts) a rill-engine refuses "
+          "this frontend, which then exits with code 2.");
 ABSL_FLAG(int, engine_wait_s, 120, "How long to wait for the engine at start.");
 ABSL_FLAG(int, client_send_buffer, 1024,
           "Responses queued per client Generate stream before it counts as full "
@@ -92,6 +100,22 @@ int main(int argc, char** argv) {
   opts.engine_address = absl::GetFlag(FLAGS_engine);
   opts.frontend_id = absl::GetFlag(FLAGS_frontend_id);
   opts.admin_token = absl::GetFlag(FLAGS_admin_token);
+  if (const std::string path = absl::GetFlag(FLAGS_admin_token_file); !path.empty()) {
+    absl::StatusOr<std::string> token = rill::base::ReadOptionalSecretFile(path);
+    if (!token.ok()) {
+      LOG(ERROR) << "--admin_token_file: " << token.status().message();
+      return 2;
+    }
+    opts.admin_token = *token;
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_engine_secret_file); !path.empty()) {
+    absl::StatusOr<std::string> secret = rill::base::ReadSecretFile(path);
+    if (!secret.ok()) {
+      LOG(ERROR) << "--engine_secret_file: " << secret.status().message();
+      return 2;
+    }
+    opts.engine_secret = *secret;
+  }
   opts.engine_wait = absl::Seconds(absl::GetFlag(FLAGS_engine_wait_s));
   opts.session.send_buffer_messages = absl::GetFlag(FLAGS_client_send_buffer);
   opts.session.send_buffer_bytes = absl::GetFlag(FLAGS_client_send_buffer_bytes);
@@ -120,8 +144,9 @@ int main(int argc, char** argv) {
   rill::frontend::FrontendServer server(opts);
   if (absl::Status s = server.Start(); !s.ok()) {
     LOG(ERROR) << s;
-    // A bad flag or file (e.g. an unreadable TLS key) is a usage error.
-    return absl::IsInvalidArgument(s) ? 2 : 1;
+    // A bad flag or file (e.g. an unreadable TLS key) or a credential the
+    // engine refuses is a usage error.
+    return absl::IsInvalidArgument(s) || absl::IsUnauthenticated(s) ? 2 : 1;
   }
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
     if (absl::Status s = rill::base::WritePortFile(port_file, server.port()); !s.ok()) {

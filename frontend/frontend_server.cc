@@ -17,7 +17,7 @@ absl::Status FrontendServer::Start() {
   }
   engine_ = std::make_unique<EngineClient>(options_.engine_address, options_.frontend_id,
                                            options_.engine_transport, *engine_creds,
-                                           options_.engine_tls_server_name);
+                                           options_.engine_tls_server_name, options_.engine_secret);
   if (absl::Status s = engine_->Start(options_.engine_wait); !s.ok()) return s;
   inference_ = std::make_unique<InferenceService>(engine_.get(), options_.session);
   server_ = std::make_unique<HealthServer>(absl::StrCat(options_.host, ":", options_.port),

@@ -34,6 +34,9 @@ struct FrontendOptions {
   // TLS (+ cert and key, for an engine started with --tls_client_ca).
   base::TlsFiles engine_tls;
   std::string engine_tls_server_name;  // Empty: the host of engine_address.
+  // Sent on every engine call (`rill-engine-secret`); empty only for an
+  // engine that authenticates frontends by certificate (mutual TLS).
+  std::string engine_secret;
 };
 
 class FrontendServer {

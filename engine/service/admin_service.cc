@@ -1,6 +1,7 @@
 #include "engine/service/admin_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/call_auth.h"
 #include "engine/service/proto_convert.h"
 #include "engine/service/status_convert.h"
 
@@ -10,15 +11,17 @@ namespace rill::service {
   if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable()); \
   engine::AsyncLLMEngine* engine = host_->engine()
 
-grpc::Status AdminServiceImpl::StartProfile(grpc::ServerContext*,
+grpc::Status AdminServiceImpl::StartProfile(grpc::ServerContext* context,
                                             const rill::v1::StartProfileRequest* request,
                                             rill::v1::StartProfileResponse*) {
+  if (grpc::Status s = base::CheckAdminToken(*context, token_); !s.ok()) return s;
   RILL_REQUIRE_ENGINE();
   return ToGrpcStatus(engine->StartProfile(request->dir().empty() ? profile_dir_ : request->dir()));
 }
 
-grpc::Status AdminServiceImpl::StopProfile(grpc::ServerContext*, const rill::v1::StopProfileRequest*,
+grpc::Status AdminServiceImpl::StopProfile(grpc::ServerContext* context, const rill::v1::StopProfileRequest*,
                                            rill::v1::StopProfileResponse* response) {
+  if (grpc::Status s = base::CheckAdminToken(*context, token_); !s.ok()) return s;
   RILL_REQUIRE_ENGINE();
   absl::StatusOr<std::string> path = engine->StopProfile();
   if (!path.ok()) return ToGrpcStatus(path.status());
@@ -26,17 +29,19 @@ grpc::Status AdminServiceImpl::StopProfile(grpc::ServerContext*, const rill::v1:
   return grpc::Status::OK;
 }
 
-grpc::Status AdminServiceImpl::ResetPrefixCache(grpc::ServerContext*,
+grpc::Status AdminServiceImpl::ResetPrefixCache(grpc::ServerContext* context,
                                                 const rill::v1::ResetPrefixCacheRequest*,
                                                 rill::v1::ResetPrefixCacheResponse* response) {
+  if (grpc::Status s = base::CheckAdminToken(*context, token_); !s.ok()) return s;
   RILL_REQUIRE_ENGINE();
   if (absl::Status s = engine->ResetPrefixCache(); !s.ok()) return ToGrpcStatus(s);
   response->set_message("dropped every cached prefix block");
   return grpc::Status::OK;
 }
 
-grpc::Status AdminServiceImpl::Sleep(grpc::ServerContext*, const rill::v1::SleepRequest* request,
+grpc::Status AdminServiceImpl::Sleep(grpc::ServerContext* context, const rill::v1::SleepRequest* request,
                                      rill::v1::SleepResponse*) {
+  if (grpc::Status s = base::CheckAdminToken(*context, token_); !s.ok()) return s;
   RILL_REQUIRE_ENGINE();
   const int level = request->level() == 0 ? 1 : request->level();
   if (absl::Status s = engine->Sleep(level); !s.ok()) return ToGrpcStatus(s);
@@ -44,8 +49,9 @@ grpc::Status AdminServiceImpl::Sleep(grpc::ServerContext*, const rill::v1::Sleep
   return grpc::Status::OK;
 }
 
-grpc::Status AdminServiceImpl::WakeUp(grpc::ServerContext*, const rill::v1::WakeUpRequest* request,
+grpc::Status AdminServiceImpl::WakeUp(grpc::ServerContext* context, const rill::v1::WakeUpRequest* request,
                                       rill::v1::WakeUpResponse*) {
+  if (grpc::Status s = base::CheckAdminToken(*context, token_); !s.ok()) return s;
   RILL_REQUIRE_ENGINE();
   for (const std::string& tag : request->tags()) {
     if (tag != "weights" && tag != "kv_cache") {
@@ -59,8 +65,9 @@ grpc::Status AdminServiceImpl::WakeUp(grpc::ServerContext*, const rill::v1::Wake
   return grpc::Status::OK;
 }
 
-grpc::Status AdminServiceImpl::IsSleeping(grpc::ServerContext*, const rill::v1::IsSleepingRequest*,
+grpc::Status AdminServiceImpl::IsSleeping(grpc::ServerContext* context, const rill::v1::IsSleepingRequest*,
                                           rill::v1::IsSleepingResponse* response) {
+  if (grpc::Status s = base::CheckAdminToken(*context, token_); !s.ok()) return s;
   RILL_REQUIRE_ENGINE();
   response->set_sleeping(engine->IsSleeping());
   response->set_level(engine->IsSleeping() ? sleep_level_.load() : 0);
@@ -80,9 +87,10 @@ rill::v1::LoraAdapter ToProto(const engine::LoraInfo& info) {
 
 }  // namespace
 
-grpc::Status AdminServiceImpl::AddLora(grpc::ServerContext*,
+grpc::Status AdminServiceImpl::AddLora(grpc::ServerContext* context,
                                        const rill::v1::AddLoraRequest* request,
                                        rill::v1::AddLoraResponse* response) {
+  if (grpc::Status s = base::CheckAdminToken(*context, token_); !s.ok()) return s;
   RILL_REQUIRE_ENGINE();
   if (request->name().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "AddLora: name is empty");
@@ -97,15 +105,17 @@ grpc::Status AdminServiceImpl::AddLora(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status AdminServiceImpl::RemoveLora(grpc::ServerContext*,
+grpc::Status AdminServiceImpl::RemoveLora(grpc::ServerContext* context,
                                           const rill::v1::RemoveLoraRequest* request,
                                           rill::v1::RemoveLoraResponse*) {
+  if (grpc::Status s = base::CheckAdminToken(*context, token_); !s.ok()) return s;
   RILL_REQUIRE_ENGINE();
   return ToGrpcStatus(engine->RemoveLora(request->name()));
 }
 
-grpc::Status AdminServiceImpl::ListLoras(grpc::ServerContext*, const rill::v1::ListLorasRequest*,
+grpc::Status AdminServiceImpl::ListLoras(grpc::ServerContext* context, const rill::v1::ListLorasRequest*,
                                          rill::v1::ListLorasResponse* response) {
+  if (grpc::Status s = base::CheckAdminToken(*context, token_); !s.ok()) return s;
   RILL_REQUIRE_ENGINE();
   for (const engine::LoraInfo& info : engine->ListLoras()) {
     *response->add_adapters() = ToProto(info);
@@ -113,16 +123,18 @@ grpc::Status AdminServiceImpl::ListLoras(grpc::ServerContext*, const rill::v1::L
   return grpc::Status::OK;
 }
 
-grpc::Status AdminServiceImpl::GetStats(grpc::ServerContext*, const rill::v1::GetStatsRequest*,
+grpc::Status AdminServiceImpl::GetStats(grpc::ServerContext* context, const rill::v1::GetStatsRequest*,
                                         rill::v1::Stats* response) {
+  if (grpc::Status s = base::CheckAdminToken(*context, token_); !s.ok()) return s;
   RILL_REQUIRE_ENGINE();
   *response = ToStats(engine->GetStats());
   return grpc::Status::OK;
 }
 
-grpc::Status AdminServiceImpl::CollectiveRpc(grpc::ServerContext*,
+grpc::Status AdminServiceImpl::CollectiveRpc(grpc::ServerContext* context,
                                              const rill::v1::CollectiveRpcRequest* request,
                                              rill::v1::CollectiveRpcResponse* response) {
+  if (grpc::Status s = base::CheckAdminToken(*context, token_); !s.ok()) return s;
   RILL_REQUIRE_ENGINE();
   // The executor enforces the allow-list (ping, get_worker_info) and
   // reaches every tensor-parallel rank.

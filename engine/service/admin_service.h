@@ -1,5 +1,6 @@
-// rill.v1.Admin on the engine's internal port (frontends forward to it
-// behind a token). CollectiveRpc only runs allow-listed methods.
+// rill.v1.Admin on the engine's internal port (frontends forward to it).
+// Every call must carry the admin token (base/call_auth.h); the server only
+// registers it with one. CollectiveRpc only runs allow-listed methods.
 #ifndef RILL_ENGINE_SERVICE_ADMIN_SERVICE_H_
 #define RILL_ENGINE_SERVICE_ADMIN_SERVICE_H_
 
@@ -14,8 +15,8 @@ namespace rill::service {
 class AdminServiceImpl final : public rill::v1::Admin::Service {
  public:
   // `profile_dir`: where traces go when StartProfile names no dir.
-  AdminServiceImpl(EngineHost* host, std::string profile_dir)
-      : host_(host), profile_dir_(std::move(profile_dir)) {}
+  AdminServiceImpl(EngineHost* host, std::string profile_dir, std::string token)
+      : host_(host), profile_dir_(std::move(profile_dir)), token_(std::move(token)) {}
 
   grpc::Status StartProfile(grpc::ServerContext*, const rill::v1::StartProfileRequest*,
                             rill::v1::StartProfileResponse*) override;
@@ -43,6 +44,7 @@ class AdminServiceImpl final : public rill::v1::Admin::Service {
  private:
   EngineHost* const host_;
   const std::string profile_dir_;
+  const std::string token_;
   std::atomic<int> sleep_level_{0};
 };
 

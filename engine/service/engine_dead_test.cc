@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/call_auth.h"
 #include "engine/fake_model_executor.h"
 #include "engine/service/engine_host.h"
 #include "engine/service/engine_server.h"
@@ -30,12 +31,14 @@ TEST(EngineDeadTest, DeadEngineIsNotServingAndRejectsRequests) {
     fake = executor.get();
     return engine::AsyncLLMEngine::Create(engine::EngineArgs{}, std::move(executor), nullptr);
   });
-  EngineServer server(&host, "127.0.0.1:0", ::testing::TempDir());
+  EngineServer server(&host, "127.0.0.1:0", ::testing::TempDir(), 
+                      EngineAuth{"dead-test-secret", ""});
   ASSERT_TRUE(server.Start().ok());
   host.StartLoading();
   ASSERT_TRUE(host.WaitLoaded().ok());
-  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server.port()),
-                                     grpc::InsecureChannelCredentials());
+  auto channel = base::CreateChannelWithMetadata(absl::StrCat("127.0.0.1:", server.port()),
+                                                 grpc::InsecureChannelCredentials(), {},
+                                                 base::EngineCallMetadata("dead-test-secret"));
   auto stub = rill::internal::Engine::NewStub(channel);
   auto health = grpc::health::v1::Health::NewStub(channel);
   auto status = [&]() {

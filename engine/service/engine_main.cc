@@ -1,5 +1,6 @@
 // rill-engine: hosts an AsyncLLMEngine behind rill.internal.Engine (token
-// ids only; frontends tokenize), rill.v1.Admin, gRPC health and reflection.
+// ids only; frontends tokenize; the engine secret required), rill.v1.Admin
+// (with an admin token) and gRPC health.
 // The server listens before the model loads, so probes see NOT_SERVING
 // during load. A model that fails to load, or a bad flag or file, exits 2
 // (restarting cannot help) with its one-line reason also in
@@ -22,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "base/exit_message.h"
 #include "base/port_file.h"
+#include "base/secret_file.h"
 #include "base/tls_credentials.h"
 #include "engine/service/engine_host.h"
 #include "engine/service/engine_server.h"
@@ -61,11 +63,23 @@ ABSL_FLAG(std::string, tls_cert, "", "PEM certificate: serve TLS (with --tls_key
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert.");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA: require client certificates it signed (mutual TLS, e.g. for frontends).");
+ABSL_FLAG(std::string, engine_secret_file, "",
+          "File holding the secret every rill.internal.Engine call must carry "
+          "(`rill-engine-secret` metadata; rill serve writes one per run). Required unless "
+          "--tls_client_ca makes the frontends present certificates.");
+ABSL_FLAG(std::string, admin_token, "",
+          "Serve rill.v1.Admin here, requiring `authorization: Bearer <token>`; empty (and no "
+          "--admin_token_file): Admin is not served. Prefer --admin_token_file (`ps` shows flags).");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "File holding the admin token (see --admin_token); no file at that path: no Admin.");
 ABSL_FLAG(std::string, profile_dir, "/tmp/rill-profile", "Default Admin.StartProfile dir.");
 ABSL_FLAG(std::vector<std::string>, lora, {},
           "LoRA adapters to load at start-up: name=path,name=path (PEFT directories).");
 ABSL_FLAG(std::string, lora_root, "",
           "Admin.AddLora paths must be under this directory; empty refuses AddLora.");
+ABSL_FLAG(std::string, lora_registry_file, "",
+          "Adapters added with Admin.AddLora are listed in this file (rewritten on every "
+          "AddLora/RemoveLora) and registered again when the engine restarts; empty: not kept.");
 ABSL_FLAG(int, max_loras, 4, "Most distinct LoRA adapters among running requests (one batch).");
 ABSL_FLAG(int, max_lora_rank, 64, "LoRA adapters of a higher rank are refused.");
 ABSL_FLAG(int, max_cpu_loras, 16, "LoRA adapters kept in memory (LRU); others reload on use.");
@@ -116,6 +130,7 @@ int main(int argc, char** argv) {
     args.loras.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
   }
   args.lora_root = absl::GetFlag(FLAGS_lora_root);
+  args.lora_registry_file = absl::GetFlag(FLAGS_lora_registry_file);
   args.max_loras = absl::GetFlag(FLAGS_max_loras);
   args.max_lora_rank = absl::GetFlag(FLAGS_max_lora_rank);
   args.max_cpu_loras = absl::GetFlag(FLAGS_max_cpu_loras);
@@ -131,8 +146,30 @@ int main(int argc, char** argv) {
       rill::base::MakeServerCredentials({absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
                                          absl::GetFlag(FLAGS_tls_client_ca)});
   if (!credentials.ok()) return CannotStart(std::string(credentials.status().message()));
+  // After the TLS files: a bad one is named first.
+  rill::service::EngineAuth auth;
+  if (const std::string path = absl::GetFlag(FLAGS_engine_secret_file); !path.empty()) {
+    absl::StatusOr<std::string> secret = rill::base::ReadSecretFile(path);
+    if (!secret.ok()) {
+      return CannotStart(absl::StrCat("--engine_secret_file: ", secret.status().message()));
+    }
+    auth.engine_secret = *secret;
+  } else if (absl::GetFlag(FLAGS_tls_client_ca).empty()) {
+    return CannotStart(
+        "rill-engine needs a credential for its callers: --engine_secret_file=PATH (the "
+        "frontends get the same file), or mutual TLS (--tls_cert, --tls_key, --tls_client_ca)");
+  }
+  auth.admin_token = absl::GetFlag(FLAGS_admin_token);
+  if (const std::string path = absl::GetFlag(FLAGS_admin_token_file); !path.empty()) {
+    absl::StatusOr<std::string> token = rill::base::ReadOptionalSecretFile(path);
+    if (!token.ok()) {
+      return CannotStart(absl::StrCat("--admin_token_file: ", token.status().message()));
+    }
+    auth.admin_token = *token;
+  }
+
   rill::service::EngineServer server(&host, address, absl::GetFlag(FLAGS_profile_dir),
-                                     *credentials);
+                                     std::move(auth), *credentials);
   if (absl::Status s = server.Start(); !s.ok()) {
     LOG(ERROR) << s;
     return 1;

@@ -3,18 +3,40 @@
 #include <glog/logging.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
+
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 
 #include "absl/time/clock.h"
 
 namespace rill::service {
+namespace {
+
+// Linking grpc++_reflection registers its plugin for every server of the
+// process; this option takes it off the engine's.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
+                                  [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+                                    return dynamic_cast<grpc::reflection::ProtoServerReflectionPlugin*>(
+                                               p.get()) != nullptr;
+                                  }),
+                   plugins->end());
+  }
+};
+
+}  // namespace
 
 EngineServer::EngineServer(EngineHost* host, std::string address, std::string profile_dir,
-                           std::shared_ptr<grpc::ServerCredentials> credentials)
+                           EngineAuth auth, std::shared_ptr<grpc::ServerCredentials> credentials)
     : host_(host),
-      engine_service_(host),
-      admin_service_(host, std::move(profile_dir)),
+      engine_service_(host, auth.engine_secret),
+      admin_service_(host, std::move(profile_dir), auth.admin_token),
+      serve_admin_(!auth.admin_token.empty()),
       address_(std::move(address)),
       credentials_(credentials ? std::move(credentials) : grpc::InsecureServerCredentials()) {}
 
@@ -22,14 +44,16 @@ EngineServer::~EngineServer() { Shutdown(absl::ZeroDuration()); }
 
 absl::Status EngineServer::Start() {
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address_, credentials_, &port_);
   // gRPC's default SO_REUSEPORT would let another process of this user
   // listen on the engine's port too and take some of its connections.
+  // (It also made gRPC 1.51 open a second listener per core, which on
+  // --port=0 got a port of its own serving the same services.)
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetOption(std::make_unique<WithoutReflection>());
   builder.RegisterService(&engine_service_);
-  builder.RegisterService(&admin_service_);
+  if (serve_admin_) builder.RegisterService(&admin_service_);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     server_.reset();

@@ -1,7 +1,10 @@
-// The gRPC server of a rill-engine process: rill.internal.Engine,
-// rill.v1.Admin, grpc.health.v1 (overall and "rill.internal.Engine", kept in
-// step with the engine by a poller) and reflection. Not frontend::HealthServer:
-// shutdown here needs a deadline so open Generate streams get cancelled.
+// The gRPC server of a rill-engine process: rill.internal.Engine (engine
+// secret required), rill.v1.Admin (only with an admin token, and requiring
+// it) and grpc.health.v1 (open to probes: overall and "rill.internal.Engine",
+// kept in step with the engine by a poller). No reflection: it would
+// advertise services an unauthenticated caller cannot use. Not
+// frontend::HealthServer: shutdown here needs a deadline so open Generate
+// streams get cancelled.
 #ifndef RILL_ENGINE_SERVICE_ENGINE_SERVER_H_
 #define RILL_ENGINE_SERVICE_ENGINE_SERVER_H_
 
@@ -19,10 +22,20 @@
 
 namespace rill::service {
 
+// Who may call what on the engine's port (metadata as in base/call_auth.h).
+struct EngineAuth {
+  // Every rill.internal.Engine call must carry it. Empty only where the
+  // port requires client certificates (mutual TLS) instead; rill-engine
+  // refuses to start with neither.
+  std::string engine_secret;
+  // rill.v1.Admin is served only when set, and every call must carry it.
+  std::string admin_token;
+};
+
 class EngineServer {
  public:
   // `credentials` null: plaintext (see base/tls_credentials.h for TLS).
-  EngineServer(EngineHost* host, std::string address, std::string profile_dir,
+  EngineServer(EngineHost* host, std::string address, std::string profile_dir, EngineAuth auth,
                std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
   ~EngineServer();
 
@@ -41,6 +54,7 @@ class EngineServer {
   EngineHost* const host_;
   EngineServiceImpl engine_service_;
   AdminServiceImpl admin_service_;
+  const bool serve_admin_;
   void SetServing(bool serving);
 
   const std::string address_;

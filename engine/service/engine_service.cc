@@ -1,6 +1,7 @@
 #include "engine/service/engine_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/call_auth.h"
 #include "base/engine_session.h"
 #include "base/message_text.h"
 #include "base/request_id.h"
@@ -20,16 +21,23 @@ absl::Status WithClientId(const absl::Status& s, const std::string& id) {
 
 }  // namespace
 
+grpc::Status EngineServiceImpl::Authorize(const grpc::ServerContext& context) const {
+  if (secret_.empty()) return grpc::Status::OK;  // Mutual TLS authenticated the peer.
+  return base::CheckEngineSecret(context, secret_);
+}
+
 grpc::Status EngineServiceImpl::Generate(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<rill::internal::EngineOutput, rill::internal::EngineRequest>*
         stream) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   return ServeGenerateStream(host_, context, stream);
 }
 
 grpc::Status EngineServiceImpl::Abort(grpc::ServerContext* context,
                                       const rill::v1::AbortRequest* request,
                                       rill::v1::AbortResponse*) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   if (absl::Status s = ValidateRequestIdLength(request->request_id()); !s.ok()) {
     return ToGrpcStatus(s);
   }
@@ -42,6 +50,7 @@ grpc::Status EngineServiceImpl::Abort(grpc::ServerContext* context,
 grpc::Status EngineServiceImpl::GetRequestStatus(grpc::ServerContext* context,
                                                  const rill::v1::GetRequestStatusRequest* request,
                                                  rill::v1::GetRequestStatusResponse* response) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   if (absl::Status s = ValidateRequestIdLength(request->request_id()); !s.ok()) {
     return ToGrpcStatus(s);
   }
@@ -57,6 +66,7 @@ grpc::Status EngineServiceImpl::GetRequestStatus(grpc::ServerContext* context,
 grpc::Status EngineServiceImpl::Encode(grpc::ServerContext* context,
                                        const rill::internal::EngineEncodeRequest* request,
                                        rill::v1::EncodeResponse* response) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   if (absl::Status s = ValidateRequestIdLength(request->request_id()); !s.ok()) {
     return ToGrpcStatus(s);
   }
@@ -91,9 +101,10 @@ grpc::Status EngineServiceImpl::Encode(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status EngineServiceImpl::GetTokenizer(grpc::ServerContext*,
+grpc::Status EngineServiceImpl::GetTokenizer(grpc::ServerContext* context,
                                              const rill::internal::GetTokenizerRequest*,
                                              rill::internal::TokenizerSpec* response) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
   const tokenizer::TokenizerSpec* spec = host_->tokenizer_spec();
   if (spec == nullptr && !host_->wordpiece_json().empty()) {
@@ -109,9 +120,10 @@ grpc::Status EngineServiceImpl::GetTokenizer(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status EngineServiceImpl::GetModelConfig(grpc::ServerContext*,
+grpc::Status EngineServiceImpl::GetModelConfig(grpc::ServerContext* context,
                                                const rill::v1::GetModelConfigRequest*,
                                                rill::v1::ModelConfig* response) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
   const tokenizer::TokenizerSpec* spec = host_->tokenizer_spec();
   *response = ToModelConfig(host_->options().model_name, host_->engine()->GetEngineConfig(),
@@ -119,9 +131,10 @@ grpc::Status EngineServiceImpl::GetModelConfig(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status EngineServiceImpl::GetServerConfig(grpc::ServerContext*,
+grpc::Status EngineServiceImpl::GetServerConfig(grpc::ServerContext* context,
                                                 const rill::v1::GetServerConfigRequest*,
                                                 rill::v1::ServerConfig* response) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
   *response = ToServerConfig(host_->engine()->GetEngineConfig(),
                              host_->options().max_waiting_requests);
@@ -131,17 +144,20 @@ grpc::Status EngineServiceImpl::GetServerConfig(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status EngineServiceImpl::GetLoad(grpc::ServerContext*, const rill::v1::GetLoadRequest*,
+grpc::Status EngineServiceImpl::GetLoad(grpc::ServerContext* context,
+                                        const rill::v1::GetLoadRequest*,
                                         rill::v1::Load* response) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
   engine::AsyncLLMEngine* e = host_->engine();
   *response = ToLoad(e->GetStats(), e->GetNumUnfinishedRequests());
   return grpc::Status::OK;
 }
 
-grpc::Status EngineServiceImpl::CheckHealth(grpc::ServerContext*,
+grpc::Status EngineServiceImpl::CheckHealth(grpc::ServerContext* context,
                                             const rill::v1::CheckHealthRequest*,
                                             rill::v1::CheckHealthResponse* response) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   absl::Status s = host_->Serving();
   response->set_healthy(s.ok());
   response->set_message(s.ok() ? "serving" : std::string(s.message()));

@@ -2,14 +2,19 @@
 #ifndef RILL_ENGINE_SERVICE_ENGINE_SERVICE_H_
 #define RILL_ENGINE_SERVICE_ENGINE_SERVICE_H_
 
+#include <string>
+
 #include "engine/service/engine_host.h"
 #include "rill/internal/engine.grpc.pb.h"
 
 namespace rill::service {
 
+// Every call must carry the engine secret (base/call_auth.h) unless
+// `secret` is empty (the port then requires client certificates).
 class EngineServiceImpl final : public rill::internal::Engine::Service {
  public:
-  explicit EngineServiceImpl(EngineHost* host) : host_(host) {}
+  EngineServiceImpl(EngineHost* host, std::string secret)
+      : host_(host), secret_(std::move(secret)) {}
 
   grpc::Status Generate(grpc::ServerContext* context,
                         grpc::ServerReaderWriter<rill::internal::EngineOutput,
@@ -38,7 +43,10 @@ class EngineServiceImpl final : public rill::internal::Engine::Service {
                            rill::v1::CheckHealthResponse* response) override;
 
  private:
+  grpc::Status Authorize(const grpc::ServerContext& context) const;
+
   EngineHost* const host_;
+  const std::string secret_;
 };
 
 }  // namespace rill::service

@@ -34,8 +34,7 @@ class EngineServiceTest : public ::testing::Test {
   static void TearDownTestSuite() { delete local_; }
 
   void SetUp() override {
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", local_->server->port()),
-                                   grpc::InsecureChannelCredentials());
+    channel_ = local_->NewChannel();
     engine_ = rill::internal::Engine::NewStub(channel_);
     admin_ = rill::v1::Admin::NewStub(channel_);
     health_ = grpc::health::v1::Health::NewStub(channel_);

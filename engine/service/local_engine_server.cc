@@ -2,9 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/call_auth.h"
 
 namespace rill::service {
+
+std::shared_ptr<grpc::Channel> LocalEngineServer::NewChannel() const {
+  return base::CreateChannelWithMetadata(absl::StrCat("127.0.0.1:", server->port()),
+                                         grpc::InsecureChannelCredentials(), {},
+                                         base::EngineCallMetadata(kEngineSecret, kAdminToken));
+}
 
 LocalEngineServer::~LocalEngineServer() {
   if (server != nullptr) server->Shutdown(absl::ZeroDuration());
@@ -18,7 +26,9 @@ absl::StatusOr<std::unique_ptr<LocalEngineServer>> StartLocalEngineServer(int64_
   auto local = std::make_unique<LocalEngineServer>();
   local->host = std::make_unique<EngineHost>(options);
   local->server =
-      std::make_unique<EngineServer>(local->host.get(), "127.0.0.1:0", ::testing::TempDir());
+      std::make_unique<EngineServer>(local->host.get(), "127.0.0.1:0", ::testing::TempDir(),
+                                     EngineAuth{LocalEngineServer::kEngineSecret,
+                                                LocalEngineServer::kAdminToken});
   if (absl::Status s = local->server->Start(); !s.ok()) return s;
   local->host->StartLoading();
   if (absl::Status s = local->host->WaitLoaded(); !s.ok()) return s;

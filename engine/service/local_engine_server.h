@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "engine/service/engine_host.h"
@@ -13,9 +16,15 @@
 namespace rill::service {
 
 struct LocalEngineServer {
+  // The credentials it requires (EngineAuth): Admin is served.
+  static constexpr char kEngineSecret[] = "local-engine-test-secret";
+  static constexpr char kAdminToken[] = "local-engine-test-admin-token";
+
   std::unique_ptr<EngineHost> host;
   std::unique_ptr<EngineServer> server;  // Declared after host: destroyed first.
 
+  // A channel to it whose calls carry both credentials.
+  std::shared_ptr<grpc::Channel> NewChannel() const;
   ~LocalEngineServer();
 };
 

@@ -31,8 +31,7 @@ class SessionScopeTest : public ::testing::Test {
   static void TearDownTestSuite() { delete local_; }
 
   void SetUp() override {
-    stub_ = rill::internal::Engine::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", local_->server->port()), grpc::InsecureChannelCredentials()));
+    stub_ = rill::internal::Engine::NewStub(local_->NewChannel());
   }
 
   static EngineRequest Start(const std::string& id, const std::string& text, int max_tokens) {

@@ -56,6 +56,43 @@ def flag(args, name):
     return None
 
 
+def secret_file_of(spec, container, path):
+    """The Secret (name, key) mounted at file `path` in `container`, or None."""
+    if path is None:
+        return None
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    for m in container.get("volumeMounts", []):
+        if not path.startswith(m["mountPath"].rstrip("/") + "/"):
+            continue
+        secret = volumes.get(m["name"], {}).get("secret")
+        if secret is None:
+            return None
+        rel = path[len(m["mountPath"].rstrip("/")) + 1:]
+        for item in secret.get("items", []):
+            if item["path"] == rel:
+                return secret["secretName"], item["key"]
+        return secret["secretName"], rel
+    return None
+
+
+def check_credentials(fe, en):
+    """The engine secret and admin token reach both sides as mounted Secret files."""
+    sides = {}
+    for workload in (fe, en):
+        spec = pod_spec(workload)
+        c = spec["containers"][0]
+        wname = workload["metadata"]["name"]
+        args = c.get("args", [])
+        check(not any(a.startswith("--admin_token=") for a in args),
+              f"{wname}: --admin_token on the command line (use --admin_token_file)")
+        secret = secret_file_of(spec, c, flag(args, "engine_secret_file"))
+        check(secret is not None, f"{wname}: --engine_secret_file is not a mounted Secret file")
+        admin = secret_file_of(spec, c, flag(args, "admin_token_file"))
+        sides[wname] = (secret, admin)
+    check(sides["rill-frontend"] == sides["rill-engine"],
+          f"frontend and engine credentials differ: {sides}")
+
+
 def cmd_manifests(overlay):
     text, docs = render(overlay)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
@@ -151,6 +188,7 @@ def cmd_manifests(overlay):
             util = float(flag(eargs, "gpu_memory_utilization") or 0.9)
             check(0.0 < util <= 1.0, f"engine: --gpu_memory_utilization={util} outside (0, 1]")
     check(by_kind.get("Secret") is None, "a Secret is baked into the manifests")
+    check_credentials(fe, en)
     fe_engine = flag(pod_spec(fe)["containers"][0]["args"], "engine")
     check(fe_engine is not None and fe_engine.endswith(f":{flag(eargs, 'port')}"),
           f"frontend --engine={fe_engine} does not match the engine port")
@@ -257,6 +295,7 @@ def cmd_launch(overlay, engine_bin, frontend_bin, worker_bin, model):
         for a in args:
             a = a.replace("/opt/rill/bin/rill-worker", worker_bin).replace("/models/", model_dir + "/")
             a = a.replace("/run/rill", run_dir)
+            a = a.replace("/etc/rill/", run_dir + "/etc/")
             a = re.sub(r"\$\((\w+)\)", lambda m: extra_env.get(m.group(1), ""), a)
             if a.startswith("--port="):
                 a = f"--port={port}"
@@ -279,6 +318,20 @@ def cmd_launch(overlay, engine_bin, frontend_bin, worker_bin, model):
             else:
                 env[e["name"]] = "test-token"  # Stands in for the Secret.
         return env
+
+    # The Secrets' files, as the kubelet would mount them.
+    for pod in pods.values():
+        volumes = {v["name"]: v for v in pod.get("volumes", [])}
+        for c in pod["containers"]:
+            for m in c.get("volumeMounts", []):
+                secret = volumes.get(m["name"], {}).get("secret")
+                if secret is None or not m["mountPath"].startswith("/etc/rill/"):
+                    continue
+                d = run_dir + "/etc/" + m["mountPath"][len("/etc/rill/"):]
+                os.makedirs(d, exist_ok=True)
+                for item in secret.get("items", []):
+                    with open(os.path.join(d, item["path"]), "w") as f:
+                        f.write(f"test-{secret['secretName']}-{item['key']}\n")
 
     procs = []
     try:

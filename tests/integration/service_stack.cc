@@ -1,9 +1,15 @@
 #include "tests/integration/service_stack.h"
 
+#include <dirent.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/util/subprocess.h"
@@ -27,6 +33,7 @@ absl::Status ServiceStack::Start(const StackOptions& options) {
                      absl::StrCat("--worker_binary=", RunfilePath("worker/rill-worker"))};
   for (const std::string& f : options.engine_flags) lo.engine_flags.push_back(f);
   lo.frontend_flags = options.frontend_flags;
+  lo.admin_token = options.admin_token;
   lo.run_dir = run_dir_;
   lo.log_to_files = true;
   lo.restart = options.restart;
@@ -43,6 +50,26 @@ absl::Status ServiceStack::Start(const StackOptions& options) {
 void ServiceStack::Stop() {
   if (launcher_ != nullptr) launcher_->Stop();
   launcher_.reset();
+}
+
+int ServiceStack::ChildPid(const std::string& name) const {
+  // The launcher passes --port_file=<run_dir>/<name>.port to each child.
+  const std::string flag = absl::StrCat("--port_file=", run_dir_, "/", name, ".port");
+  int found = -1;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return found;
+  while (dirent* e = readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"), std::ios::binary);
+    std::stringstream cmd;
+    cmd << in.rdbuf();
+    for (const absl::string_view arg : absl::StrSplit(cmd.str(), '\0')) {
+      if (arg == flag) found = pid;
+    }
+  }
+  closedir(proc);
+  return found;
 }
 
 std::string ServiceStack::engine_address() const {

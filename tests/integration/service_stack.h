@@ -24,6 +24,9 @@ struct StackOptions {
   int tensor_parallel_size = 1;
   std::vector<std::string> engine_flags;  // Beyond --model=default --threads=2.
   std::vector<std::string> frontend_flags;
+  // Non-empty: rill.v1.Admin on the frontends and the engine (as `rill
+  // serve --admin_token`).
+  std::string admin_token;
   bool restart = true;
   // Credentials of NewChannel() (and of the start-up health wait): plaintext
   // unless set; for frontends started with --tls_cert (in frontend_flags).
@@ -45,6 +48,8 @@ class ServiceStack {
   // The same with other credentials (e.g. a client without a certificate).
   std::shared_ptr<grpc::Channel> NewChannel(int tag, const base::TlsFiles& tls) const;
   cli::ServerLauncher* launcher() { return launcher_.get(); }
+  // The pid of child `name` ("engine", "frontend-0", ...), -1 if not running.
+  int ChildPid(const std::string& name) const;
   const std::string& run_dir() const { return run_dir_; }
 
  private:

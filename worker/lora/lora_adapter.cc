@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string_view>
 #include <vector>
 
@@ -17,6 +15,7 @@
 #include "kernels/cpu/quant_types.h"
 #include "base/json.h"
 #include "worker/loader/safetensors.h"
+#include "worker/lora/adapter_file.h"
 
 namespace rill::worker {
 namespace {
@@ -63,14 +62,6 @@ Dims ModuleDims(const loader::ModelConfig& c, int module) {
   return {0, 0};
 }
 
-absl::StatusOr<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("LoRA adapter file ", path, " cannot be read"));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 struct AdapterConfig {
   int rank = 0;
   double alpha = 8.0;  // PEFT's default lora_alpha.
@@ -92,8 +83,10 @@ bool IsEmptyOrNull(const json::JsonValue* v) {
   return false;
 }
 
-absl::StatusOr<AdapterConfig> ParseConfig(const std::string& path, int max_rank) {
-  absl::StatusOr<std::string> text = ReadText(path);
+absl::StatusOr<AdapterConfig> ParseConfig(const std::string& path,
+                                          const LoraLoadOptions& options) {
+  const int max_rank = options.max_rank;
+  absl::StatusOr<std::string> text = ReadAdapterFile(path, options.root, options.max_config_bytes);
   if (!text.ok()) return text.status();
   absl::StatusOr<json::JsonValue> json = json::ParseJson(*text);
   if (!json.ok()) {
@@ -117,8 +110,9 @@ absl::StatusOr<AdapterConfig> ParseConfig(const std::string& path, int max_rank)
   }
   c.rank = static_cast<int>(*rank);
   if (const json::JsonValue* a = json->Find("lora_alpha"); a != nullptr && !a->is_null()) {
-    if (!a->is_number()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": \"lora_alpha\" must be a number"));
+    if (!a->is_number() || !std::isfinite(a->number_value())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": \"lora_alpha\" must be a finite number"));
     }
     c.alpha = a->number_value();
   }
@@ -247,16 +241,19 @@ absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
     return absl::NotFoundError(absl::StrCat("LoRA adapter directory ", dir, " does not exist"));
   }
   const std::string config_path = (fs::path(dir) / "adapter_config.json").string();
-  absl::StatusOr<AdapterConfig> cfg = ParseConfig(config_path, options.max_rank);
+  absl::StatusOr<AdapterConfig> cfg = ParseConfig(config_path, options);
   if (!cfg.ok()) return cfg.status();
   const std::string weights_path = (fs::path(dir) / "adapter_model.safetensors").string();
-  if (!fs::exists(weights_path, ec)) {
+  if (!fs::exists(fs::symlink_status(weights_path, ec))) {
     return absl::NotFoundError(absl::StrCat(
         "LoRA adapter file ", weights_path,
         " does not exist (only the safetensors format is read, not adapter_model.bin)"));
   }
-  absl::StatusOr<std::unique_ptr<loader::SafetensorsFile>> file =
-      loader::SafetensorsFile::Open(weights_path);
+  absl::StatusOr<std::string> bytes =
+      ReadAdapterFile(weights_path, options.root, options.max_weights_bytes);
+  if (!bytes.ok()) return bytes.status();
+  absl::StatusOr<std::unique_ptr<loader::SafetensorsFile>> file = loader::SafetensorsFile::Parse(
+      reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(), weights_path);
   if (!file.ok()) return file.status();
 
   auto adapter = std::make_shared<LoraAdapter>();
@@ -301,6 +298,11 @@ absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
     if (!type.ok()) return type.status();
     std::vector<float> values(want[0] * want[1]);
     cpu::DequantizeRow(*type, t.data, values.data(), values.size());
+    // One NaN/Inf would poison every logit of every sequence using it.
+    if (!std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); })) {
+      return absl::InvalidArgumentError(absl::StrCat(weights_path, ": tensor '", t.name,
+                                                     "' has a NaN or infinite value"));
+    }
     LoraWeights& w = a.layers[key.layer][key.module];
     w.in = d.in;
     w.out = d.out;
@@ -322,6 +324,12 @@ absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
       }
       if (w.empty()) continue;
       for (float& x : w.b) x *= a.scale;
+      if (!std::all_of(w.b.begin(), w.b.end(), [](float v) { return std::isfinite(v); })) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(weights_path, ": layer ", l, " ", kModuleNames[m],
+                         " lora_B overflows to infinity when scaled by lora_alpha / r = ",
+                         a.scale));
+      }
       const bool permute = config.rope_interleaved && (m == static_cast<int>(LoraModule::kQ) ||
                                                        m == static_cast<int>(LoraModule::kK));
       if (permute) {

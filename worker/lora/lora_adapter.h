@@ -58,9 +58,17 @@ struct LoraAdapter {
 
 struct LoraLoadOptions {
   int max_rank = 64;  // Adapters of a higher rank are refused.
+  // Non-empty: every file read must resolve (symlinks included) under this
+  // directory, else PermissionDenied (adapters a client names: AddLora).
+  std::string root;
+  // Larger files are refused (InvalidArgument) before they are read.
+  size_t max_config_bytes = size_t{1} << 20;
+  size_t max_weights_bytes = size_t{2} << 30;
 };
 
 // Loads the PEFT adapter in directory `dir` for a model with `config`.
+// Files are read as worker/lora/adapter_file.h says (regular files only,
+// under options.root when set, within the size limits).
 // NotFound naming the file when adapter_config.json or
 // adapter_model.safetensors is missing; Unimplemented for architectures
 // other than the Llama family; InvalidArgument naming the problem for a
@@ -68,7 +76,8 @@ struct LoraLoadOptions {
 // unsupported target module, options this runtime does not implement
 // (fan_in_fan_out, modules_to_save, bias other than "none", DoRA,
 // layers_to_transform, rank_pattern / alpha_pattern), a tensor with an
-// unexpected name, shape or dtype, or a missing A/B half. Never touches the
+// unexpected name, shape or dtype, a NaN or infinite weight (naming the
+// tensor), or a missing A/B half. Never touches the
 // base weights. For GGUF "llama" checkpoints (config.rope_interleaved) the
 // rows of q/k's B are permuted the way llama.cpp permuted the base q/k rows.
 absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
