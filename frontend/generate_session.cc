@@ -6,6 +6,7 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/strict_parse.h"
 #include "frontend/request_validator.h"
 
 namespace rill::frontend {
@@ -30,6 +31,9 @@ absl::Status BuildPrompt(const tokenizer::Tokenizer& tok,
       }
       return absl::OkStatus();
     case rill::v1::StartRequest::kChat: {
+      if (start.chat().messages().empty()) {
+        return absl::InvalidArgumentError("chat.messages: no messages (give at least one)");
+      }
       std::vector<tokenizer::ChatMessage> msgs;
       for (const auto& m : start.chat().messages()) msgs.push_back({m.role(), m.content()});
       bool gen = start.chat().has_add_generation_prompt() ? start.chat().add_generation_prompt() : true;
@@ -49,18 +53,6 @@ absl::Status BuildPrompt(const tokenizer::Tokenizer& tok,
       return absl::InvalidArgumentError("start.prompt: empty");
   }
 }
-
-namespace {
-
-std::string BufferToString(const grpc::ByteBuffer& buf) {
-  std::vector<grpc::Slice> slices;
-  std::string out;
-  if (!buf.Dump(&slices).ok()) return out;
-  for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  return out;
-}
-
-}  // namespace
 
 void GenerateSession::Send(const GenerateResponse& resp) {
   absl::MutexLock l(&write_mu_);
@@ -150,7 +142,7 @@ void GenerateSession::SendError(const std::string& id, const absl::Status& s) {
 
 void GenerateSession::HandleMessage(const std::string& bytes) {
   rill::v1::GenerateRequest req;
-  absl::Status s = ParseChecked(bytes, &req);
+  absl::Status s = base::ParseStrict(bytes, &req);
   if (!s.ok()) {
     SendError(PeekRequestId(bytes), s);
     return;
@@ -283,7 +275,7 @@ grpc::Status GenerateSession::Run() {
   std::thread watchdog([this] { WatchdogLoop(); });
   grpc::ByteBuffer buf;
   while (stream_->Read(&buf)) {
-    HandleMessage(BufferToString(buf));
+    HandleMessage(base::ByteBufferToString(buf));
     buf.Clear();
   }
   // Half-closed: let running requests finish unless the call is cancelled.

@@ -6,16 +6,16 @@
 #include <atomic>
 #include <string>
 
+#include "base/strict_service.h"
 #include "engine/service/engine_host.h"
 #include "rill/v1/admin.grpc.pb.h"
 
 namespace rill::service {
 
-class AdminServiceImpl final : public rill::v1::Admin::Service {
+class AdminServiceImpl final : public base::StrictService<rill::v1::Admin> {
  public:
   // `profile_dir`: where traces go when StartProfile names no dir.
-  AdminServiceImpl(EngineHost* host, std::string profile_dir)
-      : host_(host), profile_dir_(std::move(profile_dir)) {}
+  AdminServiceImpl(EngineHost* host, std::string profile_dir);
 
   grpc::Status StartProfile(grpc::ServerContext*, const rill::v1::StartProfileRequest*,
                             rill::v1::StartProfileResponse*) override;

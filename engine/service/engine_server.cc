@@ -2,7 +2,7 @@
 
 #include <glog/logging.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/ext/health_check_service_server_builder_option.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -21,9 +21,11 @@ EngineServer::EngineServer(EngineHost* host, std::string address, std::string pr
 EngineServer::~EngineServer() { Shutdown(absl::ZeroDuration()); }
 
 absl::Status EngineServer::Start() {
-  grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // Rill's own grpc.health.v1 (base/health_service.h) replaces gRPC's.
+  builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
+  builder.RegisterService(&health_);
   builder.AddListeningPort(address_, credentials_, &port_);
   builder.RegisterService(&engine_service_);
   builder.RegisterService(&admin_service_);
@@ -65,10 +67,8 @@ void EngineServer::PollHealth() {
 }
 
 void EngineServer::SetServing(bool serving) {
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  if (health == nullptr) return;
-  health->SetServingStatus(serving);
-  health->SetServingStatus("rill.internal.Engine", serving);
+  health_.Set("", serving);
+  health_.Set("rill.internal.Engine", serving);
 }
 
 absl::Duration EngineServer::DeadFor() const {
@@ -84,8 +84,9 @@ void EngineServer::Shutdown(absl::Duration grace) {
     stop_ = true;
   }
   if (poller_.joinable()) poller_.join();
+  // NOT_SERVING to watchers, and their streams end (not held to `grace`).
+  health_.Shutdown();
   if (!started_) return;
-  SetServing(false);
   // Calls still open after `grace` (idle Generate streams) are cancelled.
   server_->Shutdown(std::chrono::system_clock::now() +
                     std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));

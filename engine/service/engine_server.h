@@ -11,6 +11,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/health_service.h"
 #include "engine/service/admin_service.h"
 #include "engine/service/engine_host.h"
 #include "engine/service/engine_service.h"
@@ -41,6 +42,7 @@ class EngineServer {
   EngineHost* const host_;
   EngineServiceImpl engine_service_;
   AdminServiceImpl admin_service_;
+  base::HealthService health_;  // Outlives server_ (declared before it).
   void SetServing(bool serving);
 
   const std::string address_;

@@ -18,6 +18,17 @@ absl::Status WithClientId(const absl::Status& s, const std::string& id) {
 
 }  // namespace
 
+EngineServiceImpl::EngineServiceImpl(EngineHost* host) : host_(host) {
+  ParseStrictly(this, "Abort", &EngineServiceImpl::Abort);
+  ParseStrictly(this, "GetRequestStatus", &EngineServiceImpl::GetRequestStatus);
+  ParseStrictly(this, "Encode", &EngineServiceImpl::Encode);
+  ParseStrictly(this, "GetTokenizer", &EngineServiceImpl::GetTokenizer);
+  ParseStrictly(this, "GetModelConfig", &EngineServiceImpl::GetModelConfig);
+  ParseStrictly(this, "GetServerConfig", &EngineServiceImpl::GetServerConfig);
+  ParseStrictly(this, "GetLoad", &EngineServiceImpl::GetLoad);
+  ParseStrictly(this, "CheckHealth", &EngineServiceImpl::CheckHealth);
+}
+
 grpc::Status EngineServiceImpl::Generate(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<rill::internal::EngineOutput, rill::internal::EngineRequest>*
@@ -103,7 +114,8 @@ grpc::Status EngineServiceImpl::GetModelConfig(grpc::ServerContext*,
   if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
   const tokenizer::TokenizerSpec* spec = host_->tokenizer_spec();
   *response = ToModelConfig(host_->options().model_name, host_->engine()->GetEngineConfig(),
-                            spec != nullptr && !spec->chat_template.empty());
+                            spec != nullptr && !spec->chat_template.empty(),
+                            host_->engine()->SupportsEncode());
   return grpc::Status::OK;
 }
 

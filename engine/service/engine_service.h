@@ -2,14 +2,15 @@
 #ifndef RILL_ENGINE_SERVICE_ENGINE_SERVICE_H_
 #define RILL_ENGINE_SERVICE_ENGINE_SERVICE_H_
 
+#include "base/strict_service.h"
 #include "engine/service/engine_host.h"
 #include "rill/internal/engine.grpc.pb.h"
 
 namespace rill::service {
 
-class EngineServiceImpl final : public rill::internal::Engine::Service {
+class EngineServiceImpl final : public base::StrictService<rill::internal::Engine> {
  public:
-  explicit EngineServiceImpl(EngineHost* host) : host_(host) {}
+  explicit EngineServiceImpl(EngineHost* host);
 
   grpc::Status Generate(grpc::ServerContext* context,
                         grpc::ServerReaderWriter<rill::internal::EngineOutput,
