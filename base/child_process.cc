@@ -62,7 +62,8 @@ absl::Status ChildProcess::Start(const std::vector<std::string>& argv,
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     if (!options.log_path.empty()) {
-      int fd = open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int fd = open(options.log_path.c_str(),
+                    O_WRONLY | O_CREAT | (options.append_log ? O_APPEND : O_TRUNC), 0644);
       if (fd >= 0) {
         dup2(fd, 1);
         dup2(fd, 2);

@@ -16,8 +16,11 @@
 namespace rill::base {
 
 struct ChildOptions {
-  // stdout+stderr go here (truncated) when non-empty; else they are inherited.
+  // stdout+stderr go here when non-empty; else they are inherited.
   std::string log_path;
+  // Append to log_path instead of truncating it (a restarted child keeps the
+  // log of the one that died).
+  bool append_log = false;
   // The child gets SIGKILL when the thread that started it dies, so a
   // crashed launcher leaves no orphans.
   bool kill_with_parent = true;

@@ -63,12 +63,22 @@ std::string ServerLauncher::address() const {
   return absl::StrCat(options_.host, ":", client_port_);
 }
 
-absl::Status ServerLauncher::StartChild(Child* child) {
+absl::Status ServerLauncher::StartChild(Child* child, const std::string& restart_reason) {
   std::remove(child->port_file.c_str());
   if (!child->exit_message_file.empty()) std::remove(child->exit_message_file.c_str());
   child->process = std::make_unique<base::ChildProcess>();
   base::ChildOptions opts;
-  if (options_.log_to_files) opts.log_path = absl::StrCat(options_.run_dir, "/", child->name, ".log");
+  if (options_.log_to_files) {
+    opts.log_path = absl::StrCat(options_.run_dir, "/", child->name, ".log");
+    if (!restart_reason.empty()) {
+      // The log of the process that died is the one worth reading: keep it.
+      opts.append_log = true;
+      std::ofstream(opts.log_path, std::ios::app)
+          << "\n==== rill serve: restarting " << child->name << " at "
+          << absl::FormatTime(absl::Now(), absl::UTCTimeZone()) << " UTC: " << restart_reason
+          << " ====\n";
+    }
+  }
   if (absl::Status s = child->process->Start(child->argv, opts); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("starting ", child->name, ": ", s.message()));
   }
@@ -224,7 +234,11 @@ absl::Status ServerLauncher::Supervise() {
     recent.push_back(now);
     c->restarts = std::move(recent);
     absl::SleepFor(absl::Milliseconds(200) * static_cast<int>(c->restarts.size()));
-    if (absl::Status s = StartChild(c); !s.ok()) return s;
+    if (absl::Status s = StartChild(
+            c, absl::StrCat("the previous one exited (", base::DescribeExitCode(*exited), ")"));
+        !s.ok()) {
+      return s;
+    }
     LOG(INFO) << "restarted " << c->name;
   }
   return absl::OkStatus();

@@ -90,7 +90,9 @@ class ServerLauncher {
     std::vector<absl::Time> restarts;
   };
 
-  absl::Status StartChild(Child* child);
+  // `restart_reason` non-empty: a restart; the child's log is kept and
+  // appended to, after a marker line naming the reason.
+  absl::Status StartChild(Child* child, const std::string& restart_reason = "");
   // Waits for the child's port file; returns the port. Fails at once when
   // the child, or the engine while a frontend starts, exits.
   absl::StatusOr<int> WaitForPort(Child* child, const std::function<bool()>& interrupted);

@@ -189,6 +189,9 @@ void AsyncLLMEngine::SetStatus(const std::string& id, RequestStatus status) {
   it->second = status;
   if (!IsFinal(status)) return;
   --num_unfinished_;
+  ++(status == RequestStatus::kCompleted   ? requests_finished_
+     : status == RequestStatus::kCancelled ? requests_aborted_
+                                           : requests_failed_);
   finished_ids_.push_back(id);
   while (finished_ids_.size() > kFinishedStatusesKept) {
     auto old = status_.find(finished_ids_.front());
@@ -309,7 +312,7 @@ absl::Status AsyncLLMEngine::AddRequest(const Prompt& prompt, const SamplingPara
       if (absl::Status s = core_->AddRequest(std::move(sample)); !s.ok()) {
         for (const std::string& a : added) core_->FinishStopped(a);
         SetStatus(request_id, RequestStatus::kFailed);
-        outputs_.Finish(request_id, RequestState::kFinishedError, s.ToString());
+        outputs_.Finish(request_id, RequestState::kFinishedError, s);
         return;
       }
       added.push_back(id);
@@ -401,7 +404,12 @@ absl::Status AsyncLLMEngine::WakeUp() {
 
 EngineStats AsyncLLMEngine::GetStats() const {
   absl::MutexLock lock(&mu_);
-  return stats_;
+  EngineStats s = stats_;
+  // Live, so a request's count is in by the time its final output is seen.
+  s.requests_finished = requests_finished_;
+  s.requests_aborted = requests_aborted_;
+  s.requests_failed = requests_failed_;
+  return s;
 }
 
 void AsyncLLMEngine::PublishStats() {
@@ -505,12 +513,16 @@ void AsyncLLMEngine::Loop() {
         Deliver(*outs);
       } else {
         LOG(ERROR) << "engine step failed; failing all requests: " << outs.status();
+        // The running requests end with the dead engine's status, as new
+        // ones are refused: UNAVAILABLE (retry once the engine is back)
+        // with the step's cause, whatever code the executor used.
+        absl::Status dead =
+            absl::UnavailableError(absl::StrCat("engine is dead: ", outs.status().message()));
         {
           absl::MutexLock lock(&mu_);
-          dead_error_ = absl::UnavailableError(
-              absl::StrCat("engine is dead: ", outs.status().ToString()));
+          dead_error_ = dead;
         }
-        Deliver(core_->FailAll(outs.status()));
+        Deliver(core_->FailAll(dead));
       }
     } else if (Errored() && core_->HasUnfinished()) {
       // The executor died between steps (a worker process exited): nothing

@@ -56,6 +56,10 @@ struct EngineStats {
   int64_t generation_tokens = 0;
   int64_t steps = 0;
   int64_t preemptions = 0;
+  // Requests that ended, by how: stop or length / aborted / failed (error).
+  int64_t requests_finished = 0;
+  int64_t requests_aborted = 0;
+  int64_t requests_failed = 0;
 };
 
 // Receives the stats on every DoLogStats call (from the calling thread).
@@ -236,6 +240,10 @@ class AsyncLLMEngine {
   std::deque<std::string> finished_ids_ ABSL_GUARDED_BY(mu_);  // Oldest first, capped.
   int num_unfinished_ ABSL_GUARDED_BY(mu_) = 0;
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
+  // Counted as statuses turn final (SetStatus); GetStats adds them live.
+  int64_t requests_finished_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t requests_aborted_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t requests_failed_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::pair<std::string, StatLogger>> loggers_ ABSL_GUARDED_BY(mu_);
   StepProfiler profiler_;
   EngineStats last_logged_ ABSL_GUARDED_BY(mu_);

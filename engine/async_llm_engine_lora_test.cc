@@ -57,7 +57,7 @@ std::vector<int32_t> Collect(const std::shared_ptr<RequestOutputStream>& stream)
     last = std::move(*o);
   }
   EXPECT_TRUE(last.finished) << stream->request_id();
-  EXPECT_TRUE(last.error.empty()) << last.error;
+  EXPECT_TRUE(last.error.ok()) << last.error;
   return last.outputs.empty() ? std::vector<int32_t>{} : last.outputs[0].token_ids;
 }
 

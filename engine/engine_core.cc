@@ -101,7 +101,7 @@ std::vector<EngineCoreOutput> EngineCore::FailAll(const absl::Status& status) {
     std::unique_ptr<Request> r = scheduler_.FinishRequest(id, RequestState::kFinishedError);
     r->times.finished = absl::Now();
     EngineCoreOutput& o = out.emplace_back(OutputFor(*r));
-    o.error = status.ToString();
+    o.error = status;
   }
   return out;
 }

@@ -33,7 +33,9 @@ struct EngineCoreOutput {
   RequestState state = RequestState::kRunning;
   bool finished() const { return IsFinished(state); }
   std::optional<int32_t> stop_reason;
-  std::string error;  // For FINISHED_ERROR.
+  // For FINISHED_ERROR: the cause, with its code (a dead worker is
+  // UNAVAILABLE, which clients may retry).
+  absl::Status error;
   RequestTimes times;
   int64_t num_cached_tokens = 0;
   int num_preemptions = 0;

@@ -145,7 +145,7 @@ ProcessResult OutputProcessor::Process(const EngineCoreOutput& o) {
     s.prompt_logprobs = o.prompt_logprobs;
     s.prompt_top_logprobs = o.prompt_top_logprobs;
   }
-  if (!o.error.empty()) s.error = o.error;
+  if (!o.error.ok()) s.error = o.error;
   RequestMetrics& m = s.metrics;
   if (m.first_scheduled_time == absl::InfinitePast()) m.first_scheduled_time = o.times.first_scheduled;
   if (m.first_token_time == absl::InfinitePast()) m.first_token_time = o.times.first_token;
@@ -200,7 +200,7 @@ ProcessResult OutputProcessor::Process(const EngineCoreOutput& o) {
 }
 
 void OutputProcessor::Finish(const std::string& request_id, RequestState state,
-                             const std::string& error) {
+                             const absl::Status& error) {
   for (const std::string& id : SampleIds(request_id)) {
     EngineCoreOutput o;
     o.request_id = id;

@@ -55,7 +55,7 @@ class OutputProcessor {
 
   // Finishes every unfinished sample of the request with `state` without an
   // engine output (errors before admission, shutdown).
-  void Finish(const std::string& request_id, RequestState state, const std::string& error);
+  void Finish(const std::string& request_id, RequestState state, const absl::Status& error);
 
   // Sample ids of an unfinished request (empty if unknown).
   std::vector<std::string> SampleIds(const std::string& request_id) const;
@@ -87,7 +87,7 @@ class OutputProcessor {
     std::vector<TopLogprobs> prompt_top_logprobs;
     bool prompt_logprobs_sent = false;
     RequestMetrics metrics;
-    std::string error;
+    absl::Status error;
   };
 
   // Appends the output's tokens and text to the sample; true on a stop-string match.

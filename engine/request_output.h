@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "engine/request.h"
 
@@ -50,7 +51,7 @@ struct RequestOutput {
   std::vector<float> prompt_logprobs;
   std::vector<TopLogprobs> prompt_top_logprobs;
   bool finished = false;
-  std::string error;  // Cause of finish_reason "error".
+  absl::Status error;  // Cause of finish_reason "error" (its code reaches the client).
   RequestMetrics metrics;
 };
 

@@ -31,13 +31,17 @@ SamplingParams SamplingParams::ForSample(int index) const {
 
 absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size) {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
-  if (p.n < 1 || p.n > 64) return bad("n must be in [1, 64], got ", p.n);
+  if (p.n < 1 || p.n > kMaxSamplesPerRequest) {
+    return bad("n must be in [1, ", kMaxSamplesPerRequest, "], got ", p.n);
+  }
   if (p.max_tokens < 1) return bad("max_tokens must be at least 1, got ", p.max_tokens);
   if (p.min_tokens < 0 || p.min_tokens > p.max_tokens) {
     return bad("min_tokens must be in [0, max_tokens=", p.max_tokens, "], got ", p.min_tokens);
   }
   if (absl::Status s = worker::ValidateSamplingConfig(p.ToSamplingConfig()); !s.ok()) return s;
-  if (p.logprobs < 0 || p.logprobs > 20) return bad("logprobs must be in [0, 20], got ", p.logprobs);
+  if (p.logprobs < 0 || p.logprobs > kMaxLogprobs) {
+    return bad("logprobs must be in [0, ", kMaxLogprobs, "], got ", p.logprobs);
+  }
   if (!(p.repetition_penalty > 0.0f) || !std::isfinite(p.repetition_penalty)) {
     return bad("repetition_penalty must be a finite number > 0, got ", p.repetition_penalty);
   }
@@ -47,8 +51,8 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size)
   if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f)) {
     return bad("frequency_penalty must be in [-2, 2], got ", p.frequency_penalty);
   }
-  if (p.prompt_logprobs.has_value() && (*p.prompt_logprobs < 0 || *p.prompt_logprobs > 20)) {
-    return bad("prompt_logprobs must be in [0, 20], got ", *p.prompt_logprobs);
+  if (p.prompt_logprobs.has_value() && (*p.prompt_logprobs < 0 || *p.prompt_logprobs > kMaxLogprobs)) {
+    return bad("prompt_logprobs must be in [0, ", kMaxLogprobs, "], got ", *p.prompt_logprobs);
   }
   for (const auto& [id, bias] : p.logit_bias) {
     if (id < 0 || id >= vocab_size) {

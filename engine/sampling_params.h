@@ -18,6 +18,11 @@ namespace rill::engine {
 // whole completion so far (CUMULATIVE), or one output at the end (FINAL_ONLY).
 enum class OutputKind { kCumulative, kDelta, kFinalOnly };
 
+// Per-request limits ValidateSamplingParams enforces (reported in
+// ServerConfig.decoding).
+inline constexpr int kMaxSamplesPerRequest = 64;  // n.
+inline constexpr int kMaxLogprobs = 20;           // logprobs and prompt_logprobs.
+
 struct SamplingParams {
   // Parallel samples of one prompt, in [1, 64]; they share the prompt's KV
   // blocks and sample i uses a seed derived from (seed, i).

@@ -5,6 +5,13 @@
 
 namespace rill::frontend {
 
+AdminService::AdminService(std::string token, std::shared_ptr<grpc::Channel> engine)
+    : token_(std::move(token)), stub_(rill::v1::Admin::NewStub(engine)) {
+#define RILL_ADMIN_PARSE_STRICTLY(Name, Req, Resp) ParseStrictly(this, #Name, &AdminService::Name);
+  RILL_ADMIN_METHODS(RILL_ADMIN_PARSE_STRICTLY)
+#undef RILL_ADMIN_PARSE_STRICTLY
+}
+
 grpc::Status AdminService::Authorize(grpc::ServerContext* ctx) const {
   return base::CheckAdminToken(*ctx, token_);
 }

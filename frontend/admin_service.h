@@ -9,6 +9,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "base/strict_service.h"
 #include "rill/v1/admin.grpc.pb.h"
 
 namespace rill::frontend {
@@ -26,11 +27,10 @@ namespace rill::frontend {
   X(GetStats, GetStatsRequest, Stats)                                     \
   X(CollectiveRpc, CollectiveRpcRequest, CollectiveRpcResponse)
 
-class AdminService final : public rill::v1::Admin::Service {
+class AdminService final : public base::StrictService<rill::v1::Admin> {
  public:
   // `token` must be non-empty: the service is only served with one.
-  AdminService(std::string token, std::shared_ptr<grpc::Channel> engine)
-      : token_(std::move(token)), stub_(rill::v1::Admin::NewStub(engine)) {}
+  AdminService(std::string token, std::shared_ptr<grpc::Channel> engine);
 
 #define RILL_ADMIN_DECLARE(Name, Req, Resp)                              \
   grpc::Status Name(grpc::ServerContext* ctx, const rill::v1::Req* req, \
@@ -41,6 +41,9 @@ class AdminService final : public rill::v1::Admin::Service {
  private:
   // UNAUTHENTICATED unless `authorization: Bearer <token>` matches.
   grpc::Status Authorize(grpc::ServerContext* ctx) const;
+  // Before the request is parsed too: a caller without the token gets
+  // UNAUTHENTICATED whatever bytes it sent.
+  grpc::Status Admit(grpc::ServerContext* ctx) override { return Authorize(ctx); }
 
   const std::string token_;
   std::unique_ptr<rill::v1::Admin::Stub> stub_;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/message_text.h"
 #include "base/request_id.h"
+#include "base/strict_parse.h"
 #include "frontend/request_validator.h"
 
 namespace rill::frontend {
@@ -35,6 +36,9 @@ absl::Status BuildPrompt(const tokenizer::Tokenizer& tok,
       }
       return absl::OkStatus();
     case rill::v1::StartRequest::kChat: {
+      if (start.chat().messages().empty()) {
+        return absl::InvalidArgumentError("chat.messages: no messages (give at least one)");
+      }
       std::vector<tokenizer::ChatMessage> msgs;
       for (const auto& m : start.chat().messages()) msgs.push_back({m.role(), m.content()});
       bool gen = start.chat().has_add_generation_prompt() ? start.chat().add_generation_prompt() : true;
@@ -56,14 +60,6 @@ absl::Status BuildPrompt(const tokenizer::Tokenizer& tok,
 }
 
 namespace {
-
-std::string BufferToString(const grpc::ByteBuffer& buf) {
-  std::vector<grpc::Slice> slices;
-  std::string out;
-  if (!buf.Dump(&slices).ok()) return out;
-  for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  return out;
-}
 
 // A stream that queued this much gives the freed memory back to the kernel
 // when it ends (glibc keeps freed heap otherwise: a few never-reading
@@ -238,7 +234,7 @@ void GenerateSession::RefuseStart(const std::string& id, const absl::Status& s) 
 
 void GenerateSession::HandleMessage(const std::string& bytes) {
   rill::v1::GenerateRequest req;
-  absl::Status s = ParseChecked(bytes, &req);
+  absl::Status s = base::ParseStrict(bytes, &req);
   if (!s.ok()) {
     bool is_start = false;
     std::string id = PeekRequestId(bytes, &is_start);
@@ -428,7 +424,7 @@ grpc::Status GenerateSession::Run() {
   std::thread watchdog([this] { WatchdogLoop(); });
   grpc::ByteBuffer buf;
   while (stream_->Read(&buf)) {
-    HandleMessage(BufferToString(buf));
+    HandleMessage(base::ByteBufferToString(buf));
     buf.Clear();
   }
   // Half-closed: let running requests finish unless the call is cancelled.

@@ -2,7 +2,7 @@
 
 #include <glog/logging.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/ext/health_check_service_server_builder_option.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -12,9 +12,11 @@ namespace rill::frontend {
 HealthServer::~HealthServer() { Shutdown(); }
 
 absl::Status HealthServer::Start() {
-  grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // Rill's own grpc.health.v1 (base/health_service.h) replaces gRPC's.
+  builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
+  builder.RegisterService(&health_);
   builder.AddListeningPort(
       address_, credentials_ != nullptr ? credentials_ : grpc::InsecureServerCredentials(), &port_);
   builder.SetMaxReceiveMessageSize(transport_.max_receive_bytes);
@@ -39,18 +41,10 @@ absl::Status HealthServer::Start() {
   return absl::OkStatus();
 }
 
-void HealthServer::SetServing(const std::string& service, bool serving) {
-  if (server_ == nullptr) return;
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  if (health == nullptr) return;
-  if (service.empty()) {
-    health->SetServingStatus(serving);
-  } else {
-    health->SetServingStatus(service, serving);
-  }
-}
-
 void HealthServer::Shutdown(absl::Duration grace) {
+  // NOT_SERVING to watchers, and their streams end: they must not hold the
+  // shutdown until `grace`.
+  health_.Shutdown();
   if (server_ != nullptr) {
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));

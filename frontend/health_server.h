@@ -11,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "base/health_service.h"
 #include "frontend/session_options.h"
 
 namespace rill::frontend {
@@ -35,7 +36,8 @@ class HealthServer {
   int port() const { return port_; }
 
   // Overall ("") and per-service health; NOT_SERVING until set otherwise.
-  void SetServing(const std::string& service, bool serving);
+  // Watch callers hear only of changes.
+  void SetServing(const std::string& service, bool serving) { health_.Set(service, serving); }
 
   // Stops accepting calls; in-flight calls get until `grace`, then are
   // cancelled. Blocks until they are done.
@@ -47,6 +49,7 @@ class HealthServer {
   GrpcTransportOptions transport_;
   std::shared_ptr<grpc::ServerCredentials> credentials_;
   std::vector<grpc::Service*> services_;
+  base::HealthService health_;  // Outlives server_ (declared before it).
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };

@@ -37,6 +37,15 @@ InferenceService::InferenceService(EngineClient* engine, SessionOptions options)
                return self->GenerateRaw(ctx, stream);
              },
              this));
+  ParseStrictly(this, "Abort", &InferenceService::Abort);
+  ParseStrictly(this, "GetRequestStatus", &InferenceService::GetRequestStatus);
+  ParseStrictly(this, "Encode", &InferenceService::Encode);
+  ParseStrictly(this, "Tokenize", &InferenceService::Tokenize);
+  ParseStrictly(this, "Detokenize", &InferenceService::Detokenize);
+  ParseStrictly(this, "GetModelConfig", &InferenceService::GetModelConfig);
+  ParseStrictly(this, "GetServerConfig", &InferenceService::GetServerConfig);
+  ParseStrictly(this, "GetLoad", &InferenceService::GetLoad);
+  ParseStrictly(this, "CheckHealth", &InferenceService::CheckHealth);
 }
 
 grpc::Status InferenceService::GenerateRaw(grpc::ServerContext* ctx, RawGenerateStream* stream) {
@@ -237,7 +246,10 @@ grpc::Status InferenceService::GetServerConfig(grpc::ServerContext* ctx,
                                                const rill::v1::GetServerConfigRequest* req,
                                                rill::v1::ServerConfig* resp) {
   auto c = ForwardContext(ctx);
-  return WithRetryHint(ctx, engine_->stub()->GetServerConfig(c.get(), *req, resp));
+  grpc::Status s = engine_->stub()->GetServerConfig(c.get(), *req, resp);
+  if (!s.ok()) return WithRetryHint(ctx, s);
+  ReportLimits(options_.limits, engine_->max_model_len(), resp->mutable_decoding());
+  return s;
 }
 
 grpc::Status InferenceService::GetLoad(grpc::ServerContext* ctx, const rill::v1::GetLoadRequest* req,

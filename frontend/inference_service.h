@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 
+#include "base/strict_service.h"
 #include "frontend/engine_client.h"
 #include "frontend/generate_session.h"
 #include "frontend/request_registry.h"
@@ -15,12 +16,13 @@
 
 namespace rill::frontend {
 
-class InferenceService final : public rill::v1::Inference::Service {
+class InferenceService final : public base::StrictService<rill::v1::Inference> {
  public:
   InferenceService(EngineClient* engine, SessionOptions options = {});
 
-  // Generate reads raw bytes (see request_validator.h); registered in the
-  // constructor in place of the generated handler.
+  // Generate reads raw bytes (base::ParseStrict per message, then
+  // request_validator.h); registered in the constructor in place of the
+  // generated handler, as are the unary methods (StrictService).
   grpc::Status GenerateRaw(grpc::ServerContext* ctx, RawGenerateStream* stream);
 
   grpc::Status Abort(grpc::ServerContext* ctx, const rill::v1::AbortRequest* req,

@@ -1,13 +1,9 @@
-// Checks client requests before they reach the engine. Raw bytes are walked
-// against the message descriptor first, so bad UTF-8 in a string field and
-// unknown fields become INVALID_ARGUMENT naming the field (protobuf's own
-// parse would just fail and gRPC would answer INTERNAL).
+// Checks client requests before they reach the engine (their bytes were
+// parsed by base::ParseStrict, the policy every RPC shares).
 #ifndef RILL_FRONTEND_REQUEST_VALIDATOR_H_
 #define RILL_FRONTEND_REQUEST_VALIDATOR_H_
 
 #include <string>
-
-#include <google/protobuf/message.h>
 
 #include "absl/status/status.h"
 #include "frontend/session_options.h"
@@ -15,10 +11,6 @@
 
 namespace rill::frontend {
 
-
-// Parses `bytes` into `msg`, rejecting invalid UTF-8 in string fields and
-// unknown fields (INVALID_ARGUMENT with the field path).
-absl::Status ParseChecked(const std::string& bytes, google::protobuf::Message* msg);
 
 // Best-effort start.request_id / abort.request_id from raw GenerateRequest
 // bytes (so errors name the request); empty when absent or invalid.
@@ -28,6 +20,12 @@ std::string PeekRequestId(const std::string& bytes, bool* is_start = nullptr);
 // Sampling and prompt-shape checks that need no tokenizer.
 absl::Status ValidateStart(const rill::v1::StartRequest& start,
                            const RequestLimits& limits = {});
+
+// Writes the limits a request meets here into `decoding`, which holds the
+// engine's own (0: none): the tighter of the two where both check one, so
+// ServerConfig reports what is enforced.
+void ReportLimits(const RequestLimits& limits, int64_t max_model_len,
+                  rill::v1::ServerConfig::Decoding* decoding);
 
 // After tokenization: the prompt must leave room in the context.
 absl::Status ValidatePromptLength(size_t num_tokens, int64_t max_model_len,

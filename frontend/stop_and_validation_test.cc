@@ -94,8 +94,9 @@ TEST_F(StopAndValidationTest, MalformedInputsAnsweredWhileOthersContinue) {
       "sampling.temperature");
   add("topp", [](rill::v1::StartRequest* s) { s->mutable_sampling()->set_top_p(0); },
       "sampling.top_p");
-  add("topk", [](rill::v1::StartRequest* s) { s->mutable_sampling()->set_top_k(-5); },
-      "sampling.top_k");
+  // (top_k -5 is valid: "<= 0: all tokens", api_contract_test.)
+  add("minp", [](rill::v1::StartRequest* s) { s->mutable_sampling()->set_min_p(2); },
+      "sampling.min_p");
   add("maxtok", [](rill::v1::StartRequest* s) { s->mutable_sampling()->set_max_tokens(0); },
       "sampling.max_tokens");
   add("badid", [](rill::v1::StartRequest* s) { s->mutable_token_ids()->add_ids(1 << 30); },

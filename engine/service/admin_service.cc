@@ -7,6 +7,21 @@
 
 namespace rill::service {
 
+AdminServiceImpl::AdminServiceImpl(EngineHost* host, std::string profile_dir, std::string token)
+    : host_(host), profile_dir_(std::move(profile_dir)), token_(std::move(token)) {
+  ParseStrictly(this, "StartProfile", &AdminServiceImpl::StartProfile);
+  ParseStrictly(this, "StopProfile", &AdminServiceImpl::StopProfile);
+  ParseStrictly(this, "ResetPrefixCache", &AdminServiceImpl::ResetPrefixCache);
+  ParseStrictly(this, "Sleep", &AdminServiceImpl::Sleep);
+  ParseStrictly(this, "WakeUp", &AdminServiceImpl::WakeUp);
+  ParseStrictly(this, "IsSleeping", &AdminServiceImpl::IsSleeping);
+  ParseStrictly(this, "AddLora", &AdminServiceImpl::AddLora);
+  ParseStrictly(this, "RemoveLora", &AdminServiceImpl::RemoveLora);
+  ParseStrictly(this, "ListLoras", &AdminServiceImpl::ListLoras);
+  ParseStrictly(this, "GetStats", &AdminServiceImpl::GetStats);
+  ParseStrictly(this, "CollectiveRpc", &AdminServiceImpl::CollectiveRpc);
+}
+
 #define RILL_REQUIRE_ENGINE()                                          \
   if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable()); \
   engine::AsyncLLMEngine* engine = host_->engine()

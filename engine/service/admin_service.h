@@ -7,16 +7,16 @@
 #include <atomic>
 #include <string>
 
+#include "base/strict_service.h"
 #include "engine/service/engine_host.h"
 #include "rill/v1/admin.grpc.pb.h"
 
 namespace rill::service {
 
-class AdminServiceImpl final : public rill::v1::Admin::Service {
+class AdminServiceImpl final : public base::StrictService<rill::v1::Admin> {
  public:
   // `profile_dir`: where traces go when StartProfile names no dir.
-  AdminServiceImpl(EngineHost* host, std::string profile_dir, std::string token)
-      : host_(host), profile_dir_(std::move(profile_dir)), token_(std::move(token)) {}
+  AdminServiceImpl(EngineHost* host, std::string profile_dir, std::string token);
 
   grpc::Status StartProfile(grpc::ServerContext*, const rill::v1::StartProfileRequest*,
                             rill::v1::StartProfileResponse*) override;
@@ -45,6 +45,11 @@ class AdminServiceImpl final : public rill::v1::Admin::Service {
   EngineHost* const host_;
   const std::string profile_dir_;
   const std::string token_;
+
+  // Before a request's bytes are parsed: no token, no answer about them.
+  grpc::Status Admit(grpc::ServerContext* ctx) override {
+    return base::CheckAdminToken(*ctx, token_);
+  }
   std::atomic<int> sleep_level_{0};
 };
 

@@ -63,6 +63,13 @@ TEST(EngineDeadTest, DeadEngineIsNotServingAndRejectsRequests) {
   while (stream->Read(&out) && !out.finished()) {
   }
   EXPECT_TRUE(out.finished());  // The failed request ends (error), the stream stays.
+  // With the dead engine's status: UNAVAILABLE (retryable after the restart)
+  // and the cause, not INTERNAL "INTERNAL: ..." (issue 27 item 8).
+  EXPECT_EQ(out.status().code(), static_cast<int>(grpc::StatusCode::UNAVAILABLE))
+      << out.status().message();
+  EXPECT_NE(out.status().message().find("injected device fault"), std::string::npos)
+      << out.status().message();
+  EXPECT_EQ(out.status().message().find("INTERNAL"), std::string::npos) << out.status().message();
 
   for (int i = 0; i < 300 && status() != grpc::health::v1::HealthCheckResponse::NOT_SERVING; ++i) {
     absl::SleepFor(absl::Milliseconds(20));

@@ -6,6 +6,7 @@
 #include <grpcpp/impl/server_builder_option.h>
 
 #include <algorithm>
+#include <grpcpp/ext/health_check_service_server_builder_option.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -43,8 +44,10 @@ EngineServer::EngineServer(EngineHost* host, std::string address, std::string pr
 EngineServer::~EngineServer() { Shutdown(absl::ZeroDuration()); }
 
 absl::Status EngineServer::Start() {
-  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
+  // Rill's own grpc.health.v1 (base/health_service.h) replaces gRPC's.
+  builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
+  builder.RegisterService(&health_);
   builder.AddListeningPort(address_, credentials_, &port_);
   // gRPC's default SO_REUSEPORT would let another process of this user
   // listen on the engine's port too and take some of its connections.
@@ -92,10 +95,8 @@ void EngineServer::PollHealth() {
 }
 
 void EngineServer::SetServing(bool serving) {
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  if (health == nullptr) return;
-  health->SetServingStatus(serving);
-  health->SetServingStatus("rill.internal.Engine", serving);
+  health_.Set("", serving);
+  health_.Set("rill.internal.Engine", serving);
 }
 
 absl::Duration EngineServer::DeadFor() const {
@@ -111,8 +112,9 @@ void EngineServer::Shutdown(absl::Duration grace) {
     stop_ = true;
   }
   if (poller_.joinable()) poller_.join();
+  // NOT_SERVING to watchers, and their streams end (not held to `grace`).
+  health_.Shutdown();
   if (!started_) return;
-  SetServing(false);
   // Calls still open after `grace` (idle Generate streams) are cancelled.
   server_->Shutdown(std::chrono::system_clock::now() +
                     std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));

@@ -14,6 +14,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/health_service.h"
 #include "engine/service/admin_service.h"
 #include "engine/service/engine_host.h"
 #include "engine/service/engine_service.h"
@@ -55,6 +56,7 @@ class EngineServer {
   EngineServiceImpl engine_service_;
   AdminServiceImpl admin_service_;
   const bool serve_admin_;
+  base::HealthService health_;  // Outlives server_ (declared before it).
   void SetServing(bool serving);
 
   const std::string address_;

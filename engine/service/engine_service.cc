@@ -26,6 +26,18 @@ grpc::Status EngineServiceImpl::Authorize(const grpc::ServerContext& context) co
   return base::CheckEngineSecret(context, secret_);
 }
 
+EngineServiceImpl::EngineServiceImpl(EngineHost* host, std::string secret)
+    : host_(host), secret_(std::move(secret)) {
+  ParseStrictly(this, "Abort", &EngineServiceImpl::Abort);
+  ParseStrictly(this, "GetRequestStatus", &EngineServiceImpl::GetRequestStatus);
+  ParseStrictly(this, "Encode", &EngineServiceImpl::Encode);
+  ParseStrictly(this, "GetTokenizer", &EngineServiceImpl::GetTokenizer);
+  ParseStrictly(this, "GetModelConfig", &EngineServiceImpl::GetModelConfig);
+  ParseStrictly(this, "GetServerConfig", &EngineServiceImpl::GetServerConfig);
+  ParseStrictly(this, "GetLoad", &EngineServiceImpl::GetLoad);
+  ParseStrictly(this, "CheckHealth", &EngineServiceImpl::CheckHealth);
+}
+
 grpc::Status EngineServiceImpl::Generate(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<rill::internal::EngineOutput, rill::internal::EngineRequest>*
@@ -127,7 +139,8 @@ grpc::Status EngineServiceImpl::GetModelConfig(grpc::ServerContext* context,
   if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
   const tokenizer::TokenizerSpec* spec = host_->tokenizer_spec();
   *response = ToModelConfig(host_->options().model_name, host_->engine()->GetEngineConfig(),
-                            spec != nullptr && !spec->chat_template.empty());
+                            spec != nullptr && !spec->chat_template.empty(),
+                            host_->engine()->SupportsEncode());
   return grpc::Status::OK;
 }
 

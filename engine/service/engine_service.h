@@ -4,17 +4,18 @@
 
 #include <string>
 
+#include "base/strict_service.h"
 #include "engine/service/engine_host.h"
 #include "rill/internal/engine.grpc.pb.h"
 
 namespace rill::service {
 
 // Every call must carry the engine secret (base/call_auth.h) unless
-// `secret` is empty (the port then requires client certificates).
-class EngineServiceImpl final : public rill::internal::Engine::Service {
+// `secret` is empty (the port then requires client certificates); it is
+// checked before a request is parsed (Admit).
+class EngineServiceImpl final : public base::StrictService<rill::internal::Engine> {
  public:
-  EngineServiceImpl(EngineHost* host, std::string secret)
-      : host_(host), secret_(std::move(secret)) {}
+  EngineServiceImpl(EngineHost* host, std::string secret);
 
   grpc::Status Generate(grpc::ServerContext* context,
                         grpc::ServerReaderWriter<rill::internal::EngineOutput,
@@ -44,6 +45,7 @@ class EngineServiceImpl final : public rill::internal::Engine::Service {
 
  private:
   grpc::Status Authorize(const grpc::ServerContext& context) const;
+  grpc::Status Admit(grpc::ServerContext* ctx) override { return Authorize(*ctx); }
 
   EngineHost* const host_;
   const std::string secret_;

@@ -406,6 +406,7 @@ TEST_F(EngineServiceTest, ConfigLoadAndEncode) {
     EXPECT_EQ(resp.max_model_len(), 256);
     EXPECT_GT(resp.vocab_size(), 0);
     EXPECT_TRUE(resp.has_chat_template());
+    EXPECT_TRUE(resp.supports_embeddings());  // Encode works on the decoder (below).
   }
   {
     grpc::ClientContext ctx;
@@ -413,6 +414,9 @@ TEST_F(EngineServiceTest, ConfigLoadAndEncode) {
     ASSERT_TRUE(engine_->GetServerConfig(&ctx, rill::v1::GetServerConfigRequest(), &resp).ok());
     EXPECT_EQ(resp.parallel().tensor_parallel_size(), 1);
     EXPECT_GT(resp.cache().num_blocks(), 0);
+    // The limits the engine enforces itself (the frontend adds its own).
+    EXPECT_EQ(resp.decoding().max_n(), 64);
+    EXPECT_EQ(resp.decoding().max_logprobs(), 20);
   }
   {
     grpc::ClientContext ctx;

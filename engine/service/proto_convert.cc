@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "engine/service/status_convert.h"
 
 namespace rill::service {
 namespace {
@@ -109,10 +110,8 @@ rill::internal::EngineOutput ToEngineOutput(const engine::RequestOutput& o) {
       }
     }
   }
-  if (!o.error.empty()) {
-    out.mutable_status()->set_code(static_cast<int>(absl::StatusCode::kInternal));
-    out.mutable_status()->set_message(o.error);
-  }
+  // The cause keeps its code (a dead worker is UNAVAILABLE, not INTERNAL).
+  if (!o.error.ok()) *out.mutable_status() = ToProtoStatus(o.error);
   if (o.finished) {
     rill::v1::RequestMetrics* m = out.mutable_metrics();
     m->set_arrival_time(UnixSecondsOrZero(o.metrics.arrival_time));
@@ -139,7 +138,8 @@ rill::v1::RequestState ToProto(engine::RequestStatus status) {
 }
 
 rill::v1::ModelConfig ToModelConfig(const std::string& model_name,
-                                    const engine::EngineConfig& config, bool has_chat_template) {
+                                    const engine::EngineConfig& config, bool has_chat_template,
+                                    bool supports_embeddings) {
   const loader::ModelConfig& m = config.model.config;
   rill::v1::ModelConfig p;
   p.set_model(model_name);
@@ -156,7 +156,7 @@ rill::v1::ModelConfig ToModelConfig(const std::string& model_name,
                                                                                 : "safetensors");
   p.set_bos_token_id(static_cast<int32_t>(m.bos_token_id));
   for (int32_t id : config.decoding.eos_token_ids) p.add_eos_token_ids(id);
-  p.set_supports_embeddings(false);
+  p.set_supports_embeddings(supports_embeddings);
   p.set_has_chat_template(has_chat_template);
   return p;
 }
@@ -184,7 +184,10 @@ rill::v1::ServerConfig ToServerConfig(const engine::EngineConfig& c, int max_wai
   p.mutable_scheduler()->set_max_waiting_requests(max_waiting_requests);
   for (int32_t id : c.decoding.eos_token_ids) p.mutable_decoding()->add_eos_token_ids(id);
   p.mutable_decoding()->set_detokenizer(c.decoding.detokenizer);
-  p.mutable_decoding()->set_max_n(1);
+  // The engine's own per-request limits (ValidateSamplingParams); the
+  // frontend narrows them to its flags and adds the ones it enforces alone.
+  p.mutable_decoding()->set_max_n(engine::kMaxSamplesPerRequest);
+  p.mutable_decoding()->set_max_logprobs(engine::kMaxLogprobs);
   p.mutable_lora()->set_enabled(c.lora.enabled);
   p.mutable_lora()->set_max_loras(c.lora.max_loras);
   p.mutable_lora()->set_max_lora_rank(c.lora.max_lora_rank);
@@ -211,6 +214,9 @@ rill::v1::Stats ToStats(const engine::EngineStats& s) {
   p.set_generation_tokens_total(s.generation_tokens);
   p.set_steps_total(s.steps);
   p.set_preemptions_total(s.preemptions);
+  p.set_requests_finished_total(s.requests_finished);
+  p.set_requests_aborted_total(s.requests_aborted);
+  p.set_requests_failed_total(s.requests_failed);
   return p;
 }
 

@@ -28,8 +28,10 @@ rill::v1::RequestState ToProto(engine::RequestStatus status);
 // normalize defaults to true when unset.
 engine::PoolingParams FromProto(const rill::v1::PoolingParams& proto);
 
+// `supports_embeddings`: whether Encode runs on this model (engine SupportsEncode).
 rill::v1::ModelConfig ToModelConfig(const std::string& model_name,
-                                    const engine::EngineConfig& config, bool has_chat_template);
+                                    const engine::EngineConfig& config, bool has_chat_template,
+                                    bool supports_embeddings);
 rill::v1::ServerConfig ToServerConfig(const engine::EngineConfig& config,
                                       int max_waiting_requests);
 rill::v1::Load ToLoad(const engine::EngineStats& stats, int num_unfinished);

@@ -1,5 +1,5 @@
 // libFuzzer target: request validation as a Generate stream message meets it
-// (frontend/generate_session.cc): ParseChecked the bytes as a
+// (frontend/generate_session.cc): ParseStrict the bytes as a
 // rill.v1.GenerateRequest, PeekRequestId for the error, then ValidateStart
 // and ValidatePromptLength. None may crash; every rejection is
 // INVALID_ARGUMENT; an accepted message has no unknown fields anywhere, only
@@ -13,6 +13,7 @@
 #include <google/protobuf/message.h>
 #include <google/protobuf/unknown_field_set.h>
 
+#include "base/strict_parse.h"
 #include "frontend/request_validator.h"
 #include "frontend/tokenizer/unicode_data.h"
 #include "rill/v1/inference.pb.h"
@@ -55,12 +56,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string id = rill::frontend::PeekRequestId(bytes);
   CHECK(rill::tokenizer::IsValidUtf8(id));
   rill::v1::GenerateRequest req;
-  const absl::Status parsed = rill::frontend::ParseChecked(bytes, &req);
+  const absl::Status parsed = rill::base::ParseStrict(bytes, &req);
   CheckRejection(parsed);
   if (!parsed.ok()) return 0;
   CheckClean(req);
   rill::v1::GenerateRequest again;
-  CHECK(rill::frontend::ParseChecked(req.SerializeAsString(), &again).ok())
+  CHECK(rill::base::ParseStrict(req.SerializeAsString(), &again).ok())
       << "a re-serialized accepted request is rejected";
   if (!req.has_start()) return 0;
   const rill::v1::StartRequest& start = req.start();

@@ -201,6 +201,30 @@ TEST_F(LoraServiceTest, AddGenerateListRemove) {
   s = admin_->AddLora(AdminContext().get(), add, &added);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("max_lora_rank"), std::string::npos) << s.error_message();
+  // A weights file whose data_offsets run past its data: INVALID_ARGUMENT
+  // naming the tensor, as the README promises (was DATA_LOSS).
+  {
+    wt::AdapterSpec a;
+    a.rank = 4;
+    a.targets = {"q_proj"};
+    const std::string dir = root_ + "/offsets";
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/adapter_config.json") << wt::AdapterConfigJson(a);
+    const std::string header =
+        R"({"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight":)"
+        R"({"dtype":"F32","shape":[4],"data_offsets":[0,16]}})";
+    std::string file(8, '\0');
+    for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    file += header + std::string(4, '\0');  // 4 of the 16 bytes.
+    std::ofstream(dir + "/adapter_model.safetensors", std::ios::binary) << file;
+    add.set_name("offsets");
+    add.set_path(dir);
+    s = admin_->AddLora(AdminContext().get(), add, &added);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find("q_proj.lora_A.weight"), std::string::npos)
+        << s.error_message();
+    EXPECT_NE(s.error_message().find("data_offsets"), std::string::npos) << s.error_message();
+  }
   grpc::ClientContext no_token;
   EXPECT_EQ(admin_->AddLora(&no_token, add, &added).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);

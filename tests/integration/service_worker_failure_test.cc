@@ -76,9 +76,32 @@ TEST(ServiceWorkerFailureTest, KilledWorkerGivesUnavailableAndRestartRecovers) {
   ASSERT_TRUE(before.ok()) << before.status();
   ASSERT_EQ(before->token_ids.size(), 8u);
 
+  // A request in flight when the worker dies: it ends UNAVAILABLE (retry
+  // once the engine is back) with the cause, not INTERNAL "UNAVAILABLE: ...".
+  grpc::ClientContext inflight_ctx;
+  inflight_ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(300)));
+  auto inflight = stub->Generate(&inflight_ctx);
+  v1::GenerateRequest long_request;
+  *long_request.mutable_start() = testing::GreedyText("Once upon a time", 2000, "inflight");
+  ASSERT_TRUE(inflight->Write(long_request));
+  v1::GenerateResponse resp;
+  ASSERT_TRUE(inflight->Read(&resp));
+  ASSERT_FALSE(resp.finished()) << resp.status().message();
+
   std::vector<int> workers = WorkersOf(stack.run_dir());
   ASSERT_FALSE(workers.empty()) << "no rill-worker children of the engine found";
   ASSERT_EQ(kill(workers.front(), SIGKILL), 0);
+  while (!resp.finished() && inflight->Read(&resp)) {
+  }
+  ASSERT_TRUE(resp.finished());
+  EXPECT_EQ(resp.status().code(), static_cast<int>(grpc::StatusCode::UNAVAILABLE))
+      << resp.status().message();
+  EXPECT_NE(resp.status().message().find("worker rank"), std::string::npos)
+      << resp.status().message();
+  EXPECT_EQ(resp.status().message().find("UNAVAILABLE:"), std::string::npos)
+      << resp.status().message();
+  inflight->WritesDone();
+  (void)inflight->Finish();
 
   // Health turns NOT_SERVING, and requests fail fast with UNAVAILABLE (as a
   // call status or a per-request status) naming the cause; no hang.

@@ -60,17 +60,17 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Parse(const ui
 }
 
 absl::Status SafetensorsFile::ParseInternal(const uint8_t* data, size_t size) {
-  if (size < 8) {
-    return absl::DataLossError(absl::StrCat(path_, ": truncated safetensors file (", size, " bytes)"));
-  }
+  // A bad file is the caller's input (a model, an AddLora adapter):
+  // INVALID_ARGUMENT, as the README promises, not DATA_LOSS.
+  if (size < 8) return Invalid(path_, absl::StrCat("truncated (", size, " bytes)"));
   uint64_t header_len;
   std::memcpy(&header_len, data, 8);  // Little-endian host (checked in gguf.cc).
   if (header_len > kMaxHeaderSize) {
     return Invalid(path_, absl::StrCat("header length ", header_len, " exceeds the 100 MB limit"));
   }
   if (header_len > size - 8) {
-    return absl::DataLossError(absl::StrCat(path_, ": truncated safetensors file: header length ",
-                                            header_len, " but only ", size - 8, " bytes follow"));
+    return Invalid(path_, absl::StrCat("truncated: header length ", header_len, " but only ",
+                                       size - 8, " bytes follow"));
   }
   std::string_view header(reinterpret_cast<const char*>(data + 8), header_len);
   absl::StatusOr<json::JsonValue> json = json::ParseJson(header);
@@ -135,9 +135,8 @@ absl::Status SafetensorsFile::ParseInternal(const uint8_t* data, size_t size) {
       return bad("data_offsets must be non-negative integers with begin <= end");
     }
     if (*end > body_size) {
-      return absl::DataLossError(absl::StrCat(path_, ": tensor '", name, "' data_offsets [", *begin,
-                                              ", ", *end, ") extend past the data section (",
-                                              body_size, " bytes)"));
+      return bad(absl::StrCat("data_offsets [", *begin, ", ", *end,
+                              ") extend past the data section (", body_size, " bytes)"));
     }
     if (*end - *begin != elements * elem_size) {
       return bad(absl::StrCat("data_offsets span ", *end - *begin, " bytes but shape and dtype need ",
