@@ -1,5 +1,7 @@
 #include "frontend/inference_service.h"
 
+#include <malloc.h>
+
 #include <vector>
 
 #include <grpcpp/support/method_handler.h>
@@ -61,7 +63,10 @@ grpc::Status InferenceService::GenerateRaw(grpc::ServerContext* ctx, RawGenerate
     absl::MutexLock l(&sessions_mu_);
     sessions_.erase(session.get());
   }
-  --open_streams_;
+  // The last stream gone: give the heap that gRPC's and the sessions'
+  // threads freed back to the kernel (glibc keeps it per arena otherwise, and
+  // a frontend that served a burst would stay tens of MB larger after it).
+  if (--open_streams_ == 0) malloc_trim(0);
   return s;
 }
 

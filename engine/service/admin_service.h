@@ -7,6 +7,7 @@
 #include <atomic>
 #include <string>
 
+#include "base/call_auth.h"
 #include "base/strict_service.h"
 #include "engine/service/engine_host.h"
 #include "rill/v1/admin.grpc.pb.h"

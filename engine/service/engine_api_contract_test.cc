@@ -18,6 +18,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "rill/internal/engine.grpc.pb.h"
 #include "rill/v1/admin.grpc.pb.h"
+#include "base/call_auth.h"
 #include "tests/util/grpc_contract.h"
 
 namespace rill::service {
@@ -38,12 +39,16 @@ class EngineApiContractTest : public ::testing::Test {
       fake_ = executor.get();
       return engine::AsyncLLMEngine::Create(engine::EngineArgs{}, std::move(executor), nullptr);
     });
-    server_ = std::make_unique<EngineServer>(host_.get(), "127.0.0.1:0", ::testing::TempDir());
+    server_ = std::make_unique<EngineServer>(host_.get(), "127.0.0.1:0", ::testing::TempDir(),
+                                             EngineAuth{"contract-secret", "contract-token"});
     ASSERT_TRUE(server_->Start().ok());
     host_->StartLoading();
     ASSERT_TRUE(host_->WaitLoaded().ok());
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                                   grpc::InsecureChannelCredentials());
+    // Every call carries the engine's credentials (the contract under test
+    // is the parse policy, past authentication).
+    channel_ = base::CreateChannelWithMetadata(
+        absl::StrCat("127.0.0.1:", server_->port()), grpc::InsecureChannelCredentials(),
+        grpc::ChannelArguments(), base::EngineCallMetadata("contract-secret", "contract-token"));
     engine_ = rill::internal::Engine::NewStub(channel_);
     admin_ = rill::v1::Admin::NewStub(channel_);
     HealthWatch serving(channel_, "");
