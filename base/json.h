@@ -79,6 +79,11 @@ struct JsonParseOptions {
 absl::StatusOr<JsonValue> ParseJson(std::string_view text,
                                     const JsonParseOptions& options = {});
 
+// `s` as a JSON string literal, quotes included: `"` and `\` escaped, control
+// characters as \n, \r, \t or \u00XX, every other byte as it is (UTF-8
+// passes through).
+std::string QuoteJsonString(std::string_view s);
+
 // Reads and parses a file; errors name the path.
 absl::StatusOr<JsonValue> ParseJsonFile(const std::string& path,
                                         const JsonParseOptions& options = {});

@@ -116,5 +116,23 @@ TEST(JsonTest, RandomMutationsNeverCrash) {
   EXPECT_GT(accepted, 0);
 }
 
+// QuoteJsonString is what ParseJson reads back, byte for byte.
+TEST(JsonTest, QuotedStringsParseBack) {
+  const std::string samples[] = {"",
+                                 "plain",
+                                 "quote \" and \\ slash",
+                                 "tab\tnew\nline\r",
+                                 std::string("nul\0byte", 8),
+                                 "\x01\x1f control",
+                                 "caf\xc3\xa9 \xe2\x82\xac"};
+  for (const std::string& s : samples) {
+    const std::string quoted = QuoteJsonString(s);
+    absl::StatusOr<JsonValue> v = ParseJson(quoted);
+    ASSERT_TRUE(v.ok()) << quoted << ": " << v.status();
+    EXPECT_EQ(v->string_value(), s) << quoted;
+  }
+  EXPECT_EQ(QuoteJsonString("a\"b\x01"), "\"a\\\"b\\u0001\"");
+}
+
 }  // namespace
 }  // namespace rill::json

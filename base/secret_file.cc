@@ -78,13 +78,16 @@ absl::StatusOr<std::string> NewRandomSecret() {
 }
 
 absl::Status WriteSecretFile(const std::string& path, const std::string& secret) {
+  return WritePrivateFileAtomically(path, absl::StrCat(secret, "\n"));
+}
+
+absl::Status WritePrivateFileAtomically(const std::string& path, std::string_view text) {
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   unlink(tmp.c_str());
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
     return absl::InternalError(absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
   }
-  const std::string text = absl::StrCat(secret, "\n");
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = write(fd, text.data() + done, text.size() - done);
@@ -92,12 +95,13 @@ absl::Status WriteSecretFile(const std::string& path, const std::string& secret)
     if (n <= 0) break;
     done += static_cast<size_t>(n);
   }
-  const bool ok = done == text.size() && fchmod(fd, 0600) == 0;
+  const bool ok = done == text.size() && fchmod(fd, 0600) == 0 && fsync(fd) == 0;
+  const int err = errno;
   close(fd);
   if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = std::strerror(errno);
+    const std::string why = std::strerror(ok ? errno : err);
     unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", err));
+    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", why));
   }
   return absl::OkStatus();
 }

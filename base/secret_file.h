@@ -6,6 +6,7 @@
 #define RILL_BASE_SECRET_FILE_H_
 
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -30,6 +31,11 @@ absl::StatusOr<std::string> NewRandomSecret();
 // one, so no reader sees it half written and an existing file's wider mode
 // or a planted symlink is not reused).
 absl::Status WriteSecretFile(const std::string& path, const std::string& secret);
+
+// Replaces `path` with `text` atomically: a new mode-0600 file, synced, then
+// renamed over it, so a reader (or a crash) sees the old or the new content,
+// never a part. Used for secrets and for state files (the LoRA registry).
+absl::Status WritePrivateFileAtomically(const std::string& path, std::string_view text);
 
 }  // namespace rill::base
 

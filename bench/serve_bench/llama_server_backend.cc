@@ -18,27 +18,6 @@
 namespace rill::bench {
 namespace {
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  return out + "\"";
-}
 
 // Connected TCP socket or -1 with `error` set.
 int Connect(const std::string& host, const std::string& port, std::string* error) {
@@ -83,7 +62,7 @@ bool WriteAll(int fd, const std::string& data) {
 std::string LlamaCompletionBody(const BenchRequest& request) {
   std::string prompt = request.text.empty()
                            ? absl::StrCat("[", absl::StrJoin(request.token_ids, ","), "]")
-                           : JsonString(request.text);
+                           : json::QuoteJsonString(request.text);
   return absl::StrCat("{\"prompt\":", prompt, ",\"n_predict\":", request.max_tokens,
                       ",\"stream\":true,\"temperature\":0,\"ignore_eos\":true,"
                       "\"cache_prompt\":true,\"return_tokens\":true}");
