@@ -15,6 +15,7 @@
 #include "engine/async_llm_engine.h"
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
+#include "tests/util/tiny_models.h"
 
 namespace rill::engine {
 namespace {
@@ -47,19 +48,8 @@ std::vector<int32_t> ReferenceGreedy(const std::string& path, const std::vector<
   return ids;
 }
 
-class WindowEngineTest : public ::testing::TestWithParam<std::string> {
- protected:
-  static void SetUpTestSuite() {
-    seed_ = std::random_device{}();
-    dir_ = absl::StrCat(rill::testing::TestTempDir(), "/tiny");
-    absl::StatusOr<rill::testing::CommandResult> r = RunPython(
-        "tests/reference/make_tiny_models.py", {"--out", dir_, "--seed", absl::StrCat(seed_)});
-    ASSERT_TRUE(r.ok()) << r.status();
-    ASSERT_EQ(r->exit_code, 0) << r->output;
-  }
-  static inline uint32_t seed_ = 0;
-  static inline std::string dir_;
-};
+class WindowEngineTest
+    : public rill::testing::TinyModels<::testing::TestWithParam<std::string>> {};
 
 TEST_P(WindowEngineTest, ChunkedBatchedAndCachedMatchReference) {
   std::cout << "tiny model seed " << seed_ << "\n";
@@ -120,13 +110,7 @@ INSTANTIATE_TEST_SUITE_P(TinyWindowModels, WindowEngineTest,
                                            "mistral_window/model.f32.gguf",
                                            "qwen2_window/hf-f32", "gemma2/hf-f32",
                                            "gemma2/model.q8_0.gguf"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           for (char& c : name) {
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
-                         });
+                         rill::testing::TinyModelTestName);
 
 }  // namespace
 }  // namespace rill::engine

@@ -17,6 +17,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
+#include "tests/util/tiny_models.h"
 #include "worker/loader/checkpoint.h"
 #include "worker/models/causal_lm.h"
 
@@ -28,7 +29,6 @@ using rill::testing::TestTempDir;
 
 constexpr char kReference[] = "tests/reference/reference_model.py";
 constexpr char kCompare[] = "tests/reference/compare_logits.py";
-constexpr char kMakeTiny[] = "tests/reference/make_tiny_models.py";
 // Relative L2 error of the default model's logits per position.
 constexpr double kDefaultModelThreshold = 1e-3;
 
@@ -114,19 +114,8 @@ std::vector<int32_t> RandomPrompt(std::mt19937* rng, int n, int vocab) {
   return p;
 }
 
-class TinyModelParityTest : public ::testing::TestWithParam<std::string> {
- protected:
-  static void SetUpTestSuite() {
-    seed_ = std::random_device{}();
-    dir_ = absl::StrCat(TestTempDir(), "/tiny");
-    absl::StatusOr<rill::testing::CommandResult> r =
-        RunPython(kMakeTiny, {"--out", dir_, "--seed", absl::StrCat(seed_)});
-    ASSERT_TRUE(r.ok()) << r.status();
-    ASSERT_EQ(r->exit_code, 0) << r->output;
-  }
-  static inline uint32_t seed_ = 0;
-  static inline std::string dir_;
-};
+class TinyModelParityTest
+    : public rill::testing::TinyModels<::testing::TestWithParam<std::string>> {};
 
 TEST_P(TinyModelParityTest, LogitsAndGreedyMatchReference) {
   std::cout << "tiny model seed " << seed_ << "\n";
@@ -174,13 +163,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "gemma2/model.q8_0.gguf", "gemma2_scalar/hf-f32",
                       "gpt2/hf-f32", "gpt2/hf-bf16",
                       "gpt2/model.f32.gguf", "gpt2/model.q8_0.gguf"),
-    [](const ::testing::TestParamInfo<std::string>& info) {
-      std::string name = info.param;
-      for (char& c : name) {
-        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-      }
-      return name;
-    });
+    rill::testing::TinyModelTestName);
 
 }  // namespace
 }  // namespace rill::worker

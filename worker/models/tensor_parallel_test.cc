@@ -19,6 +19,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
+#include "tests/util/tiny_models.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/loader/checkpoint.h"
 #include "worker/models/causal_lm.h"
@@ -139,19 +140,7 @@ void ExpectShardedMatches(const std::string& path, int world, const std::vector<
   }
 }
 
-class TinyTpTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    seed_ = std::random_device{}();
-    dir_ = absl::StrCat(TestTempDir(), "/tiny");
-    absl::StatusOr<rill::testing::CommandResult> r = RunPython(
-        "tests/reference/make_tiny_models.py", {"--out", dir_, "--seed", absl::StrCat(seed_)});
-    ASSERT_TRUE(r.ok()) << r.status();
-    ASSERT_EQ(r->exit_code, 0) << r->output;
-  }
-  static inline uint32_t seed_ = 0;
-  static inline std::string dir_;
-};
+class TinyTpTest : public rill::testing::TinyModels<::testing::Test> {};
 
 TEST_F(TinyTpTest, ShardedLogitsMatchUnsharded) {
   std::cout << "tiny model seed " << seed_ << "\n";
