@@ -11,8 +11,8 @@
 #include "absl/strings/str_split.h"
 #include "cli/common_flags.h"
 #include "cli/model_session.h"
-#include "frontend/tokenizer/chat_template.h"
-#include "frontend/tokenizer/incremental_detokenizer.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/incremental_detokenizer.h"
 #include "kernels/backend/backend.h"
 #include "worker/sampler.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "frontend/tokenizer/bpe_tokenizer.h"
+#include "tokenizer/bpe_tokenizer.h"
 #include "kernels/cpu/thread_pool.h"
 #include "worker/kv_cache.h"
 #include "worker/loader/checkpoint.h"

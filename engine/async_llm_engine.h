@@ -27,8 +27,8 @@
 #include "engine/output_stream.h"
 #include "engine/pooling_params.h"
 #include "engine/step_profiler.h"
-#include "frontend/tokenizer/bpe_tokenizer.h"
-#include "frontend/tokenizer/wordpiece_tokenizer.h"
+#include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/wordpiece_tokenizer.h"
 #include "worker/pooling.h"
 
 namespace rill::engine {

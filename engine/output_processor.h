@@ -14,8 +14,8 @@
 #include "engine/engine_core.h"
 #include "engine/output_stream.h"
 #include "engine/request_output.h"
-#include "frontend/tokenizer/bpe_tokenizer.h"
-#include "frontend/tokenizer/incremental_detokenizer.h"
+#include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/incremental_detokenizer.h"
 
 namespace rill::engine {
 

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "frontend/tokenizer/bpe_tokenizer.h"
+#include "tokenizer/bpe_tokenizer.h"
 
 namespace rill::engine {
 

@@ -4,7 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "frontend/tokenizer/tokenizer_json.h"
+#include "tokenizer/tokenizer_json.h"
 
 namespace rill::engine {
 namespace {

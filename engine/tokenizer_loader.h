@@ -1,15 +1,15 @@
 // Builds the tokenizer that belongs to a checkpoint: from GGUF metadata
 // (tokenizer.ggml.*) or from the HF tokenizer.json next to the weights. Lives
 // in engine/ because it is where checkpoints (worker/loader) and tokenizers
-// (frontend/tokenizer) meet; the frontend receives the resulting spec.
+// (tokenizer) meet; the frontend receives the resulting spec.
 #ifndef RILL_ENGINE_TOKENIZER_LOADER_H_
 #define RILL_ENGINE_TOKENIZER_LOADER_H_
 
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "frontend/tokenizer/bpe_tokenizer.h"
-#include "frontend/tokenizer/tokenizer_spec.h"
+#include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/tokenizer_spec.h"
 #include "worker/loader/checkpoint.h"
 
 namespace rill::engine {

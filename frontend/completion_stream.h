@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "frontend/tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "rill/internal/engine.pb.h"
 #include "rill/v1/inference.pb.h"
 

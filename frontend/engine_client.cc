@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/call_auth.h"
 #include "base/engine_session.h"
-#include "frontend/tokenizer/spec_proto.h"
+#include "tokenizer/spec_proto.h"
 
 namespace rill::frontend {
 

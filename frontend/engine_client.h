@@ -18,8 +18,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "frontend/session_options.h"
-#include "frontend/tokenizer/tokenizer.h"
-#include "frontend/tokenizer/wordpiece_tokenizer.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/wordpiece_tokenizer.h"
 #include "rill/internal/engine.grpc.pb.h"
 
 namespace rill::frontend {

@@ -13,7 +13,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "frontend/testing/fake_engine.h"
-#include "frontend/tokenizer/test_util.h"
+#include "tokenizer/test_util.h"
 #include "tests/util/subprocess.h"
 #include "rill/v1/inference.grpc.pb.h"
 

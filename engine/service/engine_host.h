@@ -16,7 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/async_llm_engine.h"
-#include "frontend/tokenizer/tokenizer_spec.h"
+#include "tokenizer/tokenizer_spec.h"
 
 namespace rill::service {
 

@@ -8,7 +8,7 @@
 #include "engine/service/generate_stream.h"
 #include "engine/service/proto_convert.h"
 #include "engine/service/status_convert.h"
-#include "frontend/tokenizer/spec_proto.h"
+#include "tokenizer/spec_proto.h"
 
 namespace rill::service {
 namespace {

@@ -7,7 +7,7 @@
 #include "engine/async_llm_engine.h"
 #include "engine/request_output.h"
 #include "engine/sampling_params.h"
-#include "frontend/tokenizer/tokenizer_spec.h"
+#include "tokenizer/tokenizer_spec.h"
 #include "rill/internal/engine.pb.h"
 #include "rill/v1/admin.pb.h"
 #include "rill/v1/inference.pb.h"

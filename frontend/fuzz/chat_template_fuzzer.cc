@@ -17,9 +17,9 @@
 
 #include <glog/logging.h>
 
-#include "frontend/tokenizer/chat_template.h"
-#include "frontend/tokenizer/test_util.h"
-#include "frontend/tokenizer/unicode_data.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/test_util.h"
+#include "tokenizer/unicode_data.h"
 
 namespace {
 

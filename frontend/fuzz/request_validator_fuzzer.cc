@@ -15,7 +15,7 @@
 
 #include "base/strict_parse.h"
 #include "frontend/request_validator.h"
-#include "frontend/tokenizer/unicode_data.h"
+#include "tokenizer/unicode_data.h"
 #include "rill/v1/inference.pb.h"
 
 namespace {

@@ -25,10 +25,10 @@
 
 #include <glog/logging.h>
 
-#include "frontend/tokenizer/byte_level.h"
-#include "frontend/tokenizer/test_util.h"
-#include "frontend/tokenizer/tokenizer.h"
-#include "frontend/tokenizer/unicode_data.h"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/test_util.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode_data.h"
 
 namespace {
 

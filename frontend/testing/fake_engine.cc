@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/engine_session.h"
-#include "frontend/tokenizer/test_util.h"
+#include "tokenizer/test_util.h"
 
 namespace rill::frontend::testing {
 

@@ -16,7 +16,7 @@ ABSL="-labsl_status -labsl_statusor -labsl_strings -labsl_strings_internal -labs
   -labsl_throw_delegate -labsl_synchronization -labsl_time -labsl_base -labsl_raw_logging_internal"
 LIBS="$ABSL -lglog -lpthread"
 L=worker/loader
-T=frontend/tokenizer
+T=tokenizer
 TOK_SRCS="$T/bpe_tokenizer.cc $T/byte_level.cc $T/chat_template.cc $T/incremental_detokenizer.cc \
   $T/json_lite.cc $T/pre_tokenizer.cc $T/tokenizer.cc $T/tokenizer_json.cc $T/unicode_data.cc \
   $T/unicode_table.cc $T/test_util.cc"

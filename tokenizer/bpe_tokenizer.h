@@ -13,8 +13,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "frontend/tokenizer/pre_tokenizer.h"
-#include "frontend/tokenizer/tokenizer_spec.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/tokenizer_spec.h"
 
 namespace rill::tokenizer {
 

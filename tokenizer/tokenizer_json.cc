@@ -1,4 +1,4 @@
-#include "frontend/tokenizer/tokenizer_json.h"
+#include "tokenizer/tokenizer_json.h"
 
 #include <string_view>
 #include <vector>

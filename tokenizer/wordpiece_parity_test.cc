@@ -9,7 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "frontend/tokenizer/wordpiece_tokenizer.h"
+#include "tokenizer/wordpiece_tokenizer.h"
 #include "gtest/gtest.h"
 #include "tests/util/python_runner.h"
 
@@ -38,7 +38,7 @@ TEST(WordPieceParityTest, MatchesHfTokenizers) {
   ASSERT_TRUE(std::ifstream(json).good()) << json << " missing: run tools/setup.sh";
   const std::string out = std::string(std::getenv("TEST_TMPDIR")) + "/wordpiece_ref.tsv";
   absl::StatusOr<testing::CommandResult> r = testing::RunPython(
-      "frontend/tokenizer/testdata/wordpiece_reference.py", {json, out, "1"});
+      "tokenizer/testdata/wordpiece_reference.py", {json, out, "1"});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->exit_code, 0) << r->output;
 

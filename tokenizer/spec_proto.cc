@@ -1,4 +1,4 @@
-#include "frontend/tokenizer/spec_proto.h"
+#include "tokenizer/spec_proto.h"
 
 #include <string>
 

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "base/json.h"
-#include "frontend/tokenizer/tokenizer_spec.h"
+#include "tokenizer/tokenizer_spec.h"
 
 namespace rill::tokenizer {
 

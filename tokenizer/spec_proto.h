@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "frontend/tokenizer/tokenizer_spec.h"
+#include "tokenizer/tokenizer_spec.h"
 #include "rill/internal/engine.pb.h"
 
 namespace rill::tokenizer {

@@ -1,4 +1,4 @@
-#include "frontend/tokenizer/bpe_tokenizer.h"
+#include "tokenizer/bpe_tokenizer.h"
 
 #include <algorithm>
 #include <queue>
@@ -7,8 +7,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "frontend/tokenizer/byte_level.h"
-#include "frontend/tokenizer/unicode_data.h"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/unicode_data.h"
 
 namespace rill::tokenizer {
 namespace {

@@ -1,8 +1,8 @@
-#include "frontend/tokenizer/bert_normalizer.h"
+#include "tokenizer/bert_normalizer.h"
 
 #include <algorithm>
 
-#include "frontend/tokenizer/unicode_data.h"
+#include "tokenizer/unicode_data.h"
 
 namespace rill::tokenizer {
 namespace {

@@ -1,10 +1,10 @@
-#include "frontend/tokenizer/wordpiece_tokenizer.h"
+#include "tokenizer/wordpiece_tokenizer.h"
 
 #include <algorithm>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "frontend/tokenizer/unicode_data.h"
+#include "tokenizer/unicode_data.h"
 
 namespace rill::tokenizer {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "frontend/tokenizer/bert_normalizer.h"
+#include "tokenizer/bert_normalizer.h"
 #include "base/json.h"
 
 namespace rill::tokenizer {

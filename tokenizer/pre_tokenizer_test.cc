@@ -1,10 +1,10 @@
-#include "frontend/tokenizer/pre_tokenizer.h"
+#include "tokenizer/pre_tokenizer.h"
 
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
-#include "frontend/tokenizer/test_util.h"
+#include "tokenizer/test_util.h"
 
 namespace rill::tokenizer {
 namespace {

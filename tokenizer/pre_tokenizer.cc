@@ -1,10 +1,10 @@
-#include "frontend/tokenizer/pre_tokenizer.h"
+#include "tokenizer/pre_tokenizer.h"
 
 #include <cstdint>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "frontend/tokenizer/unicode_data.h"
+#include "tokenizer/unicode_data.h"
 
 namespace rill::tokenizer {
 namespace {

@@ -1,4 +1,4 @@
-#include "frontend/tokenizer/chat_template.h"
+#include "tokenizer/chat_template.h"
 
 #include <cstdlib>
 #include <string>
@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 #include "base/json.h"
-#include "frontend/tokenizer/test_util.h"
+#include "tokenizer/test_util.h"
 
 namespace rill::tokenizer {
 namespace {
@@ -28,7 +28,7 @@ TEST(ChatTemplateTest, MatchesJinja2) {
   if (!testing::DefaultModelPath().empty()) {
     args += " --gguf " + testing::DefaultModelPath();
   }
-  ASSERT_EQ(testing::RunPython("frontend/tokenizer/testdata/render_templates.py",
+  ASSERT_EQ(testing::RunPython("tokenizer/testdata/render_templates.py",
                                args),
             0);
   absl::StatusOr<json::JsonValue> cases = json::ParseJsonFile(out);

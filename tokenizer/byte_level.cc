@@ -1,9 +1,9 @@
-#include "frontend/tokenizer/byte_level.h"
+#include "tokenizer/byte_level.h"
 
 #include <array>
 #include <vector>
 
-#include "frontend/tokenizer/unicode_data.h"
+#include "tokenizer/unicode_data.h"
 
 namespace rill::tokenizer {
 namespace {

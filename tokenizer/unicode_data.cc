@@ -1,4 +1,4 @@
-#include "frontend/tokenizer/unicode_data.h"
+#include "tokenizer/unicode_data.h"
 
 #include <algorithm>
 

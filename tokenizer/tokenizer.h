@@ -12,10 +12,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "frontend/tokenizer/bpe_tokenizer.h"
-#include "frontend/tokenizer/chat_template.h"
-#include "frontend/tokenizer/incremental_detokenizer.h"
-#include "frontend/tokenizer/tokenizer_spec.h"
+#include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/incremental_detokenizer.h"
+#include "tokenizer/tokenizer_spec.h"
 
 namespace rill::tokenizer {
 

@@ -1,6 +1,6 @@
-#include "frontend/tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
-#include "frontend/tokenizer/tokenizer_json.h"
+#include "tokenizer/tokenizer_json.h"
 
 namespace rill::tokenizer {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "frontend/tokenizer/tokenizer_spec.h"
+#include "tokenizer/tokenizer_spec.h"
 
 namespace rill::tokenizer::testing {
 

@@ -1,13 +1,13 @@
-#include "frontend/tokenizer/incremental_detokenizer.h"
+#include "tokenizer/incremental_detokenizer.h"
 
 #include <random>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
-#include "frontend/tokenizer/test_util.h"
-#include "frontend/tokenizer/tokenizer.h"
-#include "frontend/tokenizer/unicode_data.h"
+#include "tokenizer/test_util.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode_data.h"
 
 namespace rill::tokenizer {
 namespace {

@@ -1,4 +1,4 @@
-#include "frontend/tokenizer/bpe_tokenizer.h"
+#include "tokenizer/bpe_tokenizer.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-#include "frontend/tokenizer/incremental_detokenizer.h"
+#include "tokenizer/incremental_detokenizer.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "frontend/tokenizer/unicode_data.h"
+#include "tokenizer/unicode_data.h"
 
 namespace rill::tokenizer {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "frontend/tokenizer/bpe_tokenizer.h"
+#include "tokenizer/bpe_tokenizer.h"
 
 namespace rill::tokenizer {
 

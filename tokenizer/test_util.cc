@@ -1,4 +1,4 @@
-#include "frontend/tokenizer/test_util.h"
+#include "tokenizer/test_util.h"
 
 #include <sys/stat.h>
 
@@ -17,7 +17,7 @@
 namespace rill::tokenizer::testing {
 namespace {
 
-constexpr char kScript[] = "frontend/tokenizer/testdata/make_reference.py";
+constexpr char kScript[] = "tokenizer/testdata/make_reference.py";
 
 bool Exists(const std::string& p) {
   struct stat st;
