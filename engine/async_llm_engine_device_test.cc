@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "engine/async_llm_engine.h"
+#include "engine/engine_factory.h"
 #include "engine/model_path.h"
 #include "kernels/cuda/device_probe.h"
 
@@ -63,7 +64,7 @@ std::vector<int32_t> Greedy(AsyncLLMEngine* engine, const std::string& prompt, i
 }
 
 TEST(EngineDeviceTest, UnknownDeviceIsInvalidArgument) {
-  auto e = AsyncLLMEngine::Create(SmallArgs("tpu"));
+  auto e = CreateAsyncLLMEngine(SmallArgs("tpu"));
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << e.status();
   EXPECT_TRUE(absl::StrContains(e.status().message(), "unknown backend 'tpu'")) << e.status();
@@ -73,7 +74,7 @@ TEST(EngineDeviceTest, GpuMemoryUtilizationOutsideRangeIsInvalidArgument) {
   for (double u : {0.0, -0.5, 1.5}) {
     EngineArgs args = SmallArgs("cpu");
     args.gpu_memory_utilization = u;
-    auto e = AsyncLLMEngine::Create(args);
+    auto e = CreateAsyncLLMEngine(args);
     ASSERT_FALSE(e.ok()) << u;
     EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << e.status();
     EXPECT_TRUE(absl::StrContains(e.status().message(), "gpu_memory_utilization")) << e.status();
@@ -82,7 +83,7 @@ TEST(EngineDeviceTest, GpuMemoryUtilizationOutsideRangeIsInvalidArgument) {
 
 TEST(EngineDeviceTest, CudaWithoutDeviceIsFailedPrecondition) {
   if (HaveCudaDevice()) GTEST_SKIP() << "this machine has a CUDA device";
-  auto e = AsyncLLMEngine::Create(SmallArgs("cuda"));
+  auto e = CreateAsyncLLMEngine(SmallArgs("cuda"));
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), absl::StatusCode::kFailedPrecondition) << e.status();
   EXPECT_TRUE(absl::StrContains(e.status().message(), "cuda requested but")) << e.status();
@@ -91,7 +92,7 @@ TEST(EngineDeviceTest, CudaWithoutDeviceIsFailedPrecondition) {
 TEST(EngineDeviceTest, AutoWithoutDeviceServesOnCpu) {
   if (HaveCudaDevice()) GTEST_SKIP() << "this machine has a CUDA device";
   if (!HaveModel()) GTEST_SKIP() << "no model at " << ModelPath();
-  auto e = AsyncLLMEngine::Create(SmallArgs("auto"));
+  auto e = CreateAsyncLLMEngine(SmallArgs("auto"));
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ((*e)->GetEngineConfig().parallel.backend, "cpu");
   EXPECT_EQ((*e)->GetEngineConfig().cache.kv_cache_dtype, "float32");
@@ -103,12 +104,12 @@ TEST(EngineDeviceTest, CudaRefusesOptionsItCannotRun) {
   if (!HaveModel()) GTEST_SKIP() << "no model at " << ModelPath();
   EngineArgs f16 = SmallArgs("cuda");
   f16.kv_cache_dtype = "float16";
-  auto e = AsyncLLMEngine::Create(f16);
+  auto e = CreateAsyncLLMEngine(f16);
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << e.status();
   EngineArgs tp = SmallArgs("cuda");
   tp.tensor_parallel_size = 2;
-  e = AsyncLLMEngine::Create(tp);
+  e = CreateAsyncLLMEngine(tp);
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented) << e.status();
 }
@@ -124,13 +125,13 @@ TEST(EngineDeviceTest, CudaGreedyStartsLikeCpuAndSurvivesSleep) {
   EngineArgs cuda_args = SmallArgs("cuda");
   cuda_args.num_kv_blocks = 0;  // sized from gpu_memory_utilization
   cuda_args.gpu_memory_utilization = 0.5;
-  auto gpu = AsyncLLMEngine::Create(cuda_args);
+  auto gpu = CreateAsyncLLMEngine(cuda_args);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   const EngineConfig& c = (*gpu)->GetEngineConfig();
   EXPECT_EQ(c.parallel.backend, "cuda");
   EXPECT_EQ(c.cache.kv_cache_dtype, "bfloat16");
   EXPECT_GT(c.cache.num_blocks, 16);
-  auto cpu = AsyncLLMEngine::Create(SmallArgs("cpu"));
+  auto cpu = CreateAsyncLLMEngine(SmallArgs("cpu"));
   ASSERT_TRUE(cpu.ok()) << cpu.status();
 
   const std::vector<std::string> prompts = {

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/async_llm_engine.h"
+#include "engine/engine_factory.h"
 #include "engine/fake_model_executor.h"
 #include "engine/model_path.h"
 
@@ -58,7 +59,7 @@ TEST(EncodeTest, MatchesSentenceTransformersOnHundredSentences) {
 
   EngineArgs args;
   args.model = EmbedModelDir();
-  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = AsyncLLMEngine::Create(args);
+  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = CreateAsyncLLMEngine(args);
   ASSERT_TRUE(engine.ok()) << engine.status() << " (run tools/setup.sh)";
   double worst = 1.0;
   for (size_t s = 0; s < texts.size(); ++s) {
@@ -78,7 +79,7 @@ TEST(EncodeTest, MatchesSentenceTransformersOnHundredSentences) {
 TEST(EncodeTest, BertTextEmbeddingsAreSemantic) {
   EngineArgs args;
   args.model = EmbedModelDir();
-  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = AsyncLLMEngine::Create(args);
+  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = CreateAsyncLLMEngine(args);
   ASSERT_TRUE(engine.ok()) << engine.status() << " (run tools/setup.sh)";
   AsyncLLMEngine& e = **engine;
   EXPECT_TRUE(e.SupportsEncode());
@@ -153,7 +154,7 @@ TEST(EncodeTest, DecoderPoolsWhileGenerating) {
   struct stat st;
   ASSERT_EQ(stat(ResolveModelPath("default").c_str(), &st), 0) << "run tools/setup.sh";
   EngineArgs args;
-  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = AsyncLLMEngine::Create(args);
+  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = CreateAsyncLLMEngine(args);
   ASSERT_TRUE(engine.ok()) << engine.status();
   AsyncLLMEngine& e = **engine;
   const int64_t h = e.GetModelConfig().hidden_size;

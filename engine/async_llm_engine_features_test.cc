@@ -14,7 +14,7 @@
 #include "engine/async_llm_engine.h"
 #include "engine/fake_model_executor.h"
 #include "engine/logits_processor.h"
-#include "engine/test_tokenizer.h"
+#include "tokenizer/tiny_test_tokenizer.h"
 
 namespace rill::engine {
 namespace {
@@ -50,7 +50,7 @@ class FeaturesTest : public ::testing::Test {
     fake_options_ = fake;
     auto executor = std::make_unique<FakeModelExecutor>(fake);
     fake_ = executor.get();
-    auto engine = AsyncLLMEngine::Create(args, std::move(executor), TinyTestTokenizer());
+    auto engine = AsyncLLMEngine::Create(args, std::move(executor), tokenizer::TinyTestTokenizer());
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = std::move(*engine);
   }

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/async_llm_engine.h"
+#include "engine/engine_factory.h"
 #include "engine/model_path.h"
 
 namespace rill::engine {
@@ -69,7 +70,7 @@ class ModelFeaturesTest : public ::testing::Test {
     args.max_model_len = 512;
     args.max_num_seqs = 64;
     args.max_num_batched_tokens = 512;
-    auto e = AsyncLLMEngine::Create(args);
+    auto e = CreateAsyncLLMEngine(args);
     CHECK(e.ok()) << e.status();
     engine_ = e->release();
   }

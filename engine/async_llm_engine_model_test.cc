@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/async_llm_engine.h"
+#include "engine/engine_factory.h"
 #include "engine/model_path.h"
 
 namespace rill::engine {
@@ -83,7 +84,7 @@ class ModelEngineTest : public ::testing::Test {
     args.max_model_len = 512;
     args.max_num_seqs = 16;
     args.max_num_batched_tokens = 256;
-    auto e = AsyncLLMEngine::Create(args);
+    auto e = CreateAsyncLLMEngine(args);
     CHECK(e.ok()) << e.status();
     engine_ = e->release();
   }
@@ -140,7 +141,7 @@ TEST_F(ModelEngineTest, PreemptedEqualsUnpreempted) {
   args.max_model_len = 512;
   args.max_num_seqs = 16;
   args.enable_prefix_caching = false;
-  auto small = AsyncLLMEngine::Create(args);
+  auto small = CreateAsyncLLMEngine(args);
   ASSERT_TRUE(small.ok()) << small.status();
   const std::vector<RequestOutput> outs = RunConcurrently(small->get(), prompts, "small");
   int preemptions = 0;
@@ -163,16 +164,16 @@ TEST(KvCacheDtypeTest, Float16CacheHoldsTwiceTheBlocksAndServes) {
   args.max_num_seqs = 8;
   args.max_num_batched_tokens = 256;
   args.kv_cache_dtype = "bfloat8";
-  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> bad = AsyncLLMEngine::Create(args);
+  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> bad = CreateAsyncLLMEngine(args);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("float16"), std::string::npos) << bad.status();
 
   args.kv_cache_dtype = "auto";
-  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> f32 = AsyncLLMEngine::Create(args);
+  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> f32 = CreateAsyncLLMEngine(args);
   ASSERT_TRUE(f32.ok()) << f32.status();
   args.kv_cache_dtype = "float16";
-  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> f16 = AsyncLLMEngine::Create(args);
+  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> f16 = CreateAsyncLLMEngine(args);
   ASSERT_TRUE(f16.ok()) << f16.status();
   const EngineConfig& c32 = (*f32)->GetEngineConfig();
   const EngineConfig& c16 = (*f16)->GetEngineConfig();

@@ -293,7 +293,7 @@ TEST_F(EngineTest, ExecutorFailureMakesEngineDeadWithCause) {
   MakeEngine(o);
   EXPECT_TRUE(engine_->CheckHealth().ok());
   EXPECT_TRUE(engine_->IsRunning());
-  EXPECT_FALSE(engine_->Errored());
+  EXPECT_TRUE(engine_->DeadError().ok());
   // The executor fails while a request runs: it ends with the cause, either
   // from the failed step or from the executor's health between steps.
   auto stream = engine_->Generate(Prompt(4, 1), Greedy(200), "victim");
@@ -306,7 +306,7 @@ TEST_F(EngineTest, ExecutorFailureMakesEngineDeadWithCause) {
   EXPECT_NE(outs.back().error.message().find("worker 0 died"), std::string::npos);
   // Retryable once the engine is restarted, whichever path ended it.
   EXPECT_EQ(outs.back().error.code(), absl::StatusCode::kUnavailable) << outs.back().error;
-  EXPECT_TRUE(engine_->Errored());
+  EXPECT_FALSE(engine_->DeadError().ok());
   EXPECT_NE(engine_->CheckHealth().message().find("worker 0 died"), std::string::npos);
   EXPECT_NE(engine_->DeadError().message().find("worker 0 died"), std::string::npos);
   EXPECT_EQ(engine_->Generate(Prompt(4, 1), Greedy(5), "x").status().code(),
@@ -346,7 +346,7 @@ TEST_F(EngineTest, StopAbortsUnfinishedAndConfigIsReported) {
   }
   EXPECT_EQ(stats.num_running + stats.num_waiting, 1);
   engine_->Stop();
-  EXPECT_TRUE(engine_->IsStopped());
+  EXPECT_FALSE(engine_->IsRunning());
   EXPECT_FALSE(engine_->CheckHealth().ok());
   std::vector<RequestOutput> outs = Drain(stream->get());
   ASSERT_FALSE(outs.empty());

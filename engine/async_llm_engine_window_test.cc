@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "base/json.h"
 #include "engine/async_llm_engine.h"
+#include "engine/engine_factory.h"
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
 #include "tests/util/tiny_models.h"
@@ -61,7 +62,7 @@ TEST_P(WindowEngineTest, ChunkedBatchedAndCachedMatchReference) {
   args.max_num_seqs = 4;
   args.max_num_batched_tokens = 7;  // prompts prefill in chunks across windows
   args.enable_prefix_caching = true;
-  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = AsyncLLMEngine::Create(args);
+  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = CreateAsyncLLMEngine(args);
   ASSERT_TRUE(engine.ok()) << engine.status();
 
   std::mt19937 rng(seed_ ^ std::hash<std::string>{}(GetParam()));

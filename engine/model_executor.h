@@ -67,6 +67,12 @@ class ModelExecutor {
 
   // Non-OK once the executor can no longer run steps (e.g. a dead worker).
   virtual absl::Status CheckHealth() { return absl::OkStatus(); }
+  // Executors whose parts can die on their own (worker processes) call
+  // `callback` once, from their own thread, with the cause, so the engine is
+  // told instead of polling CheckHealth. Null clears it; the executor must
+  // not call it after a clearing call returns.
+  using DeathCallback = std::function<void(const absl::Status&)>;
+  virtual void SetDeathCallback(DeathCallback callback) {}
 
   // Level >= 1: the KV cache contents may be dropped (the engine preempts
   // everything first). WakeUp restores the ability to Execute.

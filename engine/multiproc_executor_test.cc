@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/async_llm_engine.h"
+#include "engine/engine_factory.h"
 #include "engine/model_path.h"
 #include "tests/util/subprocess.h"
 #include "worker/lora/lora_adapter.h"
@@ -88,13 +89,13 @@ TEST(MultiprocExecutorTest, TwoRanksMatchOneRankGreedyOnTenPrompts) {
   if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
   std::vector<RequestOutput> base, tp;
   {
-    absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> one = AsyncLLMEngine::Create(Args(1));
+    absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> one = CreateAsyncLLMEngine(Args(1));
     ASSERT_TRUE(one.ok()) << one.status();
     base = RunAll(one->get(), TenPrompts(), 24);
   }
   std::vector<pid_t> pids;
   {
-    absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> two = AsyncLLMEngine::Create(Args(2));
+    absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> two = CreateAsyncLLMEngine(Args(2));
     ASSERT_TRUE(two.ok()) << two.status();
     EXPECT_EQ((*two)->GetEngineConfig().parallel.tensor_parallel_size, 2);
     // LoRA adapters run at tensor_parallel_size 1 only: a clear refusal.
@@ -201,7 +202,7 @@ TEST(MultiprocExecutorTest, SleepWakeAcrossProcessesAndCleanShutdown) {
 
 TEST(MultiprocExecutorTest, KilledWorkerMakesTheEngineDeadWithTheReasonAndFailsRequests) {
   if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
-  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = AsyncLLMEngine::Create(Args(2));
+  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = CreateAsyncLLMEngine(Args(2));
   ASSERT_TRUE(engine.ok()) << engine.status();
   absl::StatusOr<std::vector<std::string>> info = (*engine)->CollectiveRpc("get_worker_info");
   ASSERT_TRUE(info.ok());
@@ -238,7 +239,7 @@ TEST(MultiprocExecutorTest, KilledWorkerMakesTheEngineDeadWithTheReasonAndFailsR
 
 TEST(MultiprocExecutorTest, IdleWorkerDeathIsNoticedByHealth) {
   if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
-  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = AsyncLLMEngine::Create(Args(2));
+  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = CreateAsyncLLMEngine(Args(2));
   ASSERT_TRUE(engine.ok()) << engine.status();
   absl::StatusOr<std::vector<std::string>> info = (*engine)->CollectiveRpc("get_worker_info");
   ASSERT_TRUE(info.ok());
@@ -257,18 +258,18 @@ TEST(MultiprocExecutorTest, IdleWorkerDeathIsNoticedByHealth) {
 TEST(MultiprocExecutorTest, BadConfigurationsAreClearErrors) {
   if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
   EngineArgs a = Args(4);  // SmolLM2 has 3 K/V heads.
-  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> e = AsyncLLMEngine::Create(a);
+  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> e = CreateAsyncLLMEngine(a);
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << e.status();
   EXPECT_NE(e.status().message().find("K/V heads"), std::string::npos) << e.status();
   a = Args(2);
   a.worker_binary = "/nonexistent/rill-worker";
-  e = AsyncLLMEngine::Create(a);
+  e = CreateAsyncLLMEngine(a);
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), absl::StatusCode::kNotFound) << e.status();
   a = Args(2);
   a.model = "/nonexistent/model.gguf";
-  e = AsyncLLMEngine::Create(a);
+  e = CreateAsyncLLMEngine(a);
   EXPECT_FALSE(e.ok());
 }
 
@@ -305,7 +306,7 @@ TEST(MultiprocExecutorTest, ExternalWorkersConnectAndServe) {
   a.external_worker_dir = dir;
   std::vector<RequestOutput> tp;
   {
-    absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = AsyncLLMEngine::Create(a);
+    absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = CreateAsyncLLMEngine(a);
     ASSERT_TRUE(engine.ok()) << engine.status();
     tp = RunAll(engine->get(), {"The capital of France is"}, 8);
     absl::StatusOr<std::vector<std::string>> info = (*engine)->CollectiveRpc("get_worker_info");
@@ -320,7 +321,7 @@ TEST(MultiprocExecutorTest, ExternalWorkersConnectAndServe) {
   }
   std::vector<RequestOutput> base;
   {
-    absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> one = AsyncLLMEngine::Create(Args(1));
+    absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> one = CreateAsyncLLMEngine(Args(1));
     ASSERT_TRUE(one.ok());
     base = RunAll(one->get(), {"The capital of France is"}, 8);
   }

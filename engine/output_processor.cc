@@ -23,15 +23,11 @@ void OutputProcessor::AddRequest(const std::string& request_id, std::string prom
   s.params = params;
   s.stream = std::move(stream);
   s.metrics.arrival_time = arrival;
-  for (const std::string& stop : params.stop) s.max_stop_len = std::max(s.max_stop_len, stop.size());
   s.samples.resize(std::max(1, params.n));
   for (int i = 0; i < static_cast<int>(s.samples.size()); ++i) {
     Sample& sample = s.samples[i];
     sample.all.index = i;
-    if (tokenizer_ != nullptr) {
-      sample.detokenizer = std::make_unique<tokenizer::IncrementalDetokenizer>(
-          tokenizer_, params.skip_special_tokens);
-    }
+    if (text_) sample.text = text_(params);
     sample_of_[SampleRequestId(request_id, i, params.n)] = {request_id, i};
   }
 }
@@ -61,8 +57,8 @@ std::string OutputProcessor::RequestOf(const std::string& sample_id) const {
 
 bool OutputProcessor::Update(State& s, Sample& sample, const EngineCoreOutput& o) {
   CompletionOutput& all = sample.all;
-  const size_t old_raw = sample.raw_text.size();
-  for (size_t i = 0; i < o.new_token_ids.size(); ++i) {
+  bool matched = false;
+  for (size_t i = 0; i < o.new_token_ids.size() && !matched; ++i) {
     const int32_t t = o.new_token_ids[i];
     all.token_ids.push_back(t);
     if (i < o.new_logprobs.size()) {
@@ -70,58 +66,33 @@ bool OutputProcessor::Update(State& s, Sample& sample, const EngineCoreOutput& o
       all.cumulative_logprob += o.new_logprobs[i];
     }
     if (i < o.new_top_logprobs.size()) all.top_logprobs.push_back(o.new_top_logprobs[i]);
-    if (sample.detokenizer != nullptr) {
-      absl::StatusOr<std::string> text = sample.detokenizer->Push(t);
-      if (text.ok()) {
-        sample.raw_text += *text;
-      } else {
-        LOG(WARNING) << "request " << o.request_id << ": " << text.status();
-      }
-    }
+    if (sample.text != nullptr) matched = sample.text->Push(t);
   }
-  bool finished = o.finished();
-  if (finished && sample.detokenizer != nullptr) sample.raw_text += sample.detokenizer->Flush();
   all.finish_reason = FinishReason(o.state);
   all.stop_reason = o.stop_reason;
-
-  bool matched = false;
-  if (!s.params.stop.empty() && sample.raw_text.size() > old_raw) {
-    // Only a match that ends in the new text is new; take the earliest.
-    const size_t from = old_raw >= s.max_stop_len ? old_raw - s.max_stop_len + 1 : 0;
-    size_t best = std::string::npos;
-    const std::string* best_stop = nullptr;
-    for (const std::string& stop : s.params.stop) {
-      const size_t pos = sample.raw_text.find(stop, from);
-      if (pos != std::string::npos && pos < best) {
-        best = pos;
-        best_stop = &stop;
-      }
-    }
-    if (best_stop != nullptr) {
-      matched = !o.finished();
-      finished = true;
-      sample.raw_text.resize(best + (s.params.include_stop_str_in_output ? best_stop->size() : 0));
-      all.finish_reason = "stop";
-      all.stop_reason.reset();
-      all.stop_string = *best_stop;
-    }
+  if (matched) {
+    all.finish_reason = "stop";
+    all.stop_reason.reset();
+    all.stop_string = sample.text->stop_string();
+  } else if (o.finished() && sample.text != nullptr) {
+    sample.text->Finish();
   }
-  // Hold back a tail that may be the start of a stop string.
-  size_t visible = sample.raw_text.size();
-  if (!finished && s.max_stop_len > 1) {
-    visible = visible > s.max_stop_len - 1 ? visible - (s.max_stop_len - 1) : 0;
-  }
-  sample.visible = std::max(std::min(visible, sample.raw_text.size()), sample.visible);
-  if (finished && !sample.finished) {
+  if ((matched || o.finished()) && !sample.finished) {
     sample.finished = true;
     ++s.num_finished;
   }
-  return matched;
+  // The core finished the sample itself in this very output: nothing to end.
+  return matched && !o.finished();
+}
+
+const std::string& OutputProcessor::TextOf(const Sample& sample) {
+  static const std::string* const kEmpty = new std::string();
+  return sample.text != nullptr ? sample.text->text() : *kEmpty;
 }
 
 CompletionOutput OutputProcessor::Cumulative(const Sample& sample) const {
   CompletionOutput c = sample.all;
-  c.text = sample.raw_text.substr(0, sample.visible);
+  c.text = TextOf(sample);
   return c;
 }
 
@@ -176,8 +147,9 @@ ProcessResult OutputProcessor::Process(const EngineCoreOutput& o) {
         all.top_logprobs.begin() + std::min(sample.sent_tokens, all.top_logprobs.size()),
         all.top_logprobs.end());
     sample.sent_tokens = all.token_ids.size();
-    delta.text = sample.raw_text.substr(sample.sent, sample.visible - sample.sent);
-    sample.sent = sample.visible;
+    const std::string& text = TextOf(sample);
+    delta.text = text.substr(sample.sent);
+    sample.sent = text.size();
     delta.cumulative_logprob = all.cumulative_logprob;
     delta.finish_reason = all.finish_reason;
     delta.stop_reason = all.stop_reason;

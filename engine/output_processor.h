@@ -1,7 +1,7 @@
-// Turns EngineCoreOutputs into RequestOutputs: incremental detokenization,
-// stop strings, DELTA / CUMULATIVE / FINAL_ONLY shaping, n > 1 sample
-// groups, metrics, and delivery to each request's stream. Runs on the engine
-// loop thread only.
+// Turns EngineCoreOutputs into RequestOutputs: DELTA / CUMULATIVE /
+// FINAL_ONLY shaping, n > 1 sample groups, metrics, and delivery to each
+// request's stream; text and stop strings through an optional SampleText per
+// sample (sample_text.h). Runs on the engine loop thread only.
 #ifndef RILL_ENGINE_OUTPUT_PROCESSOR_H_
 #define RILL_ENGINE_OUTPUT_PROCESSOR_H_
 
@@ -14,8 +14,7 @@
 #include "engine/engine_core.h"
 #include "engine/output_stream.h"
 #include "engine/request_output.h"
-#include "tokenizer/bpe_tokenizer.h"
-#include "tokenizer/incremental_detokenizer.h"
+#include "engine/sample_text.h"
 
 namespace rill::engine {
 
@@ -41,8 +40,8 @@ struct ProcessResult {
 
 class OutputProcessor {
  public:
-  // `tokenizer` may be null (then text stays empty); it must outlive this.
-  explicit OutputProcessor(const tokenizer::BpeTokenizer* tokenizer) : tokenizer_(tokenizer) {}
+  // `text` may be empty: outputs then carry token ids only.
+  explicit OutputProcessor(SampleTextFactory text = nullptr) : text_(std::move(text)) {}
 
   // Registers a request with params.n samples (ids from SampleRequestId).
   void AddRequest(const std::string& request_id, std::string prompt,
@@ -67,10 +66,8 @@ class OutputProcessor {
 
  private:
   struct Sample {
-    std::unique_ptr<tokenizer::IncrementalDetokenizer> detokenizer;
-    std::string raw_text;  // Everything detokenized (before stop-string cuts).
-    size_t visible = 0;    // Bytes of raw_text released to the caller.
-    size_t sent = 0;       // Bytes already sent in DELTA mode.
+    std::unique_ptr<SampleText> text;  // Null without a text factory.
+    size_t sent = 0;       // Bytes of text already sent in DELTA mode.
     size_t sent_tokens = 0;
     CompletionOutput all;  // Cumulative view (text filled on output).
     bool finished = false;
@@ -82,7 +79,6 @@ class OutputProcessor {
     std::shared_ptr<RequestOutputStream> stream;
     std::vector<Sample> samples;
     int num_finished = 0;
-    size_t max_stop_len = 0;
     std::vector<float> prompt_logprobs;
     std::vector<TopLogprobs> prompt_top_logprobs;
     bool prompt_logprobs_sent = false;
@@ -92,9 +88,10 @@ class OutputProcessor {
 
   // Appends the output's tokens and text to the sample; true on a stop-string match.
   bool Update(State& s, Sample& sample, const EngineCoreOutput& o);
+  static const std::string& TextOf(const Sample& sample);
   CompletionOutput Cumulative(const Sample& sample) const;
 
-  const tokenizer::BpeTokenizer* tokenizer_;
+  const SampleTextFactory text_;
   absl::flat_hash_map<std::string, State> requests_;
   absl::flat_hash_map<std::string, std::pair<std::string, int>> sample_of_;  // Sample id -> (request, index).
 };

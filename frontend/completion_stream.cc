@@ -19,19 +19,21 @@ CompletionStream::CompletionStream(const tokenizer::Tokenizer* tok,
     : tok_(tok),
       request_id_(std::move(request_id)),
       mode_(start.output_mode()),
-      stop_(start.sampling().stop().begin(), start.sampling().stop().end()),
-      include_stop_(start.sampling().include_stop_str_in_output()),
       want_logprobs_(start.sampling().logprobs() > 0),
       prompt_ids_(std::move(prompt_ids)),
       prompt_text_(std::move(prompt_text)),
       arrival_time_(NowSeconds()) {
-  stop_.erase(std::remove(stop_.begin(), stop_.end(), std::string()), stop_.end());
+  const tokenizer::StopStringOptions stop{
+      {start.sampling().stop().begin(), start.sampling().stop().end()},
+      start.sampling().include_stop_str_in_output()};
   int n = start.sampling().has_n() ? start.sampling().n() : 1;
   bool skip = start.sampling().has_skip_special_tokens()
                   ? start.sampling().skip_special_tokens()
                   : true;
   completions_.resize(std::max(n, 1));
-  for (Completion& c : completions_) c.detok = tok_->CreateDetokenizer(skip);
+  for (Completion& c : completions_) {
+    c.text = std::make_unique<tokenizer::CompletionText>(&tok_->bpe(), skip, stop);
+  }
 }
 
 void CompletionStream::FillTokenText(rill::v1::PositionLogprobs* lp) const {
@@ -43,52 +45,20 @@ void CompletionStream::FillTokenText(rill::v1::PositionLogprobs* lp) const {
   for (auto& t : *lp->mutable_top()) t.set_token(text(t.token_id()));
 }
 
-void CompletionStream::Release(Completion* c, bool all) {
-  size_t keep = 0;
-  if (!all) {
-    // Longest suffix of `held` that is a proper prefix of some stop string.
-    for (const std::string& s : stop_) {
-      size_t max = std::min(s.size() - 1, c->held.size());
-      for (size_t k = max; k > keep; --k) {
-        if (c->held.compare(c->held.size() - k, k, s, 0, k) == 0) {
-          keep = k;
-          break;
-        }
-      }
-    }
-  }
-  size_t out = c->held.size() - keep;
-  if (out > 0) {
-    c->text.append(c->held, 0, out);
-    c->held.erase(0, out);
-  }
-}
-
 bool CompletionStream::PushToken(Completion* c, int32_t id) {
-  auto piece = c->detok->Push(id);
   c->ids.push_back(id);
   c->news = true;
-  if (piece.ok()) c->held += *piece;
-  // Earliest match of any stop string in the held text.
-  size_t best = std::string::npos;
-  const std::string* which = nullptr;
-  for (const std::string& s : stop_) {
-    size_t p = c->held.find(s);
-    if (p != std::string::npos && (best == std::string::npos || p < best)) {
-      best = p;
-      which = &s;
-    }
-  }
-  if (which != nullptr) {
-    c->text.append(c->held, 0, best + (include_stop_ ? which->size() : 0));
-    c->held.clear();
-    c->finished = true;
-    c->reason = rill::v1::FINISH_REASON_STOP;
-    c->stop_string = *which;
-    return true;
-  }
-  Release(c, false);
-  return false;
+  if (!c->text->Push(id)) return false;
+  c->finished = true;
+  c->reason = rill::v1::FINISH_REASON_STOP;
+  return true;
+}
+
+void CompletionStream::End(Completion* c, rill::v1::FinishReason reason) {
+  c->text->Finish();
+  c->finished = true;
+  c->news = true;
+  c->reason = reason;
 }
 
 CompletionStream::Result CompletionStream::OnOutput(
@@ -123,11 +93,7 @@ CompletionStream::Result CompletionStream::OnOutput(
       if (PushToken(&c, d.token_ids(i))) break;
     }
     if (!c.finished && d.finish_reason() != rill::v1::FINISH_REASON_UNSPECIFIED) {
-      c.held += c.detok->Flush();
-      Release(&c, true);
-      c.finished = true;
-      c.news = true;
-      c.reason = d.finish_reason();
+      End(&c, d.finish_reason());
       if (d.has_stop_token_id()) c.stop_token_id = d.stop_token_id();
     }
   }
@@ -136,12 +102,7 @@ CompletionStream::Result CompletionStream::OnOutput(
   if (out.finished() && !all_finished) {
     // The engine ended the request without a reason for some completion.
     for (Completion& c : completions_) {
-      if (c.finished) continue;
-      c.held += c.detok->Flush();
-      Release(&c, true);
-      c.finished = true;
-      c.news = true;
-      c.reason = rill::v1::FINISH_REASON_ABORT;
+      if (!c.finished) End(&c, rill::v1::FINISH_REASON_ABORT);
     }
     all_finished = true;
   }
@@ -162,12 +123,7 @@ CompletionStream::Result CompletionStream::OnOutput(
 GenerateResponse CompletionStream::Finish(FinishReason reason, int code,
                                           const std::string& message) {
   for (Completion& c : completions_) {
-    if (c.finished) continue;
-    c.held += c.detok->Flush();
-    Release(&c, true);
-    c.finished = true;
-    c.news = true;
-    c.reason = reason;
+    if (!c.finished) End(&c, reason);
   }
   done_ = true;
   GenerateResponse resp = Build(true);
@@ -192,7 +148,7 @@ GenerateResponse CompletionStream::Build(bool final_response) {
     Completion& c = completions_[i];
     bool has_news = c.news || (c.finished && !c.reported_finished);
     if (mode_ == rill::v1::OUTPUT_MODE_DELTA) {
-      has_news = c.text.size() > c.sent_text || c.ids.size() > c.sent_ids ||
+      has_news = c.text->text().size() > c.sent_text || c.ids.size() > c.sent_ids ||
                  (c.finished && !c.reported_finished);
     }
     if (mode_ == rill::v1::OUTPUT_MODE_FINAL_ONLY) has_news = true;
@@ -201,7 +157,7 @@ GenerateResponse CompletionStream::Build(bool final_response) {
     o->set_index(i);
     size_t from_text = cumulative ? 0 : c.sent_text;
     size_t from_ids = cumulative ? 0 : c.sent_ids;
-    o->set_text(c.text.substr(from_text));
+    o->set_text(c.text->text().substr(from_text));
     for (size_t k = from_ids; k < c.ids.size(); ++k) o->add_token_ids(c.ids[k]);
     if (want_logprobs_) {
       for (size_t k = from_ids; k < c.logprobs.size(); ++k) *o->add_logprobs() = c.logprobs[k];
@@ -210,10 +166,10 @@ GenerateResponse CompletionStream::Build(bool final_response) {
     if (c.finished) {
       o->set_finish_reason(c.reason);
       if (c.stop_token_id) o->set_stop_token_id(*c.stop_token_id);
-      if (c.stop_string) o->set_stop_string(*c.stop_string);
+      if (c.text->stop_string()) o->set_stop_string(*c.text->stop_string());
       c.reported_finished = true;
     }
-    c.sent_text = c.text.size();
+    c.sent_text = c.text->text().size();
     c.sent_ids = c.ids.size();
     c.news = false;
   }

@@ -1,6 +1,7 @@
 // Turns one request's engine outputs (token-id deltas) into client responses:
-// incremental detokenization per completion, stop strings with hold-back,
-// logprob token texts and the DELTA / CUMULATIVE / FINAL_ONLY output modes.
+// each completion's text (tokenizer::CompletionText: incremental
+// detokenization, stop strings with hold-back), logprob token texts and the
+// DELTA / CUMULATIVE / FINAL_ONLY output modes.
 #ifndef RILL_FRONTEND_COMPLETION_STREAM_H_
 #define RILL_FRONTEND_COMPLETION_STREAM_H_
 
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/completion_text.h"
 #include "tokenizer/tokenizer.h"
 #include "rill/internal/engine.pb.h"
 #include "rill/v1/inference.pb.h"
@@ -38,10 +40,8 @@ class CompletionStream {
 
  private:
   struct Completion {
-    std::unique_ptr<tokenizer::IncrementalDetokenizer> detok;
-    std::string held;       // Detokenized, not yet released (stop hold-back).
-    std::string text;       // Released text (whole completion).
-    size_t sent_text = 0;   // Bytes of `text` already sent (DELTA).
+    std::unique_ptr<tokenizer::CompletionText> text;
+    size_t sent_text = 0;   // Bytes of the text already sent (DELTA).
     std::vector<int32_t> ids;
     size_t sent_ids = 0;
     std::vector<rill::v1::PositionLogprobs> logprobs;
@@ -50,22 +50,19 @@ class CompletionStream {
     bool reported_finished = false;
     rill::v1::FinishReason reason = rill::v1::FINISH_REASON_UNSPECIFIED;
     std::optional<int32_t> stop_token_id;
-    std::optional<std::string> stop_string;
     bool news = false;
   };
 
   // Appends one token; returns true when a stop string ended the completion.
   bool PushToken(Completion* c, int32_t id);
-  // Moves the part of `held` that cannot start a stop string to `text`.
-  void Release(Completion* c, bool all);
+  // Ends the completion now with `reason` (no stop string).
+  void End(Completion* c, rill::v1::FinishReason reason);
   void FillTokenText(rill::v1::PositionLogprobs* lp) const;
   rill::v1::GenerateResponse Build(bool final_response);
 
   const tokenizer::Tokenizer* tok_;
   const std::string request_id_;
   const rill::v1::OutputMode mode_;
-  std::vector<std::string> stop_;
-  const bool include_stop_;
   const bool want_logprobs_;
   std::vector<int32_t> prompt_ids_;
   std::string prompt_text_;

@@ -1,8 +1,8 @@
 // BERT text normalization and pre-tokenization, as HF tokenizers'
 // BertNormalizer + BertPreTokenizer define them (the uncased BERT family:
 // all-MiniLM-L6-v2, bert-base-uncased).
-#ifndef RILL_FRONTEND_TOKENIZER_BERT_NORMALIZER_H_
-#define RILL_FRONTEND_TOKENIZER_BERT_NORMALIZER_H_
+#ifndef RILL_TOKENIZER_BERT_NORMALIZER_H_
+#define RILL_TOKENIZER_BERT_NORMALIZER_H_
 
 #include <cstdint>
 #include <string>
@@ -51,4 +51,4 @@ extern const uint32_t kLowerPool[];
 
 }  // namespace rill::tokenizer::internal
 
-#endif  // RILL_FRONTEND_TOKENIZER_BERT_NORMALIZER_H_
+#endif  // RILL_TOKENIZER_BERT_NORMALIZER_H_

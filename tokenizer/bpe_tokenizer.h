@@ -1,7 +1,7 @@
 // BPE tokenizers: GPT-2 style byte-level BPE and SentencePiece-style BPE
 // (Llama-2), with special/added tokens matched literally in the input.
-#ifndef RILL_FRONTEND_TOKENIZER_BPE_TOKENIZER_H_
-#define RILL_FRONTEND_TOKENIZER_BPE_TOKENIZER_H_
+#ifndef RILL_TOKENIZER_BPE_TOKENIZER_H_
+#define RILL_TOKENIZER_BPE_TOKENIZER_H_
 
 #include <cstdint>
 #include <memory>
@@ -96,4 +96,4 @@ class BpeTokenizer {
 
 }  // namespace rill::tokenizer
 
-#endif  // RILL_FRONTEND_TOKENIZER_BPE_TOKENIZER_H_
+#endif  // RILL_TOKENIZER_BPE_TOKENIZER_H_

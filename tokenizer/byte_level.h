@@ -1,6 +1,6 @@
 // GPT-2's reversible byte <-> printable-code-point alphabet.
-#ifndef RILL_FRONTEND_TOKENIZER_BYTE_LEVEL_H_
-#define RILL_FRONTEND_TOKENIZER_BYTE_LEVEL_H_
+#ifndef RILL_TOKENIZER_BYTE_LEVEL_H_
+#define RILL_TOKENIZER_BYTE_LEVEL_H_
 
 #include <cstdint>
 #include <string>
@@ -23,4 +23,4 @@ bool ByteLevelToBytes(std::string_view token, std::string* out);
 
 }  // namespace rill::tokenizer
 
-#endif  // RILL_FRONTEND_TOKENIZER_BYTE_LEVEL_H_
+#endif  // RILL_TOKENIZER_BYTE_LEVEL_H_

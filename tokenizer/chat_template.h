@@ -1,8 +1,8 @@
 // Chat templates without a Jinja engine: the template string is recognised
 // as one of a few known families and rendered by hand, byte-for-byte as
 // Jinja (HF settings) renders it. Unknown templates are rejected.
-#ifndef RILL_FRONTEND_TOKENIZER_CHAT_TEMPLATE_H_
-#define RILL_FRONTEND_TOKENIZER_CHAT_TEMPLATE_H_
+#ifndef RILL_TOKENIZER_CHAT_TEMPLATE_H_
+#define RILL_TOKENIZER_CHAT_TEMPLATE_H_
 
 #include <string>
 #include <string_view>
@@ -52,4 +52,4 @@ std::string CanonicalizeTemplate(std::string_view t);
 
 }  // namespace rill::tokenizer
 
-#endif  // RILL_FRONTEND_TOKENIZER_CHAT_TEMPLATE_H_
+#endif  // RILL_TOKENIZER_CHAT_TEMPLATE_H_

@@ -1,6 +1,6 @@
 // Streaming detokenization: feed ids one at a time, get text deltas.
-#ifndef RILL_FRONTEND_TOKENIZER_INCREMENTAL_DETOKENIZER_H_
-#define RILL_FRONTEND_TOKENIZER_INCREMENTAL_DETOKENIZER_H_
+#ifndef RILL_TOKENIZER_INCREMENTAL_DETOKENIZER_H_
+#define RILL_TOKENIZER_INCREMENTAL_DETOKENIZER_H_
 
 #include <cstdint>
 #include <string>
@@ -39,4 +39,4 @@ class IncrementalDetokenizer {
 
 }  // namespace rill::tokenizer
 
-#endif  // RILL_FRONTEND_TOKENIZER_INCREMENTAL_DETOKENIZER_H_
+#endif  // RILL_TOKENIZER_INCREMENTAL_DETOKENIZER_H_

@@ -1,8 +1,8 @@
 // Pre-tokenizers: split text into "words" before BPE, as the regexes of the
 // GPT-2 / Llama-3 / Qwen2 tokenizers do. Hand-written scanners over code
 // points because the regexes need the lookahead \s+(?!\S), which RE2 lacks.
-#ifndef RILL_FRONTEND_TOKENIZER_PRE_TOKENIZER_H_
-#define RILL_FRONTEND_TOKENIZER_PRE_TOKENIZER_H_
+#ifndef RILL_TOKENIZER_PRE_TOKENIZER_H_
+#define RILL_TOKENIZER_PRE_TOKENIZER_H_
 
 #include <string_view>
 #include <vector>
@@ -36,4 +36,4 @@ std::vector<std::string_view> PreTokenize(PreTokenizerType type,
 
 }  // namespace rill::tokenizer
 
-#endif  // RILL_FRONTEND_TOKENIZER_PRE_TOKENIZER_H_
+#endif  // RILL_TOKENIZER_PRE_TOKENIZER_H_

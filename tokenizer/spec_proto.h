@@ -1,8 +1,8 @@
 // The tokenizer spec on the wire (rill.internal.TokenizerSpec): the engine
 // sends it in its handshake, and every frontend builds its tokenizer from it.
 // Both directions live here so the two ends cannot drift apart.
-#ifndef RILL_FRONTEND_TOKENIZER_SPEC_PROTO_H_
-#define RILL_FRONTEND_TOKENIZER_SPEC_PROTO_H_
+#ifndef RILL_TOKENIZER_SPEC_PROTO_H_
+#define RILL_TOKENIZER_SPEC_PROTO_H_
 
 #include <cstdint>
 
@@ -18,4 +18,4 @@ TokenizerSpec SpecFromProto(const rill::internal::TokenizerSpec& proto);
 
 }  // namespace rill::tokenizer
 
-#endif  // RILL_FRONTEND_TOKENIZER_SPEC_PROTO_H_
+#endif  // RILL_TOKENIZER_SPEC_PROTO_H_

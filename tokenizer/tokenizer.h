@@ -1,7 +1,7 @@
 // Public tokenizer facade for the frontend: encode/decode, special ids,
 // chat templates and streaming detokenization.
-#ifndef RILL_FRONTEND_TOKENIZER_TOKENIZER_H_
-#define RILL_FRONTEND_TOKENIZER_TOKENIZER_H_
+#ifndef RILL_TOKENIZER_TOKENIZER_H_
+#define RILL_TOKENIZER_TOKENIZER_H_
 
 #include <cstdint>
 #include <memory>
@@ -78,4 +78,4 @@ class Tokenizer {
 
 }  // namespace rill::tokenizer
 
-#endif  // RILL_FRONTEND_TOKENIZER_TOKENIZER_H_
+#endif  // RILL_TOKENIZER_TOKENIZER_H_

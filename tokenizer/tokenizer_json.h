@@ -1,8 +1,8 @@
 // Converts a Hugging Face tokenizer.json (+ optional tokenizer_config.json)
 // into a TokenizerSpec. Only the pipelines the C++ tokenizer reproduces
 // exactly are accepted; anything else is UnimplementedError.
-#ifndef RILL_FRONTEND_TOKENIZER_TOKENIZER_JSON_H_
-#define RILL_FRONTEND_TOKENIZER_TOKENIZER_JSON_H_
+#ifndef RILL_TOKENIZER_TOKENIZER_JSON_H_
+#define RILL_TOKENIZER_TOKENIZER_JSON_H_
 
 #include <string>
 
@@ -23,4 +23,4 @@ absl::StatusOr<TokenizerSpec> TokenizerSpecFromJson(const json::JsonValue& tok,
 
 }  // namespace rill::tokenizer
 
-#endif  // RILL_FRONTEND_TOKENIZER_TOKENIZER_JSON_H_
+#endif  // RILL_TOKENIZER_TOKENIZER_JSON_H_

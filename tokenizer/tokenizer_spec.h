@@ -1,8 +1,8 @@
 // Plain description of a tokenizer, filled from GGUF metadata or an HF
 // tokenizer.json by whoever loads the model. Kept free of any file format so
 // the tokenizer does not depend on a loader.
-#ifndef RILL_FRONTEND_TOKENIZER_TOKENIZER_SPEC_H_
-#define RILL_FRONTEND_TOKENIZER_TOKENIZER_SPEC_H_
+#ifndef RILL_TOKENIZER_TOKENIZER_SPEC_H_
+#define RILL_TOKENIZER_TOKENIZER_SPEC_H_
 
 #include <cstdint>
 #include <string>
@@ -47,4 +47,4 @@ struct TokenizerSpec {
 
 }  // namespace rill::tokenizer
 
-#endif  // RILL_FRONTEND_TOKENIZER_TOKENIZER_SPEC_H_
+#endif  // RILL_TOKENIZER_TOKENIZER_SPEC_H_

@@ -1,7 +1,7 @@
 // Unicode helpers for the tokenizers: general-category classes (from a
 // generated range table) and UTF-8 encoding/decoding.
-#ifndef RILL_FRONTEND_TOKENIZER_UNICODE_DATA_H_
-#define RILL_FRONTEND_TOKENIZER_UNICODE_DATA_H_
+#ifndef RILL_TOKENIZER_UNICODE_DATA_H_
+#define RILL_TOKENIZER_UNICODE_DATA_H_
 
 #include <cstdint>
 #include <string>
@@ -72,4 +72,4 @@ extern const UnicodeRange kUnicodeRanges[];
 extern const int kNumUnicodeRanges;
 }  // namespace rill::tokenizer::internal
 
-#endif  // RILL_FRONTEND_TOKENIZER_UNICODE_DATA_H_
+#endif  // RILL_TOKENIZER_UNICODE_DATA_H_

@@ -2,8 +2,8 @@
 // (normalizer BertNormalizer, pre_tokenizer BertPreTokenizer, model
 // WordPiece, post_processor TemplateProcessing or BertProcessing).
 // Immutable and thread-safe after construction.
-#ifndef RILL_FRONTEND_TOKENIZER_WORDPIECE_TOKENIZER_H_
-#define RILL_FRONTEND_TOKENIZER_WORDPIECE_TOKENIZER_H_
+#ifndef RILL_TOKENIZER_WORDPIECE_TOKENIZER_H_
+#define RILL_TOKENIZER_WORDPIECE_TOKENIZER_H_
 
 #include <cstdint>
 #include <memory>
@@ -58,4 +58,4 @@ class WordPieceTokenizer {
 
 }  // namespace rill::tokenizer
 
-#endif  // RILL_FRONTEND_TOKENIZER_WORDPIECE_TOKENIZER_H_
+#endif  // RILL_TOKENIZER_WORDPIECE_TOKENIZER_H_

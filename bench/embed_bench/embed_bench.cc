@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "engine/async_llm_engine.h"
+#include "engine/engine_factory.h"
 
 ABSL_FLAG(std::string, model, "", "Model: HF dir / .gguf / default (default: all-MiniLM-L6-v2).");
 ABSL_FLAG(int, batch, 64, "Encode requests per round (all in flight together).");
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
   args.model = absl::GetFlag(FLAGS_model).empty() ? DefaultEmbedModel() : absl::GetFlag(FLAGS_model);
   args.threads = absl::GetFlag(FLAGS_threads);
   args.max_num_seqs = std::max(64, absl::GetFlag(FLAGS_batch));
-  auto engine = rill::engine::AsyncLLMEngine::Create(args);
+  auto engine = rill::engine::CreateAsyncLLMEngine(args);
   if (!engine.ok()) {
     std::fprintf(stderr, "cannot load %s: %s\n", args.model.c_str(),
                  engine.status().ToString().c_str());

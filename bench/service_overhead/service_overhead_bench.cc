@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "cli/server_launcher.h"
 #include "engine/async_llm_engine.h"
+#include "engine/engine_factory.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "rill/v1/inference.grpc.pb.h"
 
@@ -122,7 +123,7 @@ int main(int argc, char** argv) {
   {
     rill::engine::EngineArgs args;
     args.threads = threads;
-    auto eng = rill::engine::AsyncLLMEngine::Create(args);
+    auto eng = rill::engine::CreateAsyncLLMEngine(args);
     CHECK(eng.ok()) << eng.status();
     Measure([&](int n, int r) { return InProcess(eng->get(), n, r); }, &local_tps, &local_ttft);
   }

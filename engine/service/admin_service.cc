@@ -24,7 +24,7 @@ AdminServiceImpl::AdminServiceImpl(EngineHost* host, std::string profile_dir, st
 
 #define RILL_REQUIRE_ENGINE()                                          \
   if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable()); \
-  engine::AsyncLLMEngine* engine = host_->engine()
+  engine::AsyncEngine* engine = host_->engine()
 
 grpc::Status AdminServiceImpl::StartProfile(grpc::ServerContext* context,
                                             const rill::v1::StartProfileRequest* request,

@@ -37,7 +37,7 @@ class EngineApiContractTest : public ::testing::Test {
     host_ = std::make_unique<EngineHost>(HostOptions{}, [this, o]() {
       auto executor = std::make_unique<engine::FakeModelExecutor>(o);
       fake_ = executor.get();
-      return engine::AsyncLLMEngine::Create(engine::EngineArgs{}, std::move(executor), nullptr);
+      return engine::AsyncEngine::Create(engine::EngineArgs{}, std::move(executor));
     });
     server_ = std::make_unique<EngineServer>(host_.get(), "127.0.0.1:0", ::testing::TempDir(),
                                              EngineAuth{"contract-secret", "contract-token"});

@@ -29,7 +29,7 @@ TEST(EngineDeadTest, DeadEngineIsNotServingAndRejectsRequests) {
   EngineHost host(HostOptions{}, [&fake]() {
     auto executor = std::make_unique<engine::FakeModelExecutor>(engine::FakeModelExecutor::Options{});
     fake = executor.get();
-    return engine::AsyncLLMEngine::Create(engine::EngineArgs{}, std::move(executor), nullptr);
+    return engine::AsyncEngine::Create(engine::EngineArgs{}, std::move(executor));
   });
   EngineServer server(&host, "127.0.0.1:0", ::testing::TempDir(), 
                       EngineAuth{"dead-test-secret", ""});

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "engine/engine_factory.h"
 #include "engine/model_path.h"
 #include "engine/tokenizer_loader.h"
 #include "worker/loader/checkpoint.h"
@@ -26,15 +27,15 @@ void EngineHost::StartLoading() { loader_ = std::thread([this] { Load(); }); }
 void EngineHost::Load() {
   LOG(INFO) << "loading model " << engine::ResolveModelPath(options_.args.model);
   absl::SleepFor(options_.load_delay);
-  absl::StatusOr<std::unique_ptr<engine::AsyncLLMEngine>> created =
-      factory_ ? factory_() : engine::AsyncLLMEngine::Create(options_.args);
+  absl::StatusOr<std::unique_ptr<engine::AsyncEngine>> created =
+      factory_ ? factory_() : engine::CreateAsyncEngine(options_.args);
   absl::Status status = created.status();
   if (status.ok() && !factory_) {
     // The engine's tokenizer keeps no vocabulary copy, so the spec that
     // frontends rebuild from is read again from the checkpoint metadata.
     absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
         loader::LoadCheckpoint(engine::ResolveModelPath(options_.args.model));
-    if (ckpt.ok() && (*created)->GetEncoderTokenizer() != nullptr) {
+    if (ckpt.ok() && (*created)->IsEncoderModel()) {
       // Encoders ship their WordPiece tokenizer.json to the frontends as is.
       std::ifstream in((*ckpt)->tokenizer().tokenizer_json, std::ios::binary);
       std::ostringstream text;
@@ -92,7 +93,7 @@ const tokenizer::TokenizerSpec* EngineHost::tokenizer_spec() const {
 }
 
 absl::Status EngineHost::Usable() const {
-  engine::AsyncLLMEngine* e = engine();
+  engine::AsyncEngine* e = engine();
   if (e == nullptr) {
     absl::MutexLock lock(&mu_);
     if (loaded_) {

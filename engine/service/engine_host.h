@@ -1,4 +1,4 @@
-// Owns the AsyncLLMEngine of a rill-engine process and its lifecycle:
+// Owns the AsyncEngine (token ids only) of a rill-engine process and its lifecycle:
 // loading (in the background, so the gRPC server and its health probes answer
 // meanwhile), ready, failed to load. Services ask it whether they may serve.
 #ifndef RILL_ENGINE_SERVICE_ENGINE_HOST_H_
@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "engine/async_llm_engine.h"
+#include "engine/async_engine.h"
 #include "tokenizer/tokenizer_spec.h"
 
 namespace rill::service {
@@ -29,9 +29,9 @@ struct HostOptions {
 
 class EngineHost {
  public:
-  using Factory = std::function<absl::StatusOr<std::unique_ptr<engine::AsyncLLMEngine>>()>;
+  using Factory = std::function<absl::StatusOr<std::unique_ptr<engine::AsyncEngine>>()>;
 
-  // `factory` empty: AsyncLLMEngine::Create(options.args).
+  // `factory` empty: engine::CreateAsyncEngine(options.args).
   explicit EngineHost(HostOptions options, Factory factory = nullptr);
   ~EngineHost();
 
@@ -44,7 +44,7 @@ class EngineHost {
   std::optional<absl::Status> LoadResult() const;
 
   // The engine once loaded, else null. Valid until the host is destroyed.
-  engine::AsyncLLMEngine* engine() const { return engine_ptr_.load(); }
+  engine::AsyncEngine* engine() const { return engine_ptr_.load(); }
   const HostOptions& options() const { return options_; }
   // Spec of the tokenizer (tokens present) once loaded; null if none.
   const tokenizer::TokenizerSpec* tokenizer_spec() const;
@@ -67,8 +67,8 @@ class EngineHost {
   const HostOptions options_;
   Factory factory_;
   std::thread loader_;
-  std::unique_ptr<engine::AsyncLLMEngine> engine_;
-  std::atomic<engine::AsyncLLMEngine*> engine_ptr_{nullptr};
+  std::unique_ptr<engine::AsyncEngine> engine_;
+  std::atomic<engine::AsyncEngine*> engine_ptr_{nullptr};
   std::unique_ptr<tokenizer::TokenizerSpec> spec_;
   std::string wordpiece_json_;  // Written before engine_ptr_ is published.
   mutable absl::Mutex mu_;

@@ -1,4 +1,4 @@
-// rill-engine: hosts an AsyncLLMEngine behind rill.internal.Engine (token
+// rill-engine: hosts an AsyncEngine behind rill.internal.Engine (token
 // ids only; frontends tokenize; the engine secret required), rill.v1.Admin
 // (with an admin token) and gRPC health.
 // The server listens before the model loads, so probes see NOT_SERVING

@@ -77,7 +77,7 @@ void EngineServer::PollHealth() {
   while (!stop_) {
     mu_.Unlock();
     const absl::Status serving = host_->Serving();
-    const bool dead = host_->engine() != nullptr && host_->engine()->Errored();
+    const bool dead = host_->engine() != nullptr && !host_->engine()->DeadError().ok();
     mu_.Lock();
     if (stop_) break;
     if (first || serving.ok() != last) {

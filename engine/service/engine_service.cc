@@ -83,7 +83,7 @@ grpc::Status EngineServiceImpl::Encode(grpc::ServerContext* context,
     return ToGrpcStatus(s);
   }
   if (absl::Status s = host_->Usable(); !s.ok()) return ToGrpcStatus(s);
-  engine::AsyncLLMEngine* e = host_->engine();
+  engine::AsyncEngine* e = host_->engine();
   if (!e->SupportsEncode()) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                         "embeddings (Encode) are not supported by this model: it cannot pool "
@@ -162,7 +162,7 @@ grpc::Status EngineServiceImpl::GetLoad(grpc::ServerContext* context,
                                         rill::v1::Load* response) {
   if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
-  engine::AsyncLLMEngine* e = host_->engine();
+  engine::AsyncEngine* e = host_->engine();
   *response = ToLoad(e->GetStats(), e->GetNumUnfinishedRequests());
   return grpc::Status::OK;
 }

@@ -77,7 +77,7 @@ class EngineServiceTest : public ::testing::Test {
   }
 
   std::vector<int32_t> Encode(const std::string& text) {
-    return local_->host->engine()->GetTokenizer()->Encode(text, true);
+    return local_->tokenizer.get()->Encode(text, true);
   }
 
   // Greedy tokens from the in-process engine, for comparison.
@@ -484,7 +484,7 @@ TEST_F(EngineServiceTest, TokenizerSpecRebuildsAnIdenticalTokenizer) {
   absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> rebuilt =
       tokenizer::BpeTokenizer::Create(tokenizer::SpecFromProto(spec));
   ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
-  const tokenizer::BpeTokenizer* local = local_->host->engine()->GetTokenizer();
+  const tokenizer::BpeTokenizer* local = local_->tokenizer.get();
   for (const std::string text :
        {"Hello, world!", "  spaces\tand\nnewlines  ", "<|im_start|>user\nhi<|im_end|>",
         "naïve café 日本語 🙂", "x = 3.14159 ** 2"}) {

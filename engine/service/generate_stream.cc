@@ -113,7 +113,7 @@ absl::Status StartRequest(EngineHost* host, const std::shared_ptr<StreamState>& 
   if (id.empty()) return absl::InvalidArgumentError("request_id is empty");
   if (absl::Status s = ValidateRequestIdLength(id); !s.ok()) return s;
   if (absl::Status s = host->Serving(); !s.ok()) return s;
-  engine::AsyncLLMEngine* engine = host->engine();
+  engine::AsyncEngine* engine = host->engine();
   if (start.prompt_token_ids().empty()) return absl::InvalidArgumentError("the prompt is empty");
   absl::StatusOr<engine::SamplingParams> params = FromProto(start.sampling());
   if (!params.ok()) return params.status();
@@ -134,7 +134,7 @@ absl::Status StartRequest(EngineHost* host, const std::shared_ptr<StreamState>& 
                            : absl::Now();
   std::weak_ptr<StreamState> weak = state;
   absl::Status status = engine->GenerateWithCallback(
-      engine::Prompt(std::move(prompt)), *params, base::ScopedRequestId(state->session, id),
+      std::move(prompt), *params, base::ScopedRequestId(state->session, id),
       [weak, id](const engine::RequestOutput& out) {
         std::shared_ptr<StreamState> s = weak.lock();
         if (s == nullptr) return;
@@ -156,7 +156,7 @@ void AbortAll(EngineHost* host, StreamState* state) {
     absl::MutexLock lock(&state->mu);
     ids.assign(state->live.begin(), state->live.end());
   }
-  engine::AsyncLLMEngine* engine = host->engine();
+  engine::AsyncEngine* engine = host->engine();
   if (engine == nullptr) return;
   for (const std::string& id : ids) (void)engine->Abort(base::ScopedRequestId(state->session, id));
   if (!ids.empty()) LOG(INFO) << "stream ended: aborted " << ids.size() << " request(s)";
@@ -189,7 +189,7 @@ grpc::Status ServeGenerateStream(EngineHost* host, grpc::ServerContext* context,
         PushError(state.get(), id.size() <= kMaxRequestIdBytes ? id : "", s);
       }
     } else if (request.has_abort()) {
-      engine::AsyncLLMEngine* engine = host->engine();
+      engine::AsyncEngine* engine = host->engine();
       // An abort racing the request's end is normal: NotFound is ignored.
       if (engine != nullptr) {
         (void)engine->Abort(base::ScopedRequestId(state->session, request.abort().request_id()));

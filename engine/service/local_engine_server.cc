@@ -5,6 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/call_auth.h"
+#include "engine/model_path.h"
+#include "engine/tokenizer_loader.h"
+#include "worker/loader/checkpoint.h"
 
 namespace rill::service {
 
@@ -32,6 +35,12 @@ absl::StatusOr<std::unique_ptr<LocalEngineServer>> StartLocalEngineServer(int64_
   if (absl::Status s = local->server->Start(); !s.ok()) return s;
   local->host->StartLoading();
   if (absl::Status s = local->host->WaitLoaded(); !s.ok()) return s;
+  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> checkpoint =
+      loader::LoadCheckpoint(engine::ResolveModelPath(options.args.model));
+  if (!checkpoint.ok()) return checkpoint.status();
+  absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> tok = engine::LoadTokenizer(**checkpoint);
+  if (!tok.ok()) return tok.status();
+  local->tokenizer = std::move(*tok);
   return local;
 }
 

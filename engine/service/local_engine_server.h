@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "engine/service/engine_host.h"
 #include "engine/service/engine_server.h"
+#include "tokenizer/bpe_tokenizer.h"
 
 namespace rill::service {
 
@@ -22,6 +23,9 @@ struct LocalEngineServer {
 
   std::unique_ptr<EngineHost> host;
   std::unique_ptr<EngineServer> server;  // Declared after host: destroyed first.
+  // The model's tokenizer: the engine is token-only, so tests tokenize as a
+  // frontend would.
+  std::unique_ptr<tokenizer::BpeTokenizer> tokenizer;
 
   // A channel to it whose calls carry both credentials.
   std::shared_ptr<grpc::Channel> NewChannel() const;

@@ -4,7 +4,7 @@
 #define RILL_ENGINE_SERVICE_PROTO_CONVERT_H_
 
 #include "absl/status/statusor.h"
-#include "engine/async_llm_engine.h"
+#include "engine/async_engine.h"
 #include "engine/request_output.h"
 #include "engine/sampling_params.h"
 #include "tokenizer/tokenizer_spec.h"

@@ -37,7 +37,7 @@ class SessionScopeTest : public ::testing::Test {
   static EngineRequest Start(const std::string& id, const std::string& text, int max_tokens) {
     EngineRequest r;
     r.mutable_start()->set_request_id(id);
-    for (int32_t t : local_->host->engine()->GetTokenizer()->Encode(text, true)) {
+    for (int32_t t : local_->tokenizer.get()->Encode(text, true)) {
       r.mutable_start()->add_prompt_token_ids(t);
     }
     r.mutable_start()->mutable_sampling()->set_temperature(0);

@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/async_llm_engine.h"
+#include "engine/engine_factory.h"
 #include "rill/v1/admin.grpc.pb.h"
 #include "rill/v1/inference.grpc.pb.h"
 #include "tests/integration/service_stack.h"
@@ -70,7 +71,7 @@ class LoraServiceTest : public ::testing::Test {
     engine::EngineArgs args;
     args.threads = 2;
     args.lora_root = root_;
-    auto eng = engine::AsyncLLMEngine::Create(args);
+    auto eng = engine::CreateAsyncLLMEngine(args);
     ASSERT_TRUE(eng.ok()) << eng.status();
     const loader::ModelConfig& c = (*eng)->GetModelConfig();
     wt::TinySpec spec;

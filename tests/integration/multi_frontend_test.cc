@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/async_llm_engine.h"
+#include "engine/engine_factory.h"
 #include "tests/integration/service_stack.h"
 
 namespace rill {
@@ -36,7 +37,7 @@ TEST(MultiFrontendTest, TwoHundredStreamsOverTwoFrontendsCompleteOnceWithEngineO
   {
     engine::EngineArgs args;
     args.threads = 2;
-    auto eng = engine::AsyncLLMEngine::Create(args);
+    auto eng = engine::CreateAsyncLLMEngine(args);
     ASSERT_TRUE(eng.ok()) << eng.status();
     std::vector<std::shared_ptr<engine::RequestOutputStream>> streams;
     for (const std::string& p : prompts) {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/async_llm_engine.h"
+#include "engine/engine_factory.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "rill/v1/inference.grpc.pb.h"
 #include "tests/integration/service_stack.h"
@@ -37,7 +38,7 @@ class ServiceE2eTest : public ::testing::Test {
     g_reference = new std::map<std::string, engine::CompletionOutput>();
     engine::EngineArgs args;
     args.threads = 2;
-    auto eng = engine::AsyncLLMEngine::Create(args);
+    auto eng = engine::CreateAsyncLLMEngine(args);
     ASSERT_TRUE(eng.ok()) << eng.status();
     for (const char* p : kPrompts) {
       engine::SamplingParams sp;

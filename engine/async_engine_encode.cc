@@ -1,10 +1,10 @@
-// AsyncLLMEngine::Encode: embeddings from pooled final hidden states.
+// AsyncEngine::Encode: embeddings from pooled final hidden states.
 #include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "engine/async_llm_engine.h"
+#include "engine/async_engine.h"
 
 namespace rill::engine {
 namespace {
@@ -21,9 +21,9 @@ worker::PoolingType ToWorker(PoolingType type, bool encoder) {
 
 }  // namespace
 
-absl::Status AsyncLLMEngine::EncodeAsync(const Prompt& prompt, const PoolingParams& params,
-                                         const std::string& request_id,
-                                         EmbeddingCallback callback) {
+absl::Status AsyncEngine::EncodeAsync(std::vector<int32_t> ids, const PoolingParams& params,
+                                      const std::string& request_id,
+                                      EmbeddingCallback callback) {
   if (absl::Status dead = DeadError(); !dead.ok()) return dead;
   if (!running_) return absl::UnavailableError("the engine is not running");
   if (!callback) return absl::InvalidArgumentError("callback is empty");
@@ -32,16 +32,6 @@ absl::Status AsyncLLMEngine::EncodeAsync(const Prompt& prompt, const PoolingPara
     return absl::UnimplementedError("this model does not support pooling (embeddings)");
   }
   const loader::ModelConfig& cfg = executor_->model_config();
-  std::vector<int32_t> ids = prompt.token_ids;
-  if (!prompt.is_tokens) {
-    if (encoder_tokenizer_ != nullptr) {
-      ids = encoder_tokenizer_->Encode(prompt.text, /*add_special_tokens=*/true);
-    } else if (tokenizer_ != nullptr) {
-      ids = tokenizer_->Encode(prompt.text, /*add_special_tokens=*/true);
-    } else {
-      return absl::InvalidArgumentError("text prompts need a tokenizer; send token ids");
-    }
-  }
   if (ids.empty()) return absl::InvalidArgumentError("the prompt is empty");
   const int64_t max_len = config_.model.max_model_len;
   if (static_cast<int64_t>(ids.size()) > max_len) {
@@ -71,12 +61,12 @@ absl::Status AsyncLLMEngine::EncodeAsync(const Prompt& prompt, const PoolingPara
   return absl::OkStatus();
 }
 
-absl::StatusOr<EmbeddingOutput> AsyncLLMEngine::Encode(const Prompt& prompt,
-                                                       const PoolingParams& params,
-                                                       const std::string& request_id) {
+absl::StatusOr<EmbeddingOutput> AsyncEngine::Encode(std::vector<int32_t> ids,
+                                                    const PoolingParams& params,
+                                                    const std::string& request_id) {
   auto done = std::make_shared<absl::Notification>();
   auto result = std::make_shared<absl::StatusOr<EmbeddingOutput>>();
-  absl::Status s = EncodeAsync(prompt, params, request_id,
+  absl::Status s = EncodeAsync(std::move(ids), params, request_id,
                                [done, result](absl::StatusOr<EmbeddingOutput> r) {
                                  *result = std::move(r);
                                  done->Notify();
@@ -86,13 +76,13 @@ absl::StatusOr<EmbeddingOutput> AsyncLLMEngine::Encode(const Prompt& prompt,
   return *result;
 }
 
-void AsyncLLMEngine::FailEncodes(const absl::Status& status) {
+void AsyncEngine::FailEncodes(const absl::Status& status) {
   std::vector<PendingEncode> pending;
   pending.swap(pending_encodes_);
   for (PendingEncode& p : pending) p.callback(status);
 }
 
-void AsyncLLMEngine::RunEncodes() {
+void AsyncEngine::RunEncodes() {
   BlockManager& blocks = core_->block_manager();
   const bool encoder = executor_->is_encoder();
   while (!pending_encodes_.empty()) {

@@ -1,13 +1,11 @@
-// AsyncLLMEngine::Create(EngineArgs): the in-process model, or rill-worker
-// processes for tensor_parallel_size > 1. Kept apart from async_llm_engine.cc
-// so engines over other executors (tests) do not link the model code.
+#include "engine/engine_factory.h"
+
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "engine/async_llm_engine.h"
 #include "engine/cuda_model_executor.h"
 #include "engine/local_model_executor.h"
 #include "engine/multiproc_executor.h"
@@ -36,8 +34,16 @@ std::string DefaultWorkerBinary() {
   return (dir / "rill-worker").string();
 }
 
-absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateMultiprocess(const EngineArgs& args,
-                                                                    cpu::KvDtype kv_dtype) {
+// An executor built from EngineArgs, with what the engine needs beside it.
+struct BuiltExecutor {
+  std::unique_ptr<ModelExecutor> executor;  // Null: "auto" fell back (CreateOnCuda only).
+  EngineArgs resolved;                      // model (and worker_binary) resolved.
+  // The checkpoint's metadata, for the tokenizer (owned by the executor or here).
+  const loader::Checkpoint* checkpoint = nullptr;
+  std::shared_ptr<const loader::Checkpoint> owned_checkpoint;
+};
+
+absl::StatusOr<BuiltExecutor> CreateMultiprocess(const EngineArgs& args, cpu::KvDtype kv_dtype) {
   MultiprocExecutorOptions options;
   options.model_path = ResolveModelPath(args.model);
   options.tensor_parallel_size = args.tensor_parallel_size;
@@ -51,19 +57,19 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateMultiprocess(const EngineA
   absl::StatusOr<std::unique_ptr<MultiprocExecutor>> executor =
       MultiprocExecutor::Create(options);
   if (!executor.ok()) return executor.status();
-  absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> tokenizer =
-      LoadTokenizer((*executor)->checkpoint());
-  if (!tokenizer.ok()) return tokenizer.status();
-  EngineArgs resolved = args;
-  resolved.model = options.model_path;
-  resolved.worker_binary = options.worker_binary;
-  return AsyncLLMEngine::Create(resolved, std::move(*executor), std::move(*tokenizer));
+  BuiltExecutor built;
+  built.checkpoint = &(*executor)->checkpoint();
+  built.executor = std::move(*executor);
+  built.resolved = args;
+  built.resolved.model = options.model_path;
+  built.resolved.worker_binary = options.worker_binary;
+  return built;
 }
 
-// The model on one GPU. nullptr (and no error) when `device` is "auto" and
-// the model does not run on the CUDA backend: the caller falls back to the
-// CPU.
-absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateOnCuda(const EngineArgs& args) {
+// The model on one GPU. A null executor (and no error) when `device` is
+// "auto" and the model does not run on the CUDA backend: the caller falls
+// back to the CPU.
+absl::StatusOr<BuiltExecutor> CreateOnCuda(const EngineArgs& args) {
   if (args.tensor_parallel_size > 1 || !args.external_worker_dir.empty()) {
     return absl::UnimplementedError(
         "device cuda runs tensor_parallel_size 1 in the engine process; NCCL ranks in "
@@ -87,23 +93,23 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateOnCuda(const EngineArgs& a
   options.host_threads = args.threads;
   absl::StatusOr<std::unique_ptr<ModelExecutor>> executor =
       CreateCudaModelExecutor(checkpoint, options);
+  BuiltExecutor built;
   if (!executor.ok()) {
     if (args.device == "auto" && absl::IsUnimplemented(executor.status())) {
       LOG(WARNING) << executor.status().message() << "; falling back to the CPU backend";
-      return std::unique_ptr<AsyncLLMEngine>();
+      return built;
     }
     return executor.status();
   }
-  absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> tokenizer = LoadTokenizer(*checkpoint);
-  if (!tokenizer.ok()) return tokenizer.status();
-  EngineArgs resolved = args;
-  resolved.model = path;
-  return AsyncLLMEngine::Create(resolved, std::move(*executor), std::move(*tokenizer));
+  built.executor = std::move(*executor);
+  built.resolved = args;
+  built.resolved.model = path;
+  built.checkpoint = checkpoint.get();
+  built.owned_checkpoint = std::move(checkpoint);
+  return built;
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(const EngineArgs& args) {
+absl::StatusOr<BuiltExecutor> CreateExecutor(const EngineArgs& args) {
   if (args.tensor_parallel_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor_parallel_size must be >= 1, got ", args.tensor_parallel_size));
@@ -117,8 +123,8 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(const Eng
                         absl::StrCat("device: ", backend.status().message()));
   }
   if (backend->kind == kernels::BackendKind::kCuda) {
-    absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = CreateOnCuda(args);
-    if (!engine.ok() || *engine != nullptr) return engine;
+    absl::StatusOr<BuiltExecutor> built = CreateOnCuda(args);
+    if (!built.ok() || built->executor != nullptr) return built;
   }
   absl::StatusOr<cpu::KvDtype> kv_dtype = worker::ParseKvCacheDtype(args.kv_cache_dtype);
   if (!kv_dtype.ok()) return kv_dtype.status();
@@ -135,12 +141,29 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(const Eng
   absl::StatusOr<std::unique_ptr<LocalModelExecutor>> executor =
       LocalModelExecutor::Create(options);
   if (!executor.ok()) return executor.status();
-  EngineArgs resolved = args;
-  resolved.model = options.model_path;
-  if ((*executor)->is_encoder()) {
+  BuiltExecutor built;
+  built.checkpoint = &(*executor)->checkpoint();
+  built.executor = std::move(*executor);
+  built.resolved = args;
+  built.resolved.model = options.model_path;
+  return built;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AsyncEngine>> CreateAsyncEngine(const EngineArgs& args) {
+  absl::StatusOr<BuiltExecutor> built = CreateExecutor(args);
+  if (!built.ok()) return built.status();
+  return AsyncEngine::Create(built->resolved, std::move(built->executor));
+}
+
+absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateAsyncLLMEngine(const EngineArgs& args) {
+  absl::StatusOr<BuiltExecutor> built = CreateExecutor(args);
+  if (!built.ok()) return built.status();
+  if (built->executor->is_encoder()) {
     // Encoders (BERT) come with a WordPiece tokenizer.json, used by Encode;
     // there is no BPE tokenizer and nothing to generate.
-    const std::string& json = (*executor)->checkpoint().tokenizer().tokenizer_json;
+    const std::string& json = built->checkpoint->tokenizer().tokenizer_json;
     std::unique_ptr<tokenizer::WordPieceTokenizer> wordpiece;
     if (!json.empty()) {
       absl::StatusOr<std::unique_ptr<tokenizer::WordPieceTokenizer>> t =
@@ -149,14 +172,15 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(const Eng
       wordpiece = std::move(*t);
     }
     absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine =
-        Create(resolved, std::move(*executor), nullptr);
+        AsyncLLMEngine::Create(built->resolved, std::move(built->executor), nullptr);
     if (engine.ok()) (*engine)->SetEncoderTokenizer(std::move(wordpiece));
     return engine;
   }
   absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> tokenizer =
-      LoadTokenizer((*executor)->checkpoint());
+      LoadTokenizer(*built->checkpoint);
   if (!tokenizer.ok()) return tokenizer.status();
-  return Create(resolved, std::move(*executor), std::move(*tokenizer));
+  return AsyncLLMEngine::Create(built->resolved, std::move(built->executor),
+                                std::move(*tokenizer));
 }
 
 }  // namespace rill::engine

@@ -1,12 +1,12 @@
-#include "engine/test_tokenizer.h"
+#include "tokenizer/tiny_test_tokenizer.h"
 
 #include <string>
 
 #include <glog/logging.h>
 
-namespace rill::engine {
+namespace rill::tokenizer {
 
-std::unique_ptr<tokenizer::BpeTokenizer> TinyTestTokenizer() {
+std::unique_ptr<BpeTokenizer> TinyTestTokenizer() {
   tokenizer::TokenizerSpec spec;
   spec.model = "gpt2";
   spec.pre = "gpt2";
@@ -28,4 +28,4 @@ std::unique_ptr<tokenizer::BpeTokenizer> TinyTestTokenizer() {
   return std::move(*tok);
 }
 
-}  // namespace rill::engine
+}  // namespace rill::tokenizer

@@ -1,0 +1,63 @@
+// The engine's numbers (EngineStats): the loop publishes a snapshot after
+// every step; readers (GetStats, the log line, extra loggers such as metrics
+// exporters) take it from here. Thread-safe.
+#ifndef RILL_ENGINE_ENGINE_STATS_H_
+#define RILL_ENGINE_ENGINE_STATS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace rill::engine {
+
+struct EngineStats {
+  int num_running = 0;
+  int num_waiting = 0;
+  double kv_usage = 0.0;
+  double prefix_cache_hit_rate = 0.0;
+  int64_t prompt_tokens = 0;
+  int64_t generation_tokens = 0;
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+  // Requests that ended, by how: stop or length / aborted / failed (error).
+  int64_t requests_finished = 0;
+  int64_t requests_aborted = 0;
+  int64_t requests_failed = 0;
+};
+
+// Receives the stats on every DoLogStats call (from the calling thread).
+using StatLogger = std::function<void(const EngineStats&)>;
+
+class EngineStatsReporter {
+ public:
+  // Engine loop: the latest step's numbers (request counts are added live
+  // by the caller of Get, from the request status table).
+  void Publish(const EngineStats& stats);
+  EngineStats Get() const;
+
+  // Logs one line (running/waiting, KV usage, prefix hit rate, tokens/s since
+  // the last call), passes `stats` to every logger and returns it.
+  EngineStats Log(const EngineStats& stats);
+
+  // AlreadyExists / NotFound on a duplicate / unknown name.
+  absl::Status AddLogger(const std::string& name, StatLogger logger);
+  absl::Status RemoveLogger(const std::string& name);
+
+ private:
+  mutable absl::Mutex mu_;
+  EngineStats current_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, StatLogger>> loggers_ ABSL_GUARDED_BY(mu_);
+  EngineStats last_logged_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_logged_time_ ABSL_GUARDED_BY(mu_) = absl::Now();
+};
+
+}  // namespace rill::engine
+
+#endif  // RILL_ENGINE_ENGINE_STATS_H_
