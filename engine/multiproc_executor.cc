@@ -1,5 +1,6 @@
 #include "engine/multiproc_executor.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -92,6 +93,10 @@ absl::StatusOr<std::unique_ptr<MultiprocExecutor>> MultiprocExecutor::Create(
                         : static_cast<int>(std::thread::hardware_concurrency());
   ex->threads_per_rank_ = std::max(1, cores / options.tensor_parallel_size);
   if (absl::Status s = ex->Start(); !s.ok()) return s;
+  if (pipe2(ex->monitor_wake_, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe2: ", std::strerror(errno)));
+  }
+  ex->monitor_ = std::thread([raw = ex.get()] { raw->Monitor(); });
   LOG(INFO) << "multi-process executor: " << options.tensor_parallel_size << " ranks ("
             << (options.external_worker_dir.empty() ? options.worker_binary
                                                     : "external workers in " +
@@ -248,7 +253,66 @@ absl::Status MultiprocExecutor::AcceptWorkers(int listen_fd) {
   return absl::OkStatus();
 }
 
+void MultiprocExecutor::SetDeathCallback(DeathCallback callback) {
+  absl::MutexLock lock(&callback_mu_);
+  death_callback_ = std::move(callback);
+}
+
+void MultiprocExecutor::Monitor() {
+  std::vector<int> fds;
+  {
+    absl::MutexLock lock(&state_mu_);
+    for (const Rank& r : ranks_) fds.push_back(r.fd);
+  }
+  while (true) {
+    std::vector<pollfd> pfds;
+    pfds.push_back({monitor_wake_[0], POLLIN, 0});
+    // POLLRDHUP only: the step's own reads consume the data, never this thread.
+    for (int fd : fds) pfds.push_back({fd, POLLRDHUP, 0});
+    // The timeout also catches a spawned worker that exits while its
+    // connection stays open (it cannot, but a reap costs nothing).
+    const int n = poll(pfds.data(), pfds.size(), 1000);
+    if (n < 0 && errno != EINTR) return;
+    if (pfds[0].revents != 0) return;  // StopMonitor.
+    std::string hung_up;
+    for (size_t i = 1; i < pfds.size(); ++i) {
+      if (pfds[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+        absl::StrAppend(&hung_up, hung_up.empty() ? "" : ", ", i - 1);
+      }
+    }
+    absl::Status dead;
+    {
+      // Let the peers of a killed rank exit too, so the reason names them.
+      if (!hung_up.empty()) absl::SleepFor(absl::Milliseconds(150));
+      absl::MutexLock lock(&state_mu_);
+      ReapExited();
+      if (!hung_up.empty() && dead_.ok()) {
+        (void)MarkDeadLocked(absl::StrCat("worker rank ", hung_up, " closed its connection"));
+      }
+      dead = dead_;
+    }
+    if (!dead.ok()) {
+      absl::MutexLock lock(&callback_mu_);
+      if (death_callback_) death_callback_(dead);
+      return;
+    }
+  }
+}
+
+void MultiprocExecutor::StopMonitor() {
+  if (!monitor_.joinable()) return;
+  const char byte = 0;
+  (void)!write(monitor_wake_[1], &byte, 1);
+  monitor_.join();
+}
+
 MultiprocExecutor::~MultiprocExecutor() {
+  // First: the shutdown below makes every connection hang up.
+  StopMonitor();
+  for (int& fd : monitor_wake_) {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
   bool alive;
   {
     absl::MutexLock lock(&state_mu_);

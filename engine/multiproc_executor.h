@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -64,6 +65,9 @@ class MultiprocExecutor : public ModelExecutor {
   int num_threads() const override { return threads_per_rank_ * options_.tensor_parallel_size; }
   int64_t kv_cache_bytes() const override;
   absl::Status CheckHealth() override;
+  // A monitor thread watches the ranks' control connections and processes
+  // and reports the first death here.
+  void SetDeathCallback(DeathCallback callback) override;
   absl::Status Sleep(int level) override;
   absl::Status WakeUp() override;
   absl::StatusOr<std::vector<std::string>> CollectiveRpc(const std::string& method) override;
@@ -101,6 +105,10 @@ class MultiprocExecutor : public ModelExecutor {
   absl::Status DeadAfterFailure(int rank, const std::string& what);
   absl::Status MarkDeadLocked(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_mu_);
   absl::Status Dead() const;
+  // The monitor thread: waits for a rank's connection to hang up (or its
+  // process to exit), marks the executor dead and reports it once.
+  void Monitor();
+  void StopMonitor();
 
   const MultiprocExecutorOptions options_;
   std::shared_ptr<const loader::Checkpoint> checkpoint_;
@@ -117,6 +125,12 @@ class MultiprocExecutor : public ModelExecutor {
   std::vector<char> payload_ ABSL_GUARDED_BY(io_mu_);
   absl::Duration broadcast_total_ ABSL_GUARDED_BY(io_mu_);
   int64_t broadcasts_ ABSL_GUARDED_BY(io_mu_) = 0;
+
+  std::thread monitor_;
+  int monitor_wake_[2] = {-1, -1};  // A pipe: a byte stops the monitor.
+  // Held while the callback runs, so clearing it waits for a running call.
+  absl::Mutex callback_mu_;
+  DeathCallback death_callback_ ABSL_GUARDED_BY(callback_mu_);
 
   mutable absl::Mutex state_mu_;
   std::vector<Rank> ranks_ ABSL_GUARDED_BY(state_mu_);

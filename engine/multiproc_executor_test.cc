@@ -255,6 +255,28 @@ TEST(MultiprocExecutorTest, IdleWorkerDeathIsNoticedByHealth) {
   EXPECT_NE(health.message().find("signal 9"), std::string::npos) << health;
 }
 
+TEST(MultiprocExecutorTest, WorkerDeathIsPushedToTheLoopWithoutAnyCall) {
+  if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = CreateAsyncLLMEngine(Args(2));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  absl::StatusOr<std::vector<std::string>> info = (*engine)->CollectiveRpc("get_worker_info");
+  ASSERT_TRUE(info.ok());
+  const size_t at = (*info)[1].find("\"pid\":") + 6;
+  const pid_t rank1 = static_cast<pid_t>(std::stol((*info)[1].substr(at)));
+  // A sleeping engine keeps the request waiting and its loop idle: only the
+  // executor's death event can end the request now.
+  ASSERT_TRUE((*engine)->Sleep(0).ok());
+  auto stream = (*engine)->Generate("hello", Greedy(4), "waiting");
+  ASSERT_TRUE(stream.ok());
+  ASSERT_EQ(kill(rank1, SIGKILL), 0);
+  absl::StatusOr<RequestOutput> out = (*stream)->Next(absl::Seconds(20));
+  ASSERT_TRUE(out.ok()) << "the waiting request was not failed: " << out.status();
+  EXPECT_TRUE(out->finished);
+  EXPECT_EQ(out->outputs[0].finish_reason, "error");
+  EXPECT_EQ(out->error.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(out->error.message().find("rank 1"), std::string::npos) << out->error;
+}
+
 TEST(MultiprocExecutorTest, BadConfigurationsAreClearErrors) {
   if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
   EngineArgs a = Args(4);  // SmolLM2 has 3 K/V heads.
