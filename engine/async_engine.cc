@@ -179,13 +179,8 @@ absl::StatusOr<std::shared_ptr<RequestOutputStream>> AsyncEngine::Generate(
     std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
     const std::string& request_id, int priority, absl::Time arrival_time,
     const std::string& lora_name) {
-  auto stream = std::make_shared<RequestOutputStream>(request_id);
-  if (absl::Status s = AddRequest(std::move(prompt_token_ids), "", params, request_id, priority,
-                                  arrival_time, lora_name, stream);
-      !s.ok()) {
-    return s;
-  }
-  return stream;
+  return Submit(std::move(prompt_token_ids), "", params, request_id, priority, arrival_time,
+                lora_name, nullptr);
 }
 
 absl::Status AsyncEngine::GenerateWithCallback(std::vector<int32_t> prompt_token_ids,
@@ -195,16 +190,15 @@ absl::Status AsyncEngine::GenerateWithCallback(std::vector<int32_t> prompt_token
                                                absl::Time arrival_time,
                                                const std::string& lora_name) {
   if (!callback) return absl::InvalidArgumentError("callback is empty");
-  auto stream = std::make_shared<RequestOutputStream>(request_id, std::move(callback));
-  return AddRequest(std::move(prompt_token_ids), "", params, request_id, priority, arrival_time,
-                    lora_name, std::move(stream));
+  return Submit(std::move(prompt_token_ids), "", params, request_id, priority, arrival_time,
+                lora_name, std::move(callback))
+      .status();
 }
 
-absl::Status AsyncEngine::AddRequest(std::vector<int32_t> ids, std::string prompt_text,
-                                     const SamplingParams& params, const std::string& request_id,
-                                     int priority, absl::Time arrival,
-                                     const std::string& lora_name,
-                                     std::shared_ptr<RequestOutputStream> stream) {
+absl::StatusOr<std::shared_ptr<RequestOutputStream>> AsyncEngine::Submit(
+    std::vector<int32_t> ids, std::string prompt_text, const SamplingParams& params,
+    const std::string& request_id, int priority, absl::Time arrival,
+    const std::string& lora_name, OutputCallback callback) {
   if (absl::Status s = CheckGenerateAllowed(request_id); !s.ok()) return s;
   auto request = std::make_unique<Request>(request_id, std::move(ids), params);
   request->priority = priority;
@@ -219,6 +213,7 @@ absl::Status AsyncEngine::AddRequest(std::vector<int32_t> ids, std::string promp
   }
   if (absl::Status s = core_->Validate(*request); !s.ok()) return s;
   if (absl::Status s = statuses_.Add(request_id); !s.ok()) return s;
+  auto stream = std::make_shared<RequestOutputStream>(request_id, std::move(callback));
   // One core request per sample; samples after the first fork the first
   // one's prompt blocks.
   auto samples = std::make_shared<std::vector<std::unique_ptr<Request>>>();
@@ -249,7 +244,7 @@ absl::Status AsyncEngine::AddRequest(std::vector<int32_t> ids, std::string promp
       added.push_back(id);
     }
   });
-  return absl::OkStatus();
+  return stream;
 }
 
 absl::Status AsyncEngine::CheckGenerateAllowed(const std::string& request_id) const {

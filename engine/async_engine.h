@@ -153,11 +153,13 @@ class AsyncEngine {
   // What refuses any Generate before its prompt is looked at: a dead or
   // stopped engine, an empty id, a model that cannot generate.
   absl::Status CheckGenerateAllowed(const std::string& request_id) const;
-  // Admits one request; `prompt_text` is echoed in its outputs.
-  absl::Status AddRequest(std::vector<int32_t> ids, std::string prompt_text,
-                          const SamplingParams& params, const std::string& request_id,
-                          int priority, absl::Time arrival, const std::string& lora_name,
-                          std::shared_ptr<RequestOutputStream> stream);
+  // Admits one request; `prompt_text` is echoed in its outputs, which go to
+  // `callback` on the loop thread, or (null callback) to the returned
+  // stream's queue.
+  absl::StatusOr<std::shared_ptr<RequestOutputStream>> Submit(
+      std::vector<int32_t> ids, std::string prompt_text, const SamplingParams& params,
+      const std::string& request_id, int priority, absl::Time arrival,
+      const std::string& lora_name, OutputCallback callback);
 
  private:
   using Command = std::function<void()>;

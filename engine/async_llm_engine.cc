@@ -62,19 +62,21 @@ absl::StatusOr<std::vector<int32_t>> AsyncLLMEngine::TokenIds(const Prompt& prom
   return tokenizer_->Encode(prompt.text, /*add_special_tokens=*/true);
 }
 
-absl::StatusOr<std::shared_ptr<RequestOutputStream>> AsyncLLMEngine::Generate(
+absl::StatusOr<std::shared_ptr<RequestOutputStream>> AsyncLLMEngine::SubmitPrompt(
     const Prompt& prompt, const SamplingParams& params, const std::string& request_id,
-    int priority, absl::Time arrival_time, const std::string& lora_name) {
+    int priority, absl::Time arrival_time, const std::string& lora_name,
+    OutputCallback callback) {
   if (absl::Status s = CheckGenerateAllowed(request_id); !s.ok()) return s;
   absl::StatusOr<std::vector<int32_t>> ids = TokenIds(prompt, /*for_encode=*/false);
   if (!ids.ok()) return ids.status();
-  auto stream = std::make_shared<RequestOutputStream>(request_id);
-  if (absl::Status s = AddRequest(std::move(*ids), prompt.is_tokens ? "" : prompt.text, params,
-                                  request_id, priority, arrival_time, lora_name, stream);
-      !s.ok()) {
-    return s;
-  }
-  return stream;
+  return Submit(std::move(*ids), prompt.is_tokens ? "" : prompt.text, params, request_id,
+                priority, arrival_time, lora_name, std::move(callback));
+}
+
+absl::StatusOr<std::shared_ptr<RequestOutputStream>> AsyncLLMEngine::Generate(
+    const Prompt& prompt, const SamplingParams& params, const std::string& request_id,
+    int priority, absl::Time arrival_time, const std::string& lora_name) {
+  return SubmitPrompt(prompt, params, request_id, priority, arrival_time, lora_name, nullptr);
 }
 
 absl::Status AsyncLLMEngine::GenerateWithCallback(const Prompt& prompt,
@@ -84,12 +86,9 @@ absl::Status AsyncLLMEngine::GenerateWithCallback(const Prompt& prompt,
                                                   absl::Time arrival_time,
                                                   const std::string& lora_name) {
   if (!callback) return absl::InvalidArgumentError("callback is empty");
-  if (absl::Status s = CheckGenerateAllowed(request_id); !s.ok()) return s;
-  absl::StatusOr<std::vector<int32_t>> ids = TokenIds(prompt, /*for_encode=*/false);
-  if (!ids.ok()) return ids.status();
-  auto stream = std::make_shared<RequestOutputStream>(request_id, std::move(callback));
-  return AddRequest(std::move(*ids), prompt.is_tokens ? "" : prompt.text, params, request_id,
-                    priority, arrival_time, lora_name, std::move(stream));
+  return SubmitPrompt(prompt, params, request_id, priority, arrival_time, lora_name,
+                      std::move(callback))
+      .status();
 }
 
 absl::Status AsyncLLMEngine::EncodeAsync(const Prompt& prompt, const PoolingParams& params,

@@ -80,6 +80,11 @@ class AsyncLLMEngine : public AsyncEngine {
  private:
   AsyncLLMEngine(const EngineArgs& args, std::unique_ptr<ModelExecutor> executor,
                  std::unique_ptr<tokenizer::BpeTokenizer> tokenizer);
+  // Generate's body: tokenizes, then AsyncEngine::Submit.
+  absl::StatusOr<std::shared_ptr<RequestOutputStream>> SubmitPrompt(
+      const Prompt& prompt, const SamplingParams& params, const std::string& request_id,
+      int priority, absl::Time arrival_time, const std::string& lora_name,
+      OutputCallback callback);
   // The prompt's token ids (text tokenized with special tokens added).
   absl::StatusOr<std::vector<int32_t>> TokenIds(const Prompt& prompt, bool for_encode) const;
 

@@ -16,32 +16,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "engine/fake_model_executor.h"
+#include "tokenizer/tiny_test_tokenizer.h"
 
 namespace rill::engine {
 namespace {
 
 // Vocabulary: 0 = <eos> (control), then a-z, A-Z, 0-9 and 'Ġ' (space).
-std::unique_ptr<tokenizer::BpeTokenizer> TinyTokenizer() {
-  tokenizer::TokenizerSpec spec;
-  spec.model = "gpt2";
-  spec.pre = "gpt2";
-  spec.tokens.push_back("<eos>");
-  spec.token_types.push_back(static_cast<int32_t>(tokenizer::TokenType::kControl));
-  std::string chars;
-  for (char c = 'a'; c <= 'z'; ++c) chars += c;
-  for (char c = 'A'; c <= 'Z'; ++c) chars += c;
-  for (char c = '0'; c <= '9'; ++c) chars += c;
-  for (char c : chars) {
-    spec.tokens.push_back(std::string(1, c));
-    spec.token_types.push_back(static_cast<int32_t>(tokenizer::TokenType::kNormal));
-  }
-  spec.tokens.push_back("\xc4\xa0");  // 'Ġ'
-  spec.token_types.push_back(static_cast<int32_t>(tokenizer::TokenType::kNormal));
-  spec.eos_id = 0;
-  auto tok = tokenizer::BpeTokenizer::Create(spec);
-  CHECK(tok.ok()) << tok.status();
-  return std::move(*tok);
-}
+std::unique_ptr<tokenizer::BpeTokenizer> TinyTokenizer() { return tokenizer::TinyTestTokenizer(); }
 
 SamplingParams Greedy(int max_tokens, OutputKind kind = OutputKind::kCumulative) {
   SamplingParams p;
