@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "cli/common_flags.h"
 #include "cli/model_tokenizer.h"
 #include "engine/async_llm_engine.h"
@@ -126,25 +127,40 @@ int RunGenerate(int, char**) {
       CreateEngine(*model, prompt->size(), params.max_tokens);
   if (!engine.ok()) return Fail(engine.status());
 
-  const auto t0 = std::chrono::steady_clock::now();
-  // Bad sampling flags, an empty prompt or one too long for the context
-  // fail here, in the engine's validation.
-  absl::StatusOr<std::shared_ptr<engine::RequestOutputStream>> stream =
-      (*engine)->Generate(engine::Prompt(*prompt), params, "generate");
-  if (!stream.ok()) return Fail(stream.status());
-  auto t_first = t0;
-  std::vector<int32_t> generated;
-  while (true) {
-    absl::StatusOr<engine::RequestOutput> out = (*stream)->Next();
-    if (!out.ok()) return Fail(out.status());
-    if (!out->error.ok()) return Fail(out->error);
-    for (const engine::CompletionOutput& c : out->outputs) {
-      if (generated.empty() && !c.token_ids.empty()) t_first = std::chrono::steady_clock::now();
-      generated.insert(generated.end(), c.token_ids.begin(), c.token_ids.end());
+  // The outputs are printed from the engine's loop thread (the callback):
+  // waking this thread for every token costs decode speed on a busy CPU.
+  // `done` orders the callback's writes before this thread's reads.
+  struct Completion {
+    std::vector<int32_t> ids;
+    std::chrono::steady_clock::time_point first_token;
+    absl::Status error;
+    absl::Notification done;
+  } completion;
+  auto print = [&completion](const engine::RequestOutput& out) {
+    for (const engine::CompletionOutput& c : out.outputs) {
+      if (completion.ids.empty() && !c.token_ids.empty()) {
+        completion.first_token = std::chrono::steady_clock::now();
+      }
+      completion.ids.insert(completion.ids.end(), c.token_ids.begin(), c.token_ids.end());
       std::cout << c.text << std::flush;
     }
-    if (out->finished) break;
+    if (!out.finished) return;
+    completion.error = out.error;
+    completion.done.Notify();
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  completion.first_token = t0;
+  // Bad sampling flags, an empty prompt or one too long for the context
+  // fail here, in the engine's validation.
+  if (absl::Status s =
+          (*engine)->GenerateWithCallback(engine::Prompt(*prompt), params, "generate", print);
+      !s.ok()) {
+    return Fail(s);
   }
+  completion.done.WaitForNotification();
+  if (!completion.error.ok()) return Fail(completion.error);
+  const std::vector<int32_t>& generated = completion.ids;
+  const auto t_first = completion.first_token;
   std::cout << "\n";
   const auto t1 = std::chrono::steady_clock::now();
   if (absl::GetFlag(FLAGS_print_ids)) std::cout << absl::StrJoin(generated, ",") << "\n";
