@@ -106,6 +106,49 @@ absl::StatusOr<std::unique_ptr<engine::AsyncLLMEngine>> CreateEngine(
   return engine::AsyncLLMEngine::Create(args);
 }
 
+// What StreamToStdout's request generated, for --print_ids and the timing
+// line.
+struct StreamedCompletion {
+  std::vector<int32_t> ids;
+  std::chrono::steady_clock::time_point first_token;  // When the first id arrived.
+};
+
+// Runs one request on `engine`, writing each output's new text to stdout as
+// it arrives (no trailing newline). The writes happen in the engine loop's
+// callback: waking this thread for every token costs decode speed on a busy
+// CPU. Bad sampling flags, an empty prompt or one too long for the context
+// fail here, in the engine's validation.
+absl::StatusOr<StreamedCompletion> StreamToStdout(engine::AsyncLLMEngine& engine,
+                                                  const std::vector<int32_t>& prompt,
+                                                  const engine::SamplingParams& params) {
+  struct State {
+    StreamedCompletion completion;
+    absl::Status error;
+    absl::Notification done;  // Orders the loop thread's writes before our reads.
+  };
+  // Shared with the callback, which the engine may keep past this call.
+  auto state = std::make_shared<State>();
+  auto print = [state](const engine::RequestOutput& out) {
+    StreamedCompletion& c = state->completion;
+    for (const engine::CompletionOutput& o : out.outputs) {
+      if (c.ids.empty() && !o.token_ids.empty()) c.first_token = std::chrono::steady_clock::now();
+      c.ids.insert(c.ids.end(), o.token_ids.begin(), o.token_ids.end());
+      std::cout << o.text << std::flush;
+    }
+    if (!out.finished) return;
+    state->error = out.error;
+    state->done.Notify();
+  };
+  if (absl::Status s =
+          engine.GenerateWithCallback(engine::Prompt(prompt), params, "generate", print);
+      !s.ok()) {
+    return s;
+  }
+  state->done.WaitForNotification();
+  if (!state->error.ok()) return state->error;
+  return std::move(state->completion);
+}
+
 }  // namespace
 
 int RunGenerate(int, char**) {
@@ -127,40 +170,11 @@ int RunGenerate(int, char**) {
       CreateEngine(*model, prompt->size(), params.max_tokens);
   if (!engine.ok()) return Fail(engine.status());
 
-  // The outputs are printed from the engine's loop thread (the callback):
-  // waking this thread for every token costs decode speed on a busy CPU.
-  // `done` orders the callback's writes before this thread's reads.
-  struct Completion {
-    std::vector<int32_t> ids;
-    std::chrono::steady_clock::time_point first_token;
-    absl::Status error;
-    absl::Notification done;
-  } completion;
-  auto print = [&completion](const engine::RequestOutput& out) {
-    for (const engine::CompletionOutput& c : out.outputs) {
-      if (completion.ids.empty() && !c.token_ids.empty()) {
-        completion.first_token = std::chrono::steady_clock::now();
-      }
-      completion.ids.insert(completion.ids.end(), c.token_ids.begin(), c.token_ids.end());
-      std::cout << c.text << std::flush;
-    }
-    if (!out.finished) return;
-    completion.error = out.error;
-    completion.done.Notify();
-  };
   const auto t0 = std::chrono::steady_clock::now();
-  completion.first_token = t0;
-  // Bad sampling flags, an empty prompt or one too long for the context
-  // fail here, in the engine's validation.
-  if (absl::Status s =
-          (*engine)->GenerateWithCallback(engine::Prompt(*prompt), params, "generate", print);
-      !s.ok()) {
-    return Fail(s);
-  }
-  completion.done.WaitForNotification();
-  if (!completion.error.ok()) return Fail(completion.error);
-  const std::vector<int32_t>& generated = completion.ids;
-  const auto t_first = completion.first_token;
+  absl::StatusOr<StreamedCompletion> completion = StreamToStdout(**engine, *prompt, params);
+  if (!completion.ok()) return Fail(completion.status());
+  const std::vector<int32_t>& generated = completion->ids;
+  const auto t_first = completion->ids.empty() ? t0 : completion->first_token;
   std::cout << "\n";
   const auto t1 = std::chrono::steady_clock::now();
   if (absl::GetFlag(FLAGS_print_ids)) std::cout << absl::StrJoin(generated, ",") << "\n";
