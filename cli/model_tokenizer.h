@@ -17,7 +17,7 @@ struct ModelTokenizer {
   std::string path;  // The resolved model path (see engine::ResolveModelPath).
   // The frontend's tokenizer facade: encoding and the chat template.
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
-  int64_t context_length = 0;  // The model's max_position_embeddings; 0 if unknown.
+  int64_t context_length = 0;  // The model's max_position_embeddings (> 0).
 };
 
 // `model`: "default", a .gguf file or a Hugging Face directory. Reads the
