@@ -152,13 +152,13 @@ absl::StatusOr<StreamedCompletion> StreamToStdout(engine::AsyncLLMEngine& engine
 }  // namespace
 
 int RunGenerate(int, char**) {
+  // The engine's start-up INFO lines are for server logs; here stderr keeps
+  // to errors, warnings and the timing line.
+  FLAGS_minloglevel = google::GLOG_WARNING;
   absl::StatusOr<ModelTokenizer> model = LoadModelTokenizer(absl::GetFlag(FLAGS_model));
   if (!model.ok()) return Fail(model.status());
   absl::StatusOr<std::vector<int32_t>> prompt = PromptIds(*model->tokenizer);
   if (!prompt.ok()) return Fail(prompt.status());
-  // The engine's start-up INFO lines are for server logs; here stderr keeps
-  // to errors, warnings and the timing line.
-  FLAGS_minloglevel = google::GLOG_WARNING;
   const engine::SamplingParams params = SamplingFromFlags();
   // The engine validates again on Generate; checking first spares loading
   // the weights for a mistyped flag.
