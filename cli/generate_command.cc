@@ -1,20 +1,24 @@
 #include "cli/generate_command.h"
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include <glog/logging.h>
+
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "cli/common_flags.h"
-#include "cli/model_session.h"
-#include "tokenizer/chat_template.h"
-#include "tokenizer/incremental_detokenizer.h"
-#include "kernels/backend/backend.h"
-#include "worker/sampler.h"
+#include "cli/model_tokenizer.h"
+#include "engine/async_llm_engine.h"
+#include "engine/sampling_params.h"
 
 ABSL_FLAG(std::string, prompt, "", "Prompt text (tokenize: the text to tokenize).");
 ABSL_FLAG(int, max_tokens, 128, "Tokens to generate at most.");
@@ -30,109 +34,153 @@ ABSL_FLAG(std::string, ids, "", "detokenize: comma-separated token ids.");
 namespace rill::cli {
 namespace {
 
-absl::StatusOr<std::unique_ptr<ModelSession>> OpenSession() {
-  // The offline commands run the CPU model in this process: "auto" means the
-  // CPU here even on a GPU machine (the GPU serves through the engine).
+int Fail(const absl::Status& status) {
+  std::cerr << "error: " << status.message() << "\n";
+  return 1;
+}
+
+// The engine's device for --backend. "auto" means the CPU here even on a GPU
+// machine, so `rill generate` prints the same tokens everywhere.
+absl::StatusOr<std::string> DeviceFromFlag() {
   const std::string requested = absl::GetFlag(FLAGS_backend);
   if (requested == "cuda") {
     return absl::UnimplementedError(
         "the offline CLI runs on the CPU backend only; serve on the GPU with "
         "`rill serve --backend=cuda` (or use --backend=cpu / auto here)");
   }
-  absl::StatusOr<kernels::BackendChoice> backend =
-      kernels::ChooseBackend(requested == "auto" ? "cpu" : requested);
-  if (!backend.ok()) return backend.status();
-  ModelSessionOptions options;
-  options.model = absl::GetFlag(FLAGS_model);
-  options.threads = absl::GetFlag(FLAGS_threads);
-  options.model_options.exact_matmul = absl::GetFlag(FLAGS_exact_matmul);
-  options.model_options.int16_kernels = absl::GetFlag(FLAGS_int16_kernels);
-  absl::StatusOr<cpu::KvDtype> kv_dtype =
-      worker::ParseKvCacheDtype(absl::GetFlag(FLAGS_kv_cache_dtype));
-  if (!kv_dtype.ok()) return kv_dtype.status();
-  options.kv_cache_dtype = *kv_dtype;
-  return ModelSession::Open(options);
+  return requested == "auto" ? std::string("cpu") : requested;
 }
 
-int Fail(const absl::Status& status) {
-  std::cerr << "error: " << status.message() << "\n";
-  return 1;
+// EngineArgs::matmul for --exact_matmul / --int16_kernels. Named explicitly
+// (never "auto") so the CLI keeps f32 activations by default whatever the
+// engine's automatic choice becomes.
+std::string MatmulFromFlags() {
+  if (!absl::GetFlag(FLAGS_exact_matmul)) return "q8";
+  return absl::GetFlag(FLAGS_int16_kernels) ? "int16" : "exact";
+}
+
+// The prompt's token ids: the text as is (the tokenizer's special tokens
+// added, as the engine does for text prompts) or, with --chat, rendered as
+// one user message by the same chat-template code the frontend uses.
+absl::StatusOr<std::vector<int32_t>> PromptIds(const tokenizer::Tokenizer& tok) {
+  const std::string text = absl::GetFlag(FLAGS_prompt);
+  if (!absl::GetFlag(FLAGS_chat)) return tok.Encode(text, /*add_special_tokens=*/true);
+  absl::StatusOr<std::string> rendered = tok.ApplyChatTemplate(
+      {tokenizer::ChatMessage{"user", text}}, /*add_generation_prompt=*/true);
+  if (!rendered.ok()) return rendered.status();
+  // The template already placed whatever special tokens the model wants.
+  return tok.Encode(*rendered, /*add_special_tokens=*/false);
+}
+
+engine::SamplingParams SamplingFromFlags() {
+  engine::SamplingParams params;
+  params.max_tokens = absl::GetFlag(FLAGS_max_tokens);
+  params.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+  params.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
+  params.top_k = absl::GetFlag(FLAGS_top_k);
+  params.seed = absl::GetFlag(FLAGS_seed);
+  params.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
+  params.output_kind = engine::OutputKind::kDelta;  // Print text as it comes.
+  return params;
+}
+
+// An engine for this one request: one sequence, and a KV cache of just the
+// blocks prompt + max_tokens need (the engine's default 512 MiB would only
+// slow start-up). Lengths past the model's context are left for the
+// engine's validation to reject, so the cache is never sized beyond it.
+absl::StatusOr<std::unique_ptr<engine::AsyncLLMEngine>> CreateEngine(
+    const ModelTokenizer& model, int64_t prompt_tokens, int max_tokens) {
+  absl::StatusOr<std::string> device = DeviceFromFlag();
+  if (!device.ok()) return device.status();
+  engine::EngineArgs args;
+  args.model = model.path;
+  args.device = *device;
+  args.threads = absl::GetFlag(FLAGS_threads);
+  args.kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype);
+  args.matmul = MatmulFromFlags();
+  args.max_num_seqs = 1;
+  args.enable_prefix_caching = false;  // One request: nothing to share.
+  const int64_t tokens = std::clamp<int64_t>(prompt_tokens + std::max(max_tokens, 0), 1,
+                                             std::max<int64_t>(model.context_length, 1));
+  args.num_kv_blocks = static_cast<int>((tokens + args.block_size - 1) / args.block_size);
+  return engine::AsyncLLMEngine::Create(args);
+}
+
+// What StreamToStdout's request generated, for --print_ids and the timing
+// line.
+struct StreamedCompletion {
+  std::vector<int32_t> ids;
+  std::chrono::steady_clock::time_point first_token;  // When the first id arrived.
+};
+
+// Runs one request on `engine`, writing each output's new text to stdout as
+// it arrives (no trailing newline). The writes happen in the engine loop's
+// callback: waking this thread for every token costs decode speed on a busy
+// CPU. Bad sampling flags, an empty prompt or one too long for the context
+// fail here, in the engine's validation.
+absl::StatusOr<StreamedCompletion> StreamToStdout(engine::AsyncLLMEngine& engine,
+                                                  const std::vector<int32_t>& prompt,
+                                                  const engine::SamplingParams& params) {
+  struct State {
+    StreamedCompletion completion;
+    absl::Status error;
+    absl::Notification done;  // Orders the loop thread's writes before our reads.
+  };
+  // Shared with the callback, which the engine may keep past this call.
+  auto state = std::make_shared<State>();
+  auto print = [state](const engine::RequestOutput& out) {
+    StreamedCompletion& c = state->completion;
+    for (const engine::CompletionOutput& o : out.outputs) {
+      if (c.ids.empty() && !o.token_ids.empty()) c.first_token = std::chrono::steady_clock::now();
+      c.ids.insert(c.ids.end(), o.token_ids.begin(), o.token_ids.end());
+      std::cout << o.text << std::flush;
+    }
+    if (!out.finished) return;
+    state->error = out.error;
+    state->done.Notify();
+  };
+  if (absl::Status s =
+          engine.GenerateWithCallback(engine::Prompt(prompt), params, "generate", print);
+      !s.ok()) {
+    return s;
+  }
+  state->done.WaitForNotification();
+  if (!state->error.ok()) return state->error;
+  return std::move(state->completion);
 }
 
 }  // namespace
 
 int RunGenerate(int, char**) {
-  worker::SamplingConfig sampling;
-  sampling.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
-  sampling.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
-  sampling.top_k = absl::GetFlag(FLAGS_top_k);
-  sampling.seed = absl::GetFlag(FLAGS_seed);
-  if (absl::Status s = worker::ValidateSamplingConfig(sampling); !s.ok()) return Fail(s);
-  if (absl::GetFlag(FLAGS_max_tokens) < 1) {
-    return Fail(absl::InvalidArgumentError("--max_tokens must be at least 1"));
+  // The engine's start-up INFO lines are for server logs; here stderr keeps
+  // to errors, warnings and the timing line.
+  FLAGS_minloglevel = google::GLOG_WARNING;
+  absl::StatusOr<ModelTokenizer> model = LoadModelTokenizer(absl::GetFlag(FLAGS_model));
+  if (!model.ok()) return Fail(model.status());
+  absl::StatusOr<std::vector<int32_t>> prompt = PromptIds(*model->tokenizer);
+  if (!prompt.ok()) return Fail(prompt.status());
+  const engine::SamplingParams params = SamplingFromFlags();
+  // The engine validates again on Generate; checking first spares loading
+  // the weights for a mistyped flag.
+  if (absl::Status s = engine::ValidateSamplingParams(params, model->tokenizer->vocab_size());
+      !s.ok()) {
+    return Fail(s);
   }
-  absl::StatusOr<std::unique_ptr<ModelSession>> session = OpenSession();
-  if (!session.ok()) return Fail(session.status());
-  ModelSession& s = **session;
-  const tokenizer::BpeTokenizer& tok = s.tokenizer();
+  absl::StatusOr<std::unique_ptr<engine::AsyncLLMEngine>> engine =
+      CreateEngine(*model, prompt->size(), params.max_tokens);
+  if (!engine.ok()) return Fail(engine.status());
 
-  std::string text = absl::GetFlag(FLAGS_prompt);
-  if (absl::GetFlag(FLAGS_chat)) {
-    absl::StatusOr<tokenizer::ChatTemplate> tmpl =
-        tokenizer::ChatTemplate::Create(tok.spec().chat_template);
-    if (!tmpl.ok()) return Fail(tmpl.status());
-    const auto& spec = tok.spec();
-    auto token_text = [&](int32_t id) { return tok.IsValidId(id) ? tok.IdToToken(id) : ""; };
-    absl::StatusOr<std::string> rendered =
-        tmpl->Apply({tokenizer::ChatMessage{"user", text}}, /*add_generation_prompt=*/true,
-                    token_text(spec.bos_id), token_text(spec.eos_id));
-    if (!rendered.ok()) return Fail(rendered.status());
-    text = *rendered;
-  }
-  std::vector<int32_t> prompt = tok.Encode(text, /*add_special_tokens=*/!absl::GetFlag(FLAGS_chat));
-  if (prompt.empty()) return Fail(absl::InvalidArgumentError("the prompt is empty"));
-  const int max_tokens = absl::GetFlag(FLAGS_max_tokens);
-  if (static_cast<int64_t>(prompt.size()) + max_tokens > s.options().max_context) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("prompt (", prompt.size(), " tokens) + --max_tokens (", max_tokens,
-                     ") exceed the context of ", s.options().max_context, " tokens")));
-  }
-
-  worker::Sampler sampler(sampling);
-  tokenizer::IncrementalDetokenizer detok(&tok, /*skip_special_tokens=*/true);
-  worker::ForwardBatch batch;
-  batch.sequences.resize(1);
-  worker::SequenceChunk& seq = batch.sequences[0];
-  seq.block_table = s.BlockTable(0);
-  seq.tokens = prompt;
-  seq.start_pos = 0;
-  std::vector<int32_t> generated;
-  const int64_t vocab = s.model().config().vocab_size;
-  auto t0 = std::chrono::steady_clock::now();
-  auto t_first = t0;
-  for (int i = 0; i < max_tokens; ++i) {
-    worker::ForwardOutput out;
-    if (absl::Status st = s.model().Forward(batch, &s.cache(), &out); !st.ok()) return Fail(st);
-    if (i == 0) t_first = std::chrono::steady_clock::now();
-    worker::SampledToken next = sampler.Sample(out.logits[0].data(), vocab);
-    generated.push_back(next.token);
-    const bool is_eos = next.token == tok.spec().eos_id ||
-                        std::find(s.model().config().eos_token_ids.begin(),
-                                  s.model().config().eos_token_ids.end(),
-                                  next.token) != s.model().config().eos_token_ids.end();
-    if (is_eos && !absl::GetFlag(FLAGS_ignore_eos)) break;
-    absl::StatusOr<std::string> delta = detok.Push(next.token);
-    if (!delta.ok()) return Fail(delta.status());
-    std::cout << *delta << std::flush;
-    seq.start_pos += seq.tokens.size();
-    seq.tokens = {next.token};
-  }
-  std::cout << detok.Flush() << "\n";
-  auto t1 = std::chrono::steady_clock::now();
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<StreamedCompletion> completion = StreamToStdout(**engine, *prompt, params);
+  if (!completion.ok()) return Fail(completion.status());
+  const std::vector<int32_t>& generated = completion->ids;
+  const auto t_first = completion->ids.empty() ? t0 : completion->first_token;
+  std::cout << "\n";
+  const auto t1 = std::chrono::steady_clock::now();
   if (absl::GetFlag(FLAGS_print_ids)) std::cout << absl::StrJoin(generated, ",") << "\n";
   const double prefill_s = std::chrono::duration<double>(t_first - t0).count();
   const double decode_s = std::chrono::duration<double>(t1 - t_first).count();
-  std::cerr << "[" << prompt.size() << " prompt tokens in " << prefill_s << " s; "
+  std::cerr << "[" << prompt->size() << " prompt tokens in " << prefill_s << " s; "
             << generated.size() << " tokens, "
             << (generated.size() > 1 ? (generated.size() - 1) / decode_s : 0.0)
             << " tokens/s decode]\n";
@@ -140,10 +188,10 @@ int RunGenerate(int, char**) {
 }
 
 int RunTokenize(int, char**) {
-  absl::StatusOr<std::unique_ptr<ModelSession>> session = OpenSession();
-  if (!session.ok()) return Fail(session.status());
+  absl::StatusOr<ModelTokenizer> model = LoadModelTokenizer(absl::GetFlag(FLAGS_model));
+  if (!model.ok()) return Fail(model.status());
   std::vector<int32_t> ids =
-      (*session)->tokenizer().Encode(absl::GetFlag(FLAGS_prompt), /*add_special_tokens=*/true);
+      model->tokenizer->Encode(absl::GetFlag(FLAGS_prompt), /*add_special_tokens=*/true);
   std::cout << absl::StrJoin(ids, ",") << "\n";
   return 0;
 }
@@ -158,9 +206,9 @@ int RunDetokenize(int, char**) {
     }
     ids.push_back(id);
   }
-  absl::StatusOr<std::unique_ptr<ModelSession>> session = OpenSession();
-  if (!session.ok()) return Fail(session.status());
-  absl::StatusOr<std::string> text = (*session)->tokenizer().Decode(ids, false);
+  absl::StatusOr<ModelTokenizer> model = LoadModelTokenizer(absl::GetFlag(FLAGS_model));
+  if (!model.ok()) return Fail(model.status());
+  absl::StatusOr<std::string> text = model->tokenizer->Decode(ids, false);
   if (!text.ok()) return Fail(text.status());
   std::cout << *text << "\n";
   return 0;

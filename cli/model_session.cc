@@ -1,49 +1,42 @@
 #include "cli/model_session.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "engine/model_path.h"
-#include "engine/tokenizer_loader.h"
 
 namespace rill::cli {
 
 absl::StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(
     const ModelSessionOptions& options) {
   auto session = std::unique_ptr<ModelSession>(new ModelSession());
-  session->options_ = options;
-  const std::string path = engine::ResolveModelPath(options.model);
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
+  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
+      loader::LoadCheckpoint(engine::ResolveModelPath(options.model));
   if (!ckpt.ok()) return ckpt.status();
   session->checkpoint_ = std::move(*ckpt);
-  absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> tok =
-      engine::LoadTokenizer(*session->checkpoint_);
-  if (!tok.ok()) return tok.status();
-  session->tokenizer_ = std::move(*tok);
   session->pool_ = std::make_unique<cpu::ThreadPool>(options.threads);
   absl::StatusOr<std::unique_ptr<worker::CausalLm>> model =
       worker::CreateCausalLm(session->checkpoint_, session->pool_.get(), options.model_options);
   if (!model.ok()) return model.status();
   session->model_ = std::move(*model);
-  const int ctx = static_cast<int>(
-      std::min<int64_t>(options.max_context, session->model_->config().max_position_embeddings));
-  session->options_.max_context = ctx;
-  const int blocks_per_seq = (ctx + options.block_size - 1) / options.block_size;
+  const int64_t ctx =
+      std::min<int64_t>(options.max_context, session->model_->config().max_position_embeddings);
+  // Every sequence holds its blocks for the whole run: no prefix caching
+  // (the benchmark's random tokens share nothing) and no freeing.
+  const int blocks_per_seq = static_cast<int>((ctx + options.block_size - 1) / options.block_size);
+  const int num_blocks = blocks_per_seq * options.max_sequences;
+  session->blocks_ = std::make_unique<engine::BlockManager>(num_blocks, options.block_size,
+                                                            /*enable_prefix_caching=*/false);
+  for (int slot = 0; slot < options.max_sequences; ++slot) {
+    if (!session->blocks_->Allocate(slot, ctx)) {
+      return absl::InternalError("the KV cache is too small for the benchmark's sequences");
+    }
+  }
   absl::StatusOr<worker::PagedKvCache> cache = worker::PagedKvCache::Create(
-      session->model_->CacheShape(blocks_per_seq * options.max_sequences, options.block_size,
-                                  options.kv_cache_dtype));
+      session->model_->CacheShape(num_blocks, options.block_size, options.kv_cache_dtype));
   if (!cache.ok()) return cache.status();
   session->cache_ = std::make_unique<worker::PagedKvCache>(std::move(*cache));
   return session;
-}
-
-std::vector<int32_t> ModelSession::BlockTable(int slot) const {
-  const int per_seq = (options_.max_context + options_.block_size - 1) / options_.block_size;
-  std::vector<int32_t> table(per_seq);
-  for (int i = 0; i < per_seq; ++i) table[i] = slot * per_seq + i;
-  return table;
 }
 
 }  // namespace rill::cli

@@ -1,6 +1,6 @@
-// What every model-running CLI command needs: the checkpoint, its tokenizer,
-// the model, a thread pool and a KV cache, plus a simple sequential block
-// allocator (the engine's block manager replaces it in the server).
+// What `rill bench-model` needs to time the raw model runtime: the
+// checkpoint's model, a thread pool and a KV cache, with one block table per
+// benchmark sequence from the engine's BlockManager.
 #ifndef RILL_CLI_MODEL_SESSION_H_
 #define RILL_CLI_MODEL_SESSION_H_
 
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tokenizer/bpe_tokenizer.h"
+#include "engine/block_manager.h"
 #include "kernels/cpu/thread_pool.h"
 #include "worker/kv_cache.h"
 #include "worker/loader/checkpoint.h"
@@ -28,27 +28,25 @@ struct ModelSessionOptions {
   worker::ModelOptions model_options;
 };
 
+// Not thread-safe; one benchmark thread drives it.
 class ModelSession {
  public:
   static absl::StatusOr<std::unique_ptr<ModelSession>> Open(const ModelSessionOptions& options);
 
-  const tokenizer::BpeTokenizer& tokenizer() const { return *tokenizer_; }
   worker::CausalLm& model() { return *model_; }
   worker::PagedKvCache& cache() { return *cache_; }
   cpu::ThreadPool* pool() { return pool_.get(); }
-  const ModelSessionOptions& options() const { return options_; }
 
-  // Block table for sequence slot `slot` (< max_sequences): a fixed range
-  // of blocks big enough for max_context tokens.
-  std::vector<int32_t> BlockTable(int slot) const;
+  // Block table of sequence `slot` (< max_sequences), covering max_context
+  // tokens (capped at the model's context length) for the session's life.
+  const std::vector<int32_t>& BlockTable(int slot) const { return blocks_->BlockTable(slot); }
 
  private:
-  ModelSessionOptions options_;
   std::shared_ptr<const loader::Checkpoint> checkpoint_;
-  std::unique_ptr<tokenizer::BpeTokenizer> tokenizer_;
   std::unique_ptr<cpu::ThreadPool> pool_;
   std::unique_ptr<worker::CausalLm> model_;
   std::unique_ptr<worker::PagedKvCache> cache_;
+  std::unique_ptr<engine::BlockManager> blocks_;
 };
 
 }  // namespace rill::cli

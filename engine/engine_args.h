@@ -24,6 +24,12 @@ struct EngineArgs {
   // "float16" (half the memory per token, and long contexts read half the
   // bytes; logits move by ~1e-3 relative). See worker::ParseKvCacheDtype.
   std::string kv_cache_dtype = "auto";
+  // How the CPU model multiplies activations by quantized weights: "exact"
+  // (f32 activations, matching the float64 reference), "int16" (exact's
+  // weights repacked for the int16 VNNI kernels; ~1e-4 from the reference),
+  // "q8" (8-bit activations and integer dot products, as llama.cpp) or
+  // "auto" (today: exact). See worker::ModelOptions.
+  std::string matmul = "auto";
   int max_num_seqs = 64;
   int max_num_batched_tokens = 2048;
   int64_t max_model_len = 0;  // 0: the model's context length.

@@ -138,6 +138,7 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const EngineArgs& args) {
   options.block_size = args.block_size;
   options.kv_cache_dtype = *kv_dtype;
   options.threads = args.threads;
+  options.matmul = args.matmul;
   absl::StatusOr<std::unique_ptr<LocalModelExecutor>> executor =
       LocalModelExecutor::Create(options);
   if (!executor.ok()) return executor.status();

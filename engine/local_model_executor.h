@@ -24,6 +24,7 @@ struct LocalExecutorOptions {
   int block_size = 16;
   cpu::KvDtype kv_cache_dtype = cpu::KvDtype::kF32;
   int threads = 0;  // 0 = all cores.
+  std::string matmul = "auto";  // See EngineArgs::matmul.
 };
 
 class LocalModelExecutor : public ModelExecutor {
