@@ -18,6 +18,7 @@
 #include "cli/common_flags.h"
 #include "cli/model_tokenizer.h"
 #include "engine/async_llm_engine.h"
+#include "engine/engine_factory.h"
 #include "engine/sampling_params.h"
 
 ABSL_FLAG(std::string, prompt, "", "Prompt text (tokenize: the text to tokenize).");
@@ -103,7 +104,7 @@ absl::StatusOr<std::unique_ptr<engine::AsyncLLMEngine>> CreateEngine(
   const int64_t tokens = std::clamp<int64_t>(prompt_tokens + std::max(max_tokens, 0), 1,
                                              std::max<int64_t>(model.context_length, 1));
   args.num_kv_blocks = static_cast<int>((tokens + args.block_size - 1) / args.block_size);
-  return engine::AsyncLLMEngine::Create(args);
+  return engine::CreateAsyncLLMEngine(args);
 }
 
 // What StreamToStdout's request generated, for --print_ids and the timing

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "engine/async_llm_engine.h"
+#include "engine/engine_factory.h"
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
 #include "tests/util/tiny_models.h"
@@ -90,7 +91,7 @@ class GenerateCliTest : public testing::TinyModels<::testing::Test> {
     args.matmul = "exact";
     args.num_kv_blocks = 64;  // The whole 128-token context, not 512 MiB.
     absl::StatusOr<std::unique_ptr<engine::AsyncLLMEngine>> eng =
-        engine::AsyncLLMEngine::Create(args);
+        engine::CreateAsyncLLMEngine(args);
     EXPECT_TRUE(eng.ok()) << eng.status();
     if (!eng.ok()) return {};
     engine::SamplingParams params;
