@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/max_model_len.h"
 #include "engine/model_path.h"
 #include "engine/tokenizer_loader.h"
 
@@ -27,8 +28,9 @@ absl::StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(
       worker::CreateCausalLm(session->checkpoint_, session->pool_.get(), options.model_options);
   if (!model.ok()) return model.status();
   session->model_ = std::move(*model);
+  const int64_t model_context = session->model_->config().max_position_embeddings;
   const int ctx = static_cast<int>(
-      std::min<int64_t>(options.max_context, session->model_->config().max_position_embeddings));
+      engine::ResolveMaxModelLen(options.max_context, model_context).value_or(model_context));
   session->options_.max_context = ctx;
   const int blocks_per_seq = (ctx + options.block_size - 1) / options.block_size;
   absl::StatusOr<worker::PagedKvCache> cache = worker::PagedKvCache::Create(

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
+#include "engine/max_model_len.h"
 #include "worker/kv_cache.h"
 #include "worker/lora/lora_adapter.h"
 
@@ -50,16 +51,13 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(
     const EngineArgs& args, std::unique_ptr<ModelExecutor> executor,
     std::unique_ptr<tokenizer::BpeTokenizer> tokenizer) {
   if (executor == nullptr) return absl::InvalidArgumentError("no model executor");
-  const int64_t context = executor->model_config().max_position_embeddings;
-  if (args.max_model_len > 0 && context > 0 && args.max_model_len > context) {
-    return absl::InvalidArgumentError(absl::StrCat("max_model_len ", args.max_model_len,
-                                                   " exceeds the model's context length of ",
-                                                   context));
-  }
+  absl::StatusOr<int64_t> max_model_len = ResolveMaxModelLen(
+      args.max_model_len, executor->model_config().max_position_embeddings);
+  if (!max_model_len.ok()) return max_model_len.status();
   SchedulerConfig sched;
   sched.max_num_seqs = args.max_num_seqs;
   sched.max_num_batched_tokens = args.max_num_batched_tokens;
-  sched.max_model_len = args.max_model_len > 0 ? args.max_model_len : (context > 0 ? context : 2048);
+  sched.max_model_len = *max_model_len;
   sched.policy = args.scheduling_policy;
   sched.max_loras = args.max_loras;
   if (absl::Status s = ValidateSchedulerConfig(sched); !s.ok()) return s;
@@ -73,7 +71,7 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(
   auto engine = std::unique_ptr<AsyncLLMEngine>(
       new AsyncLLMEngine(fixed, std::move(executor), std::move(tokenizer)));
   engine->Start();
-  for (const auto& [name, path] : args.loras) {
+  for (const auto& [name, path] : args.lora.adapters) {
     absl::StatusOr<LoraInfo> added = engine->AddLoraTrusted(LoraRequest{name, 0, path});
     if (!added.ok()) {
       return absl::Status(added.status().code(), absl::StrCat("--lora ", name, "=", path, ": ",
@@ -120,6 +118,7 @@ AsyncLLMEngine::AsyncLLMEngine(const EngineArgs& args, std::unique_ptr<ModelExec
   config_.lora.max_lora_rank = args.max_lora_rank;
   config_.lora.max_cpu_loras = args.max_cpu_loras;
   config_.lora.root = args.lora_root;
+  config_.options = EngineOptionValues(args);
   lora_ = std::make_unique<LoraRegistry>(
       [executor = executor_.get(), rank = args.max_lora_rank](const std::string& path,
                                                                const std::string& root) {
