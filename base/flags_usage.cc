@@ -49,7 +49,7 @@ std::string FlagsHelpText(const FlagsHelp& help) {
   for (const auto& [name, flag] : absl::GetAllFlags()) {
     if (!Listed(*flag, help)) continue;
     std::string file = MatchingFile(flag->Filename(), help.files);
-    const std::string title = file.empty() ? "Also" : "Flags from " + file;
+    const std::string title = file.empty() ? "Shared flags" : "Flags from " + file;
     std::string entry = absl::StrCat("  --", flag->Name(), " (default: ", flag->DefaultValue());
     absl::StrAppend(&entry, ")\n      ", flag->Help(), "\n");
     groups[title][std::string(flag->Name())] = entry;

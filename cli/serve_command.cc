@@ -278,6 +278,12 @@ int Serve(LaunchOptions opts, const sigset_t& stop_signals) {
 }  // namespace
 
 int RunServe(int, char**) {
+  // A bad engine option is named at once, before any child starts (the
+  // engine checks again, --engine_flags included).
+  if (absl::Status s = engine::ValidateEngineArgs(engine::EngineArgsFromFlags()); !s.ok()) {
+    std::cerr << "rill serve: " << s.message() << "\n";
+    return 2;
+  }
   // Block the stop signals before any thread exists; they are taken by
   // sigtimedwait in Serve, so shutdown runs on this thread.
   sigset_t stop_signals;

@@ -22,10 +22,10 @@ EngineArgs EngineArgsFromFlags() {
 std::vector<std::string> EngineFlagsChangedFromDefault() {
   std::vector<std::string> flags;
   const EngineArgs defaults;
-#define RILL_CHANGED_ENGINE_FLAG(type, name, default_value, check, help)                   \
-  if (const std::string value = absl::UnparseFlag<type>(absl::GetFlag(FLAGS_##name));             \
-      value != absl::UnparseFlag<type>(defaults.name)) {                                          \
-    flags.push_back("--" #name "=" + value);                                                \
+#define RILL_CHANGED_ENGINE_FLAG(type, name, default_value, check, help)           \
+  if (std::string value = absl::UnparseFlag<type>(absl::GetFlag(FLAGS_##name));     \
+      value != absl::UnparseFlag<type>(defaults.name)) {                            \
+    flags.push_back("--" #name "=" + value);                                        \
   }
   RILL_ENGINE_OPTIONS(RILL_CHANGED_ENGINE_FLAG)
 #undef RILL_CHANGED_ENGINE_FLAG

@@ -1,5 +1,6 @@
 // Every option a user sets on an engine, declared once:
 //   X(type, name, default, check, help)
+// Types are spelled in full: the flags are declared at global scope.
 // `name` is both the EngineArgs field and the flag (--name) of rill-engine
 // and `rill serve`; `check` is a validator from option_checks.h, run by
 // ValidateEngineArgs; `help` is what --help prints. From this list come the
@@ -50,7 +51,7 @@
   X(bool, enable_prefix_caching, true, AnyValue(), "Reuse KV blocks of shared prompt prefixes.") \
   X(absl::Duration, log_stats_interval, absl::ZeroDuration(), AnyValue(),                         \
     "Log engine stats this often (e.g. 10s); 0 disables.")                                       \
-  X(LoraAdapters, lora, {}, AnyValue(),                                                           \
+  X(::rill::engine::LoraAdapters, lora, {}, AnyValue(),                                           \
     "LoRA adapters to load at start-up: name=path,name=path (PEFT directories).")                 \
   X(std::string, lora_root, "", AnyValue(),                                                       \
     "Admin.AddLora paths must be under this directory; empty refuses AddLora.")                   \
