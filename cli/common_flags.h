@@ -1,16 +1,15 @@
-// Flags shared by the model-running commands (defined in common_flags.cc).
+// Flags shared by the model-running commands: --model, --threads, --backend
+// and --kv_cache_dtype are the engine's (engine_flags.h); the matmul choices
+// are defined in common_flags.cc.
 #ifndef RILL_CLI_COMMON_FLAGS_H_
 #define RILL_CLI_COMMON_FLAGS_H_
 
 #include <string>
 
 #include "absl/flags/declare.h"
+#include "engine/engine_flags.h"
 
-ABSL_DECLARE_FLAG(std::string, model);
-ABSL_DECLARE_FLAG(int, threads);
-ABSL_DECLARE_FLAG(std::string, backend);
 ABSL_DECLARE_FLAG(bool, exact_matmul);
 ABSL_DECLARE_FLAG(bool, int16_kernels);
-ABSL_DECLARE_FLAG(std::string, kv_cache_dtype);
 
 #endif  // RILL_CLI_COMMON_FLAGS_H_

@@ -95,7 +95,7 @@ absl::StatusOr<std::unique_ptr<engine::AsyncLLMEngine>> CreateEngine(
   if (!device.ok()) return device.status();
   engine::EngineArgs args;
   args.model = model.path;
-  args.device = *device;
+  args.backend = *device;
   args.threads = absl::GetFlag(FLAGS_threads);
   args.kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype);
   args.matmul = MatmulFromFlags();

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/max_model_len.h"
 #include "engine/model_path.h"
 
 namespace rill::cli {
@@ -19,8 +21,9 @@ absl::StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(
       worker::CreateCausalLm(session->checkpoint_, session->pool_.get(), options.model_options);
   if (!model.ok()) return model.status();
   session->model_ = std::move(*model);
+  const int64_t model_context = session->model_->config().max_position_embeddings;
   const int64_t ctx =
-      std::min<int64_t>(options.max_context, session->model_->config().max_position_embeddings);
+      engine::ResolveMaxModelLen(options.max_context, model_context).value_or(model_context);
   // Every sequence holds its blocks for the whole run: no prefix caching
   // (the benchmark's random tokens share nothing) and no freeing.
   const int blocks_per_seq = static_cast<int>((ctx + options.block_size - 1) / options.block_size);

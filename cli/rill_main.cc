@@ -8,10 +8,13 @@
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "base/flags_usage.h"
 #include "cli/bench_model_command.h"
 #include "cli/device_info_command.h"
 #include "cli/generate_command.h"
 #include "cli/serve_command.h"
+#include "engine/engine_flags.h"
 
 namespace {
 
@@ -19,19 +22,33 @@ struct Command {
   const char* name;
   const char* help;
   int (*run)(int argc, char** argv);
+  // What `rill <name> --help` lists: the flags of these files, and these
+  // engine options by name.
+  std::vector<std::string> flag_files;
+  std::vector<std::string> engine_flags;
 };
 
+// The engine options the offline commands read (they run the model here).
+const std::vector<std::string> kModelFlags = {"model", "threads", "backend", "kv_cache_dtype"};
+
 const Command kCommands[] = {
-    {"serve", "engine + workers + frontends on this machine (--port, --frontends, --tensor_parallel_size)",
-     rill::cli::RunServe},
+    {"serve",
+     "engine + workers + frontends on this machine (--port, --frontends, --tensor_parallel_size, "
+     "and every rill-engine option)",
+     rill::cli::RunServe,
+     {"cli/serve_command.cc", rill::engine::EngineFlagsFile()},
+     {}},
     {"generate", "stream a completion of --prompt (--chat, --max_tokens, --temperature, ...)",
-     rill::cli::RunGenerate},
-    {"tokenize", "print the token ids of --prompt", rill::cli::RunTokenize},
-    {"detokenize", "print the text of --ids=1,2,3", rill::cli::RunDetokenize},
+     rill::cli::RunGenerate, {"cli/generate_command.cc", "cli/common_flags.cc"}, kModelFlags},
+    {"tokenize", "print the token ids of --prompt", rill::cli::RunTokenize,
+     {"cli/generate_command.cc"}, {"model"}},
+    {"detokenize", "print the text of --ids=1,2,3", rill::cli::RunDetokenize,
+     {"cli/generate_command.cc"}, {"model"}},
     {"bench-model", "model-runtime throughput: prefill and batched decode tokens/s",
-     rill::cli::RunBenchModel},
+     rill::cli::RunBenchModel, {"cli/bench_model_command.cc", "cli/common_flags.cc"},
+     kModelFlags},
     {"device-info", "print the compute backend this machine uses and why",
-     rill::cli::RunDeviceInfo},
+     rill::cli::RunDeviceInfo, {}, {"backend"}},
 };
 
 void PrintUsage() {
@@ -55,6 +72,9 @@ int main(int argc, char** argv) {
     std::vector<char*> rest_argv;
     rest_argv.push_back(argv[0]);
     for (int i = 2; i < argc; ++i) rest_argv.push_back(argv[i]);
+    rill::base::HandleHelpFlag(
+        rest_argv.size(), rest_argv.data(),
+        {absl::StrCat("rill ", c.name, " [--flags]: ", c.help), c.flag_files, c.engine_flags});
     std::vector<char*> positional = absl::ParseCommandLine(rest_argv.size(), rest_argv.data());
     return c.run(positional.size(), positional.data());
   }

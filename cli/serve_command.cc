@@ -15,12 +15,12 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/secret_file.h"
 #include "base/tls_credentials.h"
 #include "cli/common_flags.h"
 #include "cli/server_launcher.h"
+#include "engine/engine_flags.h"
 #include "engine/model_path.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "rill/internal/engine.grpc.pb.h"
@@ -31,19 +31,15 @@ ABSL_FLAG(int, port, 50051,
           "Client port (all frontends share it); 0 picks a free one. A port another server "
           "holds fails at start-up (exit code 2).");
 ABSL_FLAG(int, frontends, 1, "Number of rill-frontend replicas.");
-ABSL_FLAG(int, tensor_parallel_size, 1, "Worker processes (tensor-parallel ranks).");
 ABSL_FLAG(std::string, admin_token, "",
           "Enables the Admin service on the frontends and the engine, guarded by this bearer "
           "token (handed to them in a 0600 file in the run dir).");
 ABSL_FLAG(std::string, admin_token_file, "",
           "File holding the admin token (instead of --admin_token, which `ps` shows).");
 ABSL_FLAG(std::vector<std::string>, engine_flags, {},
-          "Extra rill-engine flags, comma-separated (e.g. --max_num_seqs=32).");
+          "Other rill-engine flags, comma-separated (e.g. --max_waiting_requests=100). Engine "
+          "options (--kv_cache_mb, --max_num_seqs, ...) are flags of rill serve itself.");
 ABSL_FLAG(std::vector<std::string>, frontend_flags, {}, "Extra rill-frontend flags.");
-ABSL_FLAG(std::vector<std::string>, lora, {},
-          "LoRA adapters loaded at start-up: name=path,name=path (PEFT directories).");
-ABSL_FLAG(std::string, lora_root, "",
-          "Admin.AddLora may load adapters from under this directory only (empty: refused).");
 ABSL_FLAG(std::string, run_dir, "",
           "Port files and logs; default a fresh $TMPDIR/rill-serve.XXXXXX (/tmp), removed at "
           "exit (kept with --log_to_files).");
@@ -282,6 +278,12 @@ int Serve(LaunchOptions opts, const sigset_t& stop_signals) {
 }  // namespace
 
 int RunServe(int, char**) {
+  // A bad engine option is named at once, before any child starts (the
+  // engine checks again, --engine_flags included).
+  if (absl::Status s = engine::ValidateEngineArgs(engine::EngineArgsFromFlags()); !s.ok()) {
+    std::cerr << "rill serve: " << s.message() << "\n";
+    return 2;
+  }
   // Block the stop signals before any thread exists; they are taken by
   // sigtimedwait in Serve, so shutdown runs on this thread.
   sigset_t stop_signals;
@@ -314,18 +316,10 @@ int RunServe(int, char**) {
   if (opts.engine_binary.empty()) opts.engine_binary = FindRillBinary("rill-engine", "engine/service");
   opts.frontend_binary = absl::GetFlag(FLAGS_frontend_binary);
   if (opts.frontend_binary.empty()) opts.frontend_binary = FindRillBinary("rill-frontend", "frontend");
-  opts.engine_flags = {
-      "--model=" + absl::GetFlag(FLAGS_model),
-      absl::StrCat("--threads=", absl::GetFlag(FLAGS_threads)),
-      absl::StrCat("--tensor_parallel_size=", absl::GetFlag(FLAGS_tensor_parallel_size)),
-      "--kv_cache_dtype=" + absl::GetFlag(FLAGS_kv_cache_dtype),
-      "--device=" + absl::GetFlag(FLAGS_backend),
-  };
-  if (!absl::GetFlag(FLAGS_lora).empty()) {
-    opts.engine_flags.push_back("--lora=" + absl::StrJoin(absl::GetFlag(FLAGS_lora), ","));
-  }
-  if (!absl::GetFlag(FLAGS_lora_root).empty()) {
-    opts.engine_flags.push_back("--lora_root=" + absl::GetFlag(FLAGS_lora_root));
+  // Every engine option the user set here (they are this binary's flags
+  // too, from the same declaration) goes to rill-engine as given.
+  opts.engine_flags = engine::EngineFlagsChangedFromDefault();
+  if (!absl::GetFlag(FLAGS_lora_root).empty() && absl::GetFlag(FLAGS_lora_registry_file).empty()) {
     // Adapters added at run time survive an engine restart (and, with a
     // fixed --run_dir, the next `rill serve`).
     opts.engine_flags.push_back("--lora_registry_file=" + opts.run_dir + "/lora_registry.json");

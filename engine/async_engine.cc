@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "engine/max_model_len.h"
 #include "worker/kv_cache.h"
 
 namespace rill::engine {
@@ -25,15 +26,11 @@ SchedulerConfig SchedulerConfigOf(const EngineArgs& args) {
 
 absl::StatusOr<EngineArgs> AsyncEngine::ResolveArgs(const EngineArgs& args,
                                                     const ModelExecutor& executor) {
-  const int64_t context = executor.model_config().max_position_embeddings;
-  if (args.max_model_len > 0 && context > 0 && args.max_model_len > context) {
-    return absl::InvalidArgumentError(absl::StrCat("max_model_len ", args.max_model_len,
-                                                   " exceeds the model's context length of ",
-                                                   context));
-  }
+  absl::StatusOr<int64_t> max_model_len =
+      ResolveMaxModelLen(args.max_model_len, executor.model_config().max_position_embeddings);
+  if (!max_model_len.ok()) return max_model_len.status();
   EngineArgs resolved = args;
-  resolved.max_model_len =
-      args.max_model_len > 0 ? args.max_model_len : (context > 0 ? context : 2048);
+  resolved.max_model_len = *max_model_len;
   if (absl::Status s = ValidateSchedulerConfig(SchedulerConfigOf(resolved)); !s.ok()) return s;
   if (args.max_loras < 1 || args.max_lora_rank < 1 || args.max_cpu_loras < args.max_loras) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -85,6 +82,7 @@ AsyncEngine::AsyncEngine(const EngineArgs& args, std::unique_ptr<ModelExecutor> 
   config_.lora.max_lora_rank = args.max_lora_rank;
   config_.lora.max_cpu_loras = args.max_cpu_loras;
   config_.lora.root = args.lora_root;
+  config_.options = EngineOptionValues(args);
   core_->SetTransitionCallback(
       [this](const std::vector<std::pair<std::string, RequestState>>& t) { ApplyTransitions(t); });
   // A worker process that dies is pushed here by the executor (from its

@@ -1,4 +1,4 @@
-// EngineArgs::device and gpu_memory_utilization through AsyncLLMEngine::Create:
+// EngineArgs::backend and gpu_memory_utilization through AsyncLLMEngine::Create:
 // bad values are refused with a clear error; "cuda" without a usable device
 // is FailedPrecondition; "auto" without one serves on the CPU. With a CUDA
 // device (a GPU box running the bundle), "cuda" serves the default model and
@@ -33,11 +33,11 @@ bool HaveModel() {
 
 bool HaveCudaDevice() { return cuda::ProbeCudaDevices().ok(); }
 
-EngineArgs SmallArgs(const std::string& device) {
+EngineArgs SmallArgs(const std::string& backend) {
   EngineArgs args;
   args.model = ModelPath();
-  args.device = device;
-  args.kv_cache_bytes = int64_t{64} << 20;
+  args.backend = backend;
+  args.kv_cache_mb = 64;
   args.max_model_len = 256;
   args.max_num_seqs = 8;
   args.max_num_batched_tokens = 256;
@@ -63,7 +63,7 @@ std::vector<int32_t> Greedy(AsyncLLMEngine* engine, const std::string& prompt, i
   return last.outputs.empty() ? std::vector<int32_t>{} : last.outputs[0].token_ids;
 }
 
-TEST(EngineDeviceTest, UnknownDeviceIsInvalidArgument) {
+TEST(EngineDeviceTest, UnknownBackendIsInvalidArgument) {
   auto e = CreateAsyncLLMEngine(SmallArgs("tpu"));
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << e.status();

@@ -252,7 +252,7 @@ TEST_F(LoraEngineTest, BadAdaptersFailClearlyAndEngineKeepsServing) {
 
 TEST_F(LoraEngineTest, NoRootRefusesRuntimeLoadsButStartupAdaptersLoad) {
   EngineArgs args;  // No lora_root.
-  args.loras = {{"boot", AdapterDir(2)}};
+  args.lora.adapters = {{"boot", AdapterDir(2)}};
   std::unique_ptr<AsyncLLMEngine> e = MakeEngine(root_ + "/base.gguf", args);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->AddLora({"a0", 0, AdapterDir(0)}).status().code(),
@@ -270,7 +270,7 @@ TEST_F(LoraEngineTest, NoRootRefusesRuntimeLoadsButStartupAdaptersLoad) {
   absl::StatusOr<std::unique_ptr<LocalModelExecutor>> ex = LocalModelExecutor::Create(o);
   ASSERT_TRUE(ex.ok());
   EngineArgs bad;
-  bad.loras = {{"x", root_ + "/nowhere"}};
+  bad.lora.adapters = {{"x", root_ + "/nowhere"}};
   absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> failed =
       AsyncLLMEngine::Create(bad, std::move(*ex), nullptr);
   ASSERT_FALSE(failed.ok());

@@ -66,7 +66,7 @@ class ModelFeaturesTest : public ::testing::Test {
   static void SetUpTestSuite() {
     if (!HaveModel()) return;
     EngineArgs args;
-    args.kv_cache_bytes = int64_t{256} << 20;
+    args.kv_cache_mb = 256;
     args.max_model_len = 512;
     args.max_num_seqs = 64;
     args.max_num_batched_tokens = 512;

@@ -80,7 +80,7 @@ class ModelEngineTest : public ::testing::Test {
   static void SetUpTestSuite() {
     if (!HaveModel()) return;
     EngineArgs args;
-    args.kv_cache_bytes = int64_t{256} << 20;
+    args.kv_cache_mb = 256;
     args.max_model_len = 512;
     args.max_num_seqs = 16;
     args.max_num_batched_tokens = 256;
@@ -159,7 +159,7 @@ TEST_F(ModelEngineTest, PreemptedEqualsUnpreempted) {
 TEST(KvCacheDtypeTest, Float16CacheHoldsTwiceTheBlocksAndServes) {
   if (!HaveModel()) GTEST_SKIP() << "default model not found";
   EngineArgs args;
-  args.kv_cache_bytes = int64_t{64} << 20;
+  args.kv_cache_mb = 64;
   args.max_model_len = 512;
   args.max_num_seqs = 8;
   args.max_num_batched_tokens = 256;

@@ -57,7 +57,7 @@ TEST_P(WindowEngineTest, ChunkedBatchedAndCachedMatchReference) {
   const std::string path = absl::StrCat(dir_, "/", GetParam());
   EngineArgs args;
   args.model = path;
-  args.kv_cache_bytes = int64_t{16} << 20;
+  args.kv_cache_mb = 16;
   args.max_model_len = 128;
   args.max_num_seqs = 4;
   args.max_num_batched_tokens = 7;  // prompts prefill in chunks across windows

@@ -9,64 +9,33 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "engine/engine_options.h"
 #include "engine/scheduler.h"
 #include "worker/loader/checkpoint.h"
 
 namespace rill::engine {
 
+// The user-set options are declared in engine_options.h (one line each,
+// with their flag, default, check and help); the rest are for code and tests.
 struct EngineArgs {
-  std::string model = "default";  // See ResolveModelPath.
-  int num_kv_blocks = 0;          // 0: as many as fit in kv_cache_bytes.
-  int64_t kv_cache_bytes = int64_t{512} << 20;
+#define RILL_ENGINE_ARGS_FIELD(type, name, default_value, check, help) type name = default_value;
+  RILL_ENGINE_OPTIONS(RILL_ENGINE_ARGS_FIELD)
+#undef RILL_ENGINE_ARGS_FIELD
+
+  int num_kv_blocks = 0;  // 0: as many as fit in kv_cache_mb.
   int block_size = 16;
-  // How the KV cache stores K/V: "auto" (f32 on the CPU), "float32" or
-  // "float16" (half the memory per token, and long contexts read half the
-  // bytes; logits move by ~1e-3 relative). See worker::ParseKvCacheDtype.
-  std::string kv_cache_dtype = "auto";
-  // How the CPU model multiplies activations by quantized weights: "exact"
-  // (f32 activations, matching the float64 reference), "int16" (exact's
-  // weights repacked for the int16 VNNI kernels; ~1e-4 from the reference),
-  // "q8" (8-bit activations and integer dot products, as llama.cpp) or
-  // "auto" (today: exact). See worker::ModelOptions.
-  std::string matmul = "auto";
-  int max_num_seqs = 64;
-  int max_num_batched_tokens = 2048;
-  int64_t max_model_len = 0;  // 0: the model's context length.
   SchedulingPolicy scheduling_policy = SchedulingPolicy::kFcfs;
-  int threads = 0;  // 0 = all cores. cpu: kernel threads; cuda: host sampling threads.
-  // Where the model runs: "cpu"; "cuda" (the Llama family on GPU 0, bf16
-  // weights and KV cache; FailedPrecondition without a usable device); or
-  // "auto" (CUDA when a device is usable and the model runs there, else the
-  // CPU with a logged reason).
-  std::string device = "cpu";
-  // CUDA: the share of the device's memory the engine may use (weights,
-  // activations and the KV cache it sizes from what is left), as vLLM's
-  // --gpu-memory-utilization. num_kv_blocks > 0 overrides the sizing.
-  double gpu_memory_utilization = 0.9;
-  bool enable_prefix_caching = true;
-  // Tensor parallelism: > 1 runs the model in that many rill-worker processes.
-  int tensor_parallel_size = 1;
-  std::string worker_binary;  // Path of rill-worker; "" = next to the running binary.
-  // Non-empty: the workers are started by someone else (containers of the
-  // engine's pod) and connect to <dir>/control.sock; see MultiprocExecutor.
-  std::string external_worker_dir;
-  // Log stats (DoLogStats) from the loop this often; zero disables.
-  absl::Duration log_stats_interval = absl::ZeroDuration();
-  // LoRA adapters (PEFT directories) loaded at start-up, {name, path}. These
-  // come from the operator's command line, so any path is accepted.
-  std::vector<std::pair<std::string, std::string>> loras;
-  int max_loras = 4;        // Distinct adapters among the running requests (one batch).
-  int max_lora_rank = 64;   // Adapters of a higher rank are refused.
-  int max_cpu_loras = 16;   // Adapters kept in memory (LRU); others reload on use.
-  // AddLora paths must lie under this directory; empty: AddLora is refused
-  // (PermissionDenied) and only start-up adapters exist.
-  std::string lora_root;
-  // Non-empty: the adapters AddLora registered are listed in this file
-  // (lora_registry_file.h), rewritten on every AddLora/RemoveLora, and
-  // registered again (through AddLora's checks) when an engine starts.
-  std::string lora_registry_file;
 };
+
+// OK, or InvalidArgument naming the first option (as its --flag) whose value
+// its declared check refuses.
+absl::Status ValidateEngineArgs(const EngineArgs& args);
+
+// {name, value} of every declared option, values spelled as their flags take
+// them; what the config RPC reports as the engine's options.
+std::vector<std::pair<std::string, std::string>> EngineOptionValues(const EngineArgs& args);
 
 struct EngineConfig {
   struct Model {
@@ -98,6 +67,8 @@ struct EngineConfig {
     int max_cpu_loras = 0;
     std::string root;
   } lora;
+  // Every declared option as the engine was given it (EngineOptionValues).
+  std::vector<std::pair<std::string, std::string>> options;
 };
 
 }  // namespace rill::engine

@@ -6,14 +6,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/logits_processor.h"
+#include "engine/max_model_len.h"
 
 namespace rill::engine {
 namespace {
 
 SchedulerConfig Clamp(SchedulerConfig c, const loader::ModelConfig& model) {
-  if (model.max_position_embeddings > 0) {
-    c.max_model_len = std::min<int64_t>(c.max_model_len, model.max_position_embeddings);
-  }
+  const int64_t context = model.max_position_embeddings;
+  c.max_model_len = ResolveMaxModelLen(c.max_model_len, context).value_or(context);
   return c;
 }
 

@@ -49,11 +49,11 @@ absl::StatusOr<BuiltExecutor> CreateMultiprocess(const EngineArgs& args, cpu::Kv
   options.tensor_parallel_size = args.tensor_parallel_size;
   options.worker_binary = args.worker_binary.empty() ? DefaultWorkerBinary() : args.worker_binary;
   options.num_blocks = args.num_kv_blocks;
-  options.kv_cache_bytes = args.kv_cache_bytes;
+  options.kv_cache_bytes = args.kv_cache_mb << 20;
   options.block_size = args.block_size;
   options.kv_cache_dtype = kv_dtype;
   options.threads = args.threads;
-  options.external_worker_dir = args.external_worker_dir;
+  options.external_workers_dir = args.external_workers_dir;
   absl::StatusOr<std::unique_ptr<MultiprocExecutor>> executor =
       MultiprocExecutor::Create(options);
   if (!executor.ok()) return executor.status();
@@ -66,19 +66,19 @@ absl::StatusOr<BuiltExecutor> CreateMultiprocess(const EngineArgs& args, cpu::Kv
   return built;
 }
 
-// The model on one GPU. A null executor (and no error) when `device` is
+// The model on one GPU. A null executor (and no error) when `backend` is
 // "auto" and the model does not run on the CUDA backend: the caller falls
 // back to the CPU.
 absl::StatusOr<BuiltExecutor> CreateOnCuda(const EngineArgs& args) {
-  if (args.tensor_parallel_size > 1 || !args.external_worker_dir.empty()) {
+  if (args.tensor_parallel_size > 1 || !args.external_workers_dir.empty()) {
     return absl::UnimplementedError(
-        "device cuda runs tensor_parallel_size 1 in the engine process; NCCL ranks in "
+        "backend cuda runs tensor_parallel_size 1 in the engine process; NCCL ranks in "
         "rill-worker processes are not wired into the engine yet");
   }
   if (args.kv_cache_dtype != "auto" && args.kv_cache_dtype != "bfloat16") {
     return absl::InvalidArgumentError(
         absl::StrCat("kv_cache_dtype '", args.kv_cache_dtype,
-                     "' is not available on device cuda, whose KV cache is bfloat16 (use auto)"));
+                     "' is not available on backend cuda, whose KV cache is bfloat16 (use auto)"));
   }
   const std::string path = ResolveModelPath(args.model);
   absl::StatusOr<std::unique_ptr<loader::Checkpoint>> loaded = loader::LoadCheckpoint(path);
@@ -95,7 +95,7 @@ absl::StatusOr<BuiltExecutor> CreateOnCuda(const EngineArgs& args) {
       CreateCudaModelExecutor(checkpoint, options);
   BuiltExecutor built;
   if (!executor.ok()) {
-    if (args.device == "auto" && absl::IsUnimplemented(executor.status())) {
+    if (args.backend == "auto" && absl::IsUnimplemented(executor.status())) {
       LOG(WARNING) << executor.status().message() << "; falling back to the CPU backend";
       return built;
     }
@@ -110,17 +110,11 @@ absl::StatusOr<BuiltExecutor> CreateOnCuda(const EngineArgs& args) {
 }
 
 absl::StatusOr<BuiltExecutor> CreateExecutor(const EngineArgs& args) {
-  if (args.tensor_parallel_size < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor_parallel_size must be >= 1, got ", args.tensor_parallel_size));
-  }
-  if (absl::Status s = cuda::ValidateGpuMemoryUtilization(args.gpu_memory_utilization); !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<kernels::BackendChoice> backend = kernels::ChooseBackend(args.device);
+  if (absl::Status s = ValidateEngineArgs(args); !s.ok()) return s;
+  absl::StatusOr<kernels::BackendChoice> backend = kernels::ChooseBackend(args.backend);
   if (!backend.ok()) {
     return absl::Status(backend.status().code(),
-                        absl::StrCat("device: ", backend.status().message()));
+                        absl::StrCat("backend: ", backend.status().message()));
   }
   if (backend->kind == kernels::BackendKind::kCuda) {
     absl::StatusOr<BuiltExecutor> built = CreateOnCuda(args);
@@ -128,13 +122,13 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const EngineArgs& args) {
   }
   absl::StatusOr<cpu::KvDtype> kv_dtype = worker::ParseKvCacheDtype(args.kv_cache_dtype);
   if (!kv_dtype.ok()) return kv_dtype.status();
-  if (args.tensor_parallel_size > 1 || !args.external_worker_dir.empty()) {
+  if (args.tensor_parallel_size > 1 || !args.external_workers_dir.empty()) {
     return CreateMultiprocess(args, *kv_dtype);
   }
   LocalExecutorOptions options;
   options.model_path = ResolveModelPath(args.model);
   options.num_blocks = args.num_kv_blocks;
-  options.kv_cache_bytes = args.kv_cache_bytes;
+  options.kv_cache_bytes = args.kv_cache_mb << 20;
   options.block_size = args.block_size;
   options.kv_cache_dtype = *kv_dtype;
   options.threads = args.threads;

@@ -32,7 +32,7 @@ LoraAdmin::LoraAdmin(const EngineArgs& args, ModelExecutor* executor)
 }
 
 absl::Status LoraAdmin::LoadStartupAdapters() {
-  for (const auto& [name, path] : args_.loras) {
+  for (const auto& [name, path] : args_.lora.adapters) {
     absl::StatusOr<LoraInfo> added = Register(LoraRequest{name, 0, path}, "");
     if (!added.ok()) {
       return absl::Status(added.status().code(), absl::StrCat("--lora ", name, "=", path, ": ",

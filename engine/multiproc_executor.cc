@@ -52,7 +52,7 @@ absl::StatusOr<std::unique_ptr<MultiprocExecutor>> MultiprocExecutor::Create(
     return absl::InvalidArgumentError("tensor_parallel_size must be >= 1");
   }
   if (options.block_size < 1) return absl::InvalidArgumentError("block_size must be >= 1");
-  if (options.external_worker_dir.empty() && access(options.worker_binary.c_str(), X_OK) != 0) {
+  if (options.external_workers_dir.empty() && access(options.worker_binary.c_str(), X_OK) != 0) {
     return absl::NotFoundError(absl::StrCat("rill-worker binary not found or not executable: '",
                                             options.worker_binary,
                                             "' (set --worker_binary)"));
@@ -98,9 +98,9 @@ absl::StatusOr<std::unique_ptr<MultiprocExecutor>> MultiprocExecutor::Create(
   }
   ex->monitor_ = std::thread([raw = ex.get()] { raw->Monitor(); });
   LOG(INFO) << "multi-process executor: " << options.tensor_parallel_size << " ranks ("
-            << (options.external_worker_dir.empty() ? options.worker_binary
+            << (options.external_workers_dir.empty() ? options.worker_binary
                                                     : "external workers in " +
-                                                          options.external_worker_dir)
+                                                          options.external_workers_dir)
             << "), " << ex->num_blocks_ << " KV blocks of "
             << options.block_size << " tokens per rank, " << ex->threads_per_rank_
             << " threads per rank";
@@ -108,7 +108,7 @@ absl::StatusOr<std::unique_ptr<MultiprocExecutor>> MultiprocExecutor::Create(
 }
 
 absl::Status MultiprocExecutor::Start() {
-  spawned_ = options_.external_worker_dir.empty();
+  spawned_ = options_.external_workers_dir.empty();
   if (spawned_) {
     char tmpl[] = "/tmp/rill-tp-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) {
@@ -117,7 +117,7 @@ absl::Status MultiprocExecutor::Start() {
     run_dir_ = tmpl;
     gloo_dir_ = run_dir_ + "/gloo";
   } else {
-    run_dir_ = options_.external_worker_dir;
+    run_dir_ = options_.external_workers_dir;
     // A fresh rendezvous for every engine start: gloo never deletes keys.
     gloo_dir_ = absl::StrCat(run_dir_, "/gloo-", getpid(), "-", absl::ToUnixMicros(absl::Now()));
   }

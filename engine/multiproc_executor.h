@@ -46,7 +46,7 @@ struct MultiprocExecutorOptions {
   // worker containers of the engine's Kubernetes pod share this directory).
   // Their death is then seen on the socket only, and they are stopped by
   // closing it rather than by a signal.
-  std::string external_worker_dir;
+  std::string external_workers_dir;
 };
 
 class MultiprocExecutor : public ModelExecutor {
@@ -114,7 +114,7 @@ class MultiprocExecutor : public ModelExecutor {
   std::shared_ptr<const loader::Checkpoint> checkpoint_;
   std::string run_dir_;  // control socket + gloo rendezvous
   std::string gloo_dir_;
-  bool spawned_ = true;  // false with external_worker_dir
+  bool spawned_ = true;  // false with external_workers_dir
   int num_blocks_ = 0;
   int threads_per_rank_ = 1;
 

@@ -37,7 +37,7 @@ EngineArgs Args(int tp) {
   EngineArgs a;
   a.tensor_parallel_size = tp;
   a.worker_binary = testing::RunfilePath("worker/rill-worker");
-  a.kv_cache_bytes = int64_t{64} << 20;
+  a.kv_cache_mb = 64;
   a.threads = 2;
   return a;
 }
@@ -325,7 +325,7 @@ TEST(MultiprocExecutorTest, ExternalWorkersConnectAndServe) {
   absl::SleepFor(absl::Milliseconds(300));  // The workers are up first and keep retrying.
   EngineArgs a = Args(2);
   a.worker_binary = "";
-  a.external_worker_dir = dir;
+  a.external_workers_dir = dir;
   std::vector<RequestOutput> tp;
   {
     absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = CreateAsyncLLMEngine(a);

@@ -13,6 +13,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "base/flags_usage.h"
 #include "base/port_file.h"
 #include "base/secret_file.h"
 #include "frontend/frontend_server.h"
@@ -88,6 +89,11 @@ int main(int argc, char** argv) {
   // glibc's default raises this threshold after the first such free, and
   // the heap then kept ~25 MB per burst of 1 MB messages after they ended.
   mallopt(M_MMAP_THRESHOLD, 256 << 10);
+  rill::base::HandleHelpFlag(
+      argc, argv,
+      {"rill-frontend --engine=HOST:PORT [--flags]: serves rill.v1.Inference to clients, "
+       "speaking token ids to one rill-engine.",
+       {"frontend/frontend_main.cc"}});
   absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;

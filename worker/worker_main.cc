@@ -1,6 +1,6 @@
 // rill-worker: one tensor-parallel rank. Either started by the engine's
 // multi-process executor (engine/multiproc_executor.h), or run on its own as
-// a container next to the engine (rill-engine --external_workers): it
+// a container next to the engine (rill-engine --external_workers_dir): it
 // connects to the engine's control socket, which sends its configuration.
 
 #include <iostream>
@@ -9,6 +9,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "base/flags_usage.h"
 #include "worker/worker_process.h"
 
 ABSL_FLAG(int, rank, 0, "This worker's tensor-parallel rank.");
@@ -17,6 +18,10 @@ ABSL_FLAG(int, connect_timeout_s, 30,
           "How long to wait for the engine's socket (longer for a worker container).");
 
 int main(int argc, char** argv) {
+  rill::base::HandleHelpFlag(
+      argc, argv,
+      {"rill-worker --control_socket=PATH [--rank=N]: one tensor-parallel rank of a rill-engine.",
+       {"worker/worker_main.cc"}});
   absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;

@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/flags_usage.h"
 #include "bench/serve_bench/llama_server_backend.h"
 #include "bench/serve_bench/load_runner.h"
 #include "bench/serve_bench/progress_bar.h"
@@ -151,7 +152,9 @@ int Run() {
 
 int main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
-  absl::SetProgramUsageMessage("rill-bench-serve --backend=rill|llama-server --address=host:port ...");
+  const char* usage = "rill-bench-serve --backend=rill|llama-server --address=host:port ...";
+  rill::base::HandleHelpFlag(argc, argv, {usage, {"bench/serve_bench/serve_bench_main.cc"}});
+  absl::SetProgramUsageMessage(usage);
   absl::ParseCommandLine(argc, argv);
   return rill::bench::Run();
 }

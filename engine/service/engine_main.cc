@@ -22,9 +22,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/exit_message.h"
+#include "base/flags_usage.h"
 #include "base/port_file.h"
 #include "base/secret_file.h"
 #include "base/tls_credentials.h"
+#include "engine/engine_flags.h"
 #include "engine/service/engine_host.h"
 #include "engine/service/engine_server.h"
 
@@ -34,29 +36,7 @@ ABSL_FLAG(std::string, port_file, "", "Written with the chosen port once listeni
 ABSL_FLAG(std::string, termination_message_path, "",
           "When the engine cannot start (exit code 2: bad flag, file or model), its one-line "
           "reason is written here, like Kubernetes' terminationMessagePath.");
-ABSL_FLAG(std::string, model, "default", "Model name or path (see engine::ResolveModelPath).");
-ABSL_FLAG(int, threads, 0, "Compute threads; 0 = all cores.");
-ABSL_FLAG(std::string, device, "cpu",
-          "Where the model runs: cpu, cuda (Llama family on GPU 0, bf16) or auto (cuda when "
-          "usable, else cpu).");
-ABSL_FLAG(double, gpu_memory_utilization, 0.9,
-          "cuda: share of the GPU's memory for weights, activations and the KV cache, in (0, 1]; "
-          "the KV cache gets what is left (--kv_cache_mb does not apply).");
-ABSL_FLAG(int, tensor_parallel_size, 1, "> 1 runs the model in that many rill-worker processes.");
-ABSL_FLAG(std::string, worker_binary, "", "Path of rill-worker; empty = next to this binary.");
-ABSL_FLAG(std::string, external_workers_dir, "",
-          "Do not start workers: wait for --tensor_parallel_size rill-worker processes "
-          "(e.g. containers of this pod) on <dir>/control.sock.");
-ABSL_FLAG(int, max_num_seqs, 64, "Most requests running at once.");
-ABSL_FLAG(int, max_num_batched_tokens, 2048, "Most tokens per engine step.");
 ABSL_FLAG(int, max_waiting_requests, 0, "Queue limit (RESOURCE_EXHAUSTED past it); 0 = none.");
-ABSL_FLAG(int, kv_cache_mb, 512, "KV cache size in MiB.");
-ABSL_FLAG(std::string, kv_cache_dtype, "auto",
-          "KV cache storage: auto (= float32 on the CPU), float32, or float16 (twice the tokens "
-          "in the same --kv_cache_mb; logits move by ~1e-3 relative).");
-ABSL_FLAG(int64_t, max_model_len, 0, "0: the model's context length.");
-ABSL_FLAG(bool, enable_prefix_caching, true, "Reuse KV blocks of shared prompt prefixes.");
-ABSL_FLAG(double, log_stats_interval_s, 0, "Log engine stats this often; 0 disables.");
 ABSL_FLAG(double, exit_when_dead_s, 5, "Exit with code 3 once the engine is dead this long.");
 ABSL_FLAG(double, debug_load_delay_s, 0, "Tests: stay in the loading state this long first.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate: serve TLS (with --tls_key).");
@@ -73,16 +53,8 @@ ABSL_FLAG(std::string, admin_token, "",
 ABSL_FLAG(std::string, admin_token_file, "",
           "File holding the admin token (see --admin_token); no file at that path: no Admin.");
 ABSL_FLAG(std::string, profile_dir, "/tmp/rill-profile", "Default Admin.StartProfile dir.");
-ABSL_FLAG(std::vector<std::string>, lora, {},
-          "LoRA adapters to load at start-up: name=path,name=path (PEFT directories).");
-ABSL_FLAG(std::string, lora_root, "",
-          "Admin.AddLora paths must be under this directory; empty refuses AddLora.");
-ABSL_FLAG(std::string, lora_registry_file, "",
-          "Adapters added with Admin.AddLora are listed in this file (rewritten on every "
-          "AddLora/RemoveLora) and registered again when the engine restarts; empty: not kept.");
-ABSL_FLAG(int, max_loras, 4, "Most distinct LoRA adapters among running requests (one batch).");
-ABSL_FLAG(int, max_lora_rank, 64, "LoRA adapters of a higher rank are refused.");
-ABSL_FLAG(int, max_cpu_loras, 16, "LoRA adapters kept in memory (LRU); others reload on use.");
+// The engine options (--model, --kv_cache_mb, ...) are declared once in
+// engine/engine_options.h and defined as flags by //engine:engine_flags.
 
 namespace {
 
@@ -99,41 +71,23 @@ int CannotStart(const std::string& reason) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rill::base::HandleHelpFlag(
+      argc, argv,
+      {"rill-engine [--flags]: an AsyncLLMEngine behind rill.internal.Engine, rill.v1.Admin and "
+       "gRPC health (see README).",
+       {"engine/service/engine_main.cc", rill::engine::EngineFlagsFile()}});
   absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
 
   rill::service::HostOptions options;
-  options.model_name = absl::GetFlag(FLAGS_model);
+  options.args = rill::engine::EngineArgsFromFlags();
+  if (absl::Status s = rill::engine::ValidateEngineArgs(options.args); !s.ok()) {
+    return CannotStart(std::string(s.message()));
+  }
+  options.model_name = options.args.model;
   options.max_waiting_requests = absl::GetFlag(FLAGS_max_waiting_requests);
   options.load_delay = absl::Seconds(absl::GetFlag(FLAGS_debug_load_delay_s));
-  rill::engine::EngineArgs& args = options.args;
-  args.model = absl::GetFlag(FLAGS_model);
-  args.threads = absl::GetFlag(FLAGS_threads);
-  args.tensor_parallel_size = absl::GetFlag(FLAGS_tensor_parallel_size);
-  args.device = absl::GetFlag(FLAGS_device);
-  args.gpu_memory_utilization = absl::GetFlag(FLAGS_gpu_memory_utilization);
-  args.worker_binary = absl::GetFlag(FLAGS_worker_binary);
-  args.external_worker_dir = absl::GetFlag(FLAGS_external_workers_dir);
-  args.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
-  args.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
-  args.kv_cache_bytes = int64_t{absl::GetFlag(FLAGS_kv_cache_mb)} << 20;
-  args.kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype);
-  args.max_model_len = absl::GetFlag(FLAGS_max_model_len);
-  args.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
-  args.log_stats_interval = absl::Seconds(absl::GetFlag(FLAGS_log_stats_interval_s));
-  for (const std::string& spec : absl::GetFlag(FLAGS_lora)) {
-    const size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
-      return CannotStart(absl::StrCat("--lora wants name=path, got '", spec, "'"));
-    }
-    args.loras.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
-  }
-  args.lora_root = absl::GetFlag(FLAGS_lora_root);
-  args.lora_registry_file = absl::GetFlag(FLAGS_lora_registry_file);
-  args.max_loras = absl::GetFlag(FLAGS_max_loras);
-  args.max_lora_rank = absl::GetFlag(FLAGS_max_lora_rank);
-  args.max_cpu_loras = absl::GetFlag(FLAGS_max_cpu_loras);
 
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);

@@ -25,7 +25,7 @@ absl::StatusOr<std::unique_ptr<LocalEngineServer>> StartLocalEngineServer(int64_
   HostOptions options;
   options.args.threads = 2;
   options.args.max_model_len = max_model_len;
-  options.args.kv_cache_bytes = int64_t{64} << 20;
+  options.args.kv_cache_mb = 64;
   auto local = std::make_unique<LocalEngineServer>();
   local->host = std::make_unique<EngineHost>(options);
   local->server =

@@ -191,6 +191,7 @@ rill::v1::ServerConfig ToServerConfig(const engine::EngineConfig& c, int max_wai
   p.mutable_lora()->set_enabled(c.lora.enabled);
   p.mutable_lora()->set_max_loras(c.lora.max_loras);
   p.mutable_lora()->set_max_lora_rank(c.lora.max_lora_rank);
+  for (const auto& [name, value] : c.options) (*p.mutable_engine_options())[name] = value;
   return p;
 }
 

@@ -176,15 +176,15 @@ def cmd_manifests(overlay):
     else:
         check(not workers, "worker containers without --external_workers_dir on the engine")
         gpus = espec["containers"][0]["resources"].get("limits", {}).get("nvidia.com/gpu")
-        device = flag(eargs, "device") or "cpu"
-        check(device in ("cpu", "cuda", "auto"), f"engine: unknown --device={device}")
+        backend = flag(eargs, "backend") or "auto"
+        check(backend in ("cpu", "cuda", "auto"), f"engine: unknown --backend={backend}")
         if gpus is not None:
             check(int(gpus) == tp, f"engine: {gpus} GPUs but tensor_parallel_size={tp}")
-            check(device in ("cuda", "auto"), f"engine holds {gpus} GPU(s) but runs --device={device}")
-        if device == "cuda":
+            check(backend in ("cuda", "auto"), f"engine holds {gpus} GPU(s) but runs --backend={backend}")
+        if backend == "cuda":
             # The CUDA engine runs one GPU in its own process.
-            check(gpus is not None and int(gpus) == 1, "engine: --device=cuda without one GPU")
-            check(tp == 1, f"engine: --device=cuda with tensor_parallel_size={tp}")
+            check(gpus is not None and int(gpus) == 1, "engine: --backend=cuda without one GPU")
+            check(tp == 1, f"engine: --backend=cuda with tensor_parallel_size={tp}")
             util = float(flag(eargs, "gpu_memory_utilization") or 0.9)
             check(0.0 < util <= 1.0, f"engine: --gpu_memory_utilization={util} outside (0, 1]")
     check(by_kind.get("Secret") is None, "a Secret is baked into the manifests")
@@ -305,8 +305,8 @@ def cmd_launch(overlay, engine_bin, frontend_bin, worker_bin, model):
                 a = f"--engine=127.0.0.1:{eport}"
             if a.startswith("--threads="):
                 a = "--threads=2"
-            if a == "--device=cuda":  # auto: CUDA where this machine has a GPU, else the CPU
-                a = "--device=auto"
+            if a == "--backend=cuda":  # auto: CUDA where this machine has a GPU, else the CPU
+                a = "--backend=auto"
             out.append(a)
         return out
 

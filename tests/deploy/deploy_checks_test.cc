@@ -55,7 +55,7 @@ TEST(DeployLaunch, GpuOverlayWorkerContainersServe) {
   ExpectLaunchPasses("deploy/k8s/overlays/gpu");
 }
 
-// The engine's --device=cuda becomes auto here, which serves on the CPU
+// The engine's --backend=cuda becomes auto here, which serves on the CPU
 // without a GPU: the rest of the command line is the manifest's.
 TEST(DeployLaunch, SingleGpuOverlayCommandLinesServe) {
   ExpectLaunchPasses("deploy/k8s/overlays/gpu-single");

@@ -358,5 +358,47 @@ TEST(ServeCliTest, ServesAndShutsDownCleanlyOnSigterm) {
   }
 }
 
+// Engine options are flags of `rill serve` itself (declared once, shared
+// with rill-engine): what the user sets reaches the engine, which reports it.
+TEST(ServeCliTest, EngineOptionsAreFlagsOfServe) {
+  const std::string dir = FreshDir("engine_options");
+  const std::string ready = dir + "/serve.ready";
+  testing::Subprocess serve;
+  ASSERT_TRUE(serve
+                  .Start(ServeArgv({"--port=0", "--ready_file=" + ready, "--kv_cache_mb=256",
+                                    "--max_num_seqs=8"}),
+                         dir + "/serve.log")
+                  .ok());
+  absl::StatusOr<std::string> address = testing::WaitForFile(ready, absl::Seconds(180), &serve);
+  ASSERT_TRUE(address.ok()) << address.status() << "\n" << ReadAll(dir + "/serve.log");
+  auto stub = v1::Inference::NewStub(grpc::CreateChannel(
+      std::string(absl::StripAsciiWhitespace(*address)), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  v1::ServerConfig config;
+  const grpc::Status s = stub->GetServerConfig(&ctx, {}, &config);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(config.engine_options().count("kv_cache_mb"), 1u) << config.DebugString();
+  EXPECT_EQ(config.engine_options().at("kv_cache_mb"), "256");
+  // Whole blocks of the 256 MiB (a block of the default model is < 1 MiB).
+  EXPECT_LE(config.cache().kv_cache_bytes(), int64_t{256} << 20);
+  EXPECT_GT(config.cache().kv_cache_bytes(), int64_t{255} << 20);
+  EXPECT_EQ(config.scheduler().max_num_seqs(), 8);
+
+  kill(serve.pid(), SIGTERM);
+  absl::StatusOr<int> code = serve.Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0);
+}
+
+// A bad engine option fails `rill serve` at start-up with exit code 2 and
+// the flag's name.
+TEST(ServeCliTest, BadEngineOptionExitsTwoNamingTheFlag) {
+  const std::string tmpdir = FreshDir("bad_option");
+  testing::CommandResult r = RunServe(tmpdir, {"--port=0", "--max_num_seqs=0"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--max_num_seqs must be at least 1"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace rill

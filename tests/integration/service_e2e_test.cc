@@ -154,7 +154,7 @@ TEST_F(ServiceE2eTest, ConfigLoadAndHealth) {
     grpc::ClientContext ctx;
     v1::ServerConfig sc;
     ASSERT_TRUE(stub_->GetServerConfig(&ctx, {}, &sc).ok());
-    EXPECT_EQ(sc.engine().backend(), "cpu");  // the engine's --device defaults to cpu
+    EXPECT_EQ(sc.engine().backend(), "cpu");  // the engine's --backend auto is cpu here
     EXPECT_EQ(sc.cache().block_size(), 16);
     EXPECT_GT(sc.cache().num_blocks(), 0);
     EXPECT_EQ(sc.cache().kv_cache_dtype(), "float32");
