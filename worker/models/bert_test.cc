@@ -25,7 +25,8 @@ namespace {
 class BertTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(base::DefaultEmbedModelPath());
+    absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
+        loader::LoadCheckpoint(base::DefaultEmbedModelPath());
     ASSERT_TRUE(ckpt.ok()) << ckpt.status() << " (run tools/setup.sh)";
     checkpoint_ = std::shared_ptr<const loader::Checkpoint>(std::move(*ckpt));
     pool_ = new cpu::ThreadPool(0);
@@ -88,7 +89,8 @@ TEST_F(BertTest, MatchesFloat64ReferenceAndIsBatchInvariant) {
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->exit_code, 0) << r->output;
   r = testing::RunPython("tests/reference/reference_bert.py",
-                         {"--model", base::DefaultEmbedModelPath(), "--input", ids_path, "--out", emb_path});
+                         {"--model", base::DefaultEmbedModelPath(), "--input", ids_path,
+                          "--out", emb_path});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->exit_code, 0) << r->output;
 
