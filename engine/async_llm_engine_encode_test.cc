@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/model_dir.h"
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/fake_model_executor.h"
@@ -25,15 +26,6 @@
 
 namespace rill::engine {
 namespace {
-
-std::string EmbedModelDir() {
-  const char* dir = std::getenv("RILL_MODEL_DIR");
-  const char* home = std::getenv("HOME");
-  std::string base = dir != nullptr && *dir != '\0'
-                         ? std::string(dir)
-                         : std::string(home != nullptr ? home : "") + "/.cache/rill/models";
-  return base + "/all-MiniLM-L6-v2";
-}
 
 double Dot(const std::vector<float>& a, const std::vector<float>& b) {
   double d = 0;
@@ -58,7 +50,7 @@ TEST(EncodeTest, MatchesSentenceTransformersOnHundredSentences) {
   ASSERT_TRUE(emb_in.good()) << "short st_minilm_embeddings.f32";
 
   EngineArgs args;
-  args.model = EmbedModelDir();
+  args.model = base::DefaultEmbedModelPath();
   absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = CreateAsyncLLMEngine(args);
   ASSERT_TRUE(engine.ok()) << engine.status() << " (run tools/setup.sh)";
   double worst = 1.0;
@@ -78,7 +70,7 @@ TEST(EncodeTest, MatchesSentenceTransformersOnHundredSentences) {
 
 TEST(EncodeTest, BertTextEmbeddingsAreSemantic) {
   EngineArgs args;
-  args.model = EmbedModelDir();
+  args.model = base::DefaultEmbedModelPath();
   absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = CreateAsyncLLMEngine(args);
   ASSERT_TRUE(engine.ok()) << engine.status() << " (run tools/setup.sh)";
   AsyncLLMEngine& e = **engine;

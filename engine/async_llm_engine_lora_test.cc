@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/async_llm_engine.h"
 #include "engine/local_model_executor.h"
+#include "tests/util/test_seed.h"
 #include "worker/lora/lora_test_util.h"
 
 namespace rill::engine {
@@ -72,7 +73,7 @@ std::vector<int32_t> RunOne(AsyncLLMEngine* e, const std::vector<int32_t>& promp
 class LoraEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    seed_ = std::random_device{}();
+    seed_ = static_cast<uint32_t>(rill::testing::StreamSeed(0));
     std::cout << "seed " << seed_ << "\n";
     rng_.seed(seed_);
     root_ = absl::StrCat(wt::TempDir(), "/lora_engine_",

@@ -13,7 +13,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "frontend/testing/fake_engine.h"
-#include "tokenizer/test_util.h"
+#include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
 #include "rill/v1/inference.grpc.pb.h"
 
@@ -80,9 +80,9 @@ TEST(FrontendProcessTest, BinaryServesGenerateAndPythonClient) {
     EXPECT_TRUE(finished);
     EXPECT_TRUE(stream->Finish().ok());
   }
-  const std::string py = tokenizer::testing::VenvPython();
-  if (!py.empty()) {
-    std::string cmd = absl::StrCat(py, " tests/clients/python_client.py --target ", target,
+  const absl::StatusOr<std::string> py = rill::testing::VenvPython();
+  if (py.ok()) {
+    std::string cmd = absl::StrCat(*py, " tests/clients/python_client.py --target ", target,
                                    " --proto_dir proto");
     EXPECT_EQ(system(cmd.c_str()), 0) << cmd;
   }

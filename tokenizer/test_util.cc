@@ -13,6 +13,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/model_dir.h"
+#include "tests/util/python_runner.h"
 
 namespace rill::tokenizer::testing {
 namespace {
@@ -120,39 +122,21 @@ bool ReadValue(Reader* r, uint32_t type, GgufValue* v) {
 
 }  // namespace
 
-std::string VenvPython() {
-  if (const char* v = getenv("RILL_VENV"); v != nullptr && *v != '\0') {
-    const std::string p = absl::StrCat(v, "/bin/python");
-    return Exists(p) ? p : "";
-  }
-  char buf[PATH_MAX];
-  if (realpath(kScript, buf) == nullptr) return "";
-  std::string root = buf;
-  for (int i = 0; i < 4; ++i) root = root.substr(0, root.rfind('/'));
-  const std::string p = root + "/.venv/bin/python";
-  return Exists(p) ? p : "";
-}
-
 std::string DefaultModelPath() {
-  std::string dir;
-  if (const char* d = getenv("RILL_MODEL_DIR"); d != nullptr && *d != '\0') {
-    dir = d;
-  } else if (const char* h = getenv("HOME"); h != nullptr) {
-    dir = absl::StrCat(h, "/.cache/rill/models");
-  }
-  const std::string p = dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string p = base::DefaultModelFilePath();
   return Exists(p) ? p : "";
 }
 
 int RunPython(const std::string& script, const std::string& args) {
-  const std::string py = VenvPython();
-  if (py.empty()) {
+  const absl::StatusOr<std::string> py = rill::testing::VenvPython();
+  if (!py.ok()) {
     fprintf(stderr,
             "Python venv not found: set RILL_VENV to the project venv "
-            "(with tokenizers, gguf, jinja2 installed)\n");
+            "(with tokenizers, gguf, jinja2 installed): %s\n",
+            py.status().ToString().c_str());
     return -1;
   }
-  const std::string cmd = absl::StrCat(py, " ", script, " ", args);
+  const std::string cmd = absl::StrCat(*py, " ", script, " ", args);
   fprintf(stderr, "running: %s\n", cmd.c_str());
   return system(cmd.c_str());
 }

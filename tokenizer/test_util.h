@@ -12,12 +12,8 @@
 
 namespace rill::tokenizer::testing {
 
-// $RILL_VENV/bin/python, else <workspace>/.venv/bin/python found by
-// following the runfiles symlink of the reference script. Empty when absent.
-std::string VenvPython();
-
-// Path of the default model GGUF ($RILL_MODEL_DIR or ~/.cache/rill/models);
-// empty when it does not exist.
+// Path of the default model GGUF (base::DefaultModelFilePath()); empty when
+// it does not exist.
 std::string DefaultModelPath();
 
 // Runs `python <script> <args>`; returns the exit status.

@@ -9,21 +9,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/model_dir.h"
 #include "tokenizer/wordpiece_tokenizer.h"
 #include "gtest/gtest.h"
 #include "tests/util/python_runner.h"
 
 namespace rill::tokenizer {
 namespace {
-
-std::string EmbedModelDir() {
-  const char* dir = std::getenv("RILL_MODEL_DIR");
-  const char* home = std::getenv("HOME");
-  std::string base = dir != nullptr && *dir != '\0'
-                         ? std::string(dir)
-                         : std::string(home != nullptr ? home : "") + "/.cache/rill/models";
-  return base + "/all-MiniLM-L6-v2";
-}
 
 std::string HexDecode(const std::string& hex) {
   std::string out;
@@ -34,7 +26,7 @@ std::string HexDecode(const std::string& hex) {
 }
 
 TEST(WordPieceParityTest, MatchesHfTokenizers) {
-  const std::string json = EmbedModelDir() + "/tokenizer.json";
+  const std::string json = base::DefaultEmbedModelPath() + "/tokenizer.json";
   ASSERT_TRUE(std::ifstream(json).good()) << json << " missing: run tools/setup.sh";
   const std::string out = std::string(std::getenv("TEST_TMPDIR")) + "/wordpiece_ref.tsv";
   absl::StatusOr<testing::CommandResult> r = testing::RunPython(
@@ -65,7 +57,7 @@ TEST(WordPieceParityTest, MatchesHfTokenizers) {
 
 TEST(WordPieceTest, SpecialsAndUnknowns) {
   absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> tok =
-      WordPieceTokenizer::FromTokenizerJson(EmbedModelDir() + "/tokenizer.json");
+      WordPieceTokenizer::FromTokenizerJson(base::DefaultEmbedModelPath() + "/tokenizer.json");
   ASSERT_TRUE(tok.ok()) << tok.status();
   const std::vector<int32_t> empty = (*tok)->Encode("");
   EXPECT_EQ(empty, (std::vector<int32_t>{101, 102}));

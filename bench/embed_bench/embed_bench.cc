@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "base/model_dir.h"
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 
@@ -28,15 +29,6 @@ ABSL_FLAG(int, threads, 0, "Engine threads (0 = all cores).");
 ABSL_FLAG(int, seed, 1, "Token id seed.");
 
 namespace {
-
-std::string DefaultEmbedModel() {
-  const char* dir = std::getenv("RILL_MODEL_DIR");
-  const char* home = std::getenv("HOME");
-  std::string base = dir != nullptr && *dir != '\0'
-                         ? std::string(dir)
-                         : std::string(home != nullptr ? home : "") + "/.cache/rill/models";
-  return base + "/all-MiniLM-L6-v2";
-}
 
 // Seconds to embed every prompt with all requests in flight at once.
 double Round(rill::engine::AsyncLLMEngine* engine, const std::vector<std::vector<int32_t>>& prompts,
@@ -74,7 +66,8 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);
   rill::engine::EngineArgs args;
-  args.model = absl::GetFlag(FLAGS_model).empty() ? DefaultEmbedModel() : absl::GetFlag(FLAGS_model);
+  args.model = absl::GetFlag(FLAGS_model).empty() ? rill::base::DefaultEmbedModelPath()
+                                                   : absl::GetFlag(FLAGS_model);
   args.threads = absl::GetFlag(FLAGS_threads);
   args.max_num_seqs = std::max(64, absl::GetFlag(FLAGS_batch));
   auto engine = rill::engine::CreateAsyncLLMEngine(args);

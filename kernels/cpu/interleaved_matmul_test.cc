@@ -21,18 +21,13 @@
 #include "kernels/cpu/quant_types.h"
 #include "kernels/cpu/random_blocks_for_test.h"
 #include "kernels/cpu/thread_pool.h"
+#include "tests/util/test_seed.h"
 
 namespace rill::cpu {
 namespace {
 
-unsigned Seed() {
-  static const unsigned seed = [] {
-    const unsigned s = std::random_device{}();
-    printf("interleaved_matmul_test seed: %u\n", s);
-    return s;
-  }();
-  return seed;
-}
+// Seed() + k seeds case k; RILL_TEST_SEED replays them (tests/util/test_seed.h).
+unsigned Seed() { return static_cast<unsigned>(rill::testing::StreamSeed(0)); }
 
 struct Problem {
   std::vector<uint8_t> data;

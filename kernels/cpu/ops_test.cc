@@ -10,18 +10,13 @@
 
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/kernel_path_for_test.h"
+#include "tests/util/test_seed.h"
 
 namespace rill::cpu {
 namespace {
 
-unsigned Seed() {
-  static const unsigned seed = [] {
-    const unsigned s = std::random_device{}();
-    printf("ops_test seed: %u\n", s);
-    return s;
-  }();
-  return seed;
-}
+// Seed() + k seeds case k; RILL_TEST_SEED replays them (tests/util/test_seed.h).
+unsigned Seed() { return static_cast<unsigned>(rill::testing::StreamSeed(0)); }
 
 std::vector<float> Randn(int64_t n, std::mt19937& rng, float scale = 1.0f) {
   std::normal_distribution<float> d(0.0f, scale);

@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/thread_pool.h"
+#include "tests/util/test_seed.h"
 
 namespace rill::cpu {
 namespace {
@@ -20,14 +21,8 @@ namespace {
 constexpr int kHeads = 9, kKvHeads = 3, kHeadDim = 64, kBlock = 16;  // SmolLM2-135M
 constexpr int64_t kRow = int64_t{kKvHeads} * kHeadDim, kQRow = int64_t{kHeads} * kHeadDim;
 
-unsigned Seed() {
-  static const unsigned seed = [] {
-    const unsigned s = std::random_device{}();
-    printf("paged_attention_split_test seed: %u\n", s);
-    return s;
-  }();
-  return seed;
-}
+// Seed() + k seeds case k; RILL_TEST_SEED replays them (tests/util/test_seed.h).
+unsigned Seed() { return static_cast<unsigned>(rill::testing::StreamSeed(0)); }
 
 // One shared paged cache (shuffled blocks) and the sequences living in it.
 class SplitAttentionTest : public ::testing::TestWithParam<bool> {

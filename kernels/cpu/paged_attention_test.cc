@@ -14,18 +14,13 @@
 #include "kernels/cpu/kernel_path_for_test.h"
 #include "kernels/cpu/quant_types.h"
 #include "kernels/cpu/thread_pool.h"
+#include "tests/util/test_seed.h"
 
 namespace rill::cpu {
 namespace {
 
-unsigned Seed() {
-  static const unsigned seed = [] {
-    const unsigned s = std::random_device{}();
-    printf("paged_attention_test seed: %u\n", s);
-    return s;
-  }();
-  return seed;
-}
+// Seed() + k seeds case k; RILL_TEST_SEED replays them (tests/util/test_seed.h).
+unsigned Seed() { return static_cast<unsigned>(rill::testing::StreamSeed(0)); }
 
 struct Case {
   int num_heads, num_kv_heads, head_dim, block_size;
@@ -69,7 +64,7 @@ TEST_P(PagedAttentionTest, MatchesNaive) {
       {4, 2, 64, 16, 20, 7, 0, 1.5f, 0.3f}, {4, 2, 80, 16, 300, 3, 9, 2.0f, 0.0f},
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(testing::Message() << "heads " << c.num_heads << "/" << c.num_kv_heads
+    SCOPED_TRACE(::testing::Message() << "heads " << c.num_heads << "/" << c.num_kv_heads
                                     << " hd " << c.head_dim << " bs " << c.block_size
                                     << " start " << c.start_pos << " n_q " << c.n_q
                                     << " window " << c.sliding_window);
@@ -248,7 +243,7 @@ TEST_P(PagedAttentionTest, F16CacheMatchesNaiveOnRoundedRows) {
   const int64_t row = int64_t{kv_heads} * hd, qrow = int64_t{heads} * hd;
   for (const auto& [start, n_q] : std::vector<std::pair<int64_t, int64_t>>{
            {0, 1}, {40, 1}, {0, 37}, {300, 1}, {17, 9}}) {
-    SCOPED_TRACE(testing::Message() << "start " << start << " n_q " << n_q);
+    SCOPED_TRACE(::testing::Message() << "start " << start << " n_q " << n_q);
     const int64_t ctx = start + n_q;
     const int64_t nb = (ctx + bs - 1) / bs, pool_blocks = nb + 3;
     std::vector<int32_t> ids(pool_blocks);

@@ -12,6 +12,7 @@
 #include "kernels/cpu/kernel_path_for_test.h"
 #include "kernels/cpu/quant_types.h"
 #include "kernels/cpu/thread_pool.h"
+#include "tests/util/test_seed.h"
 
 namespace rill::cpu {
 namespace {
@@ -111,14 +112,8 @@ Problem MakeProblem(const TypeCase& c, int64_t rows, int64_t cols, int64_t n_tok
   return p;
 }
 
-unsigned Seed() {
-  static const unsigned seed = [] {
-    const unsigned s = std::random_device{}();
-    printf("quant_matmul_test seed: %u\n", s);
-    return s;
-  }();
-  return seed;
-}
+// Seed() + k seeds case k; RILL_TEST_SEED replays them (tests/util/test_seed.h).
+unsigned Seed() { return static_cast<unsigned>(rill::testing::StreamSeed(0)); }
 
 class MatMulTest : public KernelPathTest {};
 

@@ -11,7 +11,8 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/cpu/test_python.h"
+#include "tests/util/python_runner.h"
+#include "tests/util/test_seed.h"
 
 namespace rill::cpu {
 namespace {
@@ -38,12 +39,13 @@ class GgufReference : public ::testing::Test {
     dir_ = std::string(tmp ? tmp : "/tmp") + "/gguf_ref";
     std::string mk = "mkdir -p '" + dir_ + "'";
     ASSERT_EQ(system(mk.c_str()), 0);
-    const std::string py = testing::VenvPython(kScript, kScript);
-    ASSERT_FALSE(py.empty()) << "no python venv: set RILL_VENV to the project venv "
-                                "(with numpy and gguf installed)";
-    const unsigned seed = std::random_device{}();
+    const absl::StatusOr<std::string> py = rill::testing::VenvPython();
+    ASSERT_TRUE(py.ok()) << "no python venv: set RILL_VENV to the project venv "
+                            "(with numpy and gguf installed): "
+                         << py.status();
+    const unsigned seed = static_cast<unsigned>(rill::testing::StreamSeed(0));
     printf("gguf reference seed: %u\n", seed);
-    const std::string cmd = "'" + py + "' " + kScript + " '" + dir_ + "' " + std::to_string(seed);
+    const std::string cmd = "'" + *py + "' " + kScript + " '" + dir_ + "' " + std::to_string(seed);
     FILE* p = popen(cmd.c_str(), "r");
     ASSERT_NE(p, nullptr);
     char name[64];

@@ -9,20 +9,12 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "base/model_dir.h"
 #include "rill/v1/inference.grpc.pb.h"
 #include "tests/integration/service_stack.h"
 
 namespace rill {
 namespace {
-
-std::string EmbedModelDir() {
-  const char* dir = std::getenv("RILL_MODEL_DIR");
-  const char* home = std::getenv("HOME");
-  std::string base = dir != nullptr && *dir != '\0'
-                         ? std::string(dir)
-                         : std::string(home != nullptr ? home : "") + "/.cache/rill/models";
-  return base + "/all-MiniLM-L6-v2";
-}
 
 grpc::Status Encode(v1::Inference::Stub* stub, const v1::EncodeRequest& req, v1::EncodeResponse* resp) {
   grpc::ClientContext ctx;
@@ -39,7 +31,7 @@ double Dot(const v1::EncodeResponse& a, const v1::EncodeResponse& b) {
 TEST(EmbeddingsE2eTest, BertEncodeOverTheFrontend) {
   testing::ServiceStack stack;
   testing::StackOptions options;
-  options.engine_flags = {"--model=" + EmbedModelDir()};
+  options.engine_flags = {"--model=" + base::DefaultEmbedModelPath()};
   absl::Status started = stack.Start(options);
   ASSERT_TRUE(started.ok()) << started;
   auto stub = v1::Inference::NewStub(stack.NewChannel());

@@ -25,6 +25,7 @@
 #include "rill/v1/admin.grpc.pb.h"
 #include "rill/v1/inference.grpc.pb.h"
 #include "tests/integration/service_stack.h"
+#include "tests/util/test_seed.h"
 #include "worker/lora/lora_test_util.h"
 
 namespace rill {
@@ -59,7 +60,7 @@ std::vector<int32_t> InProcess(engine::AsyncLLMEngine* e, const std::string& lor
 class LoraServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const uint32_t seed = std::random_device{}();
+    const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(0));
     std::cout << "seed " << seed << "\n";
     std::mt19937 rng(seed);
     root_ = wt::TempDir() + "/lora_root";

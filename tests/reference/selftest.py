@@ -229,10 +229,13 @@ def test_real_model():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    ap.add_argument('--seed', type=int, default=int(time.time()) % 100000)
+    # RILL_TEST_SEED replays a run, as it does for the C++ suites.
+    env_seed = os.environ.get('RILL_TEST_SEED')
+    ap.add_argument('--seed', type=int,
+                    default=int(env_seed) if env_seed else int(time.time()) % 100000)
     ap.add_argument('--skip-real', action='store_true')
     args = ap.parse_args()
-    print(f'selftest seed={args.seed}')
+    print(f'selftest seed={args.seed} (replay: RILL_TEST_SEED={args.seed})')
     with tempfile.TemporaryDirectory() as tmp:
         manifest = test_tiny_models(os.path.join(tmp, 'models'), args.seed)
         test_rope_relative()

@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/model_path.h"
+#include "base/model_dir.h"
 #include "tests/util/subprocess.h"
 
 namespace rill::testing {
@@ -73,6 +73,6 @@ absl::StatusOr<CommandResult> RunPython(const std::string& script,
   return RunCommand(command);
 }
 
-std::string DefaultModelPath() { return engine::ResolveModelPath("default"); }
+std::string DefaultModelPath() { return base::DefaultModelFilePath(); }
 
 }  // namespace rill::testing

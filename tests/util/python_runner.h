@@ -28,7 +28,7 @@ absl::StatusOr<CommandResult> RunPython(const std::string& script,
 // Quotes `s` for /bin/sh.
 std::string ShellQuote(const std::string& s);
 
-// The default model's path ($RILL_MODEL_DIR or ~/.cache/rill/models).
+// The default model's path (base::DefaultModelFilePath()); it may not exist.
 std::string DefaultModelPath();
 
 }  // namespace rill::testing

@@ -5,10 +5,11 @@
 #define RILL_TESTS_UTIL_TINY_MODELS_H_
 
 #include <cstdint>
-#include <random>
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include "tests/util/test_seed.h"
 
 namespace rill::testing {
 
@@ -20,15 +21,18 @@ std::string TinyModelsDir();
 
 // Derive a fixture from TinyModels<::testing::Test> or
 // TinyModels<::testing::TestWithParam<std::string>>: the suite's set-up
-// writes the models under dir_ with weights from seed_ (random per run).
+// writes the models under dir_ with weights from seed_ (random per run,
+// replayed by RILL_TEST_SEED).
 template <class Base>
 class TinyModels : public Base {
  protected:
   static void SetUpTestSuite() {
-    seed_ = std::random_device{}();
+    seed_ = static_cast<uint32_t>(StreamSeed(kTinyModelsStream));
     dir_ = TinyModelsDir();
     MakeTinyModels(dir_, seed_);
   }
+  // Apart from the streams the suites number from 0 for their own inputs.
+  static constexpr uint64_t kTinyModelsStream = 1000;
   static inline uint32_t seed_ = 0;
   static inline std::string dir_;
 };

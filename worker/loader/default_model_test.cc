@@ -8,24 +8,17 @@
 #include <map>
 #include <string>
 
+#include "base/model_dir.h"
 #include "worker/loader/checkpoint.h"
 #include "worker/loader/gguf.h"
 
 namespace rill::loader {
 namespace {
 
-std::string DefaultModelPath() {
-  const char* dir = std::getenv("RILL_MODEL_DIR");
-  std::string base = dir != nullptr && *dir != '\0'
-                         ? std::string(dir)
-                         : std::string(std::getenv("HOME") ? std::getenv("HOME") : "") + "/.cache/rill/models";
-  return base + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
 class DefaultModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = DefaultModelPath();
+    path_ = base::DefaultModelFilePath();
     struct stat st;
     if (::stat(path_.c_str(), &st) != 0) GTEST_SKIP() << "default model not found at " << path_;
   }

@@ -1,7 +1,7 @@
 // Cross-checks GgufFile against the reference `gguf` Python package on the
 // default model: tensor names, types, shapes, offsets, sizes, data offset and
-// every integer / string scalar KV. Python comes from $RILL_VENV, else the
-// repo's .venv (found through the runfiles symlink of gguf_dump.py).
+// every integer / string scalar KV. Python is the project venv's
+// (tests/util/python_runner.h).
 
 #include <gtest/gtest.h>
 #include <limits.h>
@@ -17,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/model_dir.h"
+#include "tests/util/python_runner.h"
 #include "worker/loader/gguf.h"
 
 namespace rill::loader {
@@ -27,14 +29,6 @@ bool Exists(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0;
 }
 
-std::string ModelPath() {
-  const char* dir = std::getenv("RILL_MODEL_DIR");
-  std::string base = dir != nullptr && *dir != '\0'
-                         ? std::string(dir)
-                         : std::string(std::getenv("HOME") ? std::getenv("HOME") : "") + "/.cache/rill/models";
-  return base + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
 std::string ScriptPath() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   const char* ws = std::getenv("TEST_WORKSPACE");
@@ -43,18 +37,6 @@ std::string ScriptPath() {
     if (Exists(p)) return p;
   }
   return "worker/loader/gguf_dump.py";
-}
-
-std::string PythonPath(const std::string& script) {
-  const char* venv = std::getenv("RILL_VENV");
-  if (venv != nullptr && *venv != '\0') return std::string(venv) + "/bin/python";
-  char real[PATH_MAX];
-  if (::realpath(script.c_str(), real) != nullptr) {
-    std::string s(real);  // <repo>/worker/loader/gguf_dump.py
-    for (int i = 0; i < 3 && s.rfind('/') != std::string::npos; ++i) s.resize(s.rfind('/'));
-    return s + "/.venv/bin/python";
-  }
-  return "";
 }
 
 std::string Hex(std::string_view s) {
@@ -68,14 +50,14 @@ std::string Hex(std::string_view s) {
 }
 
 TEST(GgufPythonCrossCheck, MatchesReferenceReader) {
-  const std::string model = ModelPath();
+  const std::string model = base::DefaultModelFilePath();
   if (!Exists(model)) GTEST_SKIP() << "default model not found at " << model;
   const std::string script = ScriptPath();
-  const std::string python = PythonPath(script);
-  ASSERT_TRUE(!python.empty() && Exists(python))
-      << "no Python found: set RILL_VENV to the project venv (with the gguf package); tried '"
-      << python << "'";
-  std::string cmd = absl::StrCat("'", python, "' '", script, "' '", model, "' 2>&1");
+  const absl::StatusOr<std::string> python = rill::testing::VenvPython();
+  ASSERT_TRUE(python.ok())
+      << "no Python found: set RILL_VENV to the project venv (with the gguf package): "
+      << python.status();
+  std::string cmd = absl::StrCat("'", *python, "' '", script, "' '", model, "' 2>&1");
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;

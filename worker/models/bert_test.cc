@@ -11,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "base/model_dir.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/thread_pool.h"
 #include "tests/util/python_runner.h"
@@ -21,19 +22,11 @@
 namespace rill::worker {
 namespace {
 
-std::string EmbedModelDir() {
-  const char* dir = std::getenv("RILL_MODEL_DIR");
-  const char* home = std::getenv("HOME");
-  std::string base = dir != nullptr && *dir != '\0'
-                         ? std::string(dir)
-                         : std::string(home != nullptr ? home : "") + "/.cache/rill/models";
-  return base + "/all-MiniLM-L6-v2";
-}
-
 class BertTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(EmbedModelDir());
+    absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
+        loader::LoadCheckpoint(base::DefaultEmbedModelPath());
     ASSERT_TRUE(ckpt.ok()) << ckpt.status() << " (run tools/setup.sh)";
     checkpoint_ = std::shared_ptr<const loader::Checkpoint>(std::move(*ckpt));
     pool_ = new cpu::ThreadPool(0);
@@ -92,11 +85,12 @@ TEST_F(BertTest, MatchesFloat64ReferenceAndIsBatchInvariant) {
   const std::string ids_path = tmp + "/ids.txt", emb_path = tmp + "/ref.bin";
   absl::StatusOr<testing::CommandResult> r = testing::RunPython(
       "tests/reference/bert_sentences.py",
-      {EmbedModelDir() + "/tokenizer.json", ids_path, "100", "7"});
+      {base::DefaultEmbedModelPath() + "/tokenizer.json", ids_path, "100", "7"});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->exit_code, 0) << r->output;
   r = testing::RunPython("tests/reference/reference_bert.py",
-                         {"--model", EmbedModelDir(), "--input", ids_path, "--out", emb_path});
+                         {"--model", base::DefaultEmbedModelPath(), "--input", ids_path,
+                          "--out", emb_path});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->exit_code, 0) << r->output;
 

@@ -19,6 +19,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
+#include "tests/util/test_seed.h"
 #include "tests/util/tiny_models.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/loader/checkpoint.h"
@@ -200,12 +201,8 @@ TEST(TpPlanTest, SplitsHeadsByGroupsAndRejectsTooManyRanks) {
 TEST(DefaultModelTpTest, UnevenTwoRanksAndThreeRanksMatchUnsharded) {
   const std::string path = rill::testing::DefaultModelPath();
   if (access(path.c_str(), R_OK) != 0) GTEST_FAIL() << "default model missing: run tools/setup.sh";
-  // RILL_TEST_SEED replays a run.
-  const char* env_seed = std::getenv("RILL_TEST_SEED");
-  const uint32_t seed = env_seed != nullptr && *env_seed != 0
-                            ? static_cast<uint32_t>(std::strtoul(env_seed, nullptr, 10))
-                            : std::random_device{}();
-  std::cout << "prompt seed " << seed << " (RILL_TEST_SEED replays it)\n";
+  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(0));
+  std::cout << "prompt seed " << seed << " (from the test seed)\n";
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> dist(200, 49000);
   std::vector<int32_t> prompt(24);

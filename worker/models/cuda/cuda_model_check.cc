@@ -23,6 +23,7 @@
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/model_dir.h"
 #include "glog/logging.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda/cuda_runtime_api.h"
@@ -34,7 +35,7 @@
 
 ABSL_FLAG(std::string, model, "",
           "GGUF file or HF directory; default "
-          "$HOME/.cache/rill/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+          "$RILL_MODEL_DIR (or $HOME/.cache/rill/models)/SmolLM2-135M-Instruct.Q4_1.gguf");
 ABSL_FLAG(int, prompts, 4, "random prompts compared");
 ABSL_FLAG(int, prompt_tokens, 64, "tokens per prompt");
 ABSL_FLAG(int, decode_steps, 32, "greedy decode steps per prompt");
@@ -303,10 +304,7 @@ int Main() {
          total_b / 1073741824.0);
 
   std::string path = absl::GetFlag(FLAGS_model);
-  if (path.empty()) {
-    const char* home = getenv("HOME");
-    path = std::string(home ? home : "") + "/.cache/rill/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-  }
+  if (path.empty()) path = base::DefaultModelFilePath();
   absl::StatusOr<std::unique_ptr<loader::Checkpoint>> loaded = loader::LoadCheckpoint(path);
   if (!loaded.ok()) {
     printf("error: %s\n", loaded.status().ToString().c_str());

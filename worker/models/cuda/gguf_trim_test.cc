@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/model_dir.h"
 #include "worker/loader/checkpoint.h"
 #include "worker/loader/gguf.h"
 #include "worker/models/cuda/tiny_llama_gguf.h"
@@ -61,9 +62,7 @@ namespace {
 // The real default model (skipped when absent): the cut copy that travels to
 // the GPU box must load with the same shapes and fewer layers.
 TEST(WriteTrimmedGguf, DefaultModelCutLoads) {
-  const char* home = getenv("HOME");
-  const std::string path =
-      std::string(home ? home : "") + "/.cache/rill/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string path = base::DefaultModelFilePath();
   auto in = loader::GgufFile::Open(path);
   if (!in.ok()) GTEST_SKIP() << "default model absent: " << in.status();
   const std::string out_path = tiny_gguf::TmpPath("smollm2_cut.gguf");

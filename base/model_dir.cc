@@ -1,0 +1,18 @@
+#include "base/model_dir.h"
+
+#include <cstdlib>
+
+namespace rill::base {
+
+std::string DefaultModelDir() {
+  const char* dir = std::getenv("RILL_MODEL_DIR");
+  if (dir != nullptr && *dir != '\0') return dir;
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : "") + "/.cache/rill/models";
+}
+
+std::string DefaultModelFilePath() { return DefaultModelDir() + "/" + kDefaultModelFile; }
+
+std::string DefaultEmbedModelPath() { return DefaultModelDir() + "/" + kDefaultEmbedModel; }
+
+}  // namespace rill::base
