@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/common_flags.h"
 #include "cli/model_session.h"
+#include "kernels/cpu/kernel_plan.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/incremental_detokenizer.h"
 #include "kernels/backend/backend.h"
@@ -45,8 +46,9 @@ absl::StatusOr<std::unique_ptr<ModelSession>> OpenSession() {
   ModelSessionOptions options;
   options.model = absl::GetFlag(FLAGS_model);
   options.threads = absl::GetFlag(FLAGS_threads);
-  options.model_options.exact_matmul = absl::GetFlag(FLAGS_exact_matmul);
-  options.model_options.int16_kernels = absl::GetFlag(FLAGS_int16_kernels);
+  absl::StatusOr<cpu::KernelPlan> plan = cpu::SetUpKernelPlan(MatmulFlag());
+  if (!plan.ok()) return plan.status();
+  options.model_options.kernel_plan = *plan;
   absl::StatusOr<cpu::KvDtype> kv_dtype =
       worker::ParseKvCacheDtype(absl::GetFlag(FLAGS_kv_cache_dtype));
   if (!kv_dtype.ok()) return kv_dtype.status();

@@ -319,6 +319,7 @@ int RunServe(int, char**) {
       absl::StrCat("--threads=", absl::GetFlag(FLAGS_threads)),
       absl::StrCat("--tensor_parallel_size=", absl::GetFlag(FLAGS_tensor_parallel_size)),
       "--kv_cache_dtype=" + absl::GetFlag(FLAGS_kv_cache_dtype),
+      "--matmul=" + MatmulFlag(),
       "--device=" + absl::GetFlag(FLAGS_backend),
   };
   if (!absl::GetFlag(FLAGS_lora).empty()) {

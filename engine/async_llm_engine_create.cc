@@ -16,6 +16,7 @@
 #include "glog/logging.h"
 #include "kernels/cuda/plan/kv_memory_plan.h"
 #include "kernels/backend/backend.h"
+#include "kernels/cpu/kernel_plan.h"
 #include "worker/kv_cache.h"
 
 namespace rill::engine {
@@ -36,8 +37,8 @@ std::string DefaultWorkerBinary() {
   return (dir / "rill-worker").string();
 }
 
-absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateMultiprocess(const EngineArgs& args,
-                                                                    cpu::KvDtype kv_dtype) {
+absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateMultiprocess(
+    const EngineArgs& args, cpu::KvDtype kv_dtype, const cpu::KernelPlan& kernel_plan) {
   MultiprocExecutorOptions options;
   options.model_path = ResolveModelPath(args.model);
   options.tensor_parallel_size = args.tensor_parallel_size;
@@ -47,6 +48,7 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateMultiprocess(const EngineA
   options.block_size = args.block_size;
   options.kv_cache_dtype = kv_dtype;
   options.threads = args.threads;
+  options.kernel_plan = kernel_plan;
   options.external_worker_dir = args.external_worker_dir;
   absl::StatusOr<std::unique_ptr<MultiprocExecutor>> executor =
       MultiprocExecutor::Create(options);
@@ -73,6 +75,10 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateOnCuda(const EngineArgs& a
     return absl::InvalidArgumentError(
         absl::StrCat("kv_cache_dtype '", args.kv_cache_dtype,
                      "' is not available on device cuda, whose KV cache is bfloat16 (use auto)"));
+  }
+  if (args.matmul != "auto") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "matmul '", args.matmul, "' chooses CPU kernels; device cuda runs bf16 (use auto)"));
   }
   const std::string path = ResolveModelPath(args.model);
   absl::StatusOr<std::unique_ptr<loader::Checkpoint>> loaded = loader::LoadCheckpoint(path);
@@ -122,8 +128,10 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(const Eng
   }
   absl::StatusOr<cpu::KvDtype> kv_dtype = worker::ParseKvCacheDtype(args.kv_cache_dtype);
   if (!kv_dtype.ok()) return kv_dtype.status();
+  absl::StatusOr<cpu::KernelPlan> kernel_plan = cpu::SetUpKernelPlan(args.matmul);
+  if (!kernel_plan.ok()) return kernel_plan.status();
   if (args.tensor_parallel_size > 1 || !args.external_worker_dir.empty()) {
-    return CreateMultiprocess(args, *kv_dtype);
+    return CreateMultiprocess(args, *kv_dtype, *kernel_plan);
   }
   LocalExecutorOptions options;
   options.model_path = ResolveModelPath(args.model);
@@ -132,6 +140,7 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(const Eng
   options.block_size = args.block_size;
   options.kv_cache_dtype = *kv_dtype;
   options.threads = args.threads;
+  options.kernel_plan = *kernel_plan;
   absl::StatusOr<std::unique_ptr<LocalModelExecutor>> executor =
       LocalModelExecutor::Create(options);
   if (!executor.ok()) return executor.status();

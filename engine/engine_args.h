@@ -34,6 +34,9 @@ struct EngineArgs {
   // "auto" (CUDA when a device is usable and the model runs there, else the
   // CPU with a logged reason).
   std::string device = "cpu";
+  // The CPU matmul kernels: "auto" (= exact), "exact", "int16" or "q8"; see
+  // cpu::kMatmulHelp. Chosen into the kernel plan once at load.
+  std::string matmul = "auto";
   // CUDA: the share of the device's memory the engine may use (weights,
   // activations and the KV cache it sizes from what is left), as vLLM's
   // --gpu-memory-utilization. num_kv_blocks > 0 overrides the sizing.
@@ -79,6 +82,7 @@ struct EngineConfig {
     int tensor_parallel_size = 1;
     int threads = 1;
     std::string backend = "cpu";  // "cpu" or "cuda"
+    std::string kernel_plan;      // CPU: cpu::KernelPlan::Describe(); "" on cuda
   } parallel;
   SchedulerConfig scheduler;
   struct Decoding {

@@ -13,6 +13,9 @@ absl::StatusOr<std::unique_ptr<LocalModelExecutor>> LocalModelExecutor::Create(
   auto ex = std::unique_ptr<LocalModelExecutor>(new LocalModelExecutor());
   ex->block_size_ = options.block_size;
   ex->kv_dtype_ = options.kv_cache_dtype;
+  ex->kernel_plan_ = options.kernel_plan;
+  worker::ModelOptions model_options;
+  model_options.kernel_plan = options.kernel_plan;
   absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
       loader::LoadCheckpoint(options.model_path);
   if (!ckpt.ok()) return ckpt.status();
@@ -20,7 +23,7 @@ absl::StatusOr<std::unique_ptr<LocalModelExecutor>> LocalModelExecutor::Create(
   ex->pool_ = std::make_unique<cpu::ThreadPool>(options.threads);
   if (worker::IsEncoderArchitecture(ex->checkpoint_->config())) {
     absl::StatusOr<std::unique_ptr<worker::Encoder>> encoder =
-        worker::CreateEncoder(ex->checkpoint_, ex->pool_.get());
+        worker::CreateEncoder(ex->checkpoint_, ex->pool_.get(), model_options);
     if (!encoder.ok()) return encoder.status();
     ex->encoder_ = std::move(*encoder);
     ex->num_blocks_ = 1;  // The block manager needs one; an encoder uses none.
@@ -29,7 +32,7 @@ absl::StatusOr<std::unique_ptr<LocalModelExecutor>> LocalModelExecutor::Create(
     return ex;
   }
   absl::StatusOr<std::unique_ptr<worker::CausalLm>> model =
-      worker::CreateCausalLm(ex->checkpoint_, ex->pool_.get());
+      worker::CreateCausalLm(ex->checkpoint_, ex->pool_.get(), model_options);
   if (!model.ok()) return model.status();
   ex->model_ = std::move(*model);
   int num_blocks = options.num_blocks;

@@ -27,6 +27,7 @@
 #include "base/tls_credentials.h"
 #include "engine/service/engine_host.h"
 #include "engine/service/engine_server.h"
+#include "kernels/cpu/kernel_plan.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
 ABSL_FLAG(int, port, 50061, "Port to listen on; 0 picks a free one (see --port_file).");
@@ -39,6 +40,7 @@ ABSL_FLAG(int, threads, 0, "Compute threads; 0 = all cores.");
 ABSL_FLAG(std::string, device, "cpu",
           "Where the model runs: cpu, cuda (Llama family on GPU 0, bf16) or auto (cuda when "
           "usable, else cpu).");
+ABSL_FLAG(std::string, matmul, "auto", rill::cpu::kMatmulHelp);
 ABSL_FLAG(double, gpu_memory_utilization, 0.9,
           "cuda: share of the GPU's memory for weights, activations and the KV cache, in (0, 1]; "
           "the KV cache gets what is left (--kv_cache_mb does not apply).");
@@ -113,6 +115,7 @@ int main(int argc, char** argv) {
   args.tensor_parallel_size = absl::GetFlag(FLAGS_tensor_parallel_size);
   args.device = absl::GetFlag(FLAGS_device);
   args.gpu_memory_utilization = absl::GetFlag(FLAGS_gpu_memory_utilization);
+  args.matmul = absl::GetFlag(FLAGS_matmul);
   args.worker_binary = absl::GetFlag(FLAGS_worker_binary);
   args.external_worker_dir = absl::GetFlag(FLAGS_external_workers_dir);
   args.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);

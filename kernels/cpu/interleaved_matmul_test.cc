@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/kernel_plan.h"
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/quant_types.h"
@@ -185,22 +186,30 @@ TEST(PackWeightsInterleaved, RefusesWhatItCannotRun) {
   EXPECT_EQ(w.packed, nullptr);
 }
 
-// Chosen on AVX2 CPUs, with or without AVX-512 (RILL_CPU_INTERLEAVED unset).
+// Chosen on AVX2 CPUs, with or without AVX-512, unless the plan's override
+// turns it off.
 TEST(PackWeightsInterleaved, ChosenOnEveryAvx2Cpu) {
   if (!UseAvx2()) GTEST_SKIP() << "no AVX2 on this CPU";
-  if (std::getenv("RILL_CPU_INTERLEAVED") != nullptr) GTEST_SKIP() << "choice overridden";
   std::mt19937 rng(Seed() + 300);
   std::vector<uint8_t> data = RandomBlockRows(QuantType::kQ4_1, 8, 64, rng);
   const bool had_avx512 = UseAvx512();
   SetDisableAvx512(true);
   WeightMatrix w = MakeWeightMatrix(QuantType::kQ4_1, 8, 64, data.data());
   w.float_activations = true;
-  EXPECT_TRUE(PreferInterleavedKernels());
-  EXPECT_TRUE(PackForInterleavedKernels(&w));
+  EXPECT_TRUE(DefaultKernelPlan().interleaved);
+  EXPECT_TRUE(PackForKernelPlan(DefaultKernelPlan(), &w));
   ASSERT_NE(w.packed, nullptr);
   EXPECT_EQ(w.packed->format, PackedWeights::Format::k4BitInterleaved8);
   SetDisableAvx512(false);
-  EXPECT_TRUE(PreferInterleavedKernels()) << "had AVX-512: " << had_avx512;
+  EXPECT_TRUE(DefaultKernelPlan().interleaved) << "had AVX-512: " << had_avx512;
+  KernelPlanOptions off;
+  off.interleaved = false;
+  absl::StatusOr<KernelPlan> plan = ChooseKernelPlan(off);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  WeightMatrix row_major = MakeWeightMatrix(QuantType::kQ4_1, 8, 64, data.data());
+  row_major.float_activations = true;
+  EXPECT_FALSE(PackForKernelPlan(*plan, &row_major));
+  EXPECT_EQ(row_major.packed, nullptr);
 }
 
 }  // namespace

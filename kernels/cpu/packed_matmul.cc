@@ -1,10 +1,8 @@
 // Repacking of file blocks into the row-group layout of packed_matmul.h.
 #include "kernels/cpu/packed_matmul.h"
 
-#include <cstdlib>
 #include <cstring>
 
-#include "kernels/cpu/cpu_features.h"
 
 namespace rill::cpu {
 namespace {
@@ -134,15 +132,6 @@ std::shared_ptr<const PackedWeights> PackWeights(QuantType type, int64_t rows, i
     }
   }
   return p;
-}
-
-bool PreferInterleavedKernels() {
-  static const int env = [] {
-    const char* v = std::getenv("RILL_CPU_INTERLEAVED");
-    return v == nullptr || v[0] == '\0' ? -1 : (v[0] == '1' ? 1 : 0);
-  }();
-  if (!UseAvx2()) return false;
-  return env != 0;
 }
 
 std::shared_ptr<const PackedWeights> PackWeightsInterleaved(QuantType type, int64_t rows,

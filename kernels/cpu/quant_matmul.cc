@@ -128,9 +128,18 @@ bool PackForCpu(WeightMatrix* w) {
 }
 
 bool PackForInterleavedKernels(WeightMatrix* w) {
-  if (!w->float_activations || w->packed || !PreferInterleavedKernels()) return false;
+  if (!w->float_activations || w->packed || !UseAvx2()) return false;
   w->packed = PackWeightsInterleaved(w->type, w->rows, w->cols, w->data, w->row_stride_bytes);
   return w->packed != nullptr;
+}
+
+bool PackForKernelPlan(const KernelPlan& plan, WeightMatrix* w) {
+  switch (plan.matmul) {
+    case MatmulKind::kInt16: return PackForCpu(w);
+    case MatmulKind::kExact: return plan.interleaved && PackForInterleavedKernels(w);
+    case MatmulKind::kQ8: return false;
+  }
+  return false;
 }
 
 void MatMulShared(const MatMulTarget* targets, int count, const float* x, int64_t n_tokens,

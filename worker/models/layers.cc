@@ -60,6 +60,22 @@ absl::StatusOr<cpu::WeightMatrix> BindMatrix(const loader::Checkpoint& ckpt,
   return w;
 }
 
+bool PackForKernelPlan(const cpu::KernelPlan& plan, const loader::Checkpoint& ckpt,
+                       cpu::WeightMatrix* w) {
+  if (!cpu::PackForKernelPlan(plan, w)) return false;
+  ckpt.ReleaseTensorPages(w->data, w->row_stride_bytes * w->rows);
+  return true;
+}
+
+std::vector<uint8_t> PrecisePositionMask(const cpu::KernelPlan& plan,
+                                         const std::vector<int32_t>& positions) {
+  std::vector<uint8_t> mask;
+  if (plan.matmul != cpu::MatmulKind::kInt16) return mask;
+  mask.resize(positions.size());
+  for (size_t t = 0; t < positions.size(); ++t) mask[t] = positions[t] < kPrecisePositions;
+  return mask;
+}
+
 absl::StatusOr<std::vector<float>> LoadVector(const loader::Checkpoint& ckpt,
                                               const std::string& name, int64_t n) {
   absl::StatusOr<const loader::TensorRef*> ref = ckpt.Get(name);

@@ -58,8 +58,8 @@ int Main(int argc, char** argv) {
     // The exact path (f32 activations), which the models use by default.
     if (std::strcmp(argv[i], "--exact") == 0) exact = true;
     if (std::strcmp(argv[i], "--no_avx512") == 0) SetDisableAvx512(true);
-    // The exact path over 8-row interleaved weights (what Llama models pack
-    // for where PreferInterleavedKernels()).
+    // The exact path over 8-row interleaved weights (what models pack for
+    // where the kernel plan says interleaved).
     if (std::strcmp(argv[i], "--interleaved") == 0) exact = interleaved = true;
     if (std::strncmp(argv[i], "--tokens=", 9) == 0) {
       tokens.clear();
@@ -74,7 +74,7 @@ int Main(int argc, char** argv) {
   ThreadPool pool(threads);
   printf("threads=%d path=%s%s\n", pool.num_threads(),
          UseAvx512() ? "avx512" : UseAvx2() ? "avx2" : "scalar",
-         interleaved ? (PreferInterleavedKernels() ? " interleaved" : " (interleaved not chosen)") : "");
+         interleaved ? (UseAvx2() ? " interleaved" : " (interleaved needs AVX2)") : "");
   const Shape shapes[] = {
       {576, 576, QuantType::kQ4_1, "attn q/o"},
       {576, 192, QuantType::kQ4_1, "attn k/v"},
