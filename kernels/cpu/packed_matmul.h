@@ -36,7 +36,7 @@ struct PackedWeights {
     k8BitInterleaved8,
   };
   Format format = Format::k4Bit;
-  QuantType source_type = QuantType::kQ4_1;  // the file's type
+  GgmlType source_type = GgmlType::kQ4_1;  // the file's type
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t groups = 0;       // ceil(rows / group rows); the last group is zero-padded
@@ -50,7 +50,7 @@ bool PackedKernelsAvailable();
 
 // Repacks a [rows x cols] matrix of Q4_0, Q4_1 or Q8_0 rows (row_stride
 // bytes apart). nullptr for other types or cols not a multiple of 32.
-std::shared_ptr<const PackedWeights> PackWeights(QuantType type, int64_t rows, int64_t cols,
+std::shared_ptr<const PackedWeights> PackWeights(GgmlType type, int64_t rows, int64_t cols,
                                                  const void* data, size_t row_stride);
 
 // The 8-row interleaved layout of the exact path
@@ -73,7 +73,7 @@ inline constexpr size_t kInterleaved8BitQBytes = 256;
 // Unlike the int16 layout, MatMul over it keeps the exact path's numerics
 // (f32 activations; ~1e-7 relative of the chunk kernels' result, and
 // bitwise batch invariant).
-std::shared_ptr<const PackedWeights> PackWeightsInterleaved(QuantType type, int64_t rows,
+std::shared_ptr<const PackedWeights> PackWeightsInterleaved(GgmlType type, int64_t rows,
                                                             int64_t cols, const void* data,
                                                             size_t row_stride);
 

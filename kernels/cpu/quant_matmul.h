@@ -17,7 +17,7 @@ namespace rill::cpu {
 // A [rows x cols] weight matrix whose rows are quantized rows as stored in
 // the file (e.g. an mmapped GGUF tensor: ggml's ne[0] = cols).
 struct WeightMatrix {
-  QuantType type = QuantType::kF32;
+  GgmlType type = GgmlType::kF32;
   int64_t rows = 0;  // output features
   int64_t cols = 0;  // input features = row length
   const void* data = nullptr;
@@ -34,7 +34,7 @@ struct WeightMatrix {
 };
 
 // Builds a matrix with densely packed rows.
-WeightMatrix MakeWeightMatrix(QuantType type, int64_t rows, int64_t cols, const void* data);
+WeightMatrix MakeWeightMatrix(GgmlType type, int64_t rows, int64_t cols, const void* data);
 
 // Repacks w for the int16 VNNI kernels when it uses the exact path
 // (float_activations), its type has packed kernels (Q4_0, Q4_1, Q8_0) and
