@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/common_flags.h"
 #include "cli/model_session.h"
+#include "kernels/cpu/kernel_plan.h"
 #include "cli/roofline_report.h"
 
 ABSL_FLAG(int, prompt_tokens, 512, "bench-model: prompt length for the prefill measurement.");
@@ -68,8 +69,12 @@ int RunBenchModel(int, char**) {
   }
   options.max_context = std::max(std::max(pp, 16), depth + 1) + tg + 16;
   options.max_sequences = max_batch;
-  options.model_options.exact_matmul = absl::GetFlag(FLAGS_exact_matmul);
-  options.model_options.int16_kernels = absl::GetFlag(FLAGS_int16_kernels);
+  absl::StatusOr<cpu::KernelPlan> plan = cpu::SetUpKernelPlan(MatmulFlag());
+  if (!plan.ok()) {
+    std::cerr << "error: " << plan.status().message() << "\n";
+    return 1;
+  }
+  options.model_options.kernel_plan = *plan;
   absl::StatusOr<cpu::KvDtype> kv_dtype =
       worker::ParseKvCacheDtype(absl::GetFlag(FLAGS_kv_cache_dtype));
   if (!kv_dtype.ok()) {
@@ -102,6 +107,7 @@ int RunBenchModel(int, char**) {
   const double pp_tps = pp / Seconds(t0, std::chrono::steady_clock::now());
 
   if (!absl::GetFlag(FLAGS_json)) {
+    std::cout << "kernel plan: " << plan->Describe() << "\n";
     std::cout << absl::StrFormat("%-6s %14s %14s %10s\n", "batch", "pp tok/s", "tg tok/s",
                                  "rss MiB");
   }
@@ -146,9 +152,9 @@ int RunBenchModel(int, char**) {
     decode_rates.push_back({b, tg_tps});
     if (absl::GetFlag(FLAGS_json)) {
       std::cout << absl::StrFormat(
-          "{\"batch\":%d,\"exact_matmul\":%s,\"threads\":%d,\"prompt_tokens\":%d,\"gen_tokens\":%d,"
+          "{\"batch\":%d,\"matmul\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"gen_tokens\":%d,"
           "\"pp_tokens_per_s\":%.2f,\"tg_tokens_per_s\":%.2f,\"rss_mib\":%.1f}\n",
-          b, absl::GetFlag(FLAGS_exact_matmul) ? "true" : "false", absl::GetFlag(FLAGS_threads), pp, tg, pp_tps, tg_tps, RssMib());
+          b, cpu::MatmulKindName(plan->matmul), absl::GetFlag(FLAGS_threads), pp, tg, pp_tps, tg_tps, RssMib());
     } else {
       std::cout << absl::StrFormat("%-6d %14.1f %14.1f %10.1f\n", b, pp_tps, tg_tps, RssMib());
     }

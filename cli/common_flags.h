@@ -12,4 +12,8 @@
 ABSL_DECLARE_FLAG(bool, exact_matmul);
 ABSL_DECLARE_FLAG(bool, int16_kernels);
 
+// --matmul, or what the deprecated --exact_matmul=false (q8) and
+// --int16_kernels (int16) ask for, with a warning.
+std::string MatmulFlag();
+
 #endif  // RILL_CLI_COMMON_FLAGS_H_

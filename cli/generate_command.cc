@@ -52,14 +52,6 @@ absl::StatusOr<std::string> DeviceFromFlag() {
   return requested == "auto" ? std::string("cpu") : requested;
 }
 
-// EngineArgs::matmul for --exact_matmul / --int16_kernels. Named explicitly
-// (never "auto") so the CLI keeps f32 activations by default whatever the
-// engine's automatic choice becomes.
-std::string MatmulFromFlags() {
-  if (!absl::GetFlag(FLAGS_exact_matmul)) return "q8";
-  return absl::GetFlag(FLAGS_int16_kernels) ? "int16" : "exact";
-}
-
 // The prompt's token ids: the text as is (the tokenizer's special tokens
 // added, as the engine does for text prompts) or, with --chat, rendered as
 // one user message by the same chat-template code the frontend uses.
@@ -98,7 +90,7 @@ absl::StatusOr<std::unique_ptr<engine::AsyncLLMEngine>> CreateEngine(
   args.backend = *device;
   args.threads = absl::GetFlag(FLAGS_threads);
   args.kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype);
-  args.matmul = MatmulFromFlags();
+  args.matmul = MatmulFlag();
   args.max_num_seqs = 1;
   args.enable_prefix_caching = false;  // One request: nothing to share.
   const int64_t tokens = std::clamp<int64_t>(prompt_tokens + std::max(max_tokens, 0), 1,

@@ -14,6 +14,7 @@
 #include "glog/logging.h"
 #include "kernels/cuda/plan/kv_memory_plan.h"
 #include "kernels/backend/backend.h"
+#include "kernels/cpu/kernel_plan.h"
 #include "worker/kv_cache.h"
 
 namespace rill::engine {
@@ -43,7 +44,8 @@ struct BuiltExecutor {
   std::shared_ptr<const loader::Checkpoint> owned_checkpoint;
 };
 
-absl::StatusOr<BuiltExecutor> CreateMultiprocess(const EngineArgs& args, cpu::KvDtype kv_dtype) {
+absl::StatusOr<BuiltExecutor> CreateMultiprocess(const EngineArgs& args, cpu::KvDtype kv_dtype,
+                                                const cpu::KernelPlan& kernel_plan) {
   MultiprocExecutorOptions options;
   options.model_path = ResolveModelPath(args.model);
   options.tensor_parallel_size = args.tensor_parallel_size;
@@ -53,6 +55,7 @@ absl::StatusOr<BuiltExecutor> CreateMultiprocess(const EngineArgs& args, cpu::Kv
   options.block_size = args.block_size;
   options.kv_cache_dtype = kv_dtype;
   options.threads = args.threads;
+  options.kernel_plan = kernel_plan;
   options.external_workers_dir = args.external_workers_dir;
   absl::StatusOr<std::unique_ptr<MultiprocExecutor>> executor =
       MultiprocExecutor::Create(options);
@@ -79,6 +82,10 @@ absl::StatusOr<BuiltExecutor> CreateOnCuda(const EngineArgs& args) {
     return absl::InvalidArgumentError(
         absl::StrCat("kv_cache_dtype '", args.kv_cache_dtype,
                      "' is not available on backend cuda, whose KV cache is bfloat16 (use auto)"));
+  }
+  if (args.matmul != "auto") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "matmul '", args.matmul, "' chooses CPU kernels; backend cuda runs bf16 (use auto)"));
   }
   const std::string path = ResolveModelPath(args.model);
   absl::StatusOr<std::unique_ptr<loader::Checkpoint>> loaded = loader::LoadCheckpoint(path);
@@ -122,8 +129,10 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const EngineArgs& args) {
   }
   absl::StatusOr<cpu::KvDtype> kv_dtype = worker::ParseKvCacheDtype(args.kv_cache_dtype);
   if (!kv_dtype.ok()) return kv_dtype.status();
+  absl::StatusOr<cpu::KernelPlan> kernel_plan = cpu::SetUpKernelPlan(args.matmul);
+  if (!kernel_plan.ok()) return kernel_plan.status();
   if (args.tensor_parallel_size > 1 || !args.external_workers_dir.empty()) {
-    return CreateMultiprocess(args, *kv_dtype);
+    return CreateMultiprocess(args, *kv_dtype, *kernel_plan);
   }
   LocalExecutorOptions options;
   options.model_path = ResolveModelPath(args.model);
@@ -132,7 +141,7 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const EngineArgs& args) {
   options.block_size = args.block_size;
   options.kv_cache_dtype = *kv_dtype;
   options.threads = args.threads;
-  options.matmul = args.matmul;
+  options.kernel_plan = *kernel_plan;
   absl::StatusOr<std::unique_ptr<LocalModelExecutor>> executor =
       LocalModelExecutor::Create(options);
   if (!executor.ok()) return executor.status();

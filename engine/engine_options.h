@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "engine/lora_adapters.h"
 #include "engine/option_checks.h"
+#include "kernels/cpu/kernel_plan.h"
 
 // clang-format off
 #define RILL_ENGINE_OPTIONS(X)                                                                    \
@@ -28,8 +29,7 @@
     "logged).")                                                                                   \
   X(int, threads, 0, AtLeast(0),                                                                  \
     "Compute threads; 0 = all cores. cpu: kernel threads; cuda: host sampling threads.")         \
-  X(std::string, matmul, "auto", OneOf("auto", "exact", "int16", "q8"),                           \
-    "CPU matmul kernels: auto, exact, int16 or q8")                                               \
+  X(std::string, matmul, "auto", OneOf("auto", "exact", "int16", "q8"), rill::cpu::kMatmulHelp)  \
   X(double, gpu_memory_utilization, 0.9, Fraction(),                                              \
     "cuda: share of the GPU's memory for weights, activations and the KV cache, in (0, 1]; the " \
     "KV cache gets what is left (--kv_cache_mb does not apply).")                                 \

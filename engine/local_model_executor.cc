@@ -6,36 +6,16 @@
 #include "worker/lora/lora_adapter.h"
 
 namespace rill::engine {
-namespace {
-
-// worker::ModelOptions for EngineArgs::matmul; "auto" keeps the model's
-// defaults (exact).
-absl::StatusOr<worker::ModelOptions> ModelOptionsForMatmul(const std::string& matmul) {
-  worker::ModelOptions options;
-  if (matmul == "auto" || matmul == "exact") {
-    options.exact_matmul = true;
-  } else if (matmul == "int16") {
-    options.exact_matmul = true;
-    options.int16_kernels = true;
-  } else if (matmul == "q8") {
-    options.exact_matmul = false;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("matmul '", matmul, "' is not one of auto, exact, int16, q8"));
-  }
-  return options;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<LocalModelExecutor>> LocalModelExecutor::Create(
     const LocalExecutorOptions& options) {
   if (options.block_size < 1) return absl::InvalidArgumentError("block_size must be >= 1");
-  absl::StatusOr<worker::ModelOptions> model_options = ModelOptionsForMatmul(options.matmul);
-  if (!model_options.ok()) return model_options.status();
   auto ex = std::unique_ptr<LocalModelExecutor>(new LocalModelExecutor());
   ex->block_size_ = options.block_size;
   ex->kv_dtype_ = options.kv_cache_dtype;
+  ex->kernel_plan_ = options.kernel_plan;
+  worker::ModelOptions model_options;
+  model_options.kernel_plan = options.kernel_plan;
   absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
       loader::LoadCheckpoint(options.model_path);
   if (!ckpt.ok()) return ckpt.status();
@@ -43,7 +23,7 @@ absl::StatusOr<std::unique_ptr<LocalModelExecutor>> LocalModelExecutor::Create(
   ex->pool_ = std::make_unique<cpu::ThreadPool>(options.threads);
   if (worker::IsEncoderArchitecture(ex->checkpoint_->config())) {
     absl::StatusOr<std::unique_ptr<worker::Encoder>> encoder =
-        worker::CreateEncoder(ex->checkpoint_, ex->pool_.get());
+        worker::CreateEncoder(ex->checkpoint_, ex->pool_.get(), model_options);
     if (!encoder.ok()) return encoder.status();
     ex->encoder_ = std::move(*encoder);
     ex->num_blocks_ = 1;  // The block manager needs one; an encoder uses none.
@@ -52,7 +32,7 @@ absl::StatusOr<std::unique_ptr<LocalModelExecutor>> LocalModelExecutor::Create(
     return ex;
   }
   absl::StatusOr<std::unique_ptr<worker::CausalLm>> model =
-      worker::CreateCausalLm(ex->checkpoint_, ex->pool_.get(), *model_options);
+      worker::CreateCausalLm(ex->checkpoint_, ex->pool_.get(), model_options);
   if (!model.ok()) return model.status();
   ex->model_ = std::move(*model);
   int num_blocks = options.num_blocks;

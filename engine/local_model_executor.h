@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model_executor.h"
+#include "kernels/cpu/kernel_plan.h"
 #include "kernels/cpu/thread_pool.h"
 #include "worker/kv_cache.h"
 #include "worker/loader/checkpoint.h"
@@ -24,7 +25,7 @@ struct LocalExecutorOptions {
   int block_size = 16;
   cpu::KvDtype kv_cache_dtype = cpu::KvDtype::kF32;
   int threads = 0;  // 0 = all cores.
-  std::string matmul = "auto";  // See EngineArgs::matmul.
+  cpu::KernelPlan kernel_plan = cpu::DefaultKernelPlan();
 };
 
 class LocalModelExecutor : public ModelExecutor {
@@ -46,6 +47,7 @@ class LocalModelExecutor : public ModelExecutor {
   bool can_generate() const override { return encoder_ == nullptr; }
   bool can_pool() const override { return true; }
   bool is_encoder() const override { return encoder_ != nullptr; }
+  std::string kernel_plan() const override { return kernel_plan_.Describe(); }
   absl::StatusOr<std::shared_ptr<const worker::LoraAdapter>> LoadLora(
       const std::string& dir, const worker::LoraLoadOptions& options) override;
   bool supports_lora() const override { return model_ != nullptr && model_->SupportsLora(); }
@@ -61,6 +63,7 @@ class LocalModelExecutor : public ModelExecutor {
   int num_blocks_ = 0;
   int block_size_ = 16;
   cpu::KvDtype kv_dtype_ = cpu::KvDtype::kF32;
+  cpu::KernelPlan kernel_plan_;
   std::shared_ptr<const loader::Checkpoint> checkpoint_;
   std::unique_ptr<cpu::ThreadPool> pool_;
   std::unique_ptr<worker::CausalLm> model_;

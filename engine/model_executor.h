@@ -49,6 +49,9 @@ class ModelExecutor {
   // ("" for the engine's kv_cache_dtype argument as parsed for the CPU).
   virtual std::string backend() const { return "cpu"; }
   virtual std::string kv_cache_dtype() const { return ""; }
+  // The CPU kernel plan the model runs (cpu::KernelPlan::Describe()); "" off
+  // the CPU.
+  virtual std::string kernel_plan() const { return ""; }
 
   // What the model serves. Pooling: Execute fills ForwardOutput::hidden for
   // sequences with return_hidden. An encoder cannot generate and pools

@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/model_executor.h"
+#include "kernels/cpu/kernel_plan.h"
 #include "rill/internal/worker.pb.h"
 #include "worker/kv_cache.h"
 #include "worker/loader/checkpoint.h"
@@ -38,7 +39,9 @@ struct MultiprocExecutorOptions {
   int block_size = 16;
   cpu::KvDtype kv_cache_dtype = cpu::KvDtype::kF32;
   int threads = 0;  // all ranks together; 0 = all cores. At least 1 per rank.
-  bool exact_matmul = true;
+  // Each rank chooses this plan's matmul kind (cpu::MatmulKindName) with
+  // its own CPU and environment: the same as the engine's on one machine.
+  cpu::KernelPlan kernel_plan = cpu::DefaultKernelPlan();
   absl::Duration start_timeout = absl::Minutes(5);
   int comm_timeout_s = 60;
   // Non-empty: do not spawn workers; listen on <dir>/control.sock for
@@ -64,6 +67,7 @@ class MultiprocExecutor : public ModelExecutor {
   int tensor_parallel_size() const override { return options_.tensor_parallel_size; }
   int num_threads() const override { return threads_per_rank_ * options_.tensor_parallel_size; }
   int64_t kv_cache_bytes() const override;
+  std::string kernel_plan() const override { return options_.kernel_plan.Describe(); }
   absl::Status CheckHealth() override;
   // A monitor thread watches the ranks' control connections and processes
   // and reports the first death here.

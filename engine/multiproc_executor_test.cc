@@ -42,6 +42,16 @@ EngineArgs Args(int tp) {
   return a;
 }
 
+// An unknown matmul is refused before any worker starts, naming the values.
+TEST(MultiprocMatmul, UnknownValueIsInvalidArgument) {
+  EngineArgs a = Args(2);
+  a.matmul = "fast";
+  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = CreateAsyncLLMEngine(a);
+  ASSERT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument) << engine.status();
+  EXPECT_NE(engine.status().message().find("auto, exact, int16 or q8"), std::string::npos)
+      << engine.status();
+}
+
 SamplingParams Greedy(int max_tokens) {
   SamplingParams p;
   p.temperature = 0.0f;
@@ -98,6 +108,9 @@ TEST(MultiprocExecutorTest, TwoRanksMatchOneRankGreedyOnTenPrompts) {
     absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> two = CreateAsyncLLMEngine(Args(2));
     ASSERT_TRUE(two.ok()) << two.status();
     EXPECT_EQ((*two)->GetEngineConfig().parallel.tensor_parallel_size, 2);
+    // The ranks run the engine's kernel plan (the default: exact).
+    const std::string& plan = (*two)->GetEngineConfig().parallel.kernel_plan;
+    EXPECT_EQ(plan.rfind("exact (", 0), 0u) << plan;
     // LoRA adapters run at tensor_parallel_size 1 only: a clear refusal.
     absl::StatusOr<LoraInfo> lora = (*two)->AddLora({"x", 0, "/tmp"});
     EXPECT_EQ(lora.status().code(), absl::StatusCode::kUnimplemented) << lora.status();

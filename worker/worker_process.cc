@@ -11,6 +11,7 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/kernel_plan.h"
 #include "kernels/cpu/thread_pool.h"
 #include "rill/internal/worker.pb.h"
 #include "worker/comm/gloo_communicator.h"
@@ -89,8 +90,10 @@ class Worker {
     if (!part.ok()) return part.status();
     part_ = *part;
     pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, config_.threads()));
+    absl::StatusOr<cpu::KernelPlan> plan = cpu::SetUpKernelPlan(config_.matmul());
+    if (!plan.ok()) return plan.status();
     ModelOptions mo;
-    mo.exact_matmul = config_.exact_matmul();
+    mo.kernel_plan = *plan;
     mo.comm = comm_.get();
     absl::StatusOr<std::unique_ptr<CausalLm>> model = CreateCausalLm(checkpoint_, pool_.get(), mo);
     if (!model.ok()) return model.status();

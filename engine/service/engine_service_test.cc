@@ -413,6 +413,8 @@ TEST_F(EngineServiceTest, ConfigLoadAndEncode) {
     rill::v1::ServerConfig resp;
     ASSERT_TRUE(engine_->GetServerConfig(&ctx, rill::v1::GetServerConfigRequest(), &resp).ok());
     EXPECT_EQ(resp.parallel().tensor_parallel_size(), 1);
+    // The CPU kernel plan chosen at load (the default matmul: exact).
+    EXPECT_EQ(resp.engine().kernel_plan().rfind("exact (", 0), 0u) << resp.engine().kernel_plan();
     EXPECT_GT(resp.cache().num_blocks(), 0);
     // The limits the engine enforces itself (the frontend adds its own).
     EXPECT_EQ(resp.decoding().max_n(), 64);

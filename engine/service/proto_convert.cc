@@ -166,6 +166,7 @@ rill::v1::ServerConfig ToServerConfig(const engine::EngineConfig& c, int max_wai
   p.mutable_engine()->set_model_path(c.model.path);
   p.mutable_engine()->set_version("rill-engine");
   p.mutable_engine()->set_backend(c.parallel.backend);
+  p.mutable_engine()->set_kernel_plan(c.parallel.kernel_plan);
   p.mutable_cache()->set_block_size(c.cache.block_size);
   p.mutable_cache()->set_num_blocks(c.cache.num_blocks);
   p.mutable_cache()->set_kv_cache_bytes(c.cache.kv_cache_bytes);

@@ -1,36 +1,22 @@
 #include "kernels/cpu/cpu_features.h"
 
 #include <atomic>
-#include <cstdlib>
 
 namespace rill::cpu {
 namespace {
 
-bool EnvIsOne(const char* name) {
-  const char* env = std::getenv(name);
-  return env && env[0] == '1';
-}
-
-bool DetectAvx2() {
+CpuFeatures Detect() {
+  CpuFeatures f;
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  if (EnvIsOne("RILL_CPU_FORCE_SCALAR")) return false;
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
-#else
-  return false;
+  f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+  f.avx512 = f.avx2 && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512dq");
+  f.avx512_vnni = f.avx512 && __builtin_cpu_supports("avx512vnni");
 #endif
-}
-
-bool DetectAvx512() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  if (EnvIsOne("RILL_CPU_NO_AVX512")) return false;
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-#else
-  return false;
-#endif
+  return f;
 }
 
 std::atomic<bool> force_scalar{false};
@@ -38,14 +24,26 @@ std::atomic<bool> disable_avx512{false};
 
 }  // namespace
 
+CpuFeatures DetectCpuFeatures() {
+  static const CpuFeatures features = Detect();
+  return features;
+}
+
+CpuFeatures EnabledCpuFeatures() {
+  CpuFeatures f;
+  f.avx2 = UseAvx2();
+  f.avx512 = UseAvx512();
+  f.avx512_vnni = f.avx512 && DetectCpuFeatures().avx512_vnni;
+  return f;
+}
+
 bool UseAvx2() {
-  static const bool has = DetectAvx2();
-  return has && !force_scalar.load(std::memory_order_relaxed);
+  return DetectCpuFeatures().avx2 && !force_scalar.load(std::memory_order_relaxed);
 }
 
 bool UseAvx512() {
-  static const bool has = DetectAvx512();
-  return has && UseAvx2() && !disable_avx512.load(std::memory_order_relaxed);
+  return DetectCpuFeatures().avx512 && UseAvx2() &&
+         !disable_avx512.load(std::memory_order_relaxed);
 }
 
 void SetForceScalar(bool force) { force_scalar.store(force, std::memory_order_relaxed); }

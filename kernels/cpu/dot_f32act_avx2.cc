@@ -279,11 +279,11 @@ RILL_TARGET_AVX2 void Chunk(const uint8_t* w, size_t w_stride, int64_t nr, const
 
 }  // namespace
 
-ChunkKernel Avx2ChunkF32Act(QuantType type) {
+ChunkKernel Avx2ChunkF32Act(GgmlType type) {
   switch (type) {
-    case QuantType::kQ4_0: return Chunk<Q4_0F>;
-    case QuantType::kQ4_1: return Chunk<Q4_1F>;
-    case QuantType::kQ8_0: return Chunk<Q8_0F>;
+    case GgmlType::kQ4_0: return Chunk<Q4_0F>;
+    case GgmlType::kQ4_1: return Chunk<Q4_1F>;
+    case GgmlType::kQ8_0: return Chunk<Q8_0F>;
     default: return nullptr;
   }
 }

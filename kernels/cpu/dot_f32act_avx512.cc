@@ -297,11 +297,11 @@ RILL_TARGET_AVX512 void Chunk(const uint8_t* w, size_t w_stride, int64_t nr, con
 
 }  // namespace
 
-ChunkKernel Avx512ChunkF32Act(QuantType type) {
+ChunkKernel Avx512ChunkF32Act(GgmlType type) {
   switch (type) {
-    case QuantType::kQ4_0: return Chunk<Q4_0X>;
-    case QuantType::kQ4_1: return Chunk<Q4_1X>;
-    case QuantType::kQ8_0: return Chunk<Q8_0X>;
+    case GgmlType::kQ4_0: return Chunk<Q4_0X>;
+    case GgmlType::kQ4_1: return Chunk<Q4_1X>;
+    case GgmlType::kQ8_0: return Chunk<Q8_0X>;
     default: return nullptr;
   }
 }

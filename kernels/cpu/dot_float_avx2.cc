@@ -76,11 +76,11 @@ void Kernel(const uint8_t* w, const uint8_t* act, size_t act_stride, int nt, int
 
 }  // namespace
 
-RowKernel Avx2KernelFloat(QuantType type) {
+RowKernel Avx2KernelFloat(GgmlType type) {
   switch (type) {
-    case QuantType::kF32: return Kernel<F32W>;
-    case QuantType::kF16: return Kernel<F16W>;
-    case QuantType::kBF16: return Kernel<BF16W>;
+    case GgmlType::kF32: return Kernel<F32W>;
+    case GgmlType::kF16: return Kernel<F16W>;
+    case GgmlType::kBF16: return Kernel<BF16W>;
     default: return nullptr;
   }
 }

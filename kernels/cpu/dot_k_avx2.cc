@@ -171,11 +171,11 @@ struct Q6K {
 
 }  // namespace
 
-RowKernel Avx2KernelK(QuantType type) {
+RowKernel Avx2KernelK(GgmlType type) {
   switch (type) {
-    case QuantType::kQ4_K: return Dispatch<Q4K>;
-    case QuantType::kQ5_K: return Dispatch<Q5K>;
-    case QuantType::kQ6_K: return Dispatch<Q6K>;
+    case GgmlType::kQ4_K: return Dispatch<Q4K>;
+    case GgmlType::kQ5_K: return Dispatch<Q5K>;
+    case GgmlType::kQ6_K: return Dispatch<Q6K>;
     default: return nullptr;
   }
 }

@@ -109,14 +109,14 @@ void Kernel(const uint8_t* w, const uint8_t* act, size_t act_stride, int nt, int
 
 }  // namespace
 
-RowKernel Avx2KernelLegacy(QuantType type) {
+RowKernel Avx2KernelLegacy(GgmlType type) {
   static_assert(kMaxTile == 4, "Kernel<> dispatches tiles up to 4");
   switch (type) {
-    case QuantType::kQ4_0: return Kernel<Q4_0>;
-    case QuantType::kQ4_1: return Kernel<Q4_1>;
-    case QuantType::kQ5_0: return Kernel<Q5_0>;
-    case QuantType::kQ5_1: return Kernel<Q5_1>;
-    case QuantType::kQ8_0: return Kernel<Q8_0>;
+    case GgmlType::kQ4_0: return Kernel<Q4_0>;
+    case GgmlType::kQ4_1: return Kernel<Q4_1>;
+    case GgmlType::kQ5_0: return Kernel<Q5_0>;
+    case GgmlType::kQ5_1: return Kernel<Q5_1>;
+    case GgmlType::kQ8_0: return Kernel<Q8_0>;
     default: return nullptr;
   }
 }

@@ -199,24 +199,24 @@ void KernelHalf(const uint8_t* w, const uint8_t* act, size_t st, int nt, int64_t
 
 }  // namespace
 
-RowKernel ScalarKernel(QuantType type) {
+RowKernel ScalarKernel(GgmlType type) {
   switch (type) {
-    case QuantType::kQ4_0: return KernelQ4_0;
-    case QuantType::kQ4_1: return KernelQ4_1;
-    case QuantType::kQ5_0: return KernelQ5_0;
-    case QuantType::kQ5_1: return KernelQ5_1;
-    case QuantType::kQ8_0: return KernelQ8_0;
-    case QuantType::kQ4_K: return KernelQ4_K;
-    case QuantType::kQ5_K: return KernelQ5_K;
-    case QuantType::kQ6_K: return KernelQ6_K;
-    case QuantType::kF32: return KernelF32;
-    case QuantType::kF16: return KernelHalf<F16ToF32>;
-    case QuantType::kBF16: return KernelHalf<BF16ToF32>;
+    case GgmlType::kQ4_0: return KernelQ4_0;
+    case GgmlType::kQ4_1: return KernelQ4_1;
+    case GgmlType::kQ5_0: return KernelQ5_0;
+    case GgmlType::kQ5_1: return KernelQ5_1;
+    case GgmlType::kQ8_0: return KernelQ8_0;
+    case GgmlType::kQ4_K: return KernelQ4_K;
+    case GgmlType::kQ5_K: return KernelQ5_K;
+    case GgmlType::kQ6_K: return KernelQ6_K;
+    case GgmlType::kF32: return KernelF32;
+    case GgmlType::kF16: return KernelHalf<F16ToF32>;
+    case GgmlType::kBF16: return KernelHalf<BF16ToF32>;
     default: return nullptr;
   }
 }
 
-RowKernel Avx2Kernel(QuantType type) {
+RowKernel Avx2Kernel(GgmlType type) {
   if (RowKernel k = Avx2KernelLegacy(type)) return k;
   if (RowKernel k = Avx2KernelK(type)) return k;
   return Avx2KernelFloat(type);

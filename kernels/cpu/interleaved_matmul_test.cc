@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/kernel_plan.h"
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/quant_types.h"
@@ -35,7 +36,7 @@ struct Problem {
   std::vector<float> x;
 };
 
-Problem MakeProblem(QuantType type, int64_t rows, int64_t cols, int64_t n_tokens,
+Problem MakeProblem(GgmlType type, int64_t rows, int64_t cols, int64_t n_tokens,
                     std::mt19937& rng) {
   Problem p;
   p.data = RandomBlockRows(type, rows, cols, rng);
@@ -48,7 +49,7 @@ Problem MakeProblem(QuantType type, int64_t rows, int64_t cols, int64_t n_tokens
   return p;
 }
 
-class InterleavedMatMulTest : public ::testing::TestWithParam<QuantType> {
+class InterleavedMatMulTest : public ::testing::TestWithParam<GgmlType> {
  protected:
   void SetUp() override {
     if (!UseAvx2()) GTEST_SKIP() << "no AVX2 on this CPU";
@@ -56,12 +57,12 @@ class InterleavedMatMulTest : public ::testing::TestWithParam<QuantType> {
 };
 
 TEST_P(InterleavedMatMulTest, MatchesReferenceAndIsBatchInvariant) {
-  const QuantType type = GetParam();
+  const GgmlType type = GetParam();
   std::mt19937 rng(Seed() + static_cast<unsigned>(type));
   ThreadPool pool(3);
   for (int64_t rows : {1, 8, 37, 72}) {
     for (int64_t cols : {32, 96, 576}) {
-      SCOPED_TRACE(std::string(QuantTypeName(type)) + " rows=" + std::to_string(rows) +
+      SCOPED_TRACE(std::string(GgmlTypeName(type)) + " rows=" + std::to_string(rows) +
                    " cols=" + std::to_string(cols));
       const int64_t n_tokens = 23;
       Problem p = MakeProblem(type, rows, cols, n_tokens, rng);
@@ -108,7 +109,7 @@ TEST_P(InterleavedMatMulTest, MatchesReferenceAndIsBatchInvariant) {
 // A call long enough to run in several token blocks gives each token the
 // bits it gets alone.
 TEST_P(InterleavedMatMulTest, TokenBlocksOfALongCallAreInvariant) {
-  const QuantType type = GetParam();
+  const GgmlType type = GetParam();
   std::mt19937 rng(Seed() + 50 + static_cast<unsigned>(type));
   ThreadPool pool(2);
   const int64_t rows = 20, cols = 1536, n_tokens = 130;  // blocks of 42 tokens
@@ -123,14 +124,14 @@ TEST_P(InterleavedMatMulTest, TokenBlocksOfALongCallAreInvariant) {
 }
 
 TEST_P(InterleavedMatMulTest, SharedInputMatchesSeparateCalls) {
-  const QuantType type = GetParam();
+  const GgmlType type = GetParam();
   std::mt19937 rng(Seed() + 100 + static_cast<unsigned>(type));
   ThreadPool pool(2);
   const int64_t cols = 96;
   for (int64_t n_tokens : {1, 2, 7}) {
     Problem a = MakeProblem(type, 24, cols, n_tokens, rng);
     Problem b = MakeProblem(type, 9, cols, n_tokens, rng);
-    Problem c = MakeProblem(QuantType::kQ8_0, 40, cols, n_tokens, rng);
+    Problem c = MakeProblem(GgmlType::kQ8_0, 40, cols, n_tokens, rng);
     std::vector<float> ya(n_tokens * 24), yb(n_tokens * 9), yc(n_tokens * 40);
     const MatMulTarget targets[] = {{&a.w, ya.data()}, {&b.w, yb.data()}, {&c.w, yc.data()}};
     MatMulShared(targets, 3, a.x.data(), n_tokens, &pool);
@@ -145,7 +146,7 @@ TEST_P(InterleavedMatMulTest, SharedInputMatchesSeparateCalls) {
 }
 
 TEST_P(InterleavedMatMulTest, DequantizedRowsAreTheFileRows) {
-  const QuantType type = GetParam();
+  const GgmlType type = GetParam();
   std::mt19937 rng(Seed() + 200 + static_cast<unsigned>(type));
   const int64_t rows = 37, cols = 96;
   std::vector<uint8_t> data = RandomBlockRows(type, rows, cols, rng);
@@ -163,39 +164,47 @@ TEST_P(InterleavedMatMulTest, DequantizedRowsAreTheFileRows) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleavedMatMulTest,
-                         ::testing::Values(QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ8_0),
-                         [](const auto& info) { return std::string(QuantTypeName(info.param)); });
+                         ::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0),
+                         [](const auto& info) { return std::string(GgmlTypeName(info.param)); });
 
 TEST(PackWeightsInterleaved, RefusesWhatItCannotRun) {
-  std::vector<uint8_t> data(RowBytes(QuantType::kQ4_K, 256) * 4);
-  EXPECT_EQ(PackWeightsInterleaved(QuantType::kQ4_K, 4, 256, data.data(),
-                                   RowBytes(QuantType::kQ4_K, 256)),
+  std::vector<uint8_t> data(RowBytes(GgmlType::kQ4_K, 256) * 4);
+  EXPECT_EQ(PackWeightsInterleaved(GgmlType::kQ4_K, 4, 256, data.data(),
+                                   RowBytes(GgmlType::kQ4_K, 256)),
             nullptr);
   std::vector<float> f(4 * 64);
-  EXPECT_EQ(PackWeightsInterleaved(QuantType::kF32, 4, 64, f.data(), 64 * sizeof(float)),
+  EXPECT_EQ(PackWeightsInterleaved(GgmlType::kF32, 4, 64, f.data(), 64 * sizeof(float)),
             nullptr);
-  WeightMatrix w = MakeWeightMatrix(QuantType::kQ4_1, 4, 64, data.data());
+  WeightMatrix w = MakeWeightMatrix(GgmlType::kQ4_1, 4, 64, data.data());
   w.float_activations = false;  // the q8 path is left alone
   EXPECT_FALSE(PackForInterleavedKernels(&w));
   EXPECT_EQ(w.packed, nullptr);
 }
 
-// Chosen on AVX2 CPUs, with or without AVX-512 (RILL_CPU_INTERLEAVED unset).
+// Chosen on AVX2 CPUs, with or without AVX-512, unless the plan's override
+// turns it off.
 TEST(PackWeightsInterleaved, ChosenOnEveryAvx2Cpu) {
   if (!UseAvx2()) GTEST_SKIP() << "no AVX2 on this CPU";
-  if (std::getenv("RILL_CPU_INTERLEAVED") != nullptr) GTEST_SKIP() << "choice overridden";
   std::mt19937 rng(Seed() + 300);
-  std::vector<uint8_t> data = RandomBlockRows(QuantType::kQ4_1, 8, 64, rng);
+  std::vector<uint8_t> data = RandomBlockRows(GgmlType::kQ4_1, 8, 64, rng);
   const bool had_avx512 = UseAvx512();
   SetDisableAvx512(true);
-  WeightMatrix w = MakeWeightMatrix(QuantType::kQ4_1, 8, 64, data.data());
+  WeightMatrix w = MakeWeightMatrix(GgmlType::kQ4_1, 8, 64, data.data());
   w.float_activations = true;
-  EXPECT_TRUE(PreferInterleavedKernels());
-  EXPECT_TRUE(PackForInterleavedKernels(&w));
+  EXPECT_TRUE(DefaultKernelPlan().interleaved);
+  EXPECT_TRUE(PackForKernelPlan(DefaultKernelPlan(), &w));
   ASSERT_NE(w.packed, nullptr);
   EXPECT_EQ(w.packed->format, PackedWeights::Format::k4BitInterleaved8);
   SetDisableAvx512(false);
-  EXPECT_TRUE(PreferInterleavedKernels()) << "had AVX-512: " << had_avx512;
+  EXPECT_TRUE(DefaultKernelPlan().interleaved) << "had AVX-512: " << had_avx512;
+  KernelPlanOptions off;
+  off.interleaved = false;
+  absl::StatusOr<KernelPlan> plan = ChooseKernelPlan(off);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  WeightMatrix row_major = MakeWeightMatrix(GgmlType::kQ4_1, 8, 64, data.data());
+  row_major.float_activations = true;
+  EXPECT_FALSE(PackForKernelPlan(*plan, &row_major));
+  EXPECT_EQ(row_major.packed, nullptr);
 }
 
 }  // namespace

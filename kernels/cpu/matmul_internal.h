@@ -32,7 +32,7 @@ static_assert(sizeof(BlockQ8A) == 40, "packed");
 enum class ActKind { kF32, kQ8A, kQ8K };
 
 // The activation format a weight type's kernel consumes.
-ActKind ActKindFor(QuantType type);
+ActKind ActKindFor(GgmlType type);
 // Bytes of one token's activations of n elements in that format.
 size_t ActRowBytes(ActKind kind, int64_t n);
 // Converts one token's n floats into the format (n a multiple of the block).
@@ -49,13 +49,13 @@ using RowKernel = void (*)(const uint8_t* w, const uint8_t* act, size_t act_stri
                            int64_t cols, float* out, size_t out_stride);
 
 // nullptr where the type has no dedicated kernel.
-RowKernel ScalarKernel(QuantType type);
-RowKernel Avx2Kernel(QuantType type);
+RowKernel ScalarKernel(GgmlType type);
+RowKernel Avx2Kernel(GgmlType type);
 
 // Per-file AVX2 kernel tables (nullptr for types they do not handle).
-RowKernel Avx2KernelLegacy(QuantType type);  // Q4_0 Q4_1 Q5_0 Q5_1 Q8_0
-RowKernel Avx2KernelK(QuantType type);       // Q4_K Q5_K Q6_K
-RowKernel Avx2KernelFloat(QuantType type);   // F32 F16 BF16
+RowKernel Avx2KernelLegacy(GgmlType type);  // Q4_0 Q4_1 Q5_0 Q5_1 Q8_0
+RowKernel Avx2KernelK(GgmlType type);       // Q4_K Q5_K Q6_K
+RowKernel Avx2KernelFloat(GgmlType type);   // F32 F16 BF16
 
 // y[t * out_stride + r] = dot(weight row r, token t) for r < nr rows (at w +
 // r * w_stride) and t < nt tokens (f32, dense rows of cols). Used for the
@@ -64,8 +64,8 @@ RowKernel Avx2KernelFloat(QuantType type);   // F32 F16 BF16
 using ChunkKernel = void (*)(const uint8_t* w, size_t w_stride, int64_t nr, const float* x,
                              int64_t nt, int64_t cols, float* out, size_t out_stride);
 // Q4_0 Q4_1 Q8_0 x f32 activations; nullptr for other types.
-ChunkKernel Avx512ChunkF32Act(QuantType type);
-ChunkKernel Avx2ChunkF32Act(QuantType type);
+ChunkKernel Avx512ChunkF32Act(GgmlType type);
+ChunkKernel Avx2ChunkF32Act(GgmlType type);
 
 // ys[i][t * ws[i]->rows + r] = row r of ws[i] . token t, for count <=
 // kMaxSharedTargets interleaved matrices (packed_matmul.h) of the same cols,

@@ -1,10 +1,8 @@
 // Repacking of file blocks into the row-group layout of packed_matmul.h.
 #include "kernels/cpu/packed_matmul.h"
 
-#include <cstdlib>
 #include <cstring>
 
-#include "kernels/cpu/cpu_features.h"
 
 namespace rill::cpu {
 namespace {
@@ -27,10 +25,10 @@ uint16_t MinusEightTimes(uint16_t d) { return F32ToF16(-8.0f * F16ToF32(d)); }
 
 // The row's 32 integers of block b (Q4: 0..15; Q8: -128..127), its d and,
 // for 4-bit, its m bits.
-void BlockInts(QuantType type, const uint8_t* row, int64_t b, int8_t q[32], uint16_t* d,
+void BlockInts(GgmlType type, const uint8_t* row, int64_t b, int8_t q[32], uint16_t* d,
                uint16_t* m) {
   switch (type) {
-    case QuantType::kQ4_0: {
+    case GgmlType::kQ4_0: {
       const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
       for (int k = 0; k < 16; ++k) {
         q[k] = static_cast<int8_t>(blk.qs[k] & 0x0F);
@@ -40,7 +38,7 @@ void BlockInts(QuantType type, const uint8_t* row, int64_t b, int8_t q[32], uint
       *m = MinusEightTimes(blk.d);
       return;
     }
-    case QuantType::kQ4_1: {
+    case GgmlType::kQ4_1: {
       const BlockQ4_1& blk = reinterpret_cast<const BlockQ4_1*>(row)[b];
       for (int k = 0; k < 16; ++k) {
         q[k] = static_cast<int8_t>(blk.qs[k] & 0x0F);
@@ -78,20 +76,20 @@ void DequantizeInterleavedBlock(const PackedWeights& w, const uint8_t* blk, int 
   const float d = F16ToF32(dh), m = F16ToF32(mh);
   for (int j = 0; j < 32; ++j) {
     const int q = (blk[8 * (j / 2) + lane] >> (4 * (j % 2))) & 0x0F;
-    y[j] = w.source_type == QuantType::kQ4_0 ? (q - 8) * d : q * d + m;
+    y[j] = w.source_type == GgmlType::kQ4_0 ? (q - 8) * d : q * d + m;
   }
 }
 
 }  // namespace
 
-std::shared_ptr<const PackedWeights> PackWeights(QuantType type, int64_t rows, int64_t cols,
+std::shared_ptr<const PackedWeights> PackWeights(GgmlType type, int64_t rows, int64_t cols,
                                                  const void* data, size_t row_stride) {
-  if (type != QuantType::kQ4_0 && type != QuantType::kQ4_1 && type != QuantType::kQ8_0) {
+  if (type != GgmlType::kQ4_0 && type != GgmlType::kQ4_1 && type != GgmlType::kQ8_0) {
     return nullptr;
   }
   if (rows <= 0 || cols <= 0 || cols % 32 != 0 || data == nullptr) return nullptr;
   auto p = std::make_shared<PackedWeights>();
-  p->format = type == QuantType::kQ8_0 ? PackedWeights::Format::k8Bit
+  p->format = type == GgmlType::kQ8_0 ? PackedWeights::Format::k8Bit
                                        : PackedWeights::Format::k4Bit;
   p->source_type = type;
   p->rows = rows;
@@ -136,24 +134,15 @@ std::shared_ptr<const PackedWeights> PackWeights(QuantType type, int64_t rows, i
   return p;
 }
 
-bool PreferInterleavedKernels() {
-  static const int env = [] {
-    const char* v = std::getenv("RILL_CPU_INTERLEAVED");
-    return v == nullptr || v[0] == '\0' ? -1 : (v[0] == '1' ? 1 : 0);
-  }();
-  if (!UseAvx2()) return false;
-  return env != 0;
-}
-
-std::shared_ptr<const PackedWeights> PackWeightsInterleaved(QuantType type, int64_t rows,
+std::shared_ptr<const PackedWeights> PackWeightsInterleaved(GgmlType type, int64_t rows,
                                                             int64_t cols, const void* data,
                                                             size_t row_stride) {
-  if (type != QuantType::kQ4_0 && type != QuantType::kQ4_1 && type != QuantType::kQ8_0) {
+  if (type != GgmlType::kQ4_0 && type != GgmlType::kQ4_1 && type != GgmlType::kQ8_0) {
     return nullptr;
   }
   if (rows <= 0 || cols <= 0 || cols % 32 != 0 || data == nullptr) return nullptr;
   auto p = std::make_shared<PackedWeights>();
-  const bool eight = type == QuantType::kQ8_0;
+  const bool eight = type == GgmlType::kQ8_0;
   p->format = eight ? PackedWeights::Format::k8BitInterleaved8
                     : PackedWeights::Format::k4BitInterleaved8;
   p->source_type = type;
@@ -222,7 +211,7 @@ void DequantizePackedRow(const PackedWeights& w, int64_t row, float* out) {
       std::memcpy(&word, blk + 64 * c + 4 * lane + 2 * (k % 2), 2);
       const int q = (word >> (4 * s)) & 0x0F;
       // The file's own formulas (quant_types.cc), for the same floats.
-      y[k] = w.source_type == QuantType::kQ4_0 ? (q - 8) * d : q * d + m;
+      y[k] = w.source_type == GgmlType::kQ4_0 ? (q - 8) * d : q * d + m;
     }
   }
 }

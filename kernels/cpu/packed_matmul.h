@@ -36,7 +36,7 @@ struct PackedWeights {
     k8BitInterleaved8,
   };
   Format format = Format::k4Bit;
-  QuantType source_type = QuantType::kQ4_1;  // the file's type
+  GgmlType source_type = GgmlType::kQ4_1;  // the file's type
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t groups = 0;       // ceil(rows / group rows); the last group is zero-padded
@@ -50,7 +50,7 @@ bool PackedKernelsAvailable();
 
 // Repacks a [rows x cols] matrix of Q4_0, Q4_1 or Q8_0 rows (row_stride
 // bytes apart). nullptr for other types or cols not a multiple of 32.
-std::shared_ptr<const PackedWeights> PackWeights(QuantType type, int64_t rows, int64_t cols,
+std::shared_ptr<const PackedWeights> PackWeights(GgmlType type, int64_t rows, int64_t cols,
                                                  const void* data, size_t row_stride);
 
 // The 8-row interleaved layout of the exact path
@@ -62,20 +62,18 @@ std::shared_ptr<const PackedWeights> PackWeights(QuantType type, int64_t rows, i
 inline constexpr size_t kInterleaved4BitQBytes = 128;
 inline constexpr size_t kInterleaved8BitQBytes = 256;
 
-// True when this CPU runs the interleaved kernels (AVX2; AVX-512 tiles where
-// the CPU has it), the default exact path there: against the
-// chunk kernels (dot_f32act_avx2.cc / _avx512.cc), which spend a batch-1
+// The interleaved kernels need AVX2 (AVX-512 tiles where the CPU has it);
+// they are the exact path's default there (KernelPlan::interleaved): against
+// the chunk kernels (dot_f32act_avx2.cc / _avx512.cc), which spend a batch-1
 // step expanding blocks, decode at batch 1 is 1.35x (AVX-512 Xeon) to 1.4x
-// (AVX2) as fast, batches 8-32 as fast or faster (bench/README.md). The
-// environment RILL_CPU_INTERLEAVED=0 turns it off (A/B runs).
-bool PreferInterleavedKernels();
+// (AVX2) as fast, batches 8-32 as fast or faster (bench/README.md).
 
 // Repacks a [rows x cols] matrix of Q4_0, Q4_1 or Q8_0 rows into the
 // interleaved layout. nullptr for other types or cols not a multiple of 32.
 // Unlike the int16 layout, MatMul over it keeps the exact path's numerics
 // (f32 activations; ~1e-7 relative of the chunk kernels' result, and
 // bitwise batch invariant).
-std::shared_ptr<const PackedWeights> PackWeightsInterleaved(QuantType type, int64_t rows,
+std::shared_ptr<const PackedWeights> PackWeightsInterleaved(GgmlType type, int64_t rows,
                                                             int64_t cols, const void* data,
                                                             size_t row_stride);
 

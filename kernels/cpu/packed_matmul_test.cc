@@ -31,7 +31,7 @@ struct Problem {
   std::vector<float> x;
 };
 
-Problem MakeProblem(QuantType type, int64_t rows, int64_t cols, int64_t n_tokens,
+Problem MakeProblem(GgmlType type, int64_t rows, int64_t cols, int64_t n_tokens,
                     std::mt19937& rng) {
   Problem p;
   p.data = RandomBlockRows(type, rows, cols, rng);
@@ -44,7 +44,7 @@ Problem MakeProblem(QuantType type, int64_t rows, int64_t cols, int64_t n_tokens
   return p;
 }
 
-class PackedMatMulTest : public ::testing::TestWithParam<QuantType> {
+class PackedMatMulTest : public ::testing::TestWithParam<GgmlType> {
  protected:
   void SetUp() override {
     if (!PackedKernelsAvailable()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
@@ -52,12 +52,12 @@ class PackedMatMulTest : public ::testing::TestWithParam<QuantType> {
 };
 
 TEST_P(PackedMatMulTest, MatchesReferenceAndIsBatchInvariant) {
-  const QuantType type = GetParam();
+  const GgmlType type = GetParam();
   std::mt19937 rng(Seed() + static_cast<unsigned>(type));
   ThreadPool pool(2);
   for (int64_t rows : {1, 16, 37, 64}) {
     for (int64_t cols : {32, 96, 576}) {
-      SCOPED_TRACE(std::string(QuantTypeName(type)) + " rows=" + std::to_string(rows) +
+      SCOPED_TRACE(std::string(GgmlTypeName(type)) + " rows=" + std::to_string(rows) +
                    " cols=" + std::to_string(cols));
       const int64_t n_tokens = 21;
       Problem p = MakeProblem(type, rows, cols, n_tokens, rng);
@@ -106,7 +106,7 @@ TEST_P(PackedMatMulTest, MatchesReferenceAndIsBatchInvariant) {
 // rounding of the reference; the others are untouched, and the result per
 // token is the same in any batch.
 TEST_P(PackedMatMulTest, PreciseTokensReachFloatAccuracy) {
-  const QuantType type = GetParam();
+  const GgmlType type = GetParam();
   std::mt19937 rng(Seed() + 100 + static_cast<unsigned>(type));
   ThreadPool pool(2);
   const int64_t rows = 48, cols = 576, n_tokens = 11;
@@ -151,7 +151,7 @@ TEST_P(PackedMatMulTest, PreciseTokensReachFloatAccuracy) {
 }
 
 TEST_P(PackedMatMulTest, DequantizedRowsAreTheFileRows) {
-  const QuantType type = GetParam();
+  const GgmlType type = GetParam();
   std::mt19937 rng(Seed() + 200 + static_cast<unsigned>(type));
   const int64_t rows = 37, cols = 96;
   std::vector<uint8_t> data = RandomBlockRows(type, rows, cols, rng);
@@ -167,16 +167,16 @@ TEST_P(PackedMatMulTest, DequantizedRowsAreTheFileRows) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, PackedMatMulTest,
-                         ::testing::Values(QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ8_0),
-                         [](const auto& info) { return std::string(QuantTypeName(info.param)); });
+                         ::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0),
+                         [](const auto& info) { return std::string(GgmlTypeName(info.param)); });
 
 TEST(PackWeights, RefusesTypesWithoutPackedKernels) {
-  std::vector<uint8_t> data(RowBytes(QuantType::kQ4_K, 256) * 4);
-  EXPECT_EQ(PackWeights(QuantType::kQ4_K, 4, 256, data.data(), RowBytes(QuantType::kQ4_K, 256)),
+  std::vector<uint8_t> data(RowBytes(GgmlType::kQ4_K, 256) * 4);
+  EXPECT_EQ(PackWeights(GgmlType::kQ4_K, 4, 256, data.data(), RowBytes(GgmlType::kQ4_K, 256)),
             nullptr);
   std::vector<float> f(4 * 64);
-  EXPECT_EQ(PackWeights(QuantType::kF32, 4, 64, f.data(), 64 * sizeof(float)), nullptr);
-  WeightMatrix w = MakeWeightMatrix(QuantType::kQ4_1, 4, 64, data.data());
+  EXPECT_EQ(PackWeights(GgmlType::kF32, 4, 64, f.data(), 64 * sizeof(float)), nullptr);
+  WeightMatrix w = MakeWeightMatrix(GgmlType::kQ4_1, 4, 64, data.data());
   w.float_activations = false;  // the q8 path is left alone
   EXPECT_FALSE(PackForCpu(&w));
   EXPECT_EQ(w.packed, nullptr);

@@ -91,7 +91,7 @@ bool IsInterleaved(const PackedWeights& p) {
 
 }  // namespace
 
-WeightMatrix MakeWeightMatrix(QuantType type, int64_t rows, int64_t cols, const void* data) {
+WeightMatrix MakeWeightMatrix(GgmlType type, int64_t rows, int64_t cols, const void* data) {
   WeightMatrix w;
   w.type = type;
   w.rows = rows;
@@ -104,14 +104,14 @@ WeightMatrix MakeWeightMatrix(QuantType type, int64_t rows, int64_t cols, const 
 absl::Status ValidateWeightMatrix(const WeightMatrix& w) {
   if (!CanDequantize(w.type)) {
     return absl::InvalidArgumentError(absl::StrCat("MatMul: unsupported weight type ",
-                                                   QuantTypeName(w.type)));
+                                                   std::string(GgmlTypeName(w.type))));
   }
   if (w.rows <= 0 || w.cols <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("MatMul: bad shape ", w.rows, "x", w.cols));
   }
   if (w.cols % BlockElems(w.type) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("MatMul: cols ", w.cols, " not a multiple of ",
-                                                   QuantTypeName(w.type), " block ",
+                                                   std::string(GgmlTypeName(w.type)), " block ",
                                                    BlockElems(w.type)));
   }
   if (w.row_stride_bytes < RowBytes(w.type, w.cols)) {
@@ -128,9 +128,18 @@ bool PackForCpu(WeightMatrix* w) {
 }
 
 bool PackForInterleavedKernels(WeightMatrix* w) {
-  if (!w->float_activations || w->packed || !PreferInterleavedKernels()) return false;
+  if (!w->float_activations || w->packed || !UseAvx2()) return false;
   w->packed = PackWeightsInterleaved(w->type, w->rows, w->cols, w->data, w->row_stride_bytes);
   return w->packed != nullptr;
+}
+
+bool PackForKernelPlan(const KernelPlan& plan, WeightMatrix* w) {
+  switch (plan.matmul) {
+    case MatmulKind::kInt16: return PackForCpu(w);
+    case MatmulKind::kExact: return plan.interleaved && PackForInterleavedKernels(w);
+    case MatmulKind::kQ8: return false;
+  }
+  return false;
 }
 
 void MatMulShared(const MatMulTarget* targets, int count, const float* x, int64_t n_tokens,
@@ -182,8 +191,8 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
     return;
   }
   RowKernel kernel = avx2 ? internal::Avx2Kernel(w.type) : internal::ScalarKernel(w.type);
-  if (w.float_activations && w.type != QuantType::kF32 && w.type != QuantType::kF16 &&
-      w.type != QuantType::kBF16) {
+  if (w.float_activations && w.type != GgmlType::kF32 && w.type != GgmlType::kF16 &&
+      w.type != GgmlType::kBF16) {
     // Exact path without a chunk kernel: dequantize, then dot (below).
     kernel = nullptr;
   }
@@ -213,7 +222,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
     // Float path: each chunk of rows is dequantized once and then meets every
     // token, so the dequantization cost is shared by the whole batch.
     RowKernel fkernel =
-        avx2 ? internal::Avx2Kernel(QuantType::kF32) : internal::ScalarKernel(QuantType::kF32);
+        avx2 ? internal::Avx2Kernel(GgmlType::kF32) : internal::ScalarKernel(GgmlType::kF32);
     ParallelFor(pool, n_chunks, 1, [&](int64_t cb, int64_t ce) {
       thread_local std::vector<float> rows;
       for (int64_t c = cb; c < ce; ++c) {

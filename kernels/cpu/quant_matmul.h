@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "kernels/cpu/kernel_plan.h"
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/quant_types.h"
 #include "kernels/cpu/thread_pool.h"
@@ -16,7 +17,7 @@ namespace rill::cpu {
 // A [rows x cols] weight matrix whose rows are quantized rows as stored in
 // the file (e.g. an mmapped GGUF tensor: ggml's ne[0] = cols).
 struct WeightMatrix {
-  QuantType type = QuantType::kF32;
+  GgmlType type = GgmlType::kF32;
   int64_t rows = 0;  // output features
   int64_t cols = 0;  // input features = row length
   const void* data = nullptr;
@@ -33,7 +34,7 @@ struct WeightMatrix {
 };
 
 // Builds a matrix with densely packed rows.
-WeightMatrix MakeWeightMatrix(QuantType type, int64_t rows, int64_t cols, const void* data);
+WeightMatrix MakeWeightMatrix(GgmlType type, int64_t rows, int64_t cols, const void* data);
 
 // Repacks w for the int16 VNNI kernels when it uses the exact path
 // (float_activations), its type has packed kernels (Q4_0, Q4_1, Q8_0) and
@@ -41,10 +42,16 @@ WeightMatrix MakeWeightMatrix(QuantType type, int64_t rows, int64_t cols, const 
 bool PackForCpu(WeightMatrix* w);
 
 // Repacks w into the 8-row interleaved layout (packed_matmul.h) when it
-// uses the exact path, its type is Q4_0, Q4_1 or Q8_0 and
-// PreferInterleavedKernels(); otherwise leaves it as it is. Returns whether
-// it packed. The results keep the exact path's numerics.
+// uses the exact path, its type is Q4_0, Q4_1 or Q8_0 and the CPU runs AVX2;
+// otherwise leaves it as it is. Returns whether it packed. The results keep
+// the exact path's numerics.
 bool PackForInterleavedKernels(WeightMatrix* w);
+
+// Repacks w as `plan` says (PackForCpu for int16, PackForInterleavedKernels
+// for exact with interleaved weights, nothing otherwise). Returns whether it
+// packed. Every model family binds its weights through this, so all of them
+// run the plan's kernels.
+bool PackForKernelPlan(const KernelPlan& plan, WeightMatrix* w);
 
 // OK when MatMul can run the matrix (cols a multiple of the block size,
 // stride large enough, data set, a supported type).

@@ -18,7 +18,7 @@ namespace rill::cpu {
 namespace {
 
 struct TypeCase {
-  QuantType type;
+  GgmlType type;
   std::vector<int> f16_offsets;  // finite random halves go here
   double tol;                    // relative to |w_row| * |x_token|
 };
@@ -29,13 +29,13 @@ struct TypeCase {
 // Float weights (and Q2_K/Q3_K, which dequantize to float) only reorder sums.
 const std::vector<TypeCase>& Cases() {
   static const auto* cases = new std::vector<TypeCase>{
-      {QuantType::kQ4_0, {0}, 6e-3},      {QuantType::kQ4_1, {0, 2}, 6e-3},
-      {QuantType::kQ5_0, {0}, 6e-3},      {QuantType::kQ5_1, {0, 2}, 6e-3},
-      {QuantType::kQ8_0, {0}, 6e-3},      {QuantType::kQ2_K, {80, 82}, 1e-6},
-      {QuantType::kQ3_K, {108}, 1e-6},    {QuantType::kQ4_K, {0, 2}, 4e-3},
-      {QuantType::kQ5_K, {0, 2}, 4e-3},   {QuantType::kQ6_K, {208}, 4e-3},
-      {QuantType::kF32, {}, 1e-6},        {QuantType::kF16, {}, 1e-6},
-      {QuantType::kBF16, {}, 1e-6},
+      {GgmlType::kQ4_0, {0}, 6e-3},      {GgmlType::kQ4_1, {0, 2}, 6e-3},
+      {GgmlType::kQ5_0, {0}, 6e-3},      {GgmlType::kQ5_1, {0, 2}, 6e-3},
+      {GgmlType::kQ8_0, {0}, 6e-3},      {GgmlType::kQ2_K, {80, 82}, 1e-6},
+      {GgmlType::kQ3_K, {108}, 1e-6},    {GgmlType::kQ4_K, {0, 2}, 4e-3},
+      {GgmlType::kQ5_K, {0, 2}, 4e-3},   {GgmlType::kQ6_K, {208}, 4e-3},
+      {GgmlType::kF32, {}, 1e-6},        {GgmlType::kF16, {}, 1e-6},
+      {GgmlType::kBF16, {}, 1e-6},
   };
   return *cases;
 }
@@ -47,15 +47,15 @@ std::vector<uint8_t> RandomWeights(const TypeCase& c, int64_t rows, int64_t cols
   std::uniform_int_distribution<int> byte(0, 255);
   for (int64_t r = 0; r < rows; ++r) {
     uint8_t* row = data.data() + r * stride;
-    if (c.type == QuantType::kF32) {
+    if (c.type == GgmlType::kF32) {
       float* f = reinterpret_cast<float*>(row);
       for (int64_t i = 0; i < cols; ++i) f[i] = normal(rng);
       continue;
     }
-    if (c.type == QuantType::kF16 || c.type == QuantType::kBF16) {
+    if (c.type == GgmlType::kF16 || c.type == GgmlType::kBF16) {
       uint16_t* h = reinterpret_cast<uint16_t*>(row);
       for (int64_t i = 0; i < cols; ++i) {
-        h[i] = c.type == QuantType::kF16 ? F32ToF16(normal(rng)) : F32ToBF16(normal(rng));
+        h[i] = c.type == GgmlType::kF16 ? F32ToF16(normal(rng)) : F32ToBF16(normal(rng));
       }
       continue;
     }
@@ -128,7 +128,7 @@ TEST_P(MatMulTest, MatchesFloatReference) {
     for (int64_t cols : col_options) {
       for (int64_t n_tokens : {1, 3, 8, 33}) {
         const int64_t rows = 37;
-        SCOPED_TRACE(std::string(QuantTypeName(c.type)) + " cols=" + std::to_string(cols) +
+        SCOPED_TRACE(std::string(GgmlTypeName(c.type)) + " cols=" + std::to_string(cols) +
                      " n_tokens=" + std::to_string(n_tokens));
         Problem p = MakeProblem(c, rows, cols, n_tokens, n_tokens == 3 ? 64 : 0, rng);
         ASSERT_TRUE(ValidateWeightMatrix(p.w).ok());
@@ -157,7 +157,7 @@ TEST_P(MatMulTest, BatchInvariant) {
   std::mt19937 rng(Seed() + 1);
   ThreadPool pool(2);
   for (const TypeCase& c : Cases()) {
-    SCOPED_TRACE(QuantTypeName(c.type));
+    SCOPED_TRACE(GgmlTypeName(c.type));
     const int64_t rows = 45, cols = 512, n_tokens = 11;
     Problem p = MakeProblem(c, rows, cols, n_tokens, 0, rng);
     std::vector<float> batched(n_tokens * rows);
@@ -185,16 +185,16 @@ INSTANTIATE_KERNEL_PATHS(MatMulTest);
 TEST_P(MatMulTest, SharedInputMatchesSeparateCalls) {
   std::mt19937 rng(Seed() + 6);
   ThreadPool pool(2);
-  auto find = [](QuantType type) {
+  auto find = [](GgmlType type) {
     for (const TypeCase& tc : Cases()) {
       if (tc.type == type) return &tc;
     }
     return static_cast<const TypeCase*>(nullptr);
   };
-  const std::vector<std::vector<QuantType>> groups = {
-      {QuantType::kQ4_1, QuantType::kQ4_1, QuantType::kQ4_1},
-      {QuantType::kQ4_0, QuantType::kQ8_0},
-      {QuantType::kQ4_1, QuantType::kQ6_K, QuantType::kF32, QuantType::kQ8_0},
+  const std::vector<std::vector<GgmlType>> groups = {
+      {GgmlType::kQ4_1, GgmlType::kQ4_1, GgmlType::kQ4_1},
+      {GgmlType::kQ4_0, GgmlType::kQ8_0},
+      {GgmlType::kQ4_1, GgmlType::kQ6_K, GgmlType::kF32, GgmlType::kQ8_0},
   };
   const int64_t cols = 256;
   for (bool exact : {true, false}) {
@@ -235,7 +235,7 @@ TEST(MatMulPaths, Avx2AgreesWithScalar) {
   if (!UseAvx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
   std::mt19937 rng(Seed() + 2);
   for (const TypeCase& c : Cases()) {
-    SCOPED_TRACE(QuantTypeName(c.type));
+    SCOPED_TRACE(GgmlTypeName(c.type));
     const int64_t rows = 21, cols = 768, n_tokens = 6;
     Problem p = MakeProblem(c, rows, cols, n_tokens, 0, rng);
     std::vector<float> fast(n_tokens * rows), slow(n_tokens * rows);
@@ -256,13 +256,13 @@ TEST(MatMulPaths, Avx2AgreesWithScalar) {
 
 TEST(MatMulValidate, RejectsBadShapes) {
   uint8_t buf[64] = {};
-  WeightMatrix w = MakeWeightMatrix(QuantType::kQ4_1, 1, 32, buf);
+  WeightMatrix w = MakeWeightMatrix(GgmlType::kQ4_1, 1, 32, buf);
   EXPECT_TRUE(ValidateWeightMatrix(w).ok());
   w.cols = 48;
   EXPECT_FALSE(ValidateWeightMatrix(w).ok());
   w.cols = 64;
   EXPECT_FALSE(ValidateWeightMatrix(w).ok());  // stride still one block
-  w = MakeWeightMatrix(QuantType::kQ8_K, 1, 256, buf);
+  w = MakeWeightMatrix(GgmlType::kQ8_K, 1, 256, buf);
   EXPECT_FALSE(ValidateWeightMatrix(w).ok());
 }
 
@@ -278,7 +278,7 @@ TEST_P(MatMulTest, FloatActivationsAreExact) {
   std::mt19937 rng(Seed() + 3);
   ThreadPool pool(2);
   for (const TypeCase& c : Cases()) {
-    SCOPED_TRACE(QuantTypeName(c.type));
+    SCOPED_TRACE(GgmlTypeName(c.type));
     const int64_t rows = 37, cols = 512, n_tokens = 9;
     Problem p = MakeProblem(c, rows, cols, n_tokens, 0, rng);
     p.w.float_activations = true;
@@ -323,7 +323,7 @@ TEST_P(ChunkPathTest, TokenBlocksAreBatchInvariant) {
   ThreadPool pool(2);
   const TypeCase* c = nullptr;
   for (const TypeCase& tc : Cases()) {
-    if (tc.type == QuantType::kQ4_1) c = &tc;
+    if (tc.type == GgmlType::kQ4_1) c = &tc;
   }
   ASSERT_NE(c, nullptr);
   const int64_t rows = 37, cols = 2048, n_tokens = 100;
@@ -346,8 +346,8 @@ TEST_P(ChunkPathTest, FloatActivationsAgreeAndAreBatchInvariant) {
   const KernelPath path = GetParam();
   std::mt19937 rng(Seed() + 4);
   ThreadPool pool(2);
-  const QuantType types[] = {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ8_0};
-  for (QuantType type : types) {
+  const GgmlType types[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0};
+  for (GgmlType type : types) {
     const TypeCase* c = nullptr;
     for (const TypeCase& tc : Cases()) {
       if (tc.type == type) c = &tc;
@@ -355,7 +355,7 @@ TEST_P(ChunkPathTest, FloatActivationsAgreeAndAreBatchInvariant) {
     ASSERT_NE(c, nullptr);
     for (int64_t rows : {1, 3, 16, 37}) {
       for (int64_t cols : {32, 96, 576}) {
-        SCOPED_TRACE(std::string(QuantTypeName(type)) + " rows=" + std::to_string(rows) +
+        SCOPED_TRACE(std::string(GgmlTypeName(type)) + " rows=" + std::to_string(rows) +
                      " cols=" + std::to_string(cols));
         const int64_t n_tokens = 13;
         Problem p = MakeProblem(*c, rows, cols, n_tokens, rows == 3 ? 20 : 0, rng);

@@ -7,37 +7,6 @@
 namespace rill::cpu {
 namespace {
 
-struct TypeInfo {
-  QuantType type;
-  const char* name;
-  int64_t elems;
-  size_t bytes;
-};
-
-constexpr TypeInfo kTypes[] = {
-    {QuantType::kF32, "F32", 1, 4},
-    {QuantType::kF16, "F16", 1, 2},
-    {QuantType::kQ4_0, "Q4_0", kQK4_0, sizeof(BlockQ4_0)},
-    {QuantType::kQ4_1, "Q4_1", kQK4_1, sizeof(BlockQ4_1)},
-    {QuantType::kQ5_0, "Q5_0", kQK5_0, sizeof(BlockQ5_0)},
-    {QuantType::kQ5_1, "Q5_1", kQK5_1, sizeof(BlockQ5_1)},
-    {QuantType::kQ8_0, "Q8_0", kQK8_0, sizeof(BlockQ8_0)},
-    {QuantType::kQ2_K, "Q2_K", kQK_K, sizeof(BlockQ2_K)},
-    {QuantType::kQ3_K, "Q3_K", kQK_K, sizeof(BlockQ3_K)},
-    {QuantType::kQ4_K, "Q4_K", kQK_K, sizeof(BlockQ4_K)},
-    {QuantType::kQ5_K, "Q5_K", kQK_K, sizeof(BlockQ5_K)},
-    {QuantType::kQ6_K, "Q6_K", kQK_K, sizeof(BlockQ6_K)},
-    {QuantType::kQ8_K, "Q8_K", kQK_K, sizeof(BlockQ8_K)},
-    {QuantType::kBF16, "BF16", 1, 2},
-};
-
-const TypeInfo& Info(QuantType type) {
-  for (const TypeInfo& t : kTypes) {
-    if (t.type == type) return t;
-  }
-  LOG(FATAL) << "unknown QuantType " << static_cast<int>(type);
-}
-
 void DequantQ4_0(const BlockQ4_0* x, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = F16ToF32(x[i].d);
@@ -238,61 +207,64 @@ void DequantQ6_K(const BlockQ6_K* x, float* y, int64_t nb) {
 
 }  // namespace
 
-int64_t BlockElems(QuantType type) { return Info(type).elems; }
-size_t BlockBytes(QuantType type) { return Info(type).bytes; }
+int64_t BlockElems(GgmlType type) { return GgmlTypeTraitsOf(type).block_size; }
+size_t BlockBytes(GgmlType type) { return GgmlTypeTraitsOf(type).bytes_per_block; }
 
-size_t RowBytes(QuantType type, int64_t n) {
-  const TypeInfo& t = Info(type);
-  CHECK_EQ(n % t.elems, 0) << t.name << " row of " << n;
-  return static_cast<size_t>(n / t.elems) * t.bytes;
+size_t RowBytes(GgmlType type, int64_t n) {
+  const GgmlTypeTraits t = GgmlTypeTraitsOf(type);
+  CHECK_EQ(n % t.block_size, 0) << t.name << " row of " << n;
+  return static_cast<size_t>(n / t.block_size) * t.bytes_per_block;
 }
 
-absl::string_view QuantTypeName(QuantType type) { return Info(type).name; }
-
-bool IsKnownQuantType(int32_t id) {
-  for (const TypeInfo& t : kTypes) {
-    if (static_cast<int32_t>(t.type) == id) return true;
+bool CanDequantize(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
+      return true;
+    default:
+      return false;
   }
-  return false;
 }
 
-absl::StatusOr<QuantType> QuantTypeFromId(int32_t id) {
-  if (!IsKnownQuantType(id)) {
-    return absl::UnimplementedError(absl::StrCat("unsupported ggml type id ", id));
-  }
-  return static_cast<QuantType>(id);
-}
-
-bool CanDequantize(QuantType type) { return type != QuantType::kQ8_K; }
-
-void DequantizeRow(QuantType type, const void* src, float* dst, int64_t n) {
+void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
   const int64_t nb = n / BlockElems(type);
   CHECK_EQ(nb * BlockElems(type), n);
   switch (type) {
-    case QuantType::kF32:
+    case GgmlType::kF32:
       std::memcpy(dst, src, n * sizeof(float));
       return;
-    case QuantType::kF16: {
+    case GgmlType::kF16: {
       const uint16_t* s = static_cast<const uint16_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = F16ToF32(s[i]);
       return;
     }
-    case QuantType::kBF16: {
+    case GgmlType::kBF16: {
       const uint16_t* s = static_cast<const uint16_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = BF16ToF32(s[i]);
       return;
     }
-    case QuantType::kQ4_0: return DequantQ4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
-    case QuantType::kQ4_1: return DequantQ4_1(static_cast<const BlockQ4_1*>(src), dst, nb);
-    case QuantType::kQ5_0: return DequantQ5_0(static_cast<const BlockQ5_0*>(src), dst, nb);
-    case QuantType::kQ5_1: return DequantQ5_1(static_cast<const BlockQ5_1*>(src), dst, nb);
-    case QuantType::kQ8_0: return DequantQ8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
-    case QuantType::kQ2_K: return DequantQ2_K(static_cast<const BlockQ2_K*>(src), dst, nb);
-    case QuantType::kQ3_K: return DequantQ3_K(static_cast<const BlockQ3_K*>(src), dst, nb);
-    case QuantType::kQ4_K: return DequantQ4_K(static_cast<const BlockQ4_K*>(src), dst, nb);
-    case QuantType::kQ5_K: return DequantQ5_K(static_cast<const BlockQ5_K*>(src), dst, nb);
-    case QuantType::kQ6_K: return DequantQ6_K(static_cast<const BlockQ6_K*>(src), dst, nb);
-    case QuantType::kQ8_K: {
+    case GgmlType::kQ4_0: return DequantQ4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
+    case GgmlType::kQ4_1: return DequantQ4_1(static_cast<const BlockQ4_1*>(src), dst, nb);
+    case GgmlType::kQ5_0: return DequantQ5_0(static_cast<const BlockQ5_0*>(src), dst, nb);
+    case GgmlType::kQ5_1: return DequantQ5_1(static_cast<const BlockQ5_1*>(src), dst, nb);
+    case GgmlType::kQ8_0: return DequantQ8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
+    case GgmlType::kQ2_K: return DequantQ2_K(static_cast<const BlockQ2_K*>(src), dst, nb);
+    case GgmlType::kQ3_K: return DequantQ3_K(static_cast<const BlockQ3_K*>(src), dst, nb);
+    case GgmlType::kQ4_K: return DequantQ4_K(static_cast<const BlockQ4_K*>(src), dst, nb);
+    case GgmlType::kQ5_K: return DequantQ5_K(static_cast<const BlockQ5_K*>(src), dst, nb);
+    case GgmlType::kQ6_K: return DequantQ6_K(static_cast<const BlockQ6_K*>(src), dst, nb);
+    case GgmlType::kQ8_K: {
       const BlockQ8_K* x = static_cast<const BlockQ8_K*>(src);
       for (int64_t i = 0; i < nb; ++i) {
         for (int j = 0; j < kQK_K; ++j) dst[i * kQK_K + j] = x[i].d * x[i].qs[j];

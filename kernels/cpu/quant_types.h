@@ -1,5 +1,6 @@
-// Block formats of ggml/GGUF quantized tensors, byte-exact with ggml.
-// Nothing here knows about models: it is plain layout + scalar conversion.
+// Block formats of ggml/GGUF quantized tensors, byte-exact with ggml, for
+// the types of ggml_type.h. Nothing here knows about models: it is plain
+// layout + scalar conversion.
 #ifndef RILL_KERNELS_CPU_QUANT_TYPES_H_
 #define RILL_KERNELS_CPU_QUANT_TYPES_H_
 
@@ -9,26 +10,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "kernels/cpu/ggml_type.h"
 
 namespace rill::cpu {
-
-// Numeric values are ggml's `enum ggml_type` ids as stored in GGUF files.
-enum class QuantType : int32_t {
-  kF32 = 0,
-  kF16 = 1,
-  kQ4_0 = 2,
-  kQ4_1 = 3,
-  kQ5_0 = 6,
-  kQ5_1 = 7,
-  kQ8_0 = 8,
-  kQ2_K = 10,
-  kQ3_K = 11,
-  kQ4_K = 12,
-  kQ5_K = 13,
-  kQ6_K = 14,
-  kQ8_K = 15,
-  kBF16 = 30,
-};
 
 inline constexpr int kQK4_0 = 32;
 inline constexpr int kQK4_1 = 32;
@@ -116,22 +100,20 @@ static_assert(sizeof(BlockQ5_K) == 176, "ggml layout");
 static_assert(sizeof(BlockQ6_K) == 210, "ggml layout");
 static_assert(sizeof(BlockQ8_K) == 292, "ggml layout");
 
-// Weights per block (1 for the float types).
-int64_t BlockElems(QuantType type);
+// Weights per block (1 for the float types): GgmlTypeTraitsOf's block_size.
+int64_t BlockElems(GgmlType type);
 // Bytes per block (element size for the float types).
-size_t BlockBytes(QuantType type);
+size_t BlockBytes(GgmlType type);
 // Bytes of a row of n elements; n must be a multiple of BlockElems.
-size_t RowBytes(QuantType type, int64_t n);
-absl::string_view QuantTypeName(QuantType type);
-// Whether `id` is one of the ids above (GGUF may carry others we do not run).
-bool IsKnownQuantType(int32_t id);
-absl::StatusOr<QuantType> QuantTypeFromId(int32_t id);
+size_t RowBytes(GgmlType type, int64_t n);
 
-// Whether DequantizeRow supports the type (all but Q8_K, an activation-only type).
-bool CanDequantize(QuantType type);
+// Whether DequantizeRow supports the type, i.e. whether the kernels run it:
+// the float types and the weight quantizations above (not Q8_K, an
+// activation-only type, nor Q8_1 or the integer and f64 types).
+bool CanDequantize(GgmlType type);
 
 // Scalar reference dequantization of n elements (n a multiple of BlockElems).
-void DequantizeRow(QuantType type, const void* src, float* dst, int64_t n);
+void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
 
 // IEEE half <-> float, exact for every half value; float->half rounds to
 // nearest even (like ggml's GGML_FP32_TO_FP16).

@@ -60,24 +60,24 @@ std::string GgufReference::dir_;
 std::map<std::string, long> GgufReference::counts_;
 
 TEST(QuantTypes, SizesAndIds) {
-  EXPECT_EQ(static_cast<int>(QuantType::kQ4_1), 3);
-  EXPECT_EQ(static_cast<int>(QuantType::kBF16), 30);
-  EXPECT_EQ(RowBytes(QuantType::kQ4_1, 576), 18u * 20);
-  EXPECT_EQ(RowBytes(QuantType::kQ8_0, 576), 18u * 34);
-  EXPECT_EQ(RowBytes(QuantType::kQ6_K, 512), 2u * 210);
-  EXPECT_EQ(RowBytes(QuantType::kF16, 10), 20u);
-  EXPECT_EQ(BlockElems(QuantType::kQ5_K), 256);
-  EXPECT_TRUE(QuantTypeFromId(12).ok());
-  EXPECT_FALSE(QuantTypeFromId(4).ok());  // removed Q4_2
-  EXPECT_EQ(QuantTypeName(QuantType::kQ5_1), "Q5_1");
+  EXPECT_EQ(static_cast<int>(GgmlType::kQ4_1), 3);
+  EXPECT_EQ(static_cast<int>(GgmlType::kBF16), 30);
+  EXPECT_EQ(RowBytes(GgmlType::kQ4_1, 576), 18u * 20);
+  EXPECT_EQ(RowBytes(GgmlType::kQ8_0, 576), 18u * 34);
+  EXPECT_EQ(RowBytes(GgmlType::kQ6_K, 512), 2u * 210);
+  EXPECT_EQ(RowBytes(GgmlType::kF16, 10), 20u);
+  EXPECT_EQ(BlockElems(GgmlType::kQ5_K), 256);
+  EXPECT_TRUE(GetGgmlTypeTraits(12).has_value());
+  EXPECT_FALSE(GetGgmlTypeTraits(4).has_value());  // removed Q4_2
+  EXPECT_EQ(GgmlTypeName(GgmlType::kQ5_1), "q5_1");
 }
 
 TEST_F(GgufReference, DequantizeMatchesNumpy) {
-  const std::vector<std::pair<std::string, QuantType>> types = {
-      {"Q4_0", QuantType::kQ4_0}, {"Q4_1", QuantType::kQ4_1}, {"Q5_0", QuantType::kQ5_0},
-      {"Q5_1", QuantType::kQ5_1}, {"Q8_0", QuantType::kQ8_0}, {"Q2_K", QuantType::kQ2_K},
-      {"Q3_K", QuantType::kQ3_K}, {"Q4_K", QuantType::kQ4_K}, {"Q5_K", QuantType::kQ5_K},
-      {"Q6_K", QuantType::kQ6_K}, {"F16", QuantType::kF16},   {"BF16", QuantType::kBF16},
+  const std::vector<std::pair<std::string, GgmlType>> types = {
+      {"Q4_0", GgmlType::kQ4_0}, {"Q4_1", GgmlType::kQ4_1}, {"Q5_0", GgmlType::kQ5_0},
+      {"Q5_1", GgmlType::kQ5_1}, {"Q8_0", GgmlType::kQ8_0}, {"Q2_K", GgmlType::kQ2_K},
+      {"Q3_K", GgmlType::kQ3_K}, {"Q4_K", GgmlType::kQ4_K}, {"Q5_K", GgmlType::kQ5_K},
+      {"Q6_K", GgmlType::kQ6_K}, {"F16", GgmlType::kF16},   {"BF16", GgmlType::kBF16},
   };
   for (const auto& [name, type] : types) {
     SCOPED_TRACE(name);

@@ -11,17 +11,17 @@
 
 namespace rill::cpu::internal {
 
-ActKind ActKindFor(QuantType type) {
+ActKind ActKindFor(GgmlType type) {
   switch (type) {
-    case QuantType::kQ4_0:
-    case QuantType::kQ4_1:
-    case QuantType::kQ5_0:
-    case QuantType::kQ5_1:
-    case QuantType::kQ8_0:
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
+    case GgmlType::kQ8_0:
       return ActKind::kQ8A;
-    case QuantType::kQ4_K:
-    case QuantType::kQ5_K:
-    case QuantType::kQ6_K:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
       return ActKind::kQ8K;
     default:
       return ActKind::kF32;

@@ -12,7 +12,7 @@
 
 namespace rill::cpu {
 
-inline std::vector<uint8_t> RandomBlockRows(QuantType type, int64_t rows, int64_t cols,
+inline std::vector<uint8_t> RandomBlockRows(GgmlType type, int64_t rows, int64_t cols,
                                             std::mt19937& rng) {
   const size_t bb = BlockBytes(type);
   const int64_t nb = cols / 32;
@@ -24,7 +24,7 @@ inline std::vector<uint8_t> RandomBlockRows(QuantType type, int64_t rows, int64_
     uint8_t* blk = data.data() + i * bb;
     const uint16_t d = F32ToF16(0.05f * normal(rng));
     std::memcpy(blk, &d, 2);
-    if (type == QuantType::kQ4_1) {
+    if (type == GgmlType::kQ4_1) {
       const uint16_t m = F32ToF16(0.05f * normal(rng));
       std::memcpy(blk + 2, &m, 2);
     }

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/loader/ggml_type.h"
+#include "kernels/cpu/ggml_type.h"
 #include "worker/loader/gguf.h"
 #include "worker/loader/safetensors.h"
 
@@ -102,7 +102,7 @@ struct ModelConfig {
 };
 
 struct TensorRef {
-  GgmlType type;
+  cpu::GgmlType type;
   std::vector<int64_t> ne;  // ggml order: ne[0] = row length (input features).
   const void* data;
   size_t nbytes;

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/loader/ggml_type.h"
+#include "kernels/cpu/ggml_type.h"
 #include "worker/loader/mapped_file.h"
 
 namespace rill::loader {
@@ -80,7 +80,7 @@ struct GgufKv {
 
 struct GgufTensorInfo {
   std::string_view name;
-  GgmlType type;
+  cpu::GgmlType type;
   std::vector<int64_t> ne;  // ggml order: ne[0] is the innermost (row) dim.
   uint64_t offset;          // Relative to GgufFile::data_offset().
   const void* data;         // Into the mapping / buffer.

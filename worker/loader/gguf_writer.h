@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "worker/loader/ggml_type.h"
+#include "kernels/cpu/ggml_type.h"
 #include "worker/loader/gguf.h"
 
 namespace rill::loader {
@@ -43,7 +43,7 @@ class GgufWriter {
   void SetAlignment(uint32_t alignment);
 
   // `data` must have exactly the size the type and shape need.
-  void AddTensor(const std::string& name, GgmlType type, const std::vector<int64_t>& ne,
+  void AddTensor(const std::string& name, cpu::GgmlType type, const std::vector<int64_t>& ne,
                  std::string data);
   // Convenience: F32 tensor with the given values (count must match ne).
   void AddF32Tensor(const std::string& name, const std::vector<int64_t>& ne,
@@ -55,7 +55,7 @@ class GgufWriter {
  private:
   struct Tensor {
     std::string name;
-    GgmlType type;
+    cpu::GgmlType type;
     std::vector<int64_t> ne;
     std::string data;
   };

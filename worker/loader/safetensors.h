@@ -15,14 +15,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/loader/ggml_type.h"
+#include "kernels/cpu/ggml_type.h"
 #include "worker/loader/mapped_file.h"
 
 namespace rill::loader {
 
 struct SafetensorsTensor {
   std::string name;
-  GgmlType type;               // kF32, kF16 or kBF16.
+  cpu::GgmlType type;          // kF32, kF16 or kBF16.
   std::vector<int64_t> shape;  // As stored: row-major, outermost first.
   const void* data;            // Into the mapping / buffer.
   size_t nbytes;

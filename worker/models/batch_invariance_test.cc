@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/kernel_plan.h"
 #include "kernels/cpu/thread_pool.h"
 #include "tests/util/python_runner.h"
 #include "tests/util/test_seed.h"
@@ -46,10 +47,15 @@ class BatchInvarianceTest : public ::testing::TestWithParam<Path> {
     absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
     ASSERT_TRUE(ckpt.ok()) << ckpt.status();
     pool_ = std::make_unique<cpu::ThreadPool>(0);
+    cpu::KernelPlanOptions plan_options;
+    plan_options.matmul = GetParam() == Path::kFast    ? "q8"
+                          : GetParam() == Path::kInt16 ? "int16"
+                                                       : "exact";
+    absl::StatusOr<cpu::KernelPlan> plan = cpu::ChooseKernelPlan(plan_options);
+    if (absl::IsFailedPrecondition(plan.status())) GTEST_SKIP() << plan.status();
+    ASSERT_TRUE(plan.ok()) << plan.status();
     absl::StatusOr<std::unique_ptr<CausalLm>> model =
-        CreateCausalLm(std::move(*ckpt), pool_.get(),
-                       ModelOptions{.exact_matmul = GetParam() != Path::kFast,
-                                    .int16_kernels = GetParam() == Path::kInt16});
+        CreateCausalLm(std::move(*ckpt), pool_.get(), ModelOptions{.kernel_plan = *plan});
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = std::move(*model);
   }

@@ -68,7 +68,18 @@ class Bert : public Encoder {
       bind.Vector(p + "layer_output_norm", h, &L.out_ln_w);
       bind.Vector(p + "layer_output_norm.bias", h, &L.out_ln_b);
     }
-    return bind.status();
+    if (!bind.status().ok()) return bind.status();
+    // Always the exact path (above), with the plan's weight layout: the
+    // interleaved kernels keep its numerics; int16 and q8 do not, so their
+    // plans leave the file's rows.
+    if (options_.kernel_plan.matmul == cpu::MatmulKind::kExact) {
+      for (BertLayer& L : layers_) {
+        for (cpu::WeightMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.up, &L.down}) {
+          PackForKernelPlan(options_.kernel_plan, *checkpoint_, w);
+        }
+      }
+    }
+    return absl::OkStatus();
   }
 
  protected:

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/cpu/kernel_plan.h"
 #include "kernels/cpu/thread_pool.h"
 #include "worker/comm/communicator.h"
 #include "worker/forward_batch.h"
@@ -19,16 +20,11 @@ namespace rill::worker {
 
 // How the model runs its matrix products.
 struct ModelOptions {
-  // true: quantized weights meet f32 activations (matches the float64
-  // reference to ~1e-5 relative). false: 8-bit activations and integer dot
-  // products, as llama.cpp does (faster prefill; ~1e-2 relative logit error).
-  bool exact_matmul = true;
-  // With exact_matmul, Llama-family Q4_0/Q4_1/Q8_0 weights are repacked for
-  // the int16 VNNI kernels (kernels/cpu/packed_matmul.h) where the CPU has
-  // them: ~1.5-2x the decode and prefill speed, batch invariant, but int16
-  // activations put the logits ~1e-4 (rarely above 1e-3) from the float64
-  // reference, so it is opt-in.
-  bool int16_kernels = false;
+  // The CPU kernel family (kernels/cpu/kernel_plan.h), chosen once per
+  // process at load: exact (f32 activations; the default), int16 (VNNI-packed
+  // weights) or q8 (8-bit activations), and whether exact weights are
+  // interleaved. Every model family packs its weights for it.
+  cpu::KernelPlan kernel_plan = cpu::DefaultKernelPlan();
   // Tensor parallelism: this process runs rank comm->rank() of
   // comm->world_size() (see tp_plan.h) and all-reduces through it. Null: the
   // whole model. Must outlive the model.

@@ -36,7 +36,7 @@ class Gpt2 : public CausalLm {
           absl::StrCat(ck.path(), ": bad head configuration for gpt2"));
     }
     const int64_t h = c.hidden_size, f = c.intermediate_size;
-    TensorBinder bind(ck, options_.exact_matmul);
+    TensorBinder bind(ck, options_.kernel_plan.float_activations());
     bind.Matrix("token_embd", c.vocab_size, h, &embed_);
     bind.Matrix("pos_embd", c.max_position_embeddings, h, &pos_embed_);
     if (ck.Find("output") != nullptr) {
@@ -63,7 +63,23 @@ class Gpt2 : public CausalLm {
       bind.Matrix(p + "ffn_down", h, f, &L.fc_proj);
       bind.Vector(p + "ffn_down.bias", h, &L.fc_proj_b);
     }
-    return bind.status();
+    if (!bind.status().ok()) return bind.status();
+    PackWeights();
+    return absl::OkStatus();
+  }
+
+  // The same kernels as the Llama family (the plan's packing), the head
+  // first: it is the largest, and while a matrix is packed its file pages
+  // are resident too.
+  void PackWeights() {
+    PackForKernelPlan(options_.kernel_plan, checkpoint(), &head_);
+    // A tied head: the embedding lookup reads the packed copy too.
+    if (head_.data == embed_.data) embed_.packed = head_.packed;
+    for (Gpt2Layer& L : layers_) {
+      for (cpu::WeightMatrix* w : {&L.qkv, &L.proj, &L.fc, &L.fc_proj}) {
+        PackForKernelPlan(options_.kernel_plan, checkpoint(), w);
+      }
+    }
   }
 
  protected:
@@ -83,13 +99,17 @@ class Gpt2 : public CausalLm {
     fc_.resize(n * f);
     tmp_.resize(n * h);
 
+    // The int16 kernels' two-pass activations for the first positions.
+    const std::vector<uint8_t> precise =
+        PrecisePositionMask(options_.kernel_plan, layout.positions);
+    const uint8_t* pm = precise.empty() ? nullptr : precise.data();
     EmbedTokens(embed_, layout.tokens, x_.data(), pool_);
     EmbedTokens(pos_embed_, layout.positions, tmp_.data(), pool_);
     cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
     for (int64_t l = 0; l < c.num_layers; ++l) {
       const Gpt2Layer& L = layers_[l];
       cpu::LayerNorm(x_.data(), L.ln1_w.data(), L.ln1_b.data(), n, h, eps, xn_.data());
-      cpu::MatMul(L.qkv, xn_.data(), n, qkv_.data(), pool_);
+      cpu::MatMul(L.qkv, xn_.data(), n, qkv_.data(), pool_, pm);
       AddBiasRows(qkv_.data(), L.qkv_b.data(), n, 3 * h);
       for (int64_t t = 0; t < n; ++t) {  // Split [q | k | v] per token.
         const float* row = qkv_.data() + t * 3 * h;
@@ -99,15 +119,15 @@ class Gpt2 : public CausalLm {
       }
       WriteKv(batch, layout, l, k_.data(), v_.data(), cache);
       AttendAll(batch, layout, l, q_.data(), c.num_heads, cache, attn_.data(), pool_);
-      cpu::MatMul(L.proj, attn_.data(), n, tmp_.data(), pool_);
+      cpu::MatMul(L.proj, attn_.data(), n, tmp_.data(), pool_, pm);
       AddBiasRows(tmp_.data(), L.proj_b.data(), n, h);
       cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
 
       cpu::LayerNorm(x_.data(), L.ln2_w.data(), L.ln2_b.data(), n, h, eps, xn_.data());
-      cpu::MatMul(L.fc, xn_.data(), n, fc_.data(), pool_);
+      cpu::MatMul(L.fc, xn_.data(), n, fc_.data(), pool_, pm);
       AddBiasRows(fc_.data(), L.fc_b.data(), n, f);
       cpu::Gelu(fc_.data(), n * f, fc_.data());
-      cpu::MatMul(L.fc_proj, fc_.data(), n, tmp_.data(), pool_);
+      cpu::MatMul(L.fc_proj, fc_.data(), n, tmp_.data(), pool_, pm);
       AddBiasRows(tmp_.data(), L.fc_proj_b.data(), n, h);
       cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
     }

@@ -14,15 +14,15 @@
 namespace rill::worker {
 namespace {
 
-absl::StatusOr<cpu::QuantType> KernelType(const loader::Checkpoint& ckpt,
-                                          const std::string& name, loader::GgmlType type) {
-  absl::StatusOr<cpu::QuantType> t = cpu::QuantTypeFromId(static_cast<int32_t>(type));
-  if (!t.ok()) {
+// The type of tensor `name` when the kernels run it (Unimplemented otherwise).
+absl::StatusOr<cpu::GgmlType> KernelType(const loader::Checkpoint& ckpt,
+                                         const std::string& name, cpu::GgmlType type) {
+  if (!cpu::CanDequantize(type)) {
     return absl::UnimplementedError(absl::StrCat(ckpt.path(), ": tensor ", name, " has type ",
-                                                 std::string(loader::GgmlTypeName(type)),
+                                                 std::string(cpu::GgmlTypeName(type)),
                                                  ", which the CPU kernels do not run"));
   }
-  return *t;
+  return type;
 }
 
 }  // namespace
@@ -40,7 +40,7 @@ absl::StatusOr<cpu::WeightMatrix> BindMatrix(const loader::Checkpoint& ckpt,
                                                    " has shape [", shape, "], expected [", cols,
                                                    "x", rows, "] (ggml order)"));
   }
-  absl::StatusOr<cpu::QuantType> type = KernelType(ckpt, name, t.type);
+  absl::StatusOr<cpu::GgmlType> type = KernelType(ckpt, name, t.type);
   if (!type.ok()) return type.status();
   if (!cpu::CanDequantize(*type) || cols % cpu::BlockElems(*type) != 0) {
     return absl::UnimplementedError(
@@ -60,6 +60,22 @@ absl::StatusOr<cpu::WeightMatrix> BindMatrix(const loader::Checkpoint& ckpt,
   return w;
 }
 
+bool PackForKernelPlan(const cpu::KernelPlan& plan, const loader::Checkpoint& ckpt,
+                       cpu::WeightMatrix* w) {
+  if (!cpu::PackForKernelPlan(plan, w)) return false;
+  ckpt.ReleaseTensorPages(w->data, w->row_stride_bytes * w->rows);
+  return true;
+}
+
+std::vector<uint8_t> PrecisePositionMask(const cpu::KernelPlan& plan,
+                                         const std::vector<int32_t>& positions) {
+  std::vector<uint8_t> mask;
+  if (plan.matmul != cpu::MatmulKind::kInt16) return mask;
+  mask.resize(positions.size());
+  for (size_t t = 0; t < positions.size(); ++t) mask[t] = positions[t] < kPrecisePositions;
+  return mask;
+}
+
 absl::StatusOr<std::vector<float>> LoadVector(const loader::Checkpoint& ckpt,
                                               const std::string& name, int64_t n) {
   absl::StatusOr<const loader::TensorRef*> ref = ckpt.Get(name);
@@ -71,7 +87,7 @@ absl::StatusOr<std::vector<float>> LoadVector(const loader::Checkpoint& ckpt,
     return absl::InvalidArgumentError(absl::StrCat(ckpt.path(), ": tensor ", name, " has ",
                                                    count, " elements, expected ", n));
   }
-  absl::StatusOr<cpu::QuantType> type = KernelType(ckpt, name, t.type);
+  absl::StatusOr<cpu::GgmlType> type = KernelType(ckpt, name, t.type);
   if (!type.ok()) return type.status();
   if (!cpu::CanDequantize(*type) || n % cpu::BlockElems(*type) != 0) {
     return absl::UnimplementedError(

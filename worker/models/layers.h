@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/cpu/kernel_plan.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/thread_pool.h"
 #include "worker/forward_batch.h"
@@ -24,6 +25,22 @@ namespace rill::worker {
 absl::StatusOr<cpu::WeightMatrix> BindMatrix(const loader::Checkpoint& ckpt,
                                              const std::string& name, int64_t rows,
                                              int64_t cols, bool float_activations);
+
+// Repacks w for the plan's kernels (cpu::PackForKernelPlan) and, when it
+// packed, drops the file pages of w's rows from RSS (the packed copy is what
+// MatMul and a tied embedding read from then on). Returns whether it packed.
+bool PackForKernelPlan(const cpu::KernelPlan& plan, const loader::Checkpoint& ckpt,
+                       cpu::WeightMatrix* w);
+
+// Per token, whether MatMul gives it the int16 kernels' two-pass activations
+// (packed_matmul.h): the first kPrecisePositions positions of a sequence,
+// which every later token attends to (attention sinks), so their rounding
+// reaches all positions (one pass: up to 1.2e-2 relative logit error seen at
+// position 1; two passes there: ~1e-4 typical). Empty (MatMul's null mask)
+// unless the plan runs the int16 kernels, the only ones that read it.
+inline constexpr int32_t kPrecisePositions = 4;
+std::vector<uint8_t> PrecisePositionMask(const cpu::KernelPlan& plan,
+                                         const std::vector<int32_t>& positions);
 
 // A vector of n floats (norm weights, biases), converted to f32 if stored as
 // f16/bf16. NotFound when absent.

@@ -48,7 +48,7 @@ class Llama : public CausalLm {
     if (!part.ok()) return part.status();
     part_ = *part;
     cache_kv_heads_ = part_.num_kv_heads();
-    TensorBinder bind(ck, options_.exact_matmul);
+    TensorBinder bind(ck, options_.kernel_plan.float_activations());
     bind.Matrix("token_embd", c.vocab_size, h, &embed_);
     if (ck.Find("output") != nullptr) {
       bind.Matrix("output", c.vocab_size, h, &head_);
@@ -105,7 +105,7 @@ class Llama : public CausalLm {
       }
     }
     if (world > 1) TakeShard();
-    if (options_.int16_kernels || cpu::PreferInterleavedKernels()) PackWeights();
+    if (options_.kernel_plan.packs_weights()) PackWeights();
     absl::StatusOr<std::vector<float>> inv_freq = RopeInverseFrequencies(c);
     if (!inv_freq.ok()) return inv_freq.status();
     inv_freq_ = std::move(*inv_freq);
@@ -144,16 +144,12 @@ class Llama : public CausalLm {
     }
   }
 
-  // Repacks the (sharded) matrices of the exact path for the int16 VNNI
-  // kernels when asked for and the CPU has them, else for the 8-row
-  // interleaved kernels (any AVX2 CPU unless RILL_CPU_INTERLEAVED=0), and
-  // drops their file pages from RSS. An untied embedding keeps reading the
-  // file's rows.
+  // Repacks the (sharded) matrices for the kernel plan (the int16 VNNI
+  // kernels or the 8-row interleaved ones) and drops their file pages from
+  // RSS. An untied embedding keeps reading the file's rows.
   void PackWeights() {
     auto pack = [&](cpu::WeightMatrix* w) {
-      if ((options_.int16_kernels && cpu::PackForCpu(w)) || cpu::PackForInterleavedKernels(w)) {
-        checkpoint().ReleaseTensorPages(w->data, w->row_stride_bytes * w->rows);
-      }
+      PackForKernelPlan(options_.kernel_plan, checkpoint(), w);
     };
     // The head first: while a matrix is packed its file pages are resident
     // too, and the head is the largest, so peak RSS stays at the packed size.
@@ -207,17 +203,11 @@ class Llama : public CausalLm {
     auto delta = [&](int64_t t0, int64_t m, int64_t layer, LoraModule module, const float* in,
                      float* out) { ApplyLora(lora, t0, m, layer, module, in, out, pool_); };
 
-    // The first positions of a sequence get the packed kernels' two-pass
-    // activations: every later token attends to them (attention sinks), so
-    // their rounding reaches all positions (one pass: up to 1.2e-2 relative
-    // logit error seen at position 1; two passes there: ~1e-4 typical, but
-    // other sensitive positions still reach ~1e-3 on some random prompts).
-    // Only the packed kernels read the mask: nothing to build otherwise.
-    std::vector<uint8_t> precise(options_.int16_kernels ? n : 0);
-    for (size_t t = 0; t < precise.size(); ++t) {
-      precise[t] = layout.positions[t] < kPrecisePositions;
-    }
-    const uint8_t* pm = options_.int16_kernels ? precise.data() : nullptr;
+    // The first positions of a sequence get the int16 kernels' two-pass
+    // activations (PrecisePositionMask).
+    const std::vector<uint8_t> precise =
+        PrecisePositionMask(options_.kernel_plan, layout.positions);
+    const uint8_t* pm = precise.empty() ? nullptr : precise.data();
     auto pm_from = [&](int64_t t0) { return pm ? pm + t0 : nullptr; };
     EmbedTokens(embed_, layout.tokens, x_.data(), pool_);
     if (c.embedding_scale != 1.0) {
@@ -309,8 +299,6 @@ class Llama : public CausalLm {
   // Tokens per MLP slice: large enough for the matmul tiles, and keeps
   // gate_/up_ at a few MiB.
   static constexpr int64_t kFfnTokens = 256;
-  // Positions computed with two-pass activations (see ForwardValidated).
-  static constexpr int32_t kPrecisePositions = 4;
 };
 
 }  // namespace

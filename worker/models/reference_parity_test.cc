@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/cpu/kernel_plan.h"
 #include "kernels/cpu/thread_pool.h"
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
@@ -79,6 +80,15 @@ Run RunModel(CausalLm* model, const std::vector<int32_t>& prompt, int steps) {
   return run;
 }
 
+// The 8-bit activation path (matmul q8) on this CPU.
+ModelOptions Q8MatmulOptions() {
+  cpu::KernelPlanOptions q8;
+  q8.matmul = "q8";
+  absl::StatusOr<cpu::KernelPlan> plan = cpu::ChooseKernelPlan(q8);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return ModelOptions{.kernel_plan = plan.value_or(cpu::DefaultKernelPlan())};
+}
+
 // Runs our model and the reference on `path`; returns compare_logits' output
 // and sets *passed.
 std::string CompareWithReference(const std::string& path, const std::vector<int32_t>& prompt,
@@ -134,7 +144,7 @@ TEST_P(TinyModelParityTest, LogitsAndGreedyMatchReference) {
                          rel.find("q4_1") != std::string::npos;
   if (quantized) {
     report = CompareWithReference(absl::StrCat(dir_, "/", rel), prompt, 0, 3e-2, &passed,
-                                  ModelOptions{.exact_matmul = false});
+                                  Q8MatmulOptions());
     EXPECT_TRUE(passed) << rel << " (fast matmul):\n" << report;
   }
 }

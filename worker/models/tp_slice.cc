@@ -31,7 +31,7 @@ cpu::WeightMatrix SliceCols(const cpu::WeightMatrix& w, int64_t c0, int64_t c1,
                        row.data(), w.cols);
     std::copy(row.begin() + c0, row.begin() + c1, dense->begin() + r * (c1 - c0));
   }
-  cpu::WeightMatrix s = cpu::MakeWeightMatrix(cpu::QuantType::kF32, w.rows, c1 - c0, dense->data());
+  cpu::WeightMatrix s = cpu::MakeWeightMatrix(cpu::GgmlType::kF32, w.rows, c1 - c0, dense->data());
   s.float_activations = w.float_activations;
   storage->push_back(std::move(dense));
   return s;

@@ -22,7 +22,7 @@ namespace {
 
 struct Shape {
   int64_t cols, rows;  // in -> out features
-  QuantType type;
+  GgmlType type;
   const char* what;
 };
 
@@ -34,14 +34,14 @@ double CpuSeconds() {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-std::vector<uint8_t> RandomMatrix(QuantType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+std::vector<uint8_t> RandomMatrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
   std::vector<uint8_t> data(RowBytes(type, cols) * rows);
   for (auto& b : data) b = static_cast<uint8_t>(rng());
   const size_t bb = BlockBytes(type);
   for (size_t off = 0; off + bb <= data.size(); off += bb) {
     const uint16_t d = F32ToF16(0.01f);
     std::memcpy(data.data() + off, &d, 2);  // Q4_1 / Q8_0 keep d (and m) first
-    if (type == QuantType::kQ4_1) std::memcpy(data.data() + off + 2, &d, 2);
+    if (type == GgmlType::kQ4_1) std::memcpy(data.data() + off + 2, &d, 2);
   }
   return data;
 }
@@ -58,8 +58,8 @@ int Main(int argc, char** argv) {
     // The exact path (f32 activations), which the models use by default.
     if (std::strcmp(argv[i], "--exact") == 0) exact = true;
     if (std::strcmp(argv[i], "--no_avx512") == 0) SetDisableAvx512(true);
-    // The exact path over 8-row interleaved weights (what Llama models pack
-    // for where PreferInterleavedKernels()).
+    // The exact path over 8-row interleaved weights (what models pack for
+    // where the kernel plan says interleaved).
     if (std::strcmp(argv[i], "--interleaved") == 0) exact = interleaved = true;
     if (std::strncmp(argv[i], "--tokens=", 9) == 0) {
       tokens.clear();
@@ -74,15 +74,15 @@ int Main(int argc, char** argv) {
   ThreadPool pool(threads);
   printf("threads=%d path=%s%s\n", pool.num_threads(),
          UseAvx512() ? "avx512" : UseAvx2() ? "avx2" : "scalar",
-         interleaved ? (PreferInterleavedKernels() ? " interleaved" : " (interleaved not chosen)") : "");
+         interleaved ? (UseAvx2() ? " interleaved" : " (interleaved needs AVX2)") : "");
   const Shape shapes[] = {
-      {576, 576, QuantType::kQ4_1, "attn q/o"},
-      {576, 192, QuantType::kQ4_1, "attn k/v"},
-      {576, 1536, QuantType::kQ4_1, "ffn gate/up"},
-      {1536, 576, QuantType::kQ4_1, "ffn down"},
-      {576, 49152, QuantType::kQ8_0, "lm head"},
-      {576, 576, QuantType::kQ8_0, "q8_0 576"},
-      {576, 1536, QuantType::kQ8_0, "q8_0 ffn"},
+      {576, 576, GgmlType::kQ4_1, "attn q/o"},
+      {576, 192, GgmlType::kQ4_1, "attn k/v"},
+      {576, 1536, GgmlType::kQ4_1, "ffn gate/up"},
+      {1536, 576, GgmlType::kQ4_1, "ffn down"},
+      {576, 49152, GgmlType::kQ8_0, "lm head"},
+      {576, 576, GgmlType::kQ8_0, "q8_0 576"},
+      {576, 1536, GgmlType::kQ8_0, "q8_0 ffn"},
   };
   printf("%-12s %-5s %6s %6s %6s %10s %9s %9s %10s %10s\n", "what", "type", "in", "out", "tokens",
          "us/call", "GFLOP/s", "GB/s(w)", "us/token", "cpu us");
@@ -112,7 +112,7 @@ int Main(int argc, char** argv) {
       const double flops = 2.0 * s.rows * s.cols * nt;
       const double bytes = double(w.size());
       printf("%-12s %-5s %6ld %6ld %6ld %10.1f %9.2f %9.2f %10.2f %10.1f\n", s.what,
-             std::string(QuantTypeName(s.type)).c_str(), long(s.cols), long(s.rows), long(nt), us,
+             std::string(GgmlTypeName(s.type)).c_str(), long(s.cols), long(s.rows), long(nt), us,
              flops / us / 1e3, bytes / us / 1e3, us / nt, cpu_us);
     }
   }

@@ -1,14 +1,19 @@
-#ifndef RILL_WORKER_LOADER_GGML_TYPE_H_
-#define RILL_WORKER_LOADER_GGML_TYPE_H_
+// ggml's tensor element types (ids as stored in GGUF files) and one traits
+// table (name, elements and bytes per block). The loader reads and checks
+// tensors with it; the kernels lay out and convert blocks of the same enum
+// (quant_types.h), so there is one type id from the file to the kernel.
+#ifndef RILL_KERNELS_CPU_GGML_TYPE_H_
+#define RILL_KERNELS_CPU_GGML_TYPE_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
 
-namespace rill::loader {
+namespace rill::cpu {
 
 // Tensor element types with ggml's numeric ids (as stored in GGUF files).
+// Not all of them run in the kernels: see CanDequantize (quant_types.h).
 enum class GgmlType : uint32_t {
   kF32 = 0,
   kF16 = 1,
@@ -35,10 +40,10 @@ enum class GgmlType : uint32_t {
 struct GgmlTypeTraits {
   std::string_view name;   // ggml's name, e.g. "q4_K".
   int64_t block_size;      // Elements per block (1 for plain types).
-  size_t bytes_per_block;  // Bytes per block.
+  size_t bytes_per_block;  // Bytes per block (the element size for plain types).
 };
 
-// Traits of a known type id, std::nullopt for ids this reader does not know.
+// Traits of a known type id, std::nullopt for ids this table does not know.
 std::optional<GgmlTypeTraits> GetGgmlTypeTraits(uint32_t type_id);
 // CHECK-fails on an unknown enum value (programmer error).
 GgmlTypeTraits GgmlTypeTraitsOf(GgmlType type);
@@ -49,6 +54,6 @@ std::string_view GgmlTypeName(GgmlType type);
 // overflows size_t / int64.
 std::optional<size_t> GgmlTensorBytes(GgmlType type, const int64_t* ne, int n_dims);
 
-}  // namespace rill::loader
+}  // namespace rill::cpu
 
-#endif  // RILL_WORKER_LOADER_GGML_TYPE_H_
+#endif  // RILL_KERNELS_CPU_GGML_TYPE_H_
