@@ -71,19 +71,21 @@ TEST(CudaFallbackTest, UnknownBackendIsRejected) {
 
 // The offline commands run the CPU model in-process: auto means the CPU on
 // any machine (a GPU box included), an explicit cuda says where the GPU is
-// used instead, and an unknown name is refused.
+// used instead, and an unknown name is refused. (`generate`: `tokenize`
+// loads no model, so it has no backend to choose.)
 TEST(CudaFallbackTest, OfflineCommandsRunOnTheCpuUnderAuto) {
   struct stat st;
   if (stat(engine::ResolveModelPath("default").c_str(), &st) != 0) {
     GTEST_SKIP() << "default model absent";
   }
-  const std::string tokenize = testing::RunfilePath("cli/rill") + " tokenize --prompt=Hello";
-  testing::CommandResult r = testing::RunCommand(tokenize + " --backend=auto");
+  const std::string generate =
+      testing::RunfilePath("cli/rill") + " generate --prompt=Hello --max_tokens=1 --threads=1";
+  testing::CommandResult r = testing::RunCommand(generate + " --backend=auto");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  r = testing::RunCommand(tokenize + " --backend=cuda");
+  r = testing::RunCommand(generate + " --backend=cuda");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("rill serve --backend=cuda"), std::string::npos) << r.output;
-  r = testing::RunCommand(tokenize + " --backend=tpu");
+  r = testing::RunCommand(generate + " --backend=tpu");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("unknown backend 'tpu'"), std::string::npos) << r.output;
 }
