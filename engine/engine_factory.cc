@@ -44,27 +44,45 @@ struct BuiltExecutor {
   std::shared_ptr<const loader::Checkpoint> owned_checkpoint;
 };
 
-absl::StatusOr<BuiltExecutor> CreateMultiprocess(const EngineArgs& args, cpu::KvDtype kv_dtype,
-                                                const cpu::KernelPlan& kernel_plan) {
-  MultiprocExecutorOptions options;
+// The options the CPU executors (in process and multi-process) share, from
+// EngineArgs: the options structs differ only beyond these.
+template <typename Options>
+Options CpuExecutorOptions(const EngineArgs& args, cpu::KvDtype kv_dtype,
+                           const cpu::KernelPlan& kernel_plan) {
+  Options options;
   options.model_path = ResolveModelPath(args.model);
-  options.tensor_parallel_size = args.tensor_parallel_size;
-  options.worker_binary = args.worker_binary.empty() ? DefaultWorkerBinary() : args.worker_binary;
   options.num_blocks = args.num_kv_blocks;
   options.kv_cache_bytes = args.kv_cache_mb << 20;
   options.block_size = args.block_size;
   options.kv_cache_dtype = kv_dtype;
   options.threads = args.threads;
   options.kernel_plan = kernel_plan;
+  return options;
+}
+
+// `executor` (Local- or MultiprocExecutor, both expose their checkpoint)
+// with `args` resolved to the model path it loaded.
+template <typename Executor>
+BuiltExecutor BuiltFrom(std::unique_ptr<Executor> executor, const EngineArgs& args,
+                        const std::string& model_path) {
+  BuiltExecutor built;
+  built.checkpoint = &executor->checkpoint();
+  built.executor = std::move(executor);
+  built.resolved = args;
+  built.resolved.model = model_path;
+  return built;
+}
+
+absl::StatusOr<BuiltExecutor> CreateMultiprocess(const EngineArgs& args, cpu::KvDtype kv_dtype,
+                                                const cpu::KernelPlan& kernel_plan) {
+  auto options = CpuExecutorOptions<MultiprocExecutorOptions>(args, kv_dtype, kernel_plan);
+  options.tensor_parallel_size = args.tensor_parallel_size;
+  options.worker_binary = args.worker_binary.empty() ? DefaultWorkerBinary() : args.worker_binary;
   options.external_workers_dir = args.external_workers_dir;
   absl::StatusOr<std::unique_ptr<MultiprocExecutor>> executor =
       MultiprocExecutor::Create(options);
   if (!executor.ok()) return executor.status();
-  BuiltExecutor built;
-  built.checkpoint = &(*executor)->checkpoint();
-  built.executor = std::move(*executor);
-  built.resolved = args;
-  built.resolved.model = options.model_path;
+  BuiltExecutor built = BuiltFrom(std::move(*executor), args, options.model_path);
   built.resolved.worker_binary = options.worker_binary;
   return built;
 }
@@ -134,23 +152,11 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const EngineArgs& args) {
   if (args.tensor_parallel_size > 1 || !args.external_workers_dir.empty()) {
     return CreateMultiprocess(args, *kv_dtype, *kernel_plan);
   }
-  LocalExecutorOptions options;
-  options.model_path = ResolveModelPath(args.model);
-  options.num_blocks = args.num_kv_blocks;
-  options.kv_cache_bytes = args.kv_cache_mb << 20;
-  options.block_size = args.block_size;
-  options.kv_cache_dtype = *kv_dtype;
-  options.threads = args.threads;
-  options.kernel_plan = *kernel_plan;
+  const auto options = CpuExecutorOptions<LocalExecutorOptions>(args, *kv_dtype, *kernel_plan);
   absl::StatusOr<std::unique_ptr<LocalModelExecutor>> executor =
       LocalModelExecutor::Create(options);
   if (!executor.ok()) return executor.status();
-  BuiltExecutor built;
-  built.checkpoint = &(*executor)->checkpoint();
-  built.executor = std::move(*executor);
-  built.resolved = args;
-  built.resolved.model = options.model_path;
-  return built;
+  return BuiltFrom(std::move(*executor), args, options.model_path);
 }
 
 }  // namespace
