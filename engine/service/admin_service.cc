@@ -5,7 +5,7 @@
 #include "engine/service/proto_convert.h"
 #include "engine/service/status_convert.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 
 AdminServiceImpl::AdminServiceImpl(EngineHost* host, std::string profile_dir, std::string token)
     : host_(host), profile_dir_(std::move(profile_dir)), token_(std::move(token)) {
@@ -161,4 +161,4 @@ grpc::Status AdminServiceImpl::CollectiveRpc(grpc::ServerContext* context,
 
 #undef RILL_REQUIRE_ENGINE
 
-}  // namespace rill::service
+}  // namespace rill::engine::service

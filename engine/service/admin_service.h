@@ -12,7 +12,7 @@
 #include "engine/service/engine_host.h"
 #include "rill/v1/admin.grpc.pb.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 
 class AdminServiceImpl final : public base::StrictService<rill::v1::Admin> {
  public:
@@ -54,6 +54,6 @@ class AdminServiceImpl final : public base::StrictService<rill::v1::Admin> {
   std::atomic<int> sleep_level_{0};
 };
 
-}  // namespace rill::service
+}  // namespace rill::engine::service
 
 #endif  // RILL_ENGINE_SERVICE_ADMIN_SERVICE_H_

@@ -21,7 +21,7 @@
 #include "base/call_auth.h"
 #include "tests/util/grpc_contract.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 namespace {
 
 using grpc::health::v1::HealthCheckResponse;
@@ -176,4 +176,4 @@ TEST_F(EngineApiContractTest, HealthWatchSendsChangesOnlyAndUnknownStaysUnknown)
 }
 
 }  // namespace
-}  // namespace rill::service
+}  // namespace rill::engine::service

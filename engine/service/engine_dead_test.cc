@@ -18,7 +18,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "rill/internal/engine.grpc.pb.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 namespace {
 
 using rill::internal::EngineOutput;
@@ -135,4 +135,4 @@ TEST(ConvertTest, StatusRoundTripsAndSamplingParamsMap) {
 }
 
 }  // namespace
-}  // namespace rill::service
+}  // namespace rill::engine::service

@@ -12,7 +12,7 @@
 #include "engine/tokenizer_loader.h"
 #include "worker/loader/checkpoint.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 
 EngineHost::EngineHost(HostOptions options, Factory factory)
     : options_(std::move(options)), factory_(std::move(factory)) {}
@@ -121,4 +121,4 @@ void EngineHost::Shutdown() {
   if (engine_ != nullptr) engine_->Stop();
 }
 
-}  // namespace rill::service
+}  // namespace rill::engine::service

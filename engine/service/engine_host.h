@@ -18,7 +18,7 @@
 #include "engine/async_engine.h"
 #include "tokenizer/tokenizer_spec.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 
 struct HostOptions {
   engine::EngineArgs args;
@@ -76,6 +76,6 @@ class EngineHost {
   absl::Status load_status_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace rill::service
+}  // namespace rill::engine::service
 
 #endif  // RILL_ENGINE_SERVICE_ENGINE_HOST_H_

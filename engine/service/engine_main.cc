@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
 
-  rill::service::HostOptions options;
+  rill::engine::service::HostOptions options;
   options.args = rill::engine::EngineArgsFromFlags();
   if (absl::Status s = rill::engine::ValidateEngineArgs(options.args); !s.ok()) {
     return CannotStart(std::string(s.message()));
@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
 
-  rill::service::EngineHost host(options);
+  rill::engine::service::EngineHost host(options);
   const std::string address =
       absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
                                          absl::GetFlag(FLAGS_tls_client_ca)});
   if (!credentials.ok()) return CannotStart(std::string(credentials.status().message()));
   // After the TLS files: a bad one is named first.
-  rill::service::EngineAuth auth;
+  rill::engine::service::EngineAuth auth;
   if (const std::string path = absl::GetFlag(FLAGS_engine_secret_file); !path.empty()) {
     absl::StatusOr<std::string> secret = rill::base::ReadSecretFile(path);
     if (!secret.ok()) {
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
     auth.admin_token = *token;
   }
 
-  rill::service::EngineServer server(&host, address, absl::GetFlag(FLAGS_profile_dir),
+  rill::engine::service::EngineServer server(&host, address, absl::GetFlag(FLAGS_profile_dir),
                                      std::move(auth), *credentials);
   if (absl::Status s = server.Start(); !s.ok()) {
     LOG(ERROR) << s;

@@ -21,7 +21,7 @@
 #include "rill/v1/admin.grpc.pb.h"
 #include "tests/util/subprocess.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 namespace {
 
 using rill::internal::EngineOutput;
@@ -292,4 +292,4 @@ TEST_F(EngineProcessTest, QueueLimitGivesResourceExhausted) {
 }
 
 }  // namespace
-}  // namespace rill::service
+}  // namespace rill::engine::service

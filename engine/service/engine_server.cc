@@ -12,7 +12,7 @@
 
 #include "absl/time/clock.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 namespace {
 
 // Linking grpc++_reflection registers its plugin for every server of the
@@ -120,4 +120,4 @@ void EngineServer::Shutdown(absl::Duration grace) {
                     std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
 }
 
-}  // namespace rill::service
+}  // namespace rill::engine::service

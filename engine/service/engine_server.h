@@ -21,7 +21,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/server_credentials.h>
 
-namespace rill::service {
+namespace rill::engine::service {
 
 // Who may call what on the engine's port (metadata as in base/call_auth.h).
 struct EngineAuth {
@@ -70,6 +70,6 @@ class EngineServer {
   absl::Time dead_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 };
 
-}  // namespace rill::service
+}  // namespace rill::engine::service
 
 #endif  // RILL_ENGINE_SERVICE_ENGINE_SERVER_H_

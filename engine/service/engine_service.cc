@@ -10,7 +10,7 @@
 #include "engine/service/status_convert.h"
 #include "tokenizer/spec_proto.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 namespace {
 
 // The engine's NotFound names the scoped id; the caller knows only its own.
@@ -177,4 +177,4 @@ grpc::Status EngineServiceImpl::CheckHealth(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-}  // namespace rill::service
+}  // namespace rill::engine::service

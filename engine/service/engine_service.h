@@ -8,7 +8,7 @@
 #include "engine/service/engine_host.h"
 #include "rill/internal/engine.grpc.pb.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 
 // Every call must carry the engine secret (base/call_auth.h) unless
 // `secret` is empty (the port then requires client certificates); it is
@@ -51,6 +51,6 @@ class EngineServiceImpl final : public base::StrictService<rill::internal::Engin
   const std::string secret_;
 };
 
-}  // namespace rill::service
+}  // namespace rill::engine::service
 
 #endif  // RILL_ENGINE_SERVICE_ENGINE_SERVICE_H_

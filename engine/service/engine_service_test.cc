@@ -17,7 +17,7 @@
 #include "rill/internal/engine.grpc.pb.h"
 #include "rill/v1/admin.grpc.pb.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 namespace {
 
 using rill::internal::EngineOutput;
@@ -497,4 +497,4 @@ TEST_F(EngineServiceTest, TokenizerSpecRebuildsAnIdenticalTokenizer) {
 }
 
 }  // namespace
-}  // namespace rill::service
+}  // namespace rill::engine::service

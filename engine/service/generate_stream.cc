@@ -19,7 +19,7 @@
 #include "engine/service/proto_convert.h"
 #include "engine/service/status_convert.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 namespace {
 
 using rill::internal::EngineOutput;
@@ -224,4 +224,4 @@ grpc::Status ServeGenerateStream(EngineHost* host, grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-}  // namespace rill::service
+}  // namespace rill::engine::service

@@ -11,7 +11,7 @@
 #include "engine/service/engine_host.h"
 #include "rill/internal/engine.grpc.pb.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 
 // The caller's `rill-session` metadata (see base/engine_session.h), or "".
 std::string SessionOf(const grpc::ServerContext& context);
@@ -22,6 +22,6 @@ grpc::Status ServeGenerateStream(
     EngineHost* host, grpc::ServerContext* context,
     grpc::ServerReaderWriter<rill::internal::EngineOutput, rill::internal::EngineRequest>* stream);
 
-}  // namespace rill::service
+}  // namespace rill::engine::service
 
 #endif  // RILL_ENGINE_SERVICE_GENERATE_STREAM_H_

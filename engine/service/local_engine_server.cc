@@ -9,7 +9,7 @@
 #include "engine/tokenizer_loader.h"
 #include "worker/loader/checkpoint.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 
 std::shared_ptr<grpc::Channel> LocalEngineServer::NewChannel() const {
   return base::CreateChannelWithMetadata(absl::StrCat("127.0.0.1:", server->port()),
@@ -44,4 +44,4 @@ absl::StatusOr<std::unique_ptr<LocalEngineServer>> StartLocalEngineServer(int64_
   return local;
 }
 
-}  // namespace rill::service
+}  // namespace rill::engine::service

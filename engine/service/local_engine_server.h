@@ -14,7 +14,7 @@
 #include "engine/service/engine_server.h"
 #include "tokenizer/bpe_tokenizer.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 
 struct LocalEngineServer {
   // The credentials it requires (EngineAuth): Admin is served.
@@ -35,6 +35,6 @@ struct LocalEngineServer {
 // 2 threads, a 64 MiB KV cache and `max_model_len`.
 absl::StatusOr<std::unique_ptr<LocalEngineServer>> StartLocalEngineServer(int64_t max_model_len);
 
-}  // namespace rill::service
+}  // namespace rill::engine::service
 
 #endif  // RILL_ENGINE_SERVICE_LOCAL_ENGINE_SERVER_H_

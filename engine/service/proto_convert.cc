@@ -6,7 +6,7 @@
 #include "absl/time/clock.h"
 #include "engine/service/status_convert.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 namespace {
 
 double UnixSecondsOrZero(absl::Time t) {
@@ -235,4 +235,4 @@ engine::PoolingParams FromProto(const rill::v1::PoolingParams& proto) {
   return p;
 }
 
-}  // namespace rill::service
+}  // namespace rill::engine::service

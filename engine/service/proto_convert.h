@@ -12,7 +12,7 @@
 #include "rill/v1/admin.pb.h"
 #include "rill/v1/inference.pb.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 
 // InvalidArgument naming the field for what the engine cannot do (n > 1,
 // prompt_logprobs, logit_bias). Stop strings are the frontend's and ignored.
@@ -37,6 +37,6 @@ rill::v1::ServerConfig ToServerConfig(const engine::EngineConfig& config,
 rill::v1::Load ToLoad(const engine::EngineStats& stats, int num_unfinished);
 rill::v1::Stats ToStats(const engine::EngineStats& stats);
 
-}  // namespace rill::service
+}  // namespace rill::engine::service
 
 #endif  // RILL_ENGINE_SERVICE_PROTO_CONVERT_H_

@@ -15,7 +15,7 @@
 #include "engine/service/local_engine_server.h"
 #include "rill/internal/engine.grpc.pb.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 namespace {
 
 using rill::internal::EngineOutput;
@@ -229,4 +229,4 @@ TEST_F(SessionScopeTest, LongIdsAreRefusedAndNotEchoed) {
 }
 
 }  // namespace
-}  // namespace rill::service
+}  // namespace rill::engine::service

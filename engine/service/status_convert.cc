@@ -4,7 +4,7 @@
 
 #include "base/message_text.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 namespace {
 
 // Codes outside the known range become UNKNOWN rather than an invalid enum.
@@ -43,4 +43,4 @@ absl::Status FromProtoStatus(const rill::v1::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(ClampCode(status.code())), status.message());
 }
 
-}  // namespace rill::service
+}  // namespace rill::engine::service

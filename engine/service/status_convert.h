@@ -9,13 +9,13 @@
 #include "absl/status/status.h"
 #include "rill/v1/inference.pb.h"
 
-namespace rill::service {
+namespace rill::engine::service {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 rill::v1::Status ToProtoStatus(const absl::Status& status);
 absl::Status FromProtoStatus(const rill::v1::Status& status);
 
-}  // namespace rill::service
+}  // namespace rill::engine::service
 
 #endif  // RILL_ENGINE_SERVICE_STATUS_CONVERT_H_
