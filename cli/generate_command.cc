@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -31,6 +33,12 @@ ABSL_FLAG(bool, chat, false, "Wrap the prompt as a user message in the model's c
 ABSL_FLAG(bool, ignore_eos, false, "Keep generating after the end-of-sequence token.");
 ABSL_FLAG(bool, print_ids, false, "Print the generated token ids after the text.");
 ABSL_FLAG(std::string, ids, "", "detokenize: comma-separated token ids.");
+// Structured outputs (at most one): the completion must match.
+ABSL_FLAG(std::string, json_schema, "", "generate: a JSON Schema file the output must satisfy.");
+ABSL_FLAG(bool, json_object, false, "generate: the output is a JSON value.");
+ABSL_FLAG(std::string, regex, "", "generate: a regex the whole output must match.");
+ABSL_FLAG(std::string, grammar, "", "generate: an EBNF/GBNF grammar file (rule 'root').");
+ABSL_FLAG(std::vector<std::string>, choice, {}, "generate: the output is one of these (comma-separated).");
 
 namespace rill::cli {
 namespace {
@@ -63,6 +71,50 @@ absl::StatusOr<std::vector<int32_t>> PromptIds(const tokenizer::Tokenizer& tok) 
   if (!rendered.ok()) return rendered.status();
   // The template already placed whatever special tokens the model wants.
   return tok.Encode(*rendered, /*add_special_tokens=*/false);
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("--", flag, ": cannot read ", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The --json_schema / --json_object / --regex / --grammar / --choice flag set.
+absl::StatusOr<engine::structured_output::Constraint> ConstraintFromFlags() {
+  using engine::structured_output::ConstraintKind;
+  engine::structured_output::Constraint c;
+  int set = 0;
+  if (const std::string path = absl::GetFlag(FLAGS_json_schema); !path.empty()) {
+    absl::StatusOr<std::string> text = ReadFile("json_schema", path);
+    if (!text.ok()) return text.status();
+    c = {ConstraintKind::kJsonSchema, *text, {}};
+    ++set;
+  }
+  if (absl::GetFlag(FLAGS_json_object)) {
+    c = {ConstraintKind::kJsonObject, "", {}};
+    ++set;
+  }
+  if (const std::string regex = absl::GetFlag(FLAGS_regex); !regex.empty()) {
+    c = {ConstraintKind::kRegex, regex, {}};
+    ++set;
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_grammar); !path.empty()) {
+    absl::StatusOr<std::string> text = ReadFile("grammar", path);
+    if (!text.ok()) return text.status();
+    c = {ConstraintKind::kGrammar, *text, {}};
+    ++set;
+  }
+  if (std::vector<std::string> choices = absl::GetFlag(FLAGS_choice); !choices.empty()) {
+    c = {ConstraintKind::kChoice, "", std::move(choices)};
+    ++set;
+  }
+  if (set > 1) {
+    return absl::InvalidArgumentError(
+        "at most one of --json_schema, --json_object, --regex, --grammar, --choice");
+  }
+  return c;
 }
 
 engine::SamplingParams SamplingFromFlags() {
@@ -152,7 +204,10 @@ int RunGenerate(int, char**) {
   if (!model.ok()) return Fail(model.status());
   absl::StatusOr<std::vector<int32_t>> prompt = PromptIds(*model->tokenizer);
   if (!prompt.ok()) return Fail(prompt.status());
-  const engine::SamplingParams params = SamplingFromFlags();
+  engine::SamplingParams params = SamplingFromFlags();
+  absl::StatusOr<engine::structured_output::Constraint> constraint = ConstraintFromFlags();
+  if (!constraint.ok()) return Fail(constraint.status());
+  params.constraint = std::move(*constraint);
   // The engine validates again on Generate; checking first spares loading
   // the weights for a mistyped flag.
   if (absl::Status s = engine::ValidateSamplingParams(params, model->tokenizer->vocab_size());

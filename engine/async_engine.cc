@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "engine/max_model_len.h"
+#include "engine/structured_output/constraint_matcher.h"
 #include "worker/kv_cache.h"
 
 namespace rill::engine {
@@ -100,6 +101,7 @@ absl::Status AsyncEngine::Init() {
 
 AsyncEngine::~AsyncEngine() {
   Stop();
+  grammars_.reset();  // Its last callbacks post to commands_, never run.
   executor_->SetDeathCallback(nullptr);
 }
 
@@ -133,6 +135,11 @@ void AsyncEngine::Stop() {
 
 void AsyncEngine::Teardown() {
   FailEncodes(absl::UnavailableError("the engine stopped before the Encode request ran"));
+  for (const std::string& id : compiling_) {
+    statuses_.Set(id, StatusOf(RequestState::kFinishedAborted));
+    outputs_.Finish(id, RequestState::kFinishedAborted, absl::OkStatus());
+  }
+  compiling_.clear();
   for (const std::string& id : core_->scheduler().UnfinishedIds()) (void)core_->AbortRequest(id);
   Deliver(core_->TakePendingOutputs());
   PublishStats();
@@ -211,6 +218,7 @@ absl::StatusOr<std::shared_ptr<RequestOutputStream>> AsyncEngine::Submit(
     request->lora_key = lora->cache_key;
   }
   if (absl::Status s = core_->Validate(*request); !s.ok()) return s;
+  if (absl::Status s = CheckConstraint(params.constraint); !s.ok()) return s;
   if (absl::Status s = statuses_.Add(request_id); !s.ok()) return s;
   auto stream = std::make_shared<RequestOutputStream>(request_id, std::move(callback));
   // One core request per sample; samples after the first fork the first
@@ -228,22 +236,85 @@ absl::StatusOr<std::shared_ptr<RequestOutputStream>> AsyncEngine::Submit(
     if (i > 0) sample->fork_parent_id = SampleRequestId(request_id, 0, n);
     samples->push_back(std::move(sample));
   }
-  Post([this, samples, stream, request_id, params, text = std::move(prompt_text)]() mutable {
+  const bool constrained = params.constraint.active();
+  Post([this, samples, stream, request_id, params, constrained,
+        text = std::move(prompt_text)]() mutable {
     outputs_.AddRequest(request_id, std::move(text), (*samples)[0]->prompt_token_ids, params,
                         (*samples)[0]->times.arrival, stream);
-    std::vector<std::string> added;
-    for (std::unique_ptr<Request>& sample : *samples) {
-      const std::string id = sample->request_id;
-      if (absl::Status s = core_->AddRequest(std::move(sample)); !s.ok()) {
-        for (const std::string& a : added) core_->FinishStopped(a);
-        statuses_.Set(request_id, RequestStatus::kFailed);
-        outputs_.Finish(request_id, RequestState::kFinishedError, s);
-        return;
-      }
-      added.push_back(id);
+    if (constrained) {
+      compiling_.insert(request_id);  // Admitted by OnGrammarCompiled.
+    } else {
+      AdmitSamples(request_id, *samples);
     }
   });
+  if (constrained) {
+    // Posted after the registration above, so the result finds the request.
+    grammars_->Compile(params.constraint, [this, samples, request_id](
+                                              absl::StatusOr<structured_output::CompiledConstraint> g) {
+      Post([this, samples, request_id, g = std::move(g)] {
+        OnGrammarCompiled(request_id, *samples, g);
+      });
+    });
+  }
   return stream;
+}
+
+void AsyncEngine::AdmitSamples(const std::string& request_id,
+                               std::vector<std::unique_ptr<Request>>& samples) {
+  std::vector<std::string> added;
+  for (std::unique_ptr<Request>& sample : samples) {
+    const std::string id = sample->request_id;
+    if (absl::Status s = core_->AddRequest(std::move(sample)); !s.ok()) {
+      for (const std::string& a : added) core_->FinishStopped(a);
+      statuses_.Set(request_id, RequestStatus::kFailed);
+      outputs_.Finish(request_id, RequestState::kFinishedError, s);
+      return;
+    }
+    added.push_back(id);
+  }
+}
+
+void AsyncEngine::OnGrammarCompiled(
+    const std::string& request_id, std::vector<std::unique_ptr<Request>>& samples,
+    const absl::StatusOr<structured_output::CompiledConstraint>& grammar) {
+  if (compiling_.erase(request_id) == 0) return;  // Aborted (or torn down) meanwhile.
+  if (!grammar.ok()) {
+    statuses_.Set(request_id, RequestStatus::kFailed);
+    outputs_.Finish(request_id, RequestState::kFinishedError, grammar.status());
+    return;
+  }
+  for (std::unique_ptr<Request>& sample : samples) {
+    sample->matcher = std::make_shared<structured_output::ConstraintMatcher>(*grammar);
+  }
+  AdmitSamples(request_id, samples);
+}
+
+absl::Status AsyncEngine::EnableStructuredOutputs(const structured_output::GrammarVocabulary& vocab) {
+  if (grammars_ != nullptr) return absl::FailedPreconditionError("structured outputs are enabled already");
+  structured_output::GrammarCompilerOptions options;
+  options.num_threads = args_.structured_output_compile_threads;
+  options.timeout = args_.structured_output_compile_timeout;
+  options.limits.max_bytes = args_.structured_output_max_bytes;
+  options.limits.max_json_depth = args_.structured_output_max_json_depth;
+  absl::StatusOr<std::unique_ptr<structured_output::GrammarCompilerPool>> pool =
+      structured_output::GrammarCompilerPool::Create(vocab, options);
+  if (!pool.ok()) return pool.status();
+  grammars_ = std::move(*pool);
+  return absl::OkStatus();
+}
+
+absl::Status AsyncEngine::CheckConstraint(const structured_output::Constraint& constraint) const {
+  if (!constraint.active()) return absl::OkStatus();
+  if (grammars_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(structured_output::ConstraintKindName(constraint.kind),
+                     ": structured outputs are not available (this engine has no tokenizer "
+                     "vocabulary)"));
+  }
+  structured_output::ConstraintLimits limits;
+  limits.max_bytes = args_.structured_output_max_bytes;
+  limits.max_json_depth = args_.structured_output_max_json_depth;
+  return structured_output::ValidateConstraint(constraint, limits);
 }
 
 absl::Status AsyncEngine::CheckGenerateAllowed(const std::string& request_id) const {
@@ -261,6 +332,11 @@ absl::Status AsyncEngine::Abort(const std::string& request_id) {
   if (absl::Status s = statuses_.CheckUnfinished(request_id); !s.ok()) return s;
   // NotFound here means it finished meanwhile: nothing to do.
   Post([this, request_id] {
+    if (compiling_.erase(request_id) > 0) {
+      statuses_.Set(request_id, StatusOf(RequestState::kFinishedAborted));
+      outputs_.Finish(request_id, RequestState::kFinishedAborted, absl::OkStatus());
+      return;
+    }
     for (const std::string& id : outputs_.SampleIds(request_id)) (void)core_->AbortRequest(id);
   });
   return absl::OkStatus();

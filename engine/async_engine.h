@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -35,6 +36,7 @@
 #include "engine/request_status_table.h"
 #include "engine/sample_text.h"
 #include "engine/step_profiler.h"
+#include "engine/structured_output/grammar_compiler.h"
 #include "worker/pooling.h"
 
 namespace rill::engine {
@@ -84,6 +86,12 @@ class AsyncEngine {
   absl::StatusOr<LoraInfo> AddLora(const LoraRequest& request) { return lora_.Add(request); }
   absl::Status RemoveLora(const std::string& name) { return lora_.Remove(name); }
   std::vector<LoraInfo> ListLoras() const { return lora_.List(); }
+
+  // Enables structured outputs (SamplingParams::constraint) over the model's
+  // vocabulary: starts the compile threads. Call once, before serving; until
+  // then constrained requests are refused (FailedPrecondition).
+  absl::Status EnableStructuredOutputs(const structured_output::GrammarVocabulary& vocab);
+  bool SupportsStructuredOutputs() const { return grammars_ != nullptr; }
 
   // Ends the request within one step ("abort"); NotFound if not unfinished.
   absl::Status Abort(const std::string& request_id);
@@ -153,6 +161,9 @@ class AsyncEngine {
   // What refuses any Generate before its prompt is looked at: a dead or
   // stopped engine, an empty id, a model that cannot generate.
   absl::Status CheckGenerateAllowed(const std::string& request_id) const;
+  // A constraint is refused at once (before any compile) when structured
+  // outputs are off (FailedPrecondition) or it breaks a limit (InvalidArgument).
+  absl::Status CheckConstraint(const structured_output::Constraint& constraint) const;
   // Admits one request; `prompt_text` is echoed in its outputs, which go to
   // `callback` on the loop thread, or (null callback) to the returned
   // stream's queue.
@@ -189,6 +200,13 @@ class AsyncEngine {
   void RunEncodes();
   // Fails every pending Encode with `status` (engine stopping).
   void FailEncodes(const absl::Status& status);
+  // Loop thread: adds a request's samples to the core (all or none).
+  void AdmitSamples(const std::string& request_id, std::vector<std::unique_ptr<Request>>& samples);
+  // Loop thread: a constrained request's grammar is compiled (or failed);
+  // admits its samples, each with its own matcher, unless it was aborted.
+  void OnGrammarCompiled(const std::string& request_id,
+                         std::vector<std::unique_ptr<Request>>& samples,
+                         const absl::StatusOr<structured_output::CompiledConstraint>& grammar);
 
   const EngineArgs args_;
   std::unique_ptr<ModelExecutor> executor_;
@@ -201,6 +219,9 @@ class AsyncEngine {
   std::unique_ptr<EngineCore> core_;
   OutputProcessor outputs_;
   std::vector<PendingEncode> pending_encodes_;
+  // Requests whose constraint is compiling: known to outputs_ and statuses_,
+  // not yet to the core.
+  absl::flat_hash_set<std::string> compiling_;
   int64_t next_encode_seq_ = 0;
 
   std::thread thread_;
@@ -215,6 +236,9 @@ class AsyncEngine {
   std::deque<Command> commands_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   mutable absl::Status dead_error_ ABSL_GUARDED_BY(mu_);
+  // Null until EnableStructuredOutputs. Its threads post results to the
+  // loop, so the destructor resets it before the queue goes.
+  std::unique_ptr<structured_output::GrammarCompilerPool> grammars_;
 };
 
 }  // namespace rill::engine

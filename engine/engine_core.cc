@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/logits_processor.h"
 #include "engine/max_model_len.h"
+#include "engine/structured_output/constraint_matcher.h"
 
 namespace rill::engine {
 namespace {
@@ -46,6 +47,12 @@ EngineCore::EngineCore(ModelExecutor* executor, SchedulerConfig scheduler,
 
 absl::Status EngineCore::AddRequest(std::unique_ptr<Request> r) {
   if (absl::Status s = Validate(*r); !s.ok()) return s;
+  if (r->params.constraint.active() && r->matcher == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(structured_output::ConstraintKindName(r->params.constraint.kind),
+                     ": the request has no compiled grammar (structured outputs need the "
+                     "engine's tokenizer vocabulary)"));
+  }
   return scheduler_.AddRequest(std::move(r));
 }
 
@@ -108,6 +115,13 @@ std::vector<EngineCoreOutput> EngineCore::FailAll(const absl::Status& status) {
 
 EngineCore::SampledRow EngineCore::SampleRow(Request* r, float* logits) const {
   ProcessLogits(*r, eos_ids_, logits, vocab_size_);
+  // The grammar mask goes last, so penalties and logit_bias never revive a
+  // forbidden token; the sampler's temperature / top-k / top-p / min-p and
+  // seed then apply to what is left. Sync is a no-op unless outputs changed
+  // behind the matcher's back (it accepts in Advance).
+  if (r->matcher != nullptr && r->matcher->Sync(r->output_token_ids).ok()) {
+    r->matcher->Mask(logits, vocab_size_);
+  }
   const worker::SampledToken t = r->sampler.Sample(logits, vocab_size_);
   SampledRow out{t.token, t.logprob, {}};
   if (r->params.logprobs > 0) {
@@ -139,6 +153,9 @@ EngineCoreOutput EngineCore::Advance(Request* r, SampledRow tok) {
   } else if (past_min && std::find(stops.begin(), stops.end(), tok.token) != stops.end()) {
     end = RequestState::kFinishedStopped;
     r->stop_reason = tok.token;
+  } else if (r->matcher != nullptr &&
+             !(o.error = r->matcher->Sync(r->output_token_ids)).ok()) {
+    end = RequestState::kFinishedError;  // Only if the mask let a forbidden token through.
   } else if (num_out >= r->params.max_tokens ||
              r->num_tokens() >= scheduler_.config().max_model_len) {
     end = RequestState::kFinishedLength;
@@ -153,6 +170,7 @@ EngineCoreOutput EngineCore::Advance(Request* r, SampledRow tok) {
   base.new_token_ids = std::move(o.new_token_ids);
   base.new_logprobs = std::move(o.new_logprobs);
   base.new_top_logprobs = std::move(o.new_top_logprobs);
+  base.error = std::move(o.error);
   if (r->params.prompt_logprobs.has_value() && r->output_token_ids.size() == 1) {
     base.prompt_logprobs = r->prompt_logprobs;
     base.prompt_top_logprobs = r->prompt_top_logprobs;

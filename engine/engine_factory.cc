@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda_model_executor.h"
+#include "engine/grammar_vocabulary.h"
 #include "engine/local_model_executor.h"
 #include "engine/multiproc_executor.h"
 #include "engine/model_path.h"
@@ -159,12 +160,32 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const EngineArgs& args) {
   return BuiltFrom(std::move(*executor), args, options.model_path);
 }
 
+// Structured outputs over the tokenizer's vocabulary. Without it the engine
+// still serves; constrained requests are then refused.
+void EnableStructuredOutputs(const tokenizer::BpeTokenizer& tokenizer, AsyncEngine* engine) {
+  const absl::Status s = engine->EnableStructuredOutputs(GrammarVocabularyOf(
+      tokenizer, engine->GetModelConfig().vocab_size,
+      engine->GetEngineConfig().decoding.eos_token_ids));
+  if (!s.ok()) LOG(WARNING) << "structured outputs are off: " << s;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<AsyncEngine>> CreateAsyncEngine(const EngineArgs& args) {
   absl::StatusOr<BuiltExecutor> built = CreateExecutor(args);
   if (!built.ok()) return built.status();
-  return AsyncEngine::Create(built->resolved, std::move(built->executor));
+  const bool encoder = built->executor->is_encoder();
+  absl::StatusOr<std::unique_ptr<AsyncEngine>> engine =
+      AsyncEngine::Create(built->resolved, std::move(built->executor));
+  if (!engine.ok() || encoder) return engine;
+  absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> tokenizer =
+      LoadTokenizer(*built->checkpoint);
+  if (tokenizer.ok()) {
+    EnableStructuredOutputs(**tokenizer, engine->get());
+  } else {
+    LOG(WARNING) << "structured outputs are off: " << tokenizer.status();
+  }
+  return engine;
 }
 
 absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateAsyncLLMEngine(const EngineArgs& args) {
@@ -189,8 +210,17 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateAsyncLLMEngine(const Engin
   absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> tokenizer =
       LoadTokenizer(*built->checkpoint);
   if (!tokenizer.ok()) return tokenizer.status();
-  return AsyncLLMEngine::Create(built->resolved, std::move(built->executor),
-                                std::move(*tokenizer));
+  // The engine takes the tokenizer; the vocabulary is read from it first.
+  structured_output::GrammarVocabulary vocab = GrammarVocabularyOf(
+      **tokenizer, built->executor->model_config().vocab_size, {});
+  absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine =
+      AsyncLLMEngine::Create(built->resolved, std::move(built->executor), std::move(*tokenizer));
+  if (!engine.ok()) return engine;
+  vocab.stop_token_ids = (*engine)->GetEngineConfig().decoding.eos_token_ids;
+  if (absl::Status s = (*engine)->EnableStructuredOutputs(vocab); !s.ok()) {
+    LOG(WARNING) << "structured outputs are off: " << s;
+  }
+  return engine;
 }
 
 }  // namespace rill::engine

@@ -62,7 +62,16 @@
     "Most distinct LoRA adapters among running requests (one batch).")                            \
   X(int, max_lora_rank, 64, AtLeast(1), "LoRA adapters of a higher rank are refused.")           \
   X(int, max_cpu_loras, 16, AtLeast(1),                                                           \
-    "LoRA adapters kept in memory (LRU); others reload on use; at least --max_loras.")
+    "LoRA adapters kept in memory (LRU); others reload on use; at least --max_loras.")        \
+  X(int, structured_output_compile_threads, 1, AtLeast(1),                                        \
+    "Threads compiling structured-output constraints (JSON schema, regex, grammar, choice) "     \
+    "off the engine loop; compiled grammars are cached by constraint.")                           \
+  X(absl::Duration, structured_output_compile_timeout, absl::Seconds(10), AnyValue(),             \
+    "A request whose constraint takes longer to compile fails with INVALID_ARGUMENT.")           \
+  X(int64_t, structured_output_max_bytes, 65536, AtLeast(1),                                      \
+    "Largest constraint (schema, regex, grammar, all choices together) in bytes.")               \
+  X(int, structured_output_max_json_depth, 32, AtLeast(1),                                        \
+    "Deepest {} / [] nesting of a JSON schema or structural tag.")
 // clang-format on
 
 #endif  // RILL_ENGINE_ENGINE_OPTIONS_H_

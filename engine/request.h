@@ -18,6 +18,10 @@ namespace rill::worker {
 struct LoraAdapter;  // worker/lora/lora_adapter.h
 }
 
+namespace rill::engine::structured_output {
+class ConstraintMatcher;  // engine/structured_output/constraint_matcher.h
+}
+
 namespace rill::engine {
 
 enum class RequestState {
@@ -86,6 +90,9 @@ struct Request {
   int num_preemptions = 0;
   RequestTimes times;
   worker::Sampler sampler;  // Seeded per request; survives preemption.
+  // Set iff params.constraint is: this sample's grammar state, following
+  // output_token_ids (so it survives preemption and recompute).
+  std::shared_ptr<structured_output::ConstraintMatcher> matcher;
 
   int64_t num_tokens() const {
     return static_cast<int64_t>(prompt_token_ids.size() + output_token_ids.size());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/structured_output/constraint.h"
 #include "worker/sampler.h"
 
 namespace rill::engine {
@@ -56,6 +57,9 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;
   bool skip_special_tokens = true;
   OutputKind output_kind = OutputKind::kCumulative;
+  // Structured outputs: every sample's text must match this (kNone: free).
+  // Compiled off the engine loop before the request is scheduled.
+  structured_output::Constraint constraint;
 
   worker::SamplingConfig ToSamplingConfig() const;
   // The params of parallel sample `index`: n = 1 and, for index > 0, a seed

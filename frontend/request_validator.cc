@@ -18,6 +18,38 @@ absl::Status Invalid(const std::string& field, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
+// The constraint oneof's shape; its syntax and limits are the engine's to
+// check (it compiles the grammar), so a bad schema fails there, alone.
+absl::Status ValidateConstraintShape(const rill::v1::SamplingParams& p) {
+  using P = rill::v1::SamplingParams;
+  switch (p.constraint_case()) {
+    case P::kJsonObject:
+      if (!p.json_object()) return Invalid("sampling.json_object", "must be true when set");
+      break;
+    case P::kChoice:
+      if (p.choice().choices_size() == 0) return Invalid("sampling.choice", "the choice list is empty");
+      for (int i = 0; i < p.choice().choices_size(); ++i) {
+        if (p.choice().choices(i).empty()) return Invalid("sampling.choice", absl::StrCat("choice ", i, " is empty"));
+      }
+      break;
+    case P::kJsonSchema:
+      if (p.json_schema().empty()) return Invalid("sampling.json_schema", "is empty");
+      break;
+    case P::kRegex:
+      if (p.regex().empty()) return Invalid("sampling.regex", "is empty");
+      break;
+    case P::kGrammar:
+      if (p.grammar().empty()) return Invalid("sampling.grammar", "is empty");
+      break;
+    case P::kStructuralTag:
+      if (p.structural_tag().empty()) return Invalid("sampling.structural_tag", "is empty");
+      break;
+    case P::CONSTRAINT_NOT_SET:
+      break;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string PeekRequestId(const std::string& bytes, bool* is_start) {
@@ -99,6 +131,7 @@ absl::Status ValidateStart(const rill::v1::StartRequest& start, const RequestLim
   if (p.has_repetition_penalty() && !(p.repetition_penalty() > 0)) {
     return Invalid("sampling.repetition_penalty", "must be > 0");
   }
+  if (absl::Status s = ValidateConstraintShape(p); !s.ok()) return s;
   if (start.output_mode() < 0 || start.output_mode() > rill::v1::OUTPUT_MODE_FINAL_ONLY) {
     return Invalid("output_mode", "unknown value");
   }

@@ -46,6 +46,11 @@ install_model() {
   RILL_MODEL_DIR="$MODEL_DIR" bash "$ROOT/tools/fetch_model.sh" "$VENV/bin/python" 2>&1 | sed 's/^\[fetch_model\]/[setup]/' >&2
 }
 
+install_xgrammar() {
+  # xgrammar's C++ core (structured outputs); pin in fetch_xgrammar.sh.
+  bash "$ROOT/tools/fetch_xgrammar.sh" "$VENV/bin/python" 2>&1 | sed 's/^\[fetch_xgrammar\]/[setup]/' >&2
+}
+
 install_embed_model() {
   # all-MiniLM-L6-v2 (BERT) for the embeddings tests; pin in fetch_embed_model.sh.
   RILL_MODEL_DIR="$MODEL_DIR" bash "$ROOT/tools/fetch_embed_model.sh" "$VENV/bin/python" 2>&1 | sed 's/^\[fetch_embed_model\]/[setup]/' >&2
@@ -53,5 +58,6 @@ install_embed_model() {
 
 install_apt
 install_venv
+install_xgrammar
 install_model
 install_embed_model

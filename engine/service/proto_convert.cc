@@ -41,7 +41,61 @@ absl::StatusOr<engine::SamplingParams> FromProto(const rill::v1::SamplingParams&
   out.frequency_penalty = p.frequency_penalty();
   if (p.has_skip_special_tokens()) out.skip_special_tokens = p.skip_special_tokens();
   out.output_kind = engine::OutputKind::kDelta;
+  absl::StatusOr<structured_output::Constraint> constraint = ConstraintFromProto(p);
+  if (!constraint.ok()) return constraint.status();
+  out.constraint = std::move(*constraint);
   return out;
+}
+
+absl::StatusOr<structured_output::Constraint> ConstraintFromProto(const rill::v1::SamplingParams& p) {
+  using structured_output::ConstraintKind;
+  structured_output::Constraint c;
+  switch (p.constraint_case()) {
+    case rill::v1::SamplingParams::kJsonSchema:
+      c.kind = ConstraintKind::kJsonSchema;
+      c.text = p.json_schema();
+      break;
+    case rill::v1::SamplingParams::kJsonObject:
+      if (!p.json_object()) {
+        return absl::InvalidArgumentError("json_object: must be true when set");
+      }
+      c.kind = ConstraintKind::kJsonObject;
+      break;
+    case rill::v1::SamplingParams::kRegex:
+      c.kind = ConstraintKind::kRegex;
+      c.text = p.regex();
+      break;
+    case rill::v1::SamplingParams::kGrammar:
+      c.kind = ConstraintKind::kGrammar;
+      c.text = p.grammar();
+      break;
+    case rill::v1::SamplingParams::kChoice:
+      c.kind = ConstraintKind::kChoice;
+      c.choices.assign(p.choice().choices().begin(), p.choice().choices().end());
+      break;
+    case rill::v1::SamplingParams::kStructuralTag:
+      c.kind = ConstraintKind::kStructuralTag;
+      c.text = p.structural_tag();
+      break;
+    case rill::v1::SamplingParams::CONSTRAINT_NOT_SET:
+      break;
+  }
+  return c;
+}
+
+void ConstraintToProto(const structured_output::Constraint& c, rill::v1::SamplingParams* p) {
+  using structured_output::ConstraintKind;
+  switch (c.kind) {
+    case ConstraintKind::kNone: break;
+    case ConstraintKind::kJsonSchema: p->set_json_schema(c.text); break;
+    case ConstraintKind::kJsonObject: p->set_json_object(true); break;
+    case ConstraintKind::kRegex: p->set_regex(c.text); break;
+    case ConstraintKind::kGrammar: p->set_grammar(c.text); break;
+    case ConstraintKind::kChoice:
+      for (const std::string& s : c.choices) p->mutable_choice()->add_choices(s);
+      break;
+    case ConstraintKind::kStructuralTag: p->set_structural_tag(c.text); break;
+  }
 }
 
 rill::v1::SamplingParams ToProto(const engine::SamplingParams& s) {
@@ -61,6 +115,7 @@ rill::v1::SamplingParams ToProto(const engine::SamplingParams& s) {
   p.set_presence_penalty(s.presence_penalty);
   p.set_frequency_penalty(s.frequency_penalty);
   p.set_skip_special_tokens(s.skip_special_tokens);
+  ConstraintToProto(s.constraint, &p);
   return p;
 }
 

@@ -7,6 +7,7 @@
 #include "engine/async_engine.h"
 #include "engine/request_output.h"
 #include "engine/sampling_params.h"
+#include "engine/structured_output/constraint.h"
 #include "tokenizer/tokenizer_spec.h"
 #include "rill/internal/engine.pb.h"
 #include "rill/v1/admin.pb.h"
@@ -19,6 +20,9 @@ namespace rill::engine::service {
 // The result is always DELTA output.
 absl::StatusOr<engine::SamplingParams> FromProto(const rill::v1::SamplingParams& proto);
 rill::v1::SamplingParams ToProto(const engine::SamplingParams& params);
+// The `constraint` oneof (kNone when unset); json_object = false is refused.
+absl::StatusOr<structured_output::Constraint> ConstraintFromProto(const rill::v1::SamplingParams& proto);
+void ConstraintToProto(const structured_output::Constraint& constraint, rill::v1::SamplingParams* proto);
 
 // One engine output (DELTA kind) as an EngineOutput; metrics only when finished.
 rill::internal::EngineOutput ToEngineOutput(const engine::RequestOutput& output);

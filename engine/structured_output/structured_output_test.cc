@@ -1,0 +1,214 @@
+// The glue between Rill and xgrammar over a tiny vocabulary: masks, EOS only
+// where the grammar ends, rollback, compile errors, limits, cache, timeout.
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/synchronization/notification.h"
+#include "engine/structured_output/constraint.h"
+#include "engine/structured_output/constraint_matcher.h"
+#include "engine/structured_output/grammar_compiler.h"
+
+namespace rill::engine::structured_output {
+namespace {
+
+// id 0 is EOS (""), then single letters and one multi-letter token.
+const std::vector<std::string> kTokens = {"", "y", "e", "s", "n", "o", "yes", "x", "1", "2", "+"};
+constexpr int kEos = 0;
+
+GrammarVocabulary Vocab() { return {kTokens, {kEos}}; }
+
+std::unique_ptr<GrammarCompilerPool> Pool(GrammarCompilerOptions options = {}) {
+  absl::StatusOr<std::unique_ptr<GrammarCompilerPool>> pool =
+      GrammarCompilerPool::Create(Vocab(), options);
+  EXPECT_TRUE(pool.ok()) << pool.status();
+  return std::move(*pool);
+}
+
+absl::StatusOr<CompiledConstraint> CompileNow(GrammarCompilerPool& pool, const Constraint& c) {
+  absl::Notification done;
+  absl::StatusOr<CompiledConstraint> out = absl::UnknownError("no callback");
+  pool.Compile(c, [&](absl::StatusOr<CompiledConstraint> r) {
+    out = std::move(r);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return out;
+}
+
+// Token ids whose logits survive the mask.
+std::vector<int> Allowed(ConstraintMatcher& m, int64_t width = kTokens.size()) {
+  std::vector<float> logits(width, 1.0f);
+  m.Mask(logits.data(), width);
+  std::vector<int> ids;
+  for (int64_t i = 0; i < width; ++i) {
+    if (!std::isinf(logits[i])) ids.push_back(static_cast<int>(i));
+  }
+  return ids;
+}
+
+Constraint Choice(std::vector<std::string> choices) {
+  Constraint c;
+  c.kind = ConstraintKind::kChoice;
+  c.choices = std::move(choices);
+  return c;
+}
+
+TEST(ConstraintMatcherTest, ChoiceMasksAndAllowsEosOnlyAtTheEnd) {
+  auto pool = Pool();
+  absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, Choice({"yes", "no"}));
+  ASSERT_TRUE(g.ok()) << g.status();
+  ConstraintMatcher m(*g);
+  EXPECT_EQ(Allowed(m), (std::vector<int>{1, 4, 6}));  // y, n, yes
+  ASSERT_TRUE(m.Sync({1, 2}).ok());                    // "ye"
+  EXPECT_EQ(Allowed(m), (std::vector<int>{3}));        // s
+  ASSERT_TRUE(m.Sync({1, 2, 3}).ok());
+  EXPECT_EQ(Allowed(m), (std::vector<int>{kEos}));
+}
+
+TEST(ConstraintMatcherTest, SyncRollsBackToTheOutputsItIsGiven) {
+  auto pool = Pool();
+  absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, Choice({"yes", "no"}));
+  ASSERT_TRUE(g.ok()) << g.status();
+  ConstraintMatcher m(*g);
+  ASSERT_TRUE(m.Sync({1, 2}).ok());
+  ASSERT_TRUE(m.Sync({4}).ok());  // Recomputed with different outputs: "n".
+  EXPECT_EQ(m.num_accepted(), 1);
+  EXPECT_EQ(Allowed(m), (std::vector<int>{5}));  // o
+  ASSERT_TRUE(m.Sync({}).ok());
+  EXPECT_EQ(Allowed(m), (std::vector<int>{1, 4, 6}));
+}
+
+TEST(ConstraintMatcherTest, ATokenOutsideTheGrammarIsAnError) {
+  auto pool = Pool();
+  absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, Choice({"yes", "no"}));
+  ASSERT_TRUE(g.ok());
+  ConstraintMatcher m(*g);
+  absl::Status s = m.Sync({7});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+}
+
+TEST(ConstraintMatcherTest, IdsPastTheGrammarVocabularyAreMasked) {
+  auto pool = Pool();
+  Constraint c;
+  c.kind = ConstraintKind::kRegex;
+  c.text = "x+";
+  absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ConstraintMatcher m(*g);
+  EXPECT_EQ(Allowed(m, kTokens.size() + 40), (std::vector<int>{7}));
+  ASSERT_TRUE(m.Sync({7}).ok());
+  EXPECT_EQ(Allowed(m), (std::vector<int>{kEos, 7}));
+}
+
+TEST(ConstraintMatcherTest, ArithmeticGrammar) {
+  auto pool = Pool();
+  Constraint c;
+  c.kind = ConstraintKind::kGrammar;
+  c.text = "root ::= num (\"+\" num)*\nnum ::= [12]+";
+  absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ConstraintMatcher m(*g);
+  EXPECT_EQ(Allowed(m), (std::vector<int>{8, 9}));
+  ASSERT_TRUE(m.Sync({8, 10}).ok());  // "1+"
+  EXPECT_EQ(Allowed(m), (std::vector<int>{8, 9}));
+  ASSERT_TRUE(m.Sync({8, 10, 9}).ok());
+  EXPECT_EQ(Allowed(m), (std::vector<int>{kEos, 8, 9, 10}));
+}
+
+TEST(GrammarCompilerPoolTest, BadConstraintsAreInvalidArgumentNamingTheProblem) {
+  auto pool = Pool();
+  struct Case {
+    ConstraintKind kind;
+    std::string text;
+    std::string want;  // In the message.
+  };
+  for (const Case& t : std::vector<Case>{
+           {ConstraintKind::kRegex, "(ab", "regex"},
+           {ConstraintKind::kGrammar, "root ::= \"a\" |", "grammar"},
+           {ConstraintKind::kGrammar, "start ::= \"a\"", "root"},
+           {ConstraintKind::kJsonSchema, "{\"type\": ", "json_schema"},
+           {ConstraintKind::kJsonSchema, "{\"type\": \"no-such-type\"}", "json_schema"},
+       }) {
+    Constraint c;
+    c.kind = t.kind;
+    c.text = t.text;
+    absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, c);
+    EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << t.text << ": " << g.status();
+    EXPECT_NE(g.status().message().find(t.want), std::string::npos) << g.status();
+  }
+  absl::StatusOr<CompiledConstraint> empty = CompileNow(*pool, Choice({}));
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(empty.status().message().find("choice list is empty"), std::string::npos);
+}
+
+TEST(GrammarCompilerPoolTest, LimitsAreNamed) {
+  GrammarCompilerOptions options;
+  options.limits.max_bytes = 8;
+  options.limits.max_json_depth = 2;
+  auto pool = Pool(options);
+  Constraint big = Choice({"yes", "no", "yesyes"});
+  absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, big);
+  EXPECT_NE(g.status().message().find("structured_output_max_bytes=8"), std::string::npos)
+      << g.status();
+  Constraint deep;
+  deep.kind = ConstraintKind::kJsonSchema;
+  deep.text = "{\"a\":[{}]}";
+  options.limits.max_bytes = 1000;
+  EXPECT_EQ(JsonNestingDepth(deep.text), 3);
+  EXPECT_EQ(JsonNestingDepth("{\"a\": \"[[[{\"}"), 1);  // Brackets in strings do not count.
+  auto pool2 = Pool(options);
+  g = CompileNow(*pool2, deep);
+  EXPECT_NE(g.status().message().find("structured_output_max_json_depth=2"), std::string::npos)
+      << g.status();
+}
+
+TEST(GrammarCompilerPoolTest, CachesByConstraint) {
+  auto pool = Pool();
+  ASSERT_TRUE(CompileNow(*pool, Choice({"yes", "no"})).ok());
+  ASSERT_TRUE(CompileNow(*pool, Choice({"yes", "no"})).ok());
+  EXPECT_EQ(pool->num_compiled(), 1);
+  ASSERT_TRUE(CompileNow(*pool, Choice({"no", "yes"})).ok());
+  EXPECT_EQ(pool->num_compiled(), 2);
+  Constraint bad;
+  bad.kind = ConstraintKind::kRegex;
+  bad.text = "(";
+  EXPECT_FALSE(CompileNow(*pool, bad).ok());
+  EXPECT_FALSE(CompileNow(*pool, bad).ok());
+  EXPECT_EQ(pool->num_compiled(), 3);  // Errors are cached too.
+}
+
+TEST(GrammarCompilerPoolTest, TimeoutIsInvalidArgumentNamingTheLimit) {
+  GrammarCompilerOptions options;
+  options.timeout = absl::Milliseconds(1);
+  auto pool = Pool(options);
+  // Occupy the only compile thread with many slow-ish grammars, so the last
+  // one waits past its deadline.
+  std::vector<std::string> many;
+  for (int i = 0; i < 3000; ++i) many.push_back("choice" + std::to_string(i));
+  std::vector<std::unique_ptr<absl::Notification>> dones;
+  std::vector<absl::Status> results(20);
+  for (int i = 0; i < 20; ++i) {
+    dones.push_back(std::make_unique<absl::Notification>());
+    many[0] = "first" + std::to_string(i);  // Distinct, so nothing is cached.
+    pool->Compile(Choice(many), [&, i](absl::StatusOr<CompiledConstraint> r) {
+      results[i] = r.status();
+      dones[i]->Notify();
+    });
+  }
+  for (auto& d : dones) d->WaitForNotification();
+  EXPECT_EQ(results.back().code(), absl::StatusCode::kInvalidArgument) << results.back();
+  EXPECT_NE(results.back().message().find("structured_output_compile_timeout"), std::string::npos)
+      << results.back();
+}
+
+TEST(ChoiceGrammarTest, EscapesQuotesBackslashesAndControlBytes) {
+  EXPECT_EQ(ChoiceGrammar({"a\"b", "c\\d", "e\nf"}),
+            "root ::= \"a\\\"b\" | \"c\\\\d\" | \"e\\x0af\"");
+}
+
+}  // namespace
+}  // namespace rill::engine::structured_output
