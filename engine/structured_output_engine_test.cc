@@ -25,7 +25,8 @@ namespace {
 using structured_output::Constraint;
 using structured_output::ConstraintKind;
 
-constexpr char kEmail[] = "[a-z]{2,12}@[a-z]{2,8}\\.(com|org)";
+// A long local part, so each sample needs KV blocks of its own past the prompt.
+constexpr char kEmail[] = "[a-z]{30,40}@[a-z]{2,8}\\.(com|org)";
 // Longer than max_num_batched_tokens below, so its prefill is chunked.
 constexpr char kPrompt[] =
     "You are a helpful assistant that writes contact details for a small company directory. "
@@ -48,7 +49,7 @@ std::unique_ptr<AsyncLLMEngine> MakeEngine(int num_kv_blocks) {
   return std::move(*e);
 }
 
-RequestOutput Run(AsyncLLMEngine* e, const SamplingParams& p, const std::string& id,
+RequestOutput RunRequest(AsyncLLMEngine* e, const SamplingParams& p, const std::string& id,
                   const std::string& prompt = kPrompt) {
   auto stream = e->Generate(prompt, p, id);
   EXPECT_TRUE(stream.ok()) << stream.status();
@@ -67,7 +68,7 @@ SamplingParams EmailParams(int n, float temperature) {
   p.n = n;
   p.temperature = temperature;
   p.seed = 5;
-  p.max_tokens = 40;
+  p.max_tokens = 64;
   p.output_kind = OutputKind::kFinalOnly;
   p.constraint = {ConstraintKind::kRegex, kEmail, {}};
   return p;
@@ -86,7 +87,7 @@ TEST_F(StructuredOutputEngineTest, SamplesMatchUnderChunkingPrefixCacheAndPreemp
   std::unique_ptr<AsyncLLMEngine> e = MakeEngine(8);
   int preemptions = 0;
   for (int round = 0; round < 2; ++round) {  // The second round hits the prefix cache.
-    const RequestOutput out = Run(e.get(), EmailParams(4, 1.0f), absl::StrCat("email", round));
+    const RequestOutput out = RunRequest(e.get(), EmailParams(4, 1.0f), absl::StrCat("email", round));
     ASSERT_TRUE(out.error.ok()) << out.error;
     ASSERT_EQ(out.outputs.size(), 4u);
     for (const CompletionOutput& c : out.outputs) {
@@ -96,18 +97,20 @@ TEST_F(StructuredOutputEngineTest, SamplesMatchUnderChunkingPrefixCacheAndPreemp
     if (round == 1) EXPECT_GT(out.metrics.num_cached_tokens, 0);
     preemptions += out.metrics.num_preemptions;
   }
-  LOG(INFO) << "preemptions: " << preemptions;
+  EXPECT_GT(preemptions, 0) << "the cache was meant to be too small";
 }
 
 TEST_F(StructuredOutputEngineTest, ConstrainedGreedyIsTheSameWhenPreempted) {
   std::unique_ptr<AsyncLLMEngine> roomy = MakeEngine(0);
-  const RequestOutput alone = Run(roomy.get(), EmailParams(1, 0.0f), "alone");
+  const RequestOutput alone = RunRequest(roomy.get(), EmailParams(1, 0.0f), "alone");
   ASSERT_TRUE(alone.error.ok()) << alone.error;
   ASSERT_TRUE(RE2::FullMatch(alone.outputs[0].text, kEmail)) << alone.outputs[0].text;
   // Greedy samples are identical, so all four must equal the lone one,
   // whichever of them is preempted and recomputed on the way.
   std::unique_ptr<AsyncLLMEngine> tight = MakeEngine(8);
-  const RequestOutput four = Run(tight.get(), EmailParams(4, 0.0f), "four");
+  const RequestOutput four = RunRequest(tight.get(), EmailParams(4, 0.0f), "four");
+  LOG(INFO) << alone.prompt_token_ids.size() << " prompt tokens; greedy: " << alone.outputs[0].text
+            << " (" << alone.outputs[0].token_ids.size() << " tokens)";
   ASSERT_TRUE(four.error.ok()) << four.error;
   ASSERT_EQ(four.outputs.size(), 4u);
   for (const CompletionOutput& c : four.outputs) {
@@ -123,13 +126,13 @@ TEST_F(StructuredOutputEngineTest, LogitBiasStillChoosesAmongAllowedTokens) {
   p.max_tokens = 8;
   p.output_kind = OutputKind::kFinalOnly;
   p.constraint = {ConstraintKind::kChoice, "", {"Paris", "Rome"}};
-  const RequestOutput plain = Run(e.get(), p, "plain", "The capital of France is");
+  const RequestOutput plain = RunRequest(e.get(), p, "plain", "The capital of France is");
   ASSERT_TRUE(plain.error.ok()) << plain.error;
   EXPECT_EQ(plain.outputs[0].text, "Paris");
   const std::vector<int32_t> rome = e->GetTokenizer()->Encode("Rome", false);
   ASSERT_FALSE(rome.empty());
   p.logit_bias[rome[0]] = 100.0f;
-  const RequestOutput biased = Run(e.get(), p, "biased", "The capital of France is");
+  const RequestOutput biased = RunRequest(e.get(), p, "biased", "The capital of France is");
   ASSERT_TRUE(biased.error.ok()) << biased.error;
   EXPECT_EQ(biased.outputs[0].text, "Rome");
 }
@@ -145,7 +148,7 @@ TEST_F(StructuredOutputEngineTest, LimitsAreRefusedAtOnceAndCompileErrorsEndTheR
   p.constraint = {ConstraintKind::kChoice, "", {}};
   EXPECT_EQ(e->Generate("x", p, "empty").status().code(), absl::StatusCode::kInvalidArgument);
   p.constraint = {ConstraintKind::kRegex, "(unclosed", {}};
-  const RequestOutput bad = Run(e.get(), p, "bad-regex", "x");
+  const RequestOutput bad = RunRequest(e.get(), p, "bad-regex", "x");
   EXPECT_EQ(bad.error.code(), absl::StatusCode::kInvalidArgument) << bad.error;
   EXPECT_NE(bad.error.message().find("regex"), std::string::npos) << bad.error;
 }
