@@ -1,6 +1,7 @@
 #include "engine/structured_output/grammar_compiler.h"
 
 #include <exception>
+#include <string_view>
 #include <utility>
 
 #include <glog/logging.h>
@@ -9,6 +10,30 @@
 #include "absl/strings/str_cat.h"
 
 namespace rill::engine::structured_output {
+namespace {
+
+// xgrammar's exception text without its log prefix ("[12:00:00]
+// external/xgrammar/cpp/x.cc:83: ") or "Check failed: (...) is false: ", so
+// clients see what is wrong and where in their constraint.
+std::string CleanMessage(std::string_view what) {
+  if (!what.empty() && what[0] == '[') {
+    if (size_t end = what.find("] "); end != std::string_view::npos) what.remove_prefix(end + 2);
+    if (size_t src = what.find(".cc:"); src != std::string_view::npos) {
+      if (size_t colon = what.find(": ", src + 4); colon != std::string_view::npos) {
+        what.remove_prefix(colon + 2);
+      }
+    }
+  }
+  if (what.rfind("Check failed:", 0) == 0) {
+    if (size_t colon = what.find("is false: "); colon != std::string_view::npos) {
+      what.remove_prefix(colon + 10);
+    }
+  }
+  while (!what.empty() && (what.back() == '\n' || what.back() == ' ')) what.remove_suffix(1);
+  return std::string(what);
+}
+
+}  // namespace
 
 struct GrammarCompilerPool::Entry {
   Constraint constraint;
@@ -126,7 +151,7 @@ absl::StatusOr<CompiledConstraint> GrammarCompilerPool::RunCompile(const Constra
     }();
     return std::make_shared<const xgrammar::CompiledGrammar>(std::move(g));
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", CleanMessage(e.what())));
   }
 }
 
