@@ -23,7 +23,7 @@ TEST(StructuredOutputE2eTest, ConstraintsHoldOverGrpc) {
   ASSERT_TRUE(started.ok()) << started;
   absl::StatusOr<testing::CommandResult> run = testing::RunPython(
       "tests/clients/structured_output_check.py",
-      {"--target", stack.address(), "--proto_dir", "proto", "--samples", "3"});
+      {"--target", stack.address(), "--proto_dir", "proto", "--samples", "8"});
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->exit_code, 0) << run->output;
   std::cout << run->output << std::endl;
