@@ -135,6 +135,14 @@ TEST_F(StructuredOutputEngineTest, LogitBiasStillChoosesAmongAllowedTokens) {
   const RequestOutput biased = RunRequest(e.get(), p, "biased", "The capital of France is");
   ASSERT_TRUE(biased.error.ok()) << biased.error;
   EXPECT_EQ(biased.outputs[0].text, "Rome");
+  // ignore_eos: past the grammar's end only EOS stays allowed, to max_tokens.
+  p.logit_bias.clear();
+  p.ignore_eos = true;
+  const RequestOutput on = RunRequest(e.get(), p, "ignore-eos", "The capital of France is");
+  ASSERT_TRUE(on.error.ok()) << on.error;
+  EXPECT_EQ(on.outputs[0].finish_reason, "length");
+  EXPECT_EQ(on.outputs[0].token_ids.size(), 8u);
+  EXPECT_EQ(on.outputs[0].text, "Paris");
 }
 
 TEST_F(StructuredOutputEngineTest, LimitsAreRefusedAtOnceAndCompileErrorsEndTheRequest) {

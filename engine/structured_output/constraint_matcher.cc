@@ -1,7 +1,10 @@
 #include "engine/structured_output/constraint_matcher.h"
 
 #include <algorithm>
+#include <exception>
 #include <limits>
+
+#include <glog/logging.h>
 
 #include <dlpack/dlpack.h>
 #include <xgrammar/xgrammar.h>
@@ -33,7 +36,13 @@ absl::Status ConstraintMatcher::Sync(const std::vector<int32_t>& outputs) {
   for (size_t i = common; i < outputs.size(); ++i) {
     // A terminated matcher (EOS accepted) takes nothing more; the sample ends there.
     if (matcher_->IsTerminated()) break;
-    if (!matcher_->AcceptToken(outputs[i])) {
+    bool accepted = false;
+    try {
+      accepted = matcher_->AcceptToken(outputs[i]);
+    } catch (const std::exception& e) {
+      LOG_FIRST_N(ERROR, 10) << "grammar AcceptToken failed: " << e.what();
+    }
+    if (!accepted) {
       return absl::InternalError(absl::StrCat("token ", outputs[i], " at output position ", i,
                                               " breaks the request's grammar"));
     }
@@ -52,7 +61,24 @@ void ConstraintMatcher::Mask(float* logits, int64_t vocab) {
   t.shape = shape;
   t.strides = nullptr;
   t.byte_offset = 0;
-  matcher_->FillNextTokenBitmask(&t);
+  // Once EOS is accepted (a sample with ignore_eos goes on) xgrammar has no
+  // next-token mask: only the stop tokens stay allowed, as they were. Any
+  // xgrammar failure ends the sample the same way rather than the engine.
+  bool filled = false;
+  if (!matcher_->IsTerminated()) {
+    try {
+      matcher_->FillNextTokenBitmask(&t);
+      filled = true;
+    } catch (const std::exception& e) {
+      LOG_FIRST_N(ERROR, 10) << "grammar mask failed, allowing only stop tokens: " << e.what();
+    }
+  }
+  if (!filled) {
+    std::fill(bitmask_.begin(), bitmask_.end(), 0);
+    for (int id : matcher_->GetStopTokenIds()) {
+      if (id >= 0 && id < vocab_size_) bitmask_[id / 32] |= static_cast<int32_t>(1u << (id % 32));
+    }
+  }
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t covered = std::min<int64_t>(vocab, vocab_size_);
   for (int64_t w = 0; w * 32 < covered; ++w) {

@@ -69,6 +69,19 @@ TEST(ConstraintMatcherTest, ChoiceMasksAndAllowsEosOnlyAtTheEnd) {
   EXPECT_EQ(Allowed(m), (std::vector<int>{kEos}));
 }
 
+TEST(ConstraintMatcherTest, AfterEosOnlyEosStaysAllowed) {
+  // A sample with ignore_eos goes on after the grammar ended.
+  auto pool = Pool();
+  absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, Choice({"yes", "no"}));
+  ASSERT_TRUE(g.ok()) << g.status();
+  ConstraintMatcher m(*g);
+  ASSERT_TRUE(m.Sync({6, kEos}).ok());
+  EXPECT_TRUE(m.IsTerminated());
+  EXPECT_EQ(Allowed(m), (std::vector<int>{kEos}));
+  ASSERT_TRUE(m.Sync({6, kEos, kEos, kEos}).ok());
+  EXPECT_EQ(Allowed(m), (std::vector<int>{kEos}));
+}
+
 TEST(ConstraintMatcherTest, SyncRollsBackToTheOutputsItIsGiven) {
   auto pool = Pool();
   absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, Choice({"yes", "no"}));
