@@ -132,6 +132,24 @@ TEST(ConstraintMatcherTest, ArithmeticGrammar) {
   EXPECT_EQ(Allowed(m), (std::vector<int>{kEos, 8, 9, 10}));
 }
 
+TEST(ConstraintMatcherTest, StructuralTagSequence) {
+  auto pool = Pool();
+  Constraint c;
+  c.kind = ConstraintKind::kStructuralTag;
+  c.text = R"({"type": "structural_tag", "format": {"type": "sequence", "elements": [
+      {"type": "const_string", "value": "y"}, {"type": "regex", "pattern": "[12]+"}]}})";
+  absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ConstraintMatcher m(*g);
+  EXPECT_EQ(Allowed(m), (std::vector<int>{1}));
+  ASSERT_TRUE(m.Sync({1}).ok());
+  EXPECT_EQ(Allowed(m), (std::vector<int>{8, 9}));
+  c.text = R"({"type": "structural_tag", "format": {"type": "no_such_format"}})";
+  absl::StatusOr<CompiledConstraint> bad = CompileNow(*pool, c);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+  EXPECT_NE(bad.status().message().find("structural_tag"), std::string::npos) << bad.status();
+}
+
 TEST(GrammarCompilerPoolTest, BadConstraintsAreInvalidArgumentNamingTheProblem) {
   auto pool = Pool();
   struct Case {

@@ -2,8 +2,8 @@
 """Structured outputs through the real service (rill.v1.Inference over gRPC).
 
 Against --target, on one Generate stream per phase:
-  validity    10 JSON schemas, 4 regexes, a choice list and an arithmetic EBNF
-              grammar, each with n samples (distinct seeds) at temperature 1.0:
+  validity    10 JSON schemas, any JSON object, 4 regexes, a choice list, an
+              arithmetic EBNF grammar and a structural tag, each with n samples (distinct seeds) at temperature 1.0:
               every sample must finish with "stop" and parse / validate
               (jsonschema with format checks) / full-match / be a choice.
   neighbours  free requests (greedy and seeded temperature 1.0) give bitwise
@@ -92,6 +92,11 @@ expr ::= term | term op term | term op term op term
 term ::= num | "(" num op num ")"
 op ::= "+" | "-" | "*" | "/"
 num ::= [1-9] [0-9]?'''
+
+# "Answer: " then a JSON object of SCHEMAS["enum"] (xgrammar's structural tag).
+STRUCTURAL_TAG = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+    {"type": "const_string", "value": "Answer: "},
+    {"type": "json_schema", "json_schema": SCHEMAS["enum"]}]}}
 
 PROMPT = "Answer with the requested value only.\nValue: "
 
@@ -234,6 +239,7 @@ def validity(client, pb, n):
     starts.append(start(pb, "choice", n=n, seed=13, choice=CHOICES))
     starts.append(start(pb, "arith", n=n, seed=14, grammar=ARITH, max_tokens=48))
     starts.append(start(pb, "json-object", n=n, seed=15, json_object=True, max_tokens=256))
+    starts.append(start(pb, "structural-tag", n=n, seed=16, structural_tag=json.dumps(STRUCTURAL_TAG)))
     t0 = time.time()
     res = client.run(starts)
     counts = {"json": 0, "regex": 0, "choice": 0, "grammar": 0}
@@ -246,6 +252,10 @@ def validity(client, pb, n):
             if rid.startswith("schema-"):
                 schema = SCHEMAS[rid[len("schema-"):]]
                 jsonschema.validate(json.loads(text), schema, format_checker=jsonschema.FormatChecker())
+                counts["json"] += 1
+            elif rid == "structural-tag":
+                assert text.startswith("Answer: "), "no prefix: " + where
+                jsonschema.validate(json.loads(text[len("Answer: "):]), SCHEMAS["enum"])
                 counts["json"] += 1
             elif rid == "json-object":
                 json.loads(text)
