@@ -57,11 +57,17 @@ Constraint Choice(std::vector<std::string> choices) {
   return c;
 }
 
-TEST(ConstraintMatcherTest, ChoiceMasksAndAllowsEosOnlyAtTheEnd) {
+// The grammar of choice {"yes", "no"} (its compiler may go: the grammar keeps
+// what it needs).
+CompiledConstraint YesNo() {
   auto pool = Pool();
   absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, Choice({"yes", "no"}));
-  ASSERT_TRUE(g.ok()) << g.status();
-  ConstraintMatcher m(*g);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return *g;
+}
+
+TEST(ConstraintMatcherTest, ChoiceMasksAndAllowsEosOnlyAtTheEnd) {
+  ConstraintMatcher m(YesNo());
   EXPECT_EQ(Allowed(m), (std::vector<int>{1, 4, 6}));  // y, n, yes
   ASSERT_TRUE(m.Sync({1, 2}).ok());                    // "ye"
   EXPECT_EQ(Allowed(m), (std::vector<int>{3}));        // s
@@ -71,10 +77,7 @@ TEST(ConstraintMatcherTest, ChoiceMasksAndAllowsEosOnlyAtTheEnd) {
 
 TEST(ConstraintMatcherTest, AfterEosOnlyEosStaysAllowed) {
   // A sample with ignore_eos goes on after the grammar ended.
-  auto pool = Pool();
-  absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, Choice({"yes", "no"}));
-  ASSERT_TRUE(g.ok()) << g.status();
-  ConstraintMatcher m(*g);
+  ConstraintMatcher m(YesNo());
   ASSERT_TRUE(m.Sync({6, kEos}).ok());
   EXPECT_TRUE(m.IsTerminated());
   EXPECT_EQ(Allowed(m), (std::vector<int>{kEos}));
@@ -83,10 +86,7 @@ TEST(ConstraintMatcherTest, AfterEosOnlyEosStaysAllowed) {
 }
 
 TEST(ConstraintMatcherTest, SyncRollsBackToTheOutputsItIsGiven) {
-  auto pool = Pool();
-  absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, Choice({"yes", "no"}));
-  ASSERT_TRUE(g.ok()) << g.status();
-  ConstraintMatcher m(*g);
+  ConstraintMatcher m(YesNo());
   ASSERT_TRUE(m.Sync({1, 2}).ok());
   ASSERT_TRUE(m.Sync({4}).ok());  // Recomputed with different outputs: "n".
   EXPECT_EQ(m.num_accepted(), 1);
@@ -96,10 +96,7 @@ TEST(ConstraintMatcherTest, SyncRollsBackToTheOutputsItIsGiven) {
 }
 
 TEST(ConstraintMatcherTest, ATokenOutsideTheGrammarIsAnError) {
-  auto pool = Pool();
-  absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, Choice({"yes", "no"}));
-  ASSERT_TRUE(g.ok());
-  ConstraintMatcher m(*g);
+  ConstraintMatcher m(YesNo());
   absl::Status s = m.Sync({7});
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
 }
