@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything a fresh Debian 12 machine needs to build and test Rill:
-# apt packages, the project venv (Python test tools), and the default model.
+# apt packages, the project venv (Python test tools), xgrammar's sources (built
+# by Bazel for structured outputs) and the default model.
 # Idempotent: each step is skipped when already done, so a rerun takes seconds.
 set -euo pipefail
 
