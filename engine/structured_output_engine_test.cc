@@ -38,8 +38,10 @@ bool HaveModel() {
   return stat(ResolveModelPath("default").c_str(), &st) == 0;
 }
 
-std::unique_ptr<AsyncLLMEngine> MakeEngine(int num_kv_blocks) {
+std::unique_ptr<AsyncLLMEngine> MakeEngine(int num_kv_blocks,
+                                           absl::Duration compile_timeout = absl::Seconds(10)) {
   EngineArgs args;
+  args.structured_output_compile_timeout = compile_timeout;
   args.max_model_len = 256;
   args.max_num_seqs = 8;
   args.max_num_batched_tokens = 32;  // Chunked prefill.
@@ -159,6 +161,48 @@ TEST_F(StructuredOutputEngineTest, LimitsAreRefusedAtOnceAndCompileErrorsEndTheR
   const RequestOutput bad = RunRequest(e.get(), p, "bad-regex", "x");
   EXPECT_EQ(bad.error.code(), absl::StatusCode::kInvalidArgument) << bad.error;
   EXPECT_NE(bad.error.message().find("regex"), std::string::npos) << bad.error;
+}
+
+TEST_F(StructuredOutputEngineTest, CompileTimeoutAndAbortWhileCompilingEndOnlyThatRequest) {
+  std::unique_ptr<AsyncLLMEngine> e = MakeEngine(0, absl::Milliseconds(1));
+  // Thousands of choices take far longer than 1 ms to compile.
+  auto heavy = [](const std::string& tag) {
+    SamplingParams p;
+    p.output_kind = OutputKind::kFinalOnly;
+    p.constraint.kind = ConstraintKind::kChoice;
+    for (int i = 0; i < 4000; ++i) p.constraint.choices.push_back(absl::StrCat(tag, i));
+    return p;
+  };
+  auto slow = e->Generate("x", heavy("timeout"), "slow");
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  SamplingParams free;
+  free.temperature = 0.0f;
+  free.max_tokens = 4;
+  free.ignore_eos = true;
+  const RequestOutput other = RunRequest(e.get(), free, "free", "Hello");
+  EXPECT_TRUE(other.error.ok()) << other.error;
+  EXPECT_EQ(other.outputs[0].token_ids.size(), 4u);
+  RequestOutput last;
+  while (true) {
+    absl::StatusOr<RequestOutput> o = (*slow)->Next(absl::Seconds(60));
+    if (!o.ok()) break;
+    last = std::move(*o);
+  }
+  EXPECT_EQ(last.error.code(), absl::StatusCode::kInvalidArgument) << last.error;
+  EXPECT_NE(last.error.message().find("structured_output_compile_timeout"), std::string::npos)
+      << last.error;
+
+  // Aborted while it waits for its grammar: it ends as "abort", nothing else.
+  auto aborted = e->Generate("x", heavy("abort"), "aborted");
+  ASSERT_TRUE(aborted.ok()) << aborted.status();
+  ASSERT_TRUE(e->Abort("aborted").ok());
+  while (true) {
+    absl::StatusOr<RequestOutput> o = (*aborted)->Next(absl::Seconds(60));
+    if (!o.ok()) break;
+    last = std::move(*o);
+  }
+  EXPECT_EQ(last.outputs[0].finish_reason, "abort") << last.error;
+  EXPECT_TRUE(last.outputs[0].token_ids.empty());
 }
 
 }  // namespace
