@@ -96,7 +96,9 @@ TEST_F(StructuredOutputEngineTest, SamplesMatchUnderChunkingPrefixCacheAndPreemp
       EXPECT_TRUE(RE2::FullMatch(c.text, kEmail)) << "sample " << c.index << ": " << c.text;
       EXPECT_EQ(c.finish_reason, "stop") << c.text;
     }
-    if (round == 1) EXPECT_GT(out.metrics.num_cached_tokens, 0);
+    if (round == 1) {
+      EXPECT_GT(out.metrics.num_cached_tokens, 0);
+    }
     preemptions += out.metrics.num_preemptions;
   }
   EXPECT_GT(preemptions, 0) << "the cache was meant to be too small";
