@@ -1,6 +1,7 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <glog/logging.h>
 
@@ -121,6 +122,15 @@ EngineCore::SampledRow EngineCore::SampleRow(Request* r, float* logits) const {
   // behind the matcher's back (it accepts in Advance).
   if (r->matcher != nullptr && r->matcher->Sync(r->output_token_ids).ok()) {
     r->matcher->Mask(logits, vocab_size_);
+    // A grammar that has ended allows only EOS, which min_tokens masks: the
+    // grammar wins (EOS tokens fill up to min_tokens) rather than a row with
+    // nothing left to sample.
+    if (static_cast<int>(r->output_token_ids.size()) < r->params.min_tokens &&
+        std::all_of(logits, logits + vocab_size_, [](float x) { return std::isinf(x); })) {
+      for (int32_t t : eos_ids_) {
+        if (t >= 0 && t < vocab_size_) logits[t] = 0.0f;
+      }
+    }
   }
   const worker::SampledToken t = r->sampler.Sample(logits, vocab_size_);
   SampledRow out{t.token, t.logprob, {}};

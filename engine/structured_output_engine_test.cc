@@ -147,6 +147,13 @@ TEST_F(StructuredOutputEngineTest, LogitBiasStillChoosesAmongAllowedTokens) {
   EXPECT_EQ(on.outputs[0].finish_reason, "length");
   EXPECT_EQ(on.outputs[0].token_ids.size(), 8u);
   EXPECT_EQ(on.outputs[0].text, "Paris");
+  // min_tokens past the grammar's end: EOS fills up to it, no error.
+  p.ignore_eos = false;
+  p.min_tokens = 4;
+  const RequestOutput min = RunRequest(e.get(), p, "min-tokens", "The capital of France is");
+  ASSERT_TRUE(min.error.ok()) << min.error;
+  EXPECT_EQ(min.outputs[0].text, "Paris");
+  EXPECT_EQ(min.outputs[0].finish_reason, "stop");
 }
 
 TEST_F(StructuredOutputEngineTest, LimitsAreRefusedAtOnceAndCompileErrorsEndTheRequest) {

@@ -319,6 +319,7 @@ def bad(client, pb):
         "bad-ref": ({"json_schema": '{"$ref": "#/$defs/missing"}'}, "json_schema"),
         # Refused by the frontend's shape check, before the engine.
         "bad-choice": ({"choice": []}, "choice list is empty"),
+        "bad-json-object": ({"json_object": False}, "json_object: must be true"),
     }
     starts = [start(pb, rid, **kw) for rid, (kw, _) in cases.items()]
     starts.append(start(pb, "bad-neighbour", temperature=0.0, max_tokens=6, ignore_eos=True))
