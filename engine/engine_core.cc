@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include <glog/logging.h>
 
@@ -118,10 +119,10 @@ EngineCore::SampledRow EngineCore::SampleRow(Request* r, float* logits) const {
   ProcessLogits(*r, eos_ids_, logits, vocab_size_);
   // The grammar mask goes last, so penalties and logit_bias never revive a
   // forbidden token; the sampler's temperature / top-k / top-p / min-p and
-  // seed then apply to what is left. Sync is a no-op unless outputs changed
-  // behind the matcher's back (it accepts in Advance).
+  // seed then apply to what is left. Step filled the bitmask during the
+  // forward (ExecuteFillingMasks); Sync is a no-op unless that failed.
   if (r->matcher != nullptr && r->matcher->Sync(r->output_token_ids).ok()) {
-    r->matcher->Mask(logits, vocab_size_);
+    r->matcher->ApplyBitmask(logits, vocab_size_);
     // A grammar that has ended allows only EOS, which min_tokens masks: the
     // grammar wins (EOS tokens fill up to min_tokens) rather than a row with
     // nothing left to sample.
@@ -188,6 +189,28 @@ EngineCoreOutput EngineCore::Advance(Request* r, SampledRow tok) {
   return base;
 }
 
+absl::Status EngineCore::ExecuteFillingMasks(const SchedulerOutput& plan,
+                                             const worker::ForwardBatch& batch,
+                                             worker::ForwardOutput* fwd) {
+  // A grammar's next-token bitmask depends only on the tokens accepted so
+  // far, so the rows about to be sampled get theirs on a helper thread while
+  // the model runs (the loop thread only waits in Execute meanwhile).
+  std::vector<Request*> masked;
+  for (const ScheduledChunk& c : plan.chunks) {
+    Request* r = c.request;
+    if (r->matcher != nullptr && c.start_pos + c.num_tokens >= r->num_tokens()) masked.push_back(r);
+  }
+  if (masked.empty()) return executor_->Execute(batch, fwd);
+  std::thread filler([&masked] {
+    for (Request* r : masked) {
+      if (r->matcher->Sync(r->output_token_ids).ok()) r->matcher->FillBitmask();
+    }
+  });
+  absl::Status s = executor_->Execute(batch, fwd);
+  filler.join();
+  return s;
+}
+
 absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
   std::vector<EngineCoreOutput> outputs = TakePendingOutputs();
   const int64_t preempted_before = scheduler_.num_preemptions();
@@ -212,7 +235,7 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
                    c.start_pos + 1 < static_cast<int64_t>(c.request->prompt_token_ids.size());
   }
   worker::ForwardOutput& fwd = fwd_;  // Reused: its rows keep their capacity.
-  if (absl::Status s = executor_->Execute(batch, &fwd); !s.ok()) return s;
+  if (absl::Status s = ExecuteFillingMasks(plan, batch, &fwd); !s.ok()) return s;
   if (fwd.logits.size() != plan.chunks.size()) {
     return absl::InternalError(absl::StrCat("executor returned ", fwd.logits.size(),
                                             " logits rows for ", plan.chunks.size(), " sequences"));

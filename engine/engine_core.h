@@ -111,6 +111,10 @@ class EngineCore {
   // Appends the sampled token and applies stop checks; returns the output.
   // Engine loop thread, serially.
   EngineCoreOutput Advance(Request* r, SampledRow tok);
+  // Execute, with the grammar bitmasks of the rows to sample filled on a
+  // helper thread meanwhile (structured outputs).
+  absl::Status ExecuteFillingMasks(const SchedulerOutput& plan, const worker::ForwardBatch& batch,
+                                   worker::ForwardOutput* fwd);
   // Records prompt logprobs from an all_logits row of chunk `c`.
   void RecordPromptLogprobs(const ScheduledChunk& c, const std::vector<float>& row);
 

@@ -52,6 +52,11 @@ absl::Status ConstraintMatcher::Sync(const std::vector<int32_t>& outputs) {
 }
 
 void ConstraintMatcher::Mask(float* logits, int64_t vocab) {
+  FillBitmask();
+  ApplyBitmask(logits, vocab);
+}
+
+void ConstraintMatcher::FillBitmask() {
   DLTensor t{};
   int64_t shape[1] = {static_cast<int64_t>(bitmask_.size())};
   t.data = bitmask_.data();
@@ -79,6 +84,9 @@ void ConstraintMatcher::Mask(float* logits, int64_t vocab) {
       if (id >= 0 && id < vocab_size_) bitmask_[id / 32] |= static_cast<int32_t>(1u << (id % 32));
     }
   }
+}
+
+void ConstraintMatcher::ApplyBitmask(float* logits, int64_t vocab) const {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t covered = std::min<int64_t>(vocab, vocab_size_);
   for (int64_t w = 0; w * 32 < covered; ++w) {

@@ -2,8 +2,9 @@
 // logits row) and the tokens accepted so far. It follows the sample's output
 // tokens, so a preempted and recomputed sample (whose outputs are kept)
 // needs nothing, and fewer outputs than accepted tokens roll it back.
-// Not thread-safe; one per sample, used by the engine loop (Mask may run on
-// the executor's sampling threads, one row per sample).
+// Not thread-safe; one per sample, used by one thread at a time: the engine
+// loop, the helper that fills masks during the forward, or an executor
+// sampling thread (one row per sample).
 #ifndef RILL_ENGINE_STRUCTURED_OUTPUT_CONSTRAINT_MATCHER_H_
 #define RILL_ENGINE_STRUCTURED_OUTPUT_CONSTRAINT_MATCHER_H_
 
@@ -31,8 +32,14 @@ class ConstraintMatcher {
   // Sets logits of tokens the grammar forbids after the accepted tokens to
   // -inf (EOS stays only where the grammar may end). `vocab` is the row
   // width; ids past the grammar's vocabulary are forbidden.
+  // Same as FillBitmask then ApplyBitmask.
   void Mask(float* logits, int64_t vocab);
-  // The allowed-token bitmask of the last Mask call (bit i of word i / 32).
+  // Computes the allowed-token bitmask after the accepted tokens (the costly
+  // half, which may overlap the model forward)...
+  void FillBitmask();
+  // ...and applies the last filled bitmask to a logits row.
+  void ApplyBitmask(float* logits, int64_t vocab) const;
+  // The allowed-token bitmask of the last fill (bit i of word i / 32).
   const std::vector<int32_t>& bitmask() const { return bitmask_; }
   bool IsTerminated() const;
   int64_t num_accepted() const { return static_cast<int64_t>(accepted_.size()); }
