@@ -341,14 +341,17 @@ def main():
     ap.add_argument("--proto_dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "proto"))
     ap.add_argument("--samples", type=int, default=3, help="samples (seeds) per constraint")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--phases", default="bad,greedy,neighbours,validity",
+                    help="comma-separated subset of bad, greedy, neighbours, validity")
     args = ap.parse_args()
     pb = load_stubs(args.proto_dir)
     client = Client(args.target, pb, args.timeout)
+    phases = {"bad": lambda: bad(client, pb), "greedy": lambda: greedy(client, pb),
+              "neighbours": lambda: neighbours(client, pb),
+              "validity": lambda: validity(client, pb, args.samples)}
     report = {}
-    report["bad"] = bad(client, pb)
-    report["greedy"] = greedy(client, pb)
-    report["neighbours"] = neighbours(client, pb)
-    report["validity"] = validity(client, pb, args.samples)
+    for name in args.phases.split(","):
+        report[name] = phases[name]()
     print(json.dumps(report, indent=1))
     return 0
 

@@ -4,7 +4,7 @@
 // arithmetic EBNF; several seeds at temperature 1.0), that free neighbours
 // keep bitwise the same tokens, greedy equivalence, and that bad constraints
 // fail alone with INVALID_ARGUMENT naming the problem. It exits non-zero on
-// any failure.
+// any failure. Then the validity checks again over tensor parallelism.
 #include <iostream>
 
 #include <gtest/gtest.h>
@@ -27,6 +27,22 @@ TEST(StructuredOutputE2eTest, ConstraintsHoldOverGrpc) {
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->exit_code, 0) << run->output;
   std::cout << run->output << std::endl;
+}
+
+// Sampling (and so the mask) runs in the engine whatever runs the model: the
+// same constraints hold with two tensor-parallel rill-worker processes.
+TEST(StructuredOutputE2eTest, ConstraintsHoldWithTensorParallelWorkers) {
+  testing::ServiceStack stack;
+  testing::StackOptions options;
+  options.tensor_parallel_size = 2;
+  absl::Status started = stack.Start(options);
+  ASSERT_TRUE(started.ok()) << started;
+  absl::StatusOr<testing::CommandResult> run = testing::RunPython(
+      "tests/clients/structured_output_check.py",
+      {"--target", stack.address(), "--proto_dir", "proto", "--samples", "2", "--phases",
+       "validity"});
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->exit_code, 0) << run->output;
 }
 
 }  // namespace
