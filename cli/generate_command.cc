@@ -96,7 +96,8 @@ absl::StatusOr<std::unique_ptr<engine::AsyncLLMEngine>> CreateEngine(
   const int64_t tokens = std::clamp<int64_t>(prompt_tokens + std::max(max_tokens, 0), 1,
                                              std::max<int64_t>(model.context_length, 1));
   args.num_kv_blocks = static_cast<int>((tokens + args.block_size - 1) / args.block_size);
-  return engine::CreateAsyncLLMEngine(args);
+  // The tokenizer already loaded for the prompt serves the engine too.
+  return engine::CreateAsyncLLMEngine(args, model.tokenizer->shared_bpe());
 }
 
 // What StreamToStdout's request generated, for --print_ids and the timing

@@ -33,18 +33,17 @@ SampleTextFactory TextFactory(const tokenizer::BpeTokenizer* tokenizer) {
 
 absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(
     const EngineArgs& args, std::unique_ptr<ModelExecutor> executor,
-    std::unique_ptr<tokenizer::BpeTokenizer> tokenizer) {
-  if (executor == nullptr) return absl::InvalidArgumentError("no model executor");
-  absl::StatusOr<EngineArgs> resolved = ResolveArgs(args, *executor);
-  if (!resolved.ok()) return resolved.status();
-  auto engine = std::unique_ptr<AsyncLLMEngine>(
-      new AsyncLLMEngine(*resolved, std::move(executor), std::move(tokenizer)));
-  if (absl::Status s = engine->Init(); !s.ok()) return s;
-  return engine;
+    std::shared_ptr<const tokenizer::BpeTokenizer> tokenizer) {
+  return CreateWith<AsyncLLMEngine>(
+      args, std::move(executor),
+      [&tokenizer](const EngineArgs& resolved, std::unique_ptr<ModelExecutor> executor) {
+        return std::unique_ptr<AsyncLLMEngine>(
+            new AsyncLLMEngine(resolved, std::move(executor), std::move(tokenizer)));
+      });
 }
 
 AsyncLLMEngine::AsyncLLMEngine(const EngineArgs& args, std::unique_ptr<ModelExecutor> executor,
-                               std::unique_ptr<tokenizer::BpeTokenizer> tokenizer)
+                               std::shared_ptr<const tokenizer::BpeTokenizer> tokenizer)
     : AsyncEngine(args, std::move(executor), TextFactory(tokenizer.get())),
       tokenizer_(std::move(tokenizer)) {}
 

@@ -58,8 +58,7 @@ struct EngineConfig {
   } parallel;
   SchedulerConfig scheduler;
   struct Decoding {
-    std::vector<int32_t> eos_token_ids;
-    std::string detokenizer = "incremental";
+    std::vector<int32_t> eos_token_ids;  // (The frontend detokenizes: it reports how.)
   } decoding;
   struct Lora {
     bool enabled = false;  // The executor runs adapters.

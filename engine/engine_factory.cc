@@ -167,7 +167,8 @@ absl::StatusOr<std::unique_ptr<AsyncEngine>> CreateAsyncEngine(const EngineArgs&
   return AsyncEngine::Create(built->resolved, std::move(built->executor));
 }
 
-absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateAsyncLLMEngine(const EngineArgs& args) {
+absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateAsyncLLMEngine(
+    const EngineArgs& args, std::shared_ptr<const tokenizer::BpeTokenizer> tokenizer) {
   absl::StatusOr<BuiltExecutor> built = CreateExecutor(args);
   if (!built.ok()) return built.status();
   if (built->executor->is_encoder()) {
@@ -186,11 +187,14 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateAsyncLLMEngine(const Engin
     if (engine.ok()) (*engine)->SetEncoderTokenizer(std::move(wordpiece));
     return engine;
   }
-  absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> tokenizer =
-      LoadTokenizer(*built->checkpoint);
-  if (!tokenizer.ok()) return tokenizer.status();
+  if (tokenizer == nullptr) {
+    absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> loaded =
+        LoadTokenizer(*built->checkpoint);
+    if (!loaded.ok()) return loaded.status();
+    tokenizer = std::move(*loaded);
+  }
   return AsyncLLMEngine::Create(built->resolved, std::move(built->executor),
-                                std::move(*tokenizer));
+                                std::move(tokenizer));
 }
 
 }  // namespace rill::engine

@@ -73,9 +73,10 @@ class ModelExecutor {
   // Executors whose parts can die on their own (worker processes) call
   // `callback` once, from their own thread, with the cause, so the engine is
   // told instead of polling CheckHealth. Null clears it; the executor must
-  // not call it after a clearing call returns.
+  // not call it after a clearing call returns. Returns whether the executor
+  // calls it (false: it never does, and its health must be polled).
   using DeathCallback = std::function<void(const absl::Status&)>;
-  virtual void SetDeathCallback(DeathCallback callback) {}
+  virtual bool SetDeathCallback(DeathCallback callback) { return false; }
 
   // Level >= 1: the KV cache contents may be dropped (the engine preempts
   // everything first). WakeUp restores the ability to Execute.

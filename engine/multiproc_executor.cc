@@ -253,9 +253,10 @@ absl::Status MultiprocExecutor::AcceptWorkers(int listen_fd) {
   return absl::OkStatus();
 }
 
-void MultiprocExecutor::SetDeathCallback(DeathCallback callback) {
+bool MultiprocExecutor::SetDeathCallback(DeathCallback callback) {
   absl::MutexLock lock(&callback_mu_);
   death_callback_ = std::move(callback);
+  return true;
 }
 
 void MultiprocExecutor::Monitor() {

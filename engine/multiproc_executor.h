@@ -71,7 +71,7 @@ class MultiprocExecutor : public ModelExecutor {
   absl::Status CheckHealth() override;
   // A monitor thread watches the ranks' control connections and processes
   // and reports the first death here.
-  void SetDeathCallback(DeathCallback callback) override;
+  bool SetDeathCallback(DeathCallback callback) override;
   absl::Status Sleep(int level) override;
   absl::Status WakeUp() override;
   absl::StatusOr<std::vector<std::string>> CollectiveRpc(const std::string& method) override;

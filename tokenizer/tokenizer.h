@@ -68,10 +68,13 @@ class Tokenizer {
   }
 
   const BpeTokenizer& bpe() const { return *bpe_; }
+  // For a user that outlives this facade (an engine given the tokenizer a
+  // command already loaded).
+  std::shared_ptr<const BpeTokenizer> shared_bpe() const { return bpe_; }
 
  private:
   Tokenizer() = default;
-  std::unique_ptr<BpeTokenizer> bpe_;
+  std::shared_ptr<const BpeTokenizer> bpe_;
   absl::StatusOr<ChatTemplate> chat_template_ =
       absl::UnimplementedError("no chat template");
 };
