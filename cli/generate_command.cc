@@ -17,6 +17,7 @@
 #include "absl/synchronization/notification.h"
 #include "cli/common_flags.h"
 #include "cli/model_tokenizer.h"
+#include "tokenizer/input_processor.h"
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/sampling_params.h"
@@ -57,12 +58,12 @@ absl::StatusOr<std::string> DeviceFromFlag() {
 // one user message by the same chat-template code the frontend uses.
 absl::StatusOr<std::vector<int32_t>> PromptIds(const tokenizer::Tokenizer& tok) {
   const std::string text = absl::GetFlag(FLAGS_prompt);
-  if (!absl::GetFlag(FLAGS_chat)) return tok.Encode(text, /*add_special_tokens=*/true);
-  absl::StatusOr<std::string> rendered = tok.ApplyChatTemplate(
-      {tokenizer::ChatMessage{"user", text}}, /*add_generation_prompt=*/true);
-  if (!rendered.ok()) return rendered.status();
-  // The template already placed whatever special tokens the model wants.
-  return tok.Encode(*rendered, /*add_special_tokens=*/false);
+  const tokenizer::PromptInput input =
+      absl::GetFlag(FLAGS_chat) ? tokenizer::PromptInput::Chat({tokenizer::ChatMessage{"user", text}})
+                                : tokenizer::PromptInput::Text(text);
+  absl::StatusOr<tokenizer::ProcessedPrompt> prompt = tokenizer::InputProcessor(&tok).Process(input);
+  if (!prompt.ok()) return prompt.status();
+  return std::move(prompt->token_ids);
 }
 
 engine::SamplingParams SamplingFromFlags() {

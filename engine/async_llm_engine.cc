@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "tokenizer/completion_text.h"
+#include "tokenizer/input_processor.h"
 
 namespace rill::engine {
 namespace {
@@ -45,7 +46,8 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(
 AsyncLLMEngine::AsyncLLMEngine(const EngineArgs& args, std::unique_ptr<ModelExecutor> executor,
                                std::shared_ptr<const tokenizer::BpeTokenizer> tokenizer)
     : AsyncEngine(args, std::move(executor), TextFactory(tokenizer.get())),
-      tokenizer_(std::move(tokenizer)) {}
+      tokenizer_(std::move(tokenizer)),
+      prompt_tokenizer_(tokenizer_ == nullptr ? nullptr : tokenizer::Tokenizer::FromBpe(tokenizer_)) {}
 
 AsyncLLMEngine::~AsyncLLMEngine() { Stop(); }
 
@@ -58,7 +60,11 @@ absl::StatusOr<std::vector<int32_t>> AsyncLLMEngine::TokenIds(const Prompt& prom
   if (tokenizer_ == nullptr) {
     return absl::InvalidArgumentError("text prompts need a tokenizer; send token ids");
   }
-  return tokenizer_->Encode(prompt.text, /*add_special_tokens=*/true);
+  absl::StatusOr<tokenizer::ProcessedPrompt> processed =
+      tokenizer::InputProcessor(prompt_tokenizer_.get())
+          .Process(tokenizer::PromptInput::Text(prompt.text));
+  if (!processed.ok()) return processed.status();
+  return std::move(processed->token_ids);
 }
 
 absl::StatusOr<std::shared_ptr<RequestOutputStream>> AsyncLLMEngine::SubmitPrompt(

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "engine/async_engine.h"
 #include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/wordpiece_tokenizer.h"
 
 namespace rill::engine {
@@ -91,6 +92,8 @@ class AsyncLLMEngine : public AsyncEngine {
 
   // Outlives the loop: the destructor stops it before members go.
   std::shared_ptr<const tokenizer::BpeTokenizer> tokenizer_;
+  // Over tokenizer_: what the InputProcessor that tokenizes text prompts reads.
+  std::unique_ptr<const tokenizer::Tokenizer> prompt_tokenizer_;
   std::unique_ptr<tokenizer::WordPieceTokenizer> encoder_tokenizer_;
 };
 

@@ -27,6 +27,8 @@ class Tokenizer {
   // config_path (tokenizer_config.json) may be empty.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromTokenizerJson(
       const std::string& path, const std::string& config_path = "");
+  // Over an already-built BPE tokenizer, with its spec's chat template.
+  static std::unique_ptr<Tokenizer> FromBpe(std::shared_ptr<const BpeTokenizer> bpe);
 
   std::vector<int32_t> Encode(std::string_view text,
                               bool add_special_tokens = true,
