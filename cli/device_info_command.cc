@@ -20,13 +20,14 @@ int RunDeviceInfo(int, char**) {
                 << d.compute_minor << " " << (d.total_memory_bytes >> 20) << " MiB\n";
     }
   }
-  absl::StatusOr<kernels::BackendChoice> choice = kernels::ChooseBackend(absl::GetFlag(FLAGS_backend));
+  absl::StatusOr<kernels::backend::BackendChoice> choice =
+      kernels::backend::ChooseBackend(absl::GetFlag(FLAGS_backend));
   if (!choice.ok()) {
     std::cerr << "error: " << choice.status().message() << "\n";
     return 1;
   }
-  std::cout << "backend: " << kernels::BackendName(choice->kind) << " (" << choice->description
-            << ")\n";
+  std::cout << "backend: " << kernels::backend::BackendName(choice->kind) << " ("
+            << choice->description << ")\n";
   return 0;
 }
 

@@ -136,12 +136,13 @@ absl::StatusOr<BuiltExecutor> CreateOnCuda(const EngineArgs& args) {
 
 absl::StatusOr<BuiltExecutor> CreateExecutor(const EngineArgs& args) {
   if (absl::Status s = ValidateEngineArgs(args); !s.ok()) return s;
-  absl::StatusOr<kernels::BackendChoice> backend = kernels::ChooseBackend(args.backend);
+  absl::StatusOr<kernels::backend::BackendChoice> backend =
+      kernels::backend::ChooseBackend(args.backend);
   if (!backend.ok()) {
     return absl::Status(backend.status().code(),
                         absl::StrCat("backend: ", backend.status().message()));
   }
-  if (backend->kind == kernels::BackendKind::kCuda) {
+  if (backend->kind == kernels::backend::BackendKind::kCuda) {
     absl::StatusOr<BuiltExecutor> built = CreateOnCuda(args);
     if (!built.ok() || built->executor != nullptr) return built;
   }

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/device_probe.h"
 
-namespace rill::kernels {
+namespace rill::kernels::backend {
 
 const char* BackendName(BackendKind kind) {
   return kind == BackendKind::kCuda ? "cuda" : "cpu";
@@ -42,4 +42,4 @@ absl::StatusOr<BackendChoice> ChooseBackend(const std::string& requested) {
   return BackendChoice{BackendKind::kCpu, why};
 }
 
-}  // namespace rill::kernels
+}  // namespace rill::kernels::backend
