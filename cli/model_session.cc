@@ -16,7 +16,7 @@ absl::StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(
       loader::LoadCheckpoint(engine::ResolveModelPath(options.model));
   if (!ckpt.ok()) return ckpt.status();
   session->checkpoint_ = std::move(*ckpt);
-  session->pool_ = std::make_unique<cpu::ThreadPool>(options.threads);
+  session->pool_ = std::make_unique<kernels::cpu::ThreadPool>(options.threads);
   absl::StatusOr<std::unique_ptr<worker::CausalLm>> model =
       worker::CreateCausalLm(session->checkpoint_, session->pool_.get(), options.model_options);
   if (!model.ok()) return model.status();

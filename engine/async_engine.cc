@@ -66,7 +66,8 @@ AsyncEngine::AsyncEngine(const EngineArgs& args, std::unique_ptr<ModelExecutor> 
   config_.cache.kv_cache_bytes = executor_->kv_cache_bytes();
   if (!executor_->kv_cache_dtype().empty()) {
     config_.cache.kv_cache_dtype = executor_->kv_cache_dtype();
-  } else if (absl::StatusOr<cpu::KvDtype> d = worker::ParseKvCacheDtype(args.kv_cache_dtype);
+  } else if (absl::StatusOr<kernels::cpu::KvDtype> d =
+                 worker::ParseKvCacheDtype(args.kv_cache_dtype);
              d.ok()) {
     config_.cache.kv_cache_dtype = worker::KvCacheDtypeName(*d);
   }

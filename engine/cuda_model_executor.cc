@@ -161,7 +161,7 @@ class CudaModelExecutor : public ModelExecutor {
   std::shared_ptr<const loader::Checkpoint> checkpoint_;
   CudaExecutorOptions options_;
   std::string device_;
-  cpu::ThreadPool pool_{options_.host_threads};
+  kernels::cpu::ThreadPool pool_{options_.host_threads};
   std::unique_ptr<worker::CudaLlama> model_;  // null after Sleep(2)
   int num_blocks_ = 0;
   bool asleep_ = false;

@@ -54,7 +54,7 @@ struct EngineConfig {
     int tensor_parallel_size = 1;
     int threads = 1;
     std::string backend = "cpu";  // "cpu" or "cuda"
-    std::string kernel_plan;      // CPU: cpu::KernelPlan::Describe(); "" on cuda
+    std::string kernel_plan;      // CPU: kernels::cpu::KernelPlan::Describe(); "" on cuda
   } parallel;
   SchedulerConfig scheduler;
   struct Decoding {

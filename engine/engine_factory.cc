@@ -47,8 +47,8 @@ struct BuiltExecutor {
 // The options the CPU executors (in process and multi-process) share, from
 // EngineArgs: the options structs differ only beyond these.
 template <typename Options>
-Options CpuExecutorOptions(const EngineArgs& args, cpu::KvDtype kv_dtype,
-                           const cpu::KernelPlan& kernel_plan) {
+Options CpuExecutorOptions(const EngineArgs& args, kernels::cpu::KvDtype kv_dtype,
+                           const kernels::cpu::KernelPlan& kernel_plan) {
   Options options;
   options.model_path = ResolveModelPath(args.model);
   options.num_blocks = args.num_kv_blocks;
@@ -73,8 +73,9 @@ BuiltExecutor BuiltFrom(std::unique_ptr<Executor> executor, const EngineArgs& ar
   return built;
 }
 
-absl::StatusOr<BuiltExecutor> CreateMultiprocess(const EngineArgs& args, cpu::KvDtype kv_dtype,
-                                                const cpu::KernelPlan& kernel_plan) {
+absl::StatusOr<BuiltExecutor> CreateMultiprocess(const EngineArgs& args,
+                                                 kernels::cpu::KvDtype kv_dtype,
+                                                 const kernels::cpu::KernelPlan& kernel_plan) {
   auto options = CpuExecutorOptions<MultiprocExecutorOptions>(args, kv_dtype, kernel_plan);
   options.tensor_parallel_size = args.tensor_parallel_size;
   options.worker_binary = args.worker_binary.empty() ? DefaultWorkerBinary() : args.worker_binary;
@@ -146,9 +147,9 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const EngineArgs& args) {
     absl::StatusOr<BuiltExecutor> built = CreateOnCuda(args);
     if (!built.ok() || built->executor != nullptr) return built;
   }
-  absl::StatusOr<cpu::KvDtype> kv_dtype = worker::ParseKvCacheDtype(args.kv_cache_dtype);
+  absl::StatusOr<kernels::cpu::KvDtype> kv_dtype = worker::ParseKvCacheDtype(args.kv_cache_dtype);
   if (!kv_dtype.ok()) return kv_dtype.status();
-  absl::StatusOr<cpu::KernelPlan> kernel_plan = cpu::SetUpKernelPlan(args.matmul);
+  absl::StatusOr<kernels::cpu::KernelPlan> kernel_plan = kernels::cpu::SetUpKernelPlan(args.matmul);
   if (!kernel_plan.ok()) return kernel_plan.status();
   if (args.tensor_parallel_size > 1 || !args.external_workers_dir.empty()) {
     return CreateMultiprocess(args, *kv_dtype, *kernel_plan);

@@ -20,7 +20,7 @@ absl::StatusOr<std::unique_ptr<LocalModelExecutor>> LocalModelExecutor::Create(
       loader::LoadCheckpoint(options.model_path);
   if (!ckpt.ok()) return ckpt.status();
   ex->checkpoint_ = std::move(*ckpt);
-  ex->pool_ = std::make_unique<cpu::ThreadPool>(options.threads);
+  ex->pool_ = std::make_unique<kernels::cpu::ThreadPool>(options.threads);
   if (worker::IsEncoderArchitecture(ex->checkpoint_->config())) {
     absl::StatusOr<std::unique_ptr<worker::Encoder>> encoder =
         worker::CreateEncoder(ex->checkpoint_, ex->pool_.get(), model_options);

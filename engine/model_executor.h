@@ -49,7 +49,7 @@ class ModelExecutor {
   // ("" for the engine's kv_cache_dtype argument as parsed for the CPU).
   virtual std::string backend() const { return "cpu"; }
   virtual std::string kv_cache_dtype() const { return ""; }
-  // The CPU kernel plan the model runs (cpu::KernelPlan::Describe()); "" off
+  // The CPU kernel plan the model runs (kernels::cpu::KernelPlan::Describe()); "" off
   // the CPU.
   virtual std::string kernel_plan() const { return ""; }
 

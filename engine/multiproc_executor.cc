@@ -214,9 +214,9 @@ absl::Status MultiprocExecutor::AcceptWorkers(int listen_fd) {
         config.set_threads(threads_per_rank_);
         config.set_num_blocks(num_blocks_);
         config.set_block_size(options_.block_size);
-        config.set_matmul(std::string(cpu::MatmulKindName(options_.kernel_plan.matmul)));
+        config.set_matmul(std::string(kernels::cpu::MatmulKindName(options_.kernel_plan.matmul)));
         config.set_comm_timeout_s(options_.comm_timeout_s);
-        config.set_kv_cache_f16(options_.kv_cache_dtype == cpu::KvDtype::kF16);
+        config.set_kv_cache_f16(options_.kv_cache_dtype == kernels::cpu::KvDtype::kF16);
         if (!worker::WriteFrame(fd, config.SerializeAsString()).ok()) {
           close(fd);
           continue;

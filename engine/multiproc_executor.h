@@ -37,11 +37,11 @@ struct MultiprocExecutorOptions {
   // KV cache budget of each rank (each holds only its K/V heads).
   int64_t kv_cache_bytes = int64_t{512} << 20;
   int block_size = 16;
-  cpu::KvDtype kv_cache_dtype = cpu::KvDtype::kF32;
+  kernels::cpu::KvDtype kv_cache_dtype = kernels::cpu::KvDtype::kF32;
   int threads = 0;  // all ranks together; 0 = all cores. At least 1 per rank.
-  // Each rank chooses this plan's matmul kind (cpu::MatmulKindName) with
+  // Each rank chooses this plan's matmul kind (kernels::cpu::MatmulKindName) with
   // its own CPU and environment: the same as the engine's on one machine.
-  cpu::KernelPlan kernel_plan = cpu::DefaultKernelPlan();
+  kernels::cpu::KernelPlan kernel_plan = kernels::cpu::DefaultKernelPlan();
   absl::Duration start_timeout = absl::Minutes(5);
   int comm_timeout_s = 60;
   // Non-empty: do not spawn workers; listen on <dir>/control.sock for

@@ -191,9 +191,9 @@ int Main() {
   // machine's f32 FMA peak (measured now), against the single request as
   // measured. A ratio target above this ceiling cannot be met by any f32
   // implementation; the int16 VNNI ceiling is printed beside it.
-  cpu::ThreadPool peak_pool(e->GetEngineConfig().parallel.threads);
-  const double fma = cpu::MeasureF32FmaPeak(&peak_pool, 200'000'000).per_second();
-  const double vnni = cpu::MeasureInt16VnniPeak(&peak_pool, 100'000'000).per_second();
+  kernels::cpu::ThreadPool peak_pool(e->GetEngineConfig().parallel.threads);
+  const double fma = kernels::cpu::MeasureF32FmaPeak(&peak_pool, 200'000'000).per_second();
+  const double vnni = kernels::cpu::MeasureInt16VnniPeak(&peak_pool, 100'000'000).per_second();
   const double flops_per_request =
       2.0 * (in * (mm_macs + worker::AttentionMacsPerToken(model_config, in / 2)) +
              out * (mm_macs + worker::AttentionMacsPerToken(model_config, in + out / 2)));

@@ -102,7 +102,7 @@ struct ModelConfig {
 };
 
 struct TensorRef {
-  cpu::GgmlType type;
+  kernels::cpu::GgmlType type;
   std::vector<int64_t> ne;  // ggml order: ne[0] = row length (input features).
   const void* data;
   size_t nbytes;

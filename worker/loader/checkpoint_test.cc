@@ -94,7 +94,7 @@ TEST(CheckpointTest, LoadsGgufLlama) {
   EXPECT_EQ((*c)->Find("output"), nullptr);
   const TensorRef* q = (*c)->Find("blk.1.attn_q");
   ASSERT_NE(q, nullptr);
-  EXPECT_EQ(q->type, cpu::GgmlType::kF32);
+  EXPECT_EQ(q->type, kernels::cpu::GgmlType::kF32);
   EXPECT_EQ(q->ne, (std::vector<int64_t>{kH, kHeads * kHd}));
   EXPECT_EQ(q->nbytes, static_cast<size_t>(kH * kHeads * kHd * 4));
   float v;

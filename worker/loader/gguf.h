@@ -80,7 +80,7 @@ struct GgufKv {
 
 struct GgufTensorInfo {
   std::string_view name;
-  cpu::GgmlType type;
+  kernels::cpu::GgmlType type;
   std::vector<int64_t> ne;  // ggml order: ne[0] is the innermost (row) dim.
   uint64_t offset;          // Relative to GgufFile::data_offset().
   const void* data;         // Into the mapping / buffer.

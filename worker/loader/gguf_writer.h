@@ -43,8 +43,8 @@ class GgufWriter {
   void SetAlignment(uint32_t alignment);
 
   // `data` must have exactly the size the type and shape need.
-  void AddTensor(const std::string& name, cpu::GgmlType type, const std::vector<int64_t>& ne,
-                 std::string data);
+  void AddTensor(const std::string& name, kernels::cpu::GgmlType type,
+                 const std::vector<int64_t>& ne, std::string data);
   // Convenience: F32 tensor with the given values (count must match ne).
   void AddF32Tensor(const std::string& name, const std::vector<int64_t>& ne,
                     const std::vector<float>& values);
@@ -55,7 +55,7 @@ class GgufWriter {
  private:
   struct Tensor {
     std::string name;
-    cpu::GgmlType type;
+    kernels::cpu::GgmlType type;
     std::vector<int64_t> ne;
     std::string data;
   };

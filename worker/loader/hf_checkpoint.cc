@@ -584,7 +584,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
         return absl::InvalidArgumentError(absl::StrCat(dir, ": Conv1D tensor '", name, "' is not 2-D"));
       }
       const size_t in = static_cast<size_t>(t->shape[0]), out = static_cast<size_t>(t->shape[1]);
-      const size_t es = cpu::GgmlTypeTraitsOf(t->type).bytes_per_block;
+      const size_t es = kernels::cpu::GgmlTypeTraitsOf(t->type).bytes_per_block;
       auto buf = std::make_unique<uint8_t[]>(t->nbytes);
       const uint8_t* src = static_cast<const uint8_t*>(t->data);
       for (size_t i = 0; i < in; ++i) {

@@ -24,14 +24,19 @@ absl::Status Invalid(const std::string& path, std::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": invalid safetensors file: ", Sv(what)));
 }
 
-bool DtypeToGgml(std::string_view dtype, cpu::GgmlType* type) {
-  if (dtype == "F32") *type = cpu::GgmlType::kF32;
-  else if (dtype == "F16") *type = cpu::GgmlType::kF16;
-  else if (dtype == "BF16") *type = cpu::GgmlType::kBF16;
+bool DtypeToGgml(std::string_view dtype, kernels::cpu::GgmlType* type) {
+  if (dtype == "F32")
+    *type = kernels::cpu::GgmlType::kF32;
+  else if (dtype == "F16")
+    *type = kernels::cpu::GgmlType::kF16;
+  else if (dtype == "BF16")
+    *type = kernels::cpu::GgmlType::kBF16;
   // Integer buffers (BERT's position_ids) load so the file opens; no model
   // binds them as weights.
-  else if (dtype == "I64") *type = cpu::GgmlType::kI64;
-  else if (dtype == "I32") *type = cpu::GgmlType::kI32;
+  else if (dtype == "I64")
+    *type = kernels::cpu::GgmlType::kI64;
+  else if (dtype == "I32")
+    *type = kernels::cpu::GgmlType::kI32;
   else return false;
   return true;
 }
@@ -127,7 +132,7 @@ absl::Status SafetensorsFile::ParseInternal(const uint8_t* data, size_t size) {
       elements *= u;
       t.shape.push_back(*dim);
     }
-    size_t elem_size = cpu::GgmlTypeTraitsOf(t.type).bytes_per_block;
+    size_t elem_size = kernels::cpu::GgmlTypeTraitsOf(t.type).bytes_per_block;
     if (elements > std::numeric_limits<uint64_t>::max() / elem_size) return bad("size overflows");
     std::optional<uint64_t> begin = offsets->array_items()[0].AsUint64();
     std::optional<uint64_t> end = offsets->array_items()[1].AsUint64();

@@ -22,7 +22,7 @@ namespace rill::loader {
 
 struct SafetensorsTensor {
   std::string name;
-  cpu::GgmlType type;          // kF32, kF16 or kBF16.
+  kernels::cpu::GgmlType type;  // kF32, kF16 or kBF16.
   std::vector<int64_t> shape;  // As stored: row-major, outermost first.
   const void* data;            // Into the mapping / buffer.
   size_t nbytes;

@@ -294,13 +294,13 @@ absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
           absl::StrCat(weights_path, ": tensor '", t.name, "' has shape ", ShapeString(t.shape),
                        ", expected ", ShapeString(want), " (rank ", r, ")"));
     }
-    if (!cpu::CanDequantize(t.type)) {
+    if (!kernels::cpu::CanDequantize(t.type)) {
       return absl::UnimplementedError(absl::StrCat(
           weights_path, ": tensor '", t.name, "' has type ",
-          std::string(cpu::GgmlTypeName(t.type)), ", which the CPU kernels do not run"));
+          std::string(kernels::cpu::GgmlTypeName(t.type)), ", which the CPU kernels do not run"));
     }
     std::vector<float> values(want[0] * want[1]);
-    cpu::DequantizeRow(t.type, t.data, values.data(), values.size());
+    kernels::cpu::DequantizeRow(t.type, t.data, values.data(), values.size());
     // One NaN/Inf would poison every logit of every sequence using it.
     if (!std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); })) {
       return absl::InvalidArgumentError(absl::StrCat(weights_path, ": tensor '", t.name,

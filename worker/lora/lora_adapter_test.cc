@@ -243,7 +243,7 @@ TEST_F(LoraAdapterTest, ForwardRefusesAdapterOfAnotherModel) {
   absl::StatusOr<std::unique_ptr<loader::Checkpoint>> c =
       loader::LoadCheckpoint(dir_ + "/deeper.gguf");
   ASSERT_TRUE(c.ok());
-  cpu::ThreadPool pool(1);
+  kernels::cpu::ThreadPool pool(1);
   absl::StatusOr<std::unique_ptr<CausalLm>> model =
       CreateCausalLm(std::shared_ptr<const loader::Checkpoint>(std::move(*c)), &pool);
   ASSERT_TRUE(model.ok());

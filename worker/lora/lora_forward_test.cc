@@ -36,7 +36,7 @@ double RelL2(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(num / (den + 1e-30));
 }
 
-std::unique_ptr<CausalLm> LoadModel(const std::string& path, cpu::ThreadPool* pool) {
+std::unique_ptr<CausalLm> LoadModel(const std::string& path, kernels::cpu::ThreadPool* pool) {
   absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
   EXPECT_TRUE(ckpt.ok()) << ckpt.status();
   if (!ckpt.ok()) return nullptr;
@@ -105,7 +105,7 @@ TEST_P(MergedEquivalenceTest, AdapterEqualsOfflineMergedWeights) {
                   .ok());
   ASSERT_TRUE(testing::WriteAdapter(dir + "/adapter", c.adapter, adapter).ok());
 
-  cpu::ThreadPool pool(0);
+  kernels::cpu::ThreadPool pool(0);
   std::unique_ptr<CausalLm> model = LoadModel(dir + "/base.gguf", &pool);
   std::unique_ptr<CausalLm> merged = LoadModel(dir + "/merged.gguf", &pool);
   ASSERT_TRUE(model && merged);
@@ -163,7 +163,7 @@ TEST(DefaultModelLoraTest, AdapterEqualsOfflineMergedWeights) {
   const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(1));
   std::cout << "seed " << seed << "\n";
   std::mt19937 rng(seed);
-  cpu::ThreadPool pool(0);
+  kernels::cpu::ThreadPool pool(0);
   std::unique_ptr<CausalLm> model = LoadModel(path, &pool);
   ASSERT_TRUE(model);
   const loader::ModelConfig& c = model->config();
@@ -212,7 +212,7 @@ TEST(MixedLoraBatchTest, EverySequenceGetsWhatItGetsAlone) {
   const std::string dir = absl::StrCat(testing::TempDir(), "/mixed");
   ASSERT_TRUE(
       testing::WriteGgufModel(dir + "/base.gguf", spec, testing::RandomModel(spec, &rng)).ok());
-  cpu::ThreadPool pool(0);
+  kernels::cpu::ThreadPool pool(0);
   std::unique_ptr<CausalLm> model = LoadModel(dir + "/base.gguf", &pool);
   ASSERT_TRUE(model);
   const std::vector<AdapterSpec> specs = {AdapterSpec{}, Targets({"q_proj", "v_proj"}, 8, 16),

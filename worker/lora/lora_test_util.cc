@@ -268,14 +268,16 @@ absl::Status WriteMergedGguf(const std::string& src, const std::string& dst, con
       continue;
     }
     const int64_t in = t.ne[0], out = t.ne[1];
-    if (!cpu::CanDequantize(t.type)) {
-      return absl::UnimplementedError(absl::StrCat(
-          name, ": type ", std::string(cpu::GgmlTypeName(t.type)), " does not dequantize"));
+    if (!kernels::cpu::CanDequantize(t.type)) {
+      return absl::UnimplementedError(absl::StrCat(name, ": type ",
+                                                   std::string(kernels::cpu::GgmlTypeName(t.type)),
+                                                   " does not dequantize"));
     }
     std::vector<float> w(in * out);
     const size_t row_bytes = t.nbytes / out;
     for (int64_t r = 0; r < out; ++r) {
-      cpu::DequantizeRow(t.type, static_cast<const char*>(t.data) + r * row_bytes, &w[r * in], in);
+      kernels::cpu::DequantizeRow(t.type, static_cast<const char*>(t.data) + r * row_bytes,
+                                  &w[r * in], in);
     }
     const Tensor& ta = adapter.at(stem + ".lora_A.weight");
     const Tensor& tb = adapter.at(stem + ".lora_B.weight");

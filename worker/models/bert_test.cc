@@ -29,7 +29,7 @@ class BertTest : public ::testing::Test {
         loader::LoadCheckpoint(base::DefaultEmbedModelPath());
     ASSERT_TRUE(ckpt.ok()) << ckpt.status() << " (run tools/setup.sh)";
     checkpoint_ = std::shared_ptr<const loader::Checkpoint>(std::move(*ckpt));
-    pool_ = new cpu::ThreadPool(0);
+    pool_ = new kernels::cpu::ThreadPool(0);
     absl::StatusOr<std::unique_ptr<Encoder>> enc = CreateEncoder(checkpoint_, pool_);
     ASSERT_TRUE(enc.ok()) << enc.status();
     encoder_ = enc->release();
@@ -48,11 +48,11 @@ class BertTest : public ::testing::Test {
   }
 
   static std::shared_ptr<const loader::Checkpoint> checkpoint_;
-  static cpu::ThreadPool* pool_;
+  static kernels::cpu::ThreadPool* pool_;
   static Encoder* encoder_;
 };
 std::shared_ptr<const loader::Checkpoint> BertTest::checkpoint_;
-cpu::ThreadPool* BertTest::pool_ = nullptr;
+kernels::cpu::ThreadPool* BertTest::pool_ = nullptr;
 Encoder* BertTest::encoder_ = nullptr;
 
 std::vector<std::vector<int32_t>> ReadIds(const std::string& path) {

@@ -24,7 +24,7 @@ struct ModelOptions {
   // process at load: exact (f32 activations; the default), int16 (VNNI-packed
   // weights) or q8 (8-bit activations), and whether exact weights are
   // interleaved. Every model family packs its weights for it.
-  cpu::KernelPlan kernel_plan = cpu::DefaultKernelPlan();
+  kernels::cpu::KernelPlan kernel_plan = kernels::cpu::DefaultKernelPlan();
   // Tensor parallelism: this process runs rank comm->rank() of
   // comm->world_size() (see tp_plan.h) and all-reduces through it. Null: the
   // whole model. Must outlive the model.
@@ -42,7 +42,7 @@ class CausalLm {
   // rank's K/V heads under tensor parallelism).
   // `dtype` is how the cache stores K/V (f16 halves its memory).
   KvCacheShape CacheShape(int num_blocks, int block_size,
-                          cpu::KvDtype dtype = cpu::KvDtype::kF32) const;
+                          kernels::cpu::KvDtype dtype = kernels::cpu::KvDtype::kF32) const;
 
   // Computes the batch's logits and writes the new tokens' K/V into `cache`.
   // InvalidArgument (and no cache writes) when a token id is out of range, a
@@ -58,7 +58,7 @@ class CausalLm {
   virtual bool SupportsLora() const { return false; }
 
  protected:
-  CausalLm(std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
+  CausalLm(std::shared_ptr<const loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
            const ModelOptions& options)
       : checkpoint_(std::move(checkpoint)),
         pool_(pool),
@@ -70,7 +70,7 @@ class CausalLm {
                                         ForwardOutput* out) = 0;
 
   std::shared_ptr<const loader::Checkpoint> checkpoint_;
-  cpu::ThreadPool* pool_;
+  kernels::cpu::ThreadPool* pool_;
   ModelOptions options_;
   // K/V heads held in this process's cache (fewer than the model's on a
   // tensor-parallel rank).
@@ -80,7 +80,7 @@ class CausalLm {
 // Builds the model for the checkpoint's architecture ("llama" family or "gpt2").
 // `pool` must outlive the model.
 absl::StatusOr<std::unique_ptr<CausalLm>> CreateCausalLm(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
+    std::shared_ptr<const loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
     const ModelOptions& options = {});
 
 }  // namespace rill::worker

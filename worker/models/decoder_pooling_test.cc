@@ -40,7 +40,7 @@ TEST(DecoderPoolingTest, MeanAndLastMatchReferenceInAnyBatch) {
   ASSERT_EQ(access(path.c_str(), R_OK), 0) << "default model missing: run tools/setup.sh";
   absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  cpu::ThreadPool pool(0);
+  kernels::cpu::ThreadPool pool(0);
   absl::StatusOr<std::unique_ptr<CausalLm>> model = CreateCausalLm(std::move(*ckpt), &pool);
   ASSERT_TRUE(model.ok()) << model.status();
   const int64_t h = (*model)->config().hidden_size;

@@ -44,7 +44,7 @@ bool IsEncoderArchitecture(const loader::ModelConfig& config) {
 }
 
 absl::StatusOr<std::unique_ptr<Encoder>> CreateEncoder(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
+    std::shared_ptr<const loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
     const ModelOptions& options) {
   const std::string& arch = checkpoint->config().architecture;
   if (arch == "bert") return CreateBert(std::move(checkpoint), pool, options);

@@ -36,7 +36,7 @@ class Encoder {
                       std::vector<std::vector<float>>* hidden);
 
  protected:
-  Encoder(std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
+  Encoder(std::shared_ptr<const loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
           const ModelOptions& options)
       : checkpoint_(std::move(checkpoint)), pool_(pool), options_(options) {}
 
@@ -44,7 +44,7 @@ class Encoder {
                                        std::vector<std::vector<float>>* hidden) = 0;
 
   std::shared_ptr<const loader::Checkpoint> checkpoint_;
-  cpu::ThreadPool* pool_;
+  kernels::cpu::ThreadPool* pool_;
   ModelOptions options_;
 };
 
@@ -54,7 +54,7 @@ bool IsEncoderArchitecture(const loader::ModelConfig& config);
 // Builds the encoder for the checkpoint; Unimplemented for a decoder.
 // `pool` must outlive the model.
 absl::StatusOr<std::unique_ptr<Encoder>> CreateEncoder(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
+    std::shared_ptr<const loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
     const ModelOptions& options = {});
 
 }  // namespace rill::worker

@@ -82,7 +82,7 @@ std::shared_ptr<const loader::Checkpoint> Load(const std::string& path) {
 }
 
 ModelRun RunUnsharded(const std::string& path, const std::vector<int32_t>& prompt, int steps) {
-  cpu::ThreadPool pool(1);
+  kernels::cpu::ThreadPool pool(1);
   absl::StatusOr<std::unique_ptr<CausalLm>> model = CreateCausalLm(Load(path), &pool);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? RunModel(model->get(), prompt, steps) : ModelRun{};
@@ -104,7 +104,7 @@ std::vector<ModelRun> RunSharded(const std::string& path, int world, const std::
       o.rendezvous_dir = dir;
       absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm = GlooCommunicator::Create(o);
       ASSERT_TRUE(comm.ok()) << comm.status();
-      cpu::ThreadPool pool(1);
+      kernels::cpu::ThreadPool pool(1);
       ModelOptions options;
       options.comm = comm->get();
       absl::StatusOr<std::unique_ptr<CausalLm>> model = CreateCausalLm(ckpt, &pool, options);
@@ -168,7 +168,7 @@ TEST_F(TinyTpTest, Gpt2RefusesTensorParallelism) {
    public:
     int world_size() const override { return 2; }
   } comm;
-  cpu::ThreadPool pool(1);
+  kernels::cpu::ThreadPool pool(1);
   ModelOptions options;
   options.comm = &comm;
   absl::StatusOr<std::unique_ptr<CausalLm>> model =

@@ -16,7 +16,7 @@ namespace {
 
 using rill::fuzz::WriteSeed;
 
-using rill::cpu::GgmlType;
+using rill::kernels::cpu::GgmlType;
 using rill::loader::GgufValueType;
 using rill::loader::GgufWriter;
 using rill::loader::SafetensorsWriter;

@@ -171,7 +171,7 @@ absl::StatusOr<bool> CheckCorrectness(std::shared_ptr<const loader::Checkpoint> 
   const int L = std::max(2, absl::GetFlag(FLAGS_prompt_tokens));
   const int D = std::max(0, absl::GetFlag(FLAGS_decode_steps));
   const int blocks_per_seq = (L + D + bs - 1) / bs;
-  cpu::ThreadPool pool(absl::GetFlag(FLAGS_threads));
+  kernels::cpu::ThreadPool pool(absl::GetFlag(FLAGS_threads));
   ModelOptions mo;  // the exact path (the default plan)
   absl::StatusOr<std::unique_ptr<CausalLm>> cpu = CreateLlama(ckpt, &pool, mo);
   if (!cpu.ok()) return cpu.status();
