@@ -13,7 +13,7 @@
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cuda/sampling_rng.h"
 
-namespace rill::cuda::ref {
+namespace rill::kernels::cuda::ref {
 namespace {
 
 std::vector<Bf16> Random(std::mt19937& rng, size_t n, float lo = -1, float hi = 1) {
@@ -232,4 +232,4 @@ TEST(ReferenceTest, OrderedKeysSortLikeFloats) {
 }
 
 }  // namespace
-}  // namespace rill::cuda::ref
+}  // namespace rill::kernels::cuda::ref

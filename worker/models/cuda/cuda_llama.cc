@@ -17,7 +17,7 @@
 namespace rill::worker {
 namespace {
 
-namespace kc = ::rill::cuda;
+namespace kc = ::rill::kernels::cuda;
 
 // Logit rows projected and copied back per GEMM (the f32 logits buffer is
 // [kLogitChunk][vocab], 48 MiB for a 49152-token vocabulary).

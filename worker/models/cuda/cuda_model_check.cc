@@ -290,15 +290,15 @@ std::vector<BenchRow> RunBench(CudaLlama* model) {
 }
 
 int Main() {
-  const int devices = ::rill::cuda::DeviceCountOrError();
+  const int devices = ::rill::kernels::cuda::DeviceCountOrError();
   if (devices <= 0) {
     printf("skipped: no CUDA device\n");
     return 0;
   }
   char name[256] = "?";
-  ::rill::cuda::DeviceName(name, sizeof(name));
+  ::rill::kernels::cuda::DeviceName(name, sizeof(name));
   size_t free_b = 0, total_b = 0;
-  ::rill::cuda::MemInfo(&free_b, &total_b);
+  ::rill::kernels::cuda::MemInfo(&free_b, &total_b);
   printf("device: %s, %.1f of %.1f GiB free\n", name, free_b / 1073741824.0,
          total_b / 1073741824.0);
 

@@ -47,7 +47,7 @@ TEST(FloatToBf16, MatchesKernelReference) {
   for (int i = 0; i < 100000; ++i) {
     const float f = FromBits(rng());
     if (std::isnan(f)) continue;
-    ASSERT_EQ(FloatToBf16(f), cuda::ref::ToBf16(f)) << "bits " << std::hex << Bits(f);
+    ASSERT_EQ(FloatToBf16(f), kernels::cuda::ref::ToBf16(f)) << "bits " << std::hex << Bits(f);
   }
 }
 
