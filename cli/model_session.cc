@@ -12,8 +12,8 @@ namespace rill::cli {
 absl::StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(
     const ModelSessionOptions& options) {
   auto session = std::unique_ptr<ModelSession>(new ModelSession());
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
-      loader::LoadCheckpoint(engine::ResolveModelPath(options.model));
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(engine::ResolveModelPath(options.model));
   if (!ckpt.ok()) return ckpt.status();
   session->checkpoint_ = std::move(*ckpt);
   session->pool_ = std::make_unique<kernels::cpu::ThreadPool>(options.threads);

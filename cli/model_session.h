@@ -42,7 +42,7 @@ class ModelSession {
   const std::vector<int32_t>& BlockTable(int slot) const { return blocks_->BlockTable(slot); }
 
  private:
-  std::shared_ptr<const loader::Checkpoint> checkpoint_;
+  std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
   std::unique_ptr<kernels::cpu::ThreadPool> pool_;
   std::unique_ptr<worker::CausalLm> model_;
   std::unique_ptr<worker::PagedKvCache> cache_;

@@ -92,7 +92,7 @@ class AsyncEngine {
     return statuses_.Get(request_id);
   }
   int GetNumUnfinishedRequests() const { return statuses_.num_unfinished(); }
-  const loader::ModelConfig& GetModelConfig() const { return executor_->model_config(); }
+  const worker::loader::ModelConfig& GetModelConfig() const { return executor_->model_config(); }
   const EngineConfig& GetEngineConfig() const { return config_; }
 
   // Health, as vLLM's check_health: OK while the loop runs and the engine is

@@ -38,7 +38,7 @@ absl::Status MemInfo(int64_t* free_bytes, int64_t* total_bytes) {
 
 class CudaModelExecutor : public ModelExecutor {
  public:
-  CudaModelExecutor(std::shared_ptr<const loader::Checkpoint> checkpoint,
+  CudaModelExecutor(std::shared_ptr<const worker::loader::Checkpoint> checkpoint,
                     const CudaExecutorOptions& options, std::string device)
       : checkpoint_(std::move(checkpoint)), options_(options), device_(std::move(device)) {}
 
@@ -52,7 +52,7 @@ class CudaModelExecutor : public ModelExecutor {
     if (absl::Status s = MemInfo(&free_after, &total); !s.ok()) return s;
     num_blocks_ = options_.num_blocks;
     if (num_blocks_ <= 0) {
-      const loader::ModelConfig& c = checkpoint_->config();
+      const worker::loader::ModelConfig& c = checkpoint_->config();
       kernels::cuda::KvCacheShape shape;
       shape.num_layers = static_cast<int>(c.num_layers);
       shape.num_kv_heads = static_cast<int>(c.num_kv_heads);
@@ -104,7 +104,7 @@ class CudaModelExecutor : public ModelExecutor {
     });
   }
   int num_threads() const override { return pool_.num_threads(); }
-  const loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
+  const worker::loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
   int64_t kv_cache_bytes() const override {
     return model_ != nullptr ? model_->kv_cache_bytes() : 0;
   }
@@ -158,7 +158,7 @@ class CudaModelExecutor : public ModelExecutor {
     return absl::OkStatus();
   }
 
-  std::shared_ptr<const loader::Checkpoint> checkpoint_;
+  std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
   CudaExecutorOptions options_;
   std::string device_;
   kernels::cpu::ThreadPool pool_{options_.host_threads};
@@ -170,7 +170,8 @@ class CudaModelExecutor : public ModelExecutor {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelExecutor>> CreateCudaModelExecutor(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, const CudaExecutorOptions& options) {
+    std::shared_ptr<const worker::loader::Checkpoint> checkpoint,
+    const CudaExecutorOptions& options) {
   if (checkpoint == nullptr) return absl::InvalidArgumentError("CUDA executor: null checkpoint");
   if (absl::Status s = kernels::cuda::ValidateGpuMemoryUtilization(options.gpu_memory_utilization);
       !s.ok()) {

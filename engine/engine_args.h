@@ -40,7 +40,7 @@ std::vector<std::pair<std::string, std::string>> EngineOptionValues(const Engine
 struct EngineConfig {
   struct Model {
     std::string path;
-    loader::ModelConfig config;
+    worker::loader::ModelConfig config;
     int64_t max_model_len = 0;
   } model;
   struct Cache {

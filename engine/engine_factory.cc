@@ -40,8 +40,8 @@ struct BuiltExecutor {
   std::unique_ptr<ModelExecutor> executor;  // Null: "auto" fell back (CreateOnCuda only).
   EngineArgs resolved;                      // model (and worker_binary) resolved.
   // The checkpoint's metadata, for the tokenizer (owned by the executor or here).
-  const loader::Checkpoint* checkpoint = nullptr;
-  std::shared_ptr<const loader::Checkpoint> owned_checkpoint;
+  const worker::loader::Checkpoint* checkpoint = nullptr;
+  std::shared_ptr<const worker::loader::Checkpoint> owned_checkpoint;
 };
 
 // The options the CPU executors (in process and multi-process) share, from
@@ -107,9 +107,10 @@ absl::StatusOr<BuiltExecutor> CreateOnCuda(const EngineArgs& args) {
         "matmul '", args.matmul, "' chooses CPU kernels; backend cuda runs bf16 (use auto)"));
   }
   const std::string path = ResolveModelPath(args.model);
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> loaded = loader::LoadCheckpoint(path);
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> loaded =
+      worker::loader::LoadCheckpoint(path);
   if (!loaded.ok()) return loaded.status();
-  std::shared_ptr<const loader::Checkpoint> checkpoint = std::move(*loaded);
+  std::shared_ptr<const worker::loader::Checkpoint> checkpoint = std::move(*loaded);
   CudaExecutorOptions options;
   options.num_blocks = args.num_kv_blocks;
   options.block_size = args.block_size;

@@ -36,7 +36,7 @@ class LocalModelExecutor : public ModelExecutor {
   absl::Status Execute(const worker::ForwardBatch& batch, worker::ForwardOutput* out) override;
   int num_blocks() const override { return num_blocks_; }
   int block_size() const override { return block_size_; }
-  const loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
+  const worker::loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
   int num_threads() const override { return pool_->num_threads(); }
   void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) override {
     pool_->ParallelFor(n, [&](int64_t begin, int64_t end) {
@@ -54,7 +54,7 @@ class LocalModelExecutor : public ModelExecutor {
   absl::Status Sleep(int level) override;
   absl::Status WakeUp() override;
 
-  const loader::Checkpoint& checkpoint() const { return *checkpoint_; }
+  const worker::loader::Checkpoint& checkpoint() const { return *checkpoint_; }
 
  private:
   LocalModelExecutor() = default;
@@ -64,7 +64,7 @@ class LocalModelExecutor : public ModelExecutor {
   int block_size_ = 16;
   kernels::cpu::KvDtype kv_dtype_ = kernels::cpu::KvDtype::kF32;
   kernels::cpu::KernelPlan kernel_plan_;
-  std::shared_ptr<const loader::Checkpoint> checkpoint_;
+  std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
   std::unique_ptr<kernels::cpu::ThreadPool> pool_;
   std::unique_ptr<worker::CausalLm> model_;
   std::unique_ptr<worker::Encoder> encoder_;  // Instead of model_ for encoders.

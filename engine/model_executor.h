@@ -40,7 +40,7 @@ class ModelExecutor {
     for (int64_t i = 0; i < n; ++i) fn(i);
   }
   virtual int block_size() const = 0;
-  virtual const loader::ModelConfig& model_config() const = 0;
+  virtual const worker::loader::ModelConfig& model_config() const = 0;
   virtual int tensor_parallel_size() const { return 1; }
   virtual int num_threads() const { return 1; }
   // Bytes of KV cache held (0 while asleep).

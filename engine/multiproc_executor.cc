@@ -60,11 +60,11 @@ absl::StatusOr<std::unique_ptr<MultiprocExecutor>> MultiprocExecutor::Create(
   auto ex = std::unique_ptr<MultiprocExecutor>(new MultiprocExecutor(options));
   // The engine needs the config and tokenizer; the mapping is cheap and
   // shared with the page cache the workers use.
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
-      loader::LoadCheckpoint(options.model_path);
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(options.model_path);
   if (!ckpt.ok()) return ckpt.status();
   ex->checkpoint_ = std::move(*ckpt);
-  const loader::ModelConfig& c = ex->checkpoint_->config();
+  const worker::loader::ModelConfig& c = ex->checkpoint_->config();
   if (c.architecture != "llama" && options.tensor_parallel_size > 1) {
     return absl::UnimplementedError(absl::StrCat(
         "tensor parallelism is implemented for the llama family; '", c.architecture,

@@ -63,7 +63,7 @@ class MultiprocExecutor : public ModelExecutor {
   absl::Status Execute(const worker::ForwardBatch& batch, worker::ForwardOutput* out) override;
   int num_blocks() const override { return num_blocks_; }
   int block_size() const override { return options_.block_size; }
-  const loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
+  const worker::loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
   int tensor_parallel_size() const override { return options_.tensor_parallel_size; }
   int num_threads() const override { return threads_per_rank_ * options_.tensor_parallel_size; }
   int64_t kv_cache_bytes() const override;
@@ -76,7 +76,7 @@ class MultiprocExecutor : public ModelExecutor {
   absl::Status WakeUp() override;
   absl::StatusOr<std::vector<std::string>> CollectiveRpc(const std::string& method) override;
 
-  const loader::Checkpoint& checkpoint() const { return *checkpoint_; }
+  const worker::loader::Checkpoint& checkpoint() const { return *checkpoint_; }
   std::vector<pid_t> worker_pids() const;
   // Steps broadcast so far and the total time spent serializing each
   // step's command once and writing it to every rank.
@@ -115,7 +115,7 @@ class MultiprocExecutor : public ModelExecutor {
   void StopMonitor();
 
   const MultiprocExecutorOptions options_;
-  std::shared_ptr<const loader::Checkpoint> checkpoint_;
+  std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
   std::string run_dir_;  // control socket + gloo rendezvous
   std::string gloo_dir_;
   bool spawned_ = true;  // false with external_workers_dir

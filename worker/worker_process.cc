@@ -81,8 +81,8 @@ class Worker {
     } else {
       comm_ = std::make_unique<SingleRankCommunicator>();
     }
-    absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
-        loader::LoadCheckpoint(config_.model_path());
+    absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+        worker::loader::LoadCheckpoint(config_.model_path());
     if (!ckpt.ok()) return ckpt.status();
     checkpoint_ = std::move(*ckpt);
     absl::StatusOr<TpPartition> part =
@@ -227,7 +227,7 @@ class Worker {
   const rill::internal::WorkerConfig config_;
   const int fd_;
   std::unique_ptr<Communicator> comm_;
-  std::shared_ptr<const loader::Checkpoint> checkpoint_;
+  std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
   TpPartition part_;
   std::unique_ptr<kernels::cpu::ThreadPool> pool_;
   std::unique_ptr<CausalLm> model_;

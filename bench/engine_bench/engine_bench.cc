@@ -66,7 +66,9 @@ class TimingExecutor : public ModelExecutor {
   }
   int num_blocks() const override { return inner_->num_blocks(); }
   int block_size() const override { return inner_->block_size(); }
-  const loader::ModelConfig& model_config() const override { return inner_->model_config(); }
+  const worker::loader::ModelConfig& model_config() const override {
+    return inner_->model_config();
+  }
   int num_threads() const override { return inner_->num_threads(); }
   void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) override {
     inner_->ParallelFor(n, fn);
@@ -143,7 +145,7 @@ int Main() {
   auto local = LocalModelExecutor::Create(options);
   CHECK(local.ok()) << local.status();
   const double mm_macs = worker::MatMulMacsPerToken((*local)->checkpoint());
-  const loader::ModelConfig model_config = (*local)->checkpoint().config();
+  const worker::loader::ModelConfig model_config = (*local)->checkpoint().config();
   auto tok = LoadTokenizer((*local)->checkpoint());
   CHECK(tok.ok()) << tok.status();
   auto timing = std::make_unique<TimingExecutor>(std::move(*local));

@@ -140,7 +140,7 @@ rill::v1::RequestState ToProto(engine::RequestStatus status) {
 rill::v1::ModelConfig ToModelConfig(const std::string& model_name,
                                     const engine::EngineConfig& config, bool has_chat_template,
                                     bool supports_embeddings) {
-  const loader::ModelConfig& m = config.model.config;
+  const worker::loader::ModelConfig& m = config.model.config;
   rill::v1::ModelConfig p;
   p.set_model(model_name);
   p.set_architecture(m.architecture);

@@ -31,7 +31,7 @@
 #include "worker/loader/gguf.h"
 #include "worker/loader/safetensors.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 
 struct RopeScaling {
   enum class Type { kNone, kLinear, kDynamic, kLlama3, kYarn, kLongrope };
@@ -166,6 +166,6 @@ class Checkpoint {
 // against the config; errors name the tensor.
 absl::StatusOr<std::unique_ptr<Checkpoint>> LoadCheckpoint(const std::string& path);
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader
 
 #endif  // RILL_WORKER_LOADER_CHECKPOINT_H_

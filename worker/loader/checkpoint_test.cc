@@ -9,7 +9,7 @@
 #include "worker/loader/gguf_writer.h"
 #include "worker/loader/safetensors_writer.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 namespace {
 
 // Tiny llama: hidden 8, 2 heads of 4, 1 kv head, ffn 16, vocab 10, 2 layers.
@@ -262,4 +262,4 @@ TEST(CheckpointTest, LoadsHfGpt2AndTransposesConv1D) {
 }
 
 }  // namespace
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

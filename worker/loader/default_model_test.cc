@@ -12,7 +12,7 @@
 #include "worker/loader/checkpoint.h"
 #include "worker/loader/gguf.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 namespace {
 
 class DefaultModelTest : public ::testing::Test {
@@ -100,4 +100,4 @@ TEST_F(DefaultModelTest, CheckpointConfig) {
 }
 
 }  // namespace
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "worker/loader/str_util.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the GGUF reader decodes little-endian data in place");
@@ -478,4 +478,4 @@ absl::StatusOr<std::vector<float>> GgufFile::GetFloatArray(std::string_view key)
   return out;
 }
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

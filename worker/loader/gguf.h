@@ -18,7 +18,7 @@
 #include "kernels/cpu/ggml_type.h"
 #include "worker/loader/mapped_file.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 
 enum class GgufValueType : uint32_t {
   kUint8 = 0,
@@ -141,6 +141,6 @@ class GgufFile {
   std::unordered_map<std::string_view, size_t> tensor_index_;
 };
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader
 
 #endif  // RILL_WORKER_LOADER_GGUF_H_

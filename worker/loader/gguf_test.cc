@@ -11,7 +11,7 @@
 #include "tests/util/test_seed.h"
 #include "worker/loader/gguf_writer.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 namespace {
 
 const uint8_t* U8(const std::string& s) { return reinterpret_cast<const uint8_t*>(s.data()); }
@@ -352,4 +352,4 @@ TEST(GgufTest, RandomCorruptionNeverCrashes) {
 }
 
 }  // namespace
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

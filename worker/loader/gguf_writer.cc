@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 namespace {
 
 template <typename T>
@@ -121,4 +121,4 @@ absl::Status GgufWriter::WriteFile(const std::string& path) const {
   return WriteBytesToFile(path, Build());
 }
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

@@ -12,7 +12,7 @@
 #include "kernels/cpu/ggml_type.h"
 #include "worker/loader/gguf.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 
 class GgufWriter {
  public:
@@ -68,6 +68,6 @@ class GgufWriter {
 // Writes `bytes` to `path` (test helper shared by the writers).
 absl::Status WriteBytesToFile(const std::string& path, const std::string& bytes);
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader
 
 #endif  // RILL_WORKER_LOADER_GGUF_WRITER_H_

@@ -16,7 +16,7 @@
 #include "base/json.h"
 #include "base/message_text.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 namespace {
 
 namespace fs = std::filesystem;
@@ -613,4 +613,4 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
   return c;
 }
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

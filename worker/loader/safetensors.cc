@@ -14,7 +14,7 @@
 #include "worker/loader/str_util.h"
 #include "base/json.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 namespace {
 
 // The reference implementation refuses headers above 100 MB too.
@@ -270,4 +270,4 @@ const SafetensorsTensor* SafetensorsShards::Find(std::string_view name) const {
   return it == tensors_.end() ? nullptr : it->second;
 }
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

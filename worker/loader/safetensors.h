@@ -18,7 +18,7 @@
 #include "kernels/cpu/ggml_type.h"
 #include "worker/loader/mapped_file.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 
 struct SafetensorsTensor {
   std::string name;
@@ -71,6 +71,6 @@ class SafetensorsShards {
   std::map<std::string, const SafetensorsTensor*> tensors_;
 };
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader
 
 #endif  // RILL_WORKER_LOADER_SAFETENSORS_H_

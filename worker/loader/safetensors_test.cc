@@ -11,7 +11,7 @@
 #include "tests/util/test_seed.h"
 #include "worker/loader/safetensors_writer.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 namespace {
 
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> ParseBytes(const std::string& s) {
@@ -175,4 +175,4 @@ TEST(SafetensorsShardsTest, GlobsWithoutIndex) {
 }
 
 }  // namespace
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

@@ -42,7 +42,7 @@ struct Dims {
 };
 
 // [in, out] of each projection of the base model.
-Dims ModuleDims(const loader::ModelConfig& c, int module) {
+Dims ModuleDims(const worker::loader::ModelConfig& c, int module) {
   const int64_t h = c.hidden_size, qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim,
                 f = c.intermediate_size;
   switch (static_cast<LoraModule>(module)) {
@@ -229,7 +229,8 @@ std::vector<float> Transpose(const std::vector<float>& m, int64_t rows, int64_t 
 const char* LoraModuleName(LoraModule module) { return kModuleNames[static_cast<int>(module)]; }
 
 absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
-    const std::string& dir, const loader::ModelConfig& config, const LoraLoadOptions& options) {
+    const std::string& dir, const worker::loader::ModelConfig& config,
+    const LoraLoadOptions& options) {
   if (config.architecture != "llama") {
     return absl::UnimplementedError(
         absl::StrCat("LoRA adapters are supported for the Llama "
@@ -252,8 +253,9 @@ absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
   absl::StatusOr<std::string> bytes =
       ReadAdapterFile(weights_path, options.root, options.max_weights_bytes);
   if (!bytes.ok()) return bytes.status();
-  absl::StatusOr<std::unique_ptr<loader::SafetensorsFile>> file = loader::SafetensorsFile::Parse(
-      reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(), weights_path);
+  absl::StatusOr<std::unique_ptr<worker::loader::SafetensorsFile>> file =
+      worker::loader::SafetensorsFile::Parse(reinterpret_cast<const uint8_t*>(bytes->data()),
+                                             bytes->size(), weights_path);
   if (!file.ok()) return file.status();
 
   auto adapter = std::make_shared<LoraAdapter>();
@@ -272,7 +274,7 @@ absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
   a.layers.resize(config.num_layers);
   std::vector<bool> module_seen(kNumLoraModules, false);
   const int64_t r = a.rank;
-  for (const loader::SafetensorsTensor& t : (*file)->tensors()) {
+  for (const worker::loader::SafetensorsTensor& t : (*file)->tensors()) {
     TensorKey key;
     if (!ParseTensorKey(t.name, config.num_layers, &key)) {
       return absl::InvalidArgumentError(absl::StrCat(

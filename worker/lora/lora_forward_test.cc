@@ -37,11 +37,12 @@ double RelL2(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 std::unique_ptr<CausalLm> LoadModel(const std::string& path, kernels::cpu::ThreadPool* pool) {
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(path);
   EXPECT_TRUE(ckpt.ok()) << ckpt.status();
   if (!ckpt.ok()) return nullptr;
   absl::StatusOr<std::unique_ptr<CausalLm>> m =
-      CreateCausalLm(std::shared_ptr<const loader::Checkpoint>(std::move(*ckpt)), pool);
+      CreateCausalLm(std::shared_ptr<const worker::loader::Checkpoint>(std::move(*ckpt)), pool);
   EXPECT_TRUE(m.ok()) << m.status();
   return m.ok() ? std::move(*m) : nullptr;
 }
@@ -166,7 +167,7 @@ TEST(DefaultModelLoraTest, AdapterEqualsOfflineMergedWeights) {
   kernels::cpu::ThreadPool pool(0);
   std::unique_ptr<CausalLm> model = LoadModel(path, &pool);
   ASSERT_TRUE(model);
-  const loader::ModelConfig& c = model->config();
+  const worker::loader::ModelConfig& c = model->config();
   TinySpec spec;
   spec.hidden = c.hidden_size;
   spec.heads = c.num_heads;

@@ -44,7 +44,8 @@ class BatchInvarianceTest : public ::testing::TestWithParam<Path> {
   void SetUp() override {
     const std::string path = rill::testing::DefaultModelPath();
     ASSERT_EQ(access(path.c_str(), R_OK), 0) << "default model missing: run tools/setup.sh";
-    absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
+    absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+        worker::loader::LoadCheckpoint(path);
     ASSERT_TRUE(ckpt.ok()) << ckpt.status();
     pool_ = std::make_unique<kernels::cpu::ThreadPool>(0);
     kernels::cpu::KernelPlanOptions plan_options;
@@ -157,7 +158,8 @@ INSTANTIATE_TEST_SUITE_P(MatmulPaths, BatchInvarianceTest,
 TEST(F16KvCacheTest, LogitsStayCloseToTheF32Cache) {
   const std::string path = rill::testing::DefaultModelPath();
   ASSERT_EQ(access(path.c_str(), R_OK), 0) << "default model missing: run tools/setup.sh";
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(path);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   kernels::cpu::ThreadPool pool(0);
   absl::StatusOr<std::unique_ptr<CausalLm>> model =
@@ -236,7 +238,8 @@ TEST(F16KvCacheTest, LogitsStayCloseToTheF32Cache) {
 
 TEST(ForwardValidationTest, RejectsBadBatchesWithClearErrors) {
   const std::string path = rill::testing::DefaultModelPath();
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(path);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   kernels::cpu::ThreadPool pool(1);
   absl::StatusOr<std::unique_ptr<CausalLm>> model = CreateCausalLm(std::move(*ckpt), &pool);

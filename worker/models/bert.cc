@@ -32,12 +32,12 @@ void GeluErf(float* x, int64_t n, kernels::cpu::ThreadPool* pool) {
 
 class Bert : public Encoder {
  public:
-  Bert(std::shared_ptr<const loader::Checkpoint> ckpt, kernels::cpu::ThreadPool* pool,
+  Bert(std::shared_ptr<const worker::loader::Checkpoint> ckpt, kernels::cpu::ThreadPool* pool,
        const ModelOptions& options)
       : Encoder(std::move(ckpt), pool, options) {}
 
   absl::Status Bind() {
-    const loader::ModelConfig& c = config();
+    const worker::loader::ModelConfig& c = config();
     const int64_t h = c.hidden_size, f = c.intermediate_size;
     // Embedding tables are read row by row (EmbedTokens); the matrices get
     // f32 activations so the encoder matches the float64 reference closely.
@@ -85,7 +85,7 @@ class Bert : public Encoder {
  protected:
   absl::Status EncodeValidated(const std::vector<EncoderInput>& batch,
                                std::vector<std::vector<float>>* hidden) override {
-    const loader::ModelConfig& c = config();
+    const worker::loader::ModelConfig& c = config();
     const int64_t h = c.hidden_size, f = c.intermediate_size;
     const float eps = static_cast<float>(c.layer_norm_eps);
     std::vector<int32_t> tokens, positions, types;
@@ -153,7 +153,7 @@ class Bert : public Encoder {
   // sqrt(d)) v per head. Work items are (sequence, head, query) rows, each
   // computed the same way whatever the batch, so results are batch invariant.
   void Attend(const std::vector<int64_t>& begin) {
-    const loader::ModelConfig& c = config();
+    const worker::loader::ModelConfig& c = config();
     const int64_t h = c.hidden_size, d = c.head_dim, heads = c.num_heads;
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     std::vector<int64_t> row_seq;  // Query token -> its sequence.
@@ -196,7 +196,7 @@ class Bert : public Encoder {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Encoder>> CreateBert(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
+    std::shared_ptr<const worker::loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
     const ModelOptions& options) {
   auto model = std::make_unique<Bert>(std::move(checkpoint), pool, options);
   absl::Status s = model->Bind();

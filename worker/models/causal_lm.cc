@@ -23,7 +23,7 @@ KvCacheShape CausalLm::CacheShape(int num_blocks, int block_size,
 
 absl::Status CausalLm::Forward(const ForwardBatch& batch, PagedKvCache* cache,
                                ForwardOutput* out) {
-  const loader::ModelConfig& cfg = config();
+  const worker::loader::ModelConfig& cfg = config();
   const KvCacheShape& shape = cache->shape();
   if (shape.num_layers != cfg.num_layers || shape.num_kv_heads != cache_kv_heads_ ||
       shape.head_dim != cfg.head_dim) {
@@ -50,7 +50,7 @@ absl::Status CausalLm::Forward(const ForwardBatch& batch, PagedKvCache* cache,
 }
 
 absl::StatusOr<std::unique_ptr<CausalLm>> CreateCausalLm(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
+    std::shared_ptr<const worker::loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
     const ModelOptions& options) {
   const std::string& arch = checkpoint->config().architecture;
   if (arch == "llama") return CreateLlama(std::move(checkpoint), pool, options);

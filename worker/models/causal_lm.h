@@ -35,8 +35,8 @@ class CausalLm {
  public:
   virtual ~CausalLm() = default;
 
-  const loader::ModelConfig& config() const { return checkpoint_->config(); }
-  const loader::Checkpoint& checkpoint() const { return *checkpoint_; }
+  const worker::loader::ModelConfig& config() const { return checkpoint_->config(); }
+  const worker::loader::Checkpoint& checkpoint() const { return *checkpoint_; }
 
   // The KV cache layout this model needs for `num_blocks` blocks (this
   // rank's K/V heads under tensor parallelism).
@@ -58,8 +58,8 @@ class CausalLm {
   virtual bool SupportsLora() const { return false; }
 
  protected:
-  CausalLm(std::shared_ptr<const loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
-           const ModelOptions& options)
+  CausalLm(std::shared_ptr<const worker::loader::Checkpoint> checkpoint,
+           kernels::cpu::ThreadPool* pool, const ModelOptions& options)
       : checkpoint_(std::move(checkpoint)),
         pool_(pool),
         options_(options),
@@ -69,7 +69,7 @@ class CausalLm {
   virtual absl::Status ForwardValidated(const ForwardBatch& batch, PagedKvCache* cache,
                                         ForwardOutput* out) = 0;
 
-  std::shared_ptr<const loader::Checkpoint> checkpoint_;
+  std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
   kernels::cpu::ThreadPool* pool_;
   ModelOptions options_;
   // K/V heads held in this process's cache (fewer than the model's on a
@@ -80,7 +80,7 @@ class CausalLm {
 // Builds the model for the checkpoint's architecture ("llama" family or "gpt2").
 // `pool` must outlive the model.
 absl::StatusOr<std::unique_ptr<CausalLm>> CreateCausalLm(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
+    std::shared_ptr<const worker::loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
     const ModelOptions& options = {});
 
 }  // namespace rill::worker

@@ -38,7 +38,8 @@ double Cosine(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(DecoderPoolingTest, MeanAndLastMatchReferenceInAnyBatch) {
   const std::string path = rill::testing::DefaultModelPath();
   ASSERT_EQ(access(path.c_str(), R_OK), 0) << "default model missing: run tools/setup.sh";
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(path);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   kernels::cpu::ThreadPool pool(0);
   absl::StatusOr<std::unique_ptr<CausalLm>> model = CreateCausalLm(std::move(*ckpt), &pool);

@@ -19,13 +19,13 @@ struct Gpt2Layer {
 
 class Gpt2 : public CausalLm {
  public:
-  Gpt2(std::shared_ptr<const loader::Checkpoint> ckpt, kernels::cpu::ThreadPool* pool,
+  Gpt2(std::shared_ptr<const worker::loader::Checkpoint> ckpt, kernels::cpu::ThreadPool* pool,
        const ModelOptions& options)
       : CausalLm(std::move(ckpt), pool, options) {}
 
   absl::Status Bind() {
-    const loader::ModelConfig& c = config();
-    const loader::Checkpoint& ck = checkpoint();
+    const worker::loader::ModelConfig& c = config();
+    const worker::loader::Checkpoint& ck = checkpoint();
     if (options_.comm != nullptr && options_.comm->world_size() > 1) {
       return absl::UnimplementedError(
           "tensor parallelism is implemented for the llama family only; run gpt2 models with "
@@ -85,7 +85,7 @@ class Gpt2 : public CausalLm {
  protected:
   absl::Status ForwardValidated(const ForwardBatch& batch, PagedKvCache* cache,
                                 ForwardOutput* out) override {
-    const loader::ModelConfig& c = config();
+    const worker::loader::ModelConfig& c = config();
     const BatchLayout layout = LayoutBatch(batch);
     const int64_t n = layout.num_tokens, h = c.hidden_size, f = c.intermediate_size;
     const float eps = static_cast<float>(c.layer_norm_eps);
@@ -154,7 +154,7 @@ class Gpt2 : public CausalLm {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CausalLm>> CreateGpt2(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
+    std::shared_ptr<const worker::loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
     const ModelOptions& options) {
   auto model = std::make_unique<Gpt2>(std::move(checkpoint), pool, options);
   absl::Status s = model->Bind();

@@ -15,7 +15,7 @@ namespace rill::worker {
 namespace {
 
 // The type of tensor `name` when the kernels run it (Unimplemented otherwise).
-absl::StatusOr<kernels::cpu::GgmlType> KernelType(const loader::Checkpoint& ckpt,
+absl::StatusOr<kernels::cpu::GgmlType> KernelType(const worker::loader::Checkpoint& ckpt,
                                                   const std::string& name,
                                                   kernels::cpu::GgmlType type) {
   if (!kernels::cpu::CanDequantize(type)) {
@@ -28,12 +28,12 @@ absl::StatusOr<kernels::cpu::GgmlType> KernelType(const loader::Checkpoint& ckpt
 
 }  // namespace
 
-absl::StatusOr<kernels::cpu::WeightMatrix> BindMatrix(const loader::Checkpoint& ckpt,
+absl::StatusOr<kernels::cpu::WeightMatrix> BindMatrix(const worker::loader::Checkpoint& ckpt,
                                                       const std::string& name, int64_t rows,
                                                       int64_t cols, bool float_activations) {
-  absl::StatusOr<const loader::TensorRef*> ref = ckpt.Get(name);
+  absl::StatusOr<const worker::loader::TensorRef*> ref = ckpt.Get(name);
   if (!ref.ok()) return ref.status();
-  const loader::TensorRef& t = **ref;
+  const worker::loader::TensorRef& t = **ref;
   if (t.ne.size() != 2 || t.ne[0] != cols || t.ne[1] != rows) {
     std::string shape;
     for (int64_t d : t.ne) absl::StrAppend(&shape, shape.empty() ? "" : "x", d);
@@ -61,7 +61,7 @@ absl::StatusOr<kernels::cpu::WeightMatrix> BindMatrix(const loader::Checkpoint& 
   return w;
 }
 
-bool PackForKernelPlan(const kernels::cpu::KernelPlan& plan, const loader::Checkpoint& ckpt,
+bool PackForKernelPlan(const kernels::cpu::KernelPlan& plan, const worker::loader::Checkpoint& ckpt,
                        kernels::cpu::WeightMatrix* w) {
   if (!kernels::cpu::PackForKernelPlan(plan, w)) return false;
   ckpt.ReleaseTensorPages(w->data, w->row_stride_bytes * w->rows);
@@ -77,11 +77,11 @@ std::vector<uint8_t> PrecisePositionMask(const kernels::cpu::KernelPlan& plan,
   return mask;
 }
 
-absl::StatusOr<std::vector<float>> LoadVector(const loader::Checkpoint& ckpt,
+absl::StatusOr<std::vector<float>> LoadVector(const worker::loader::Checkpoint& ckpt,
                                               const std::string& name, int64_t n) {
-  absl::StatusOr<const loader::TensorRef*> ref = ckpt.Get(name);
+  absl::StatusOr<const worker::loader::TensorRef*> ref = ckpt.Get(name);
   if (!ref.ok()) return ref.status();
-  const loader::TensorRef& t = **ref;
+  const worker::loader::TensorRef& t = **ref;
   int64_t count = 1;
   for (int64_t d : t.ne) count *= d;
   if (count != n) {
@@ -216,19 +216,19 @@ void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer, 
   kernels::cpu::PagedAttentionBatch(all, pool);
 }
 
-absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const loader::ModelConfig& cfg) {
+absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const worker::loader::ModelConfig& cfg) {
   const int64_t half = cfg.head_dim / 2;
   std::vector<float> inv_freq(half);
-  const loader::RopeScaling& sc = cfg.rope_scaling;
+  const worker::loader::RopeScaling& sc = cfg.rope_scaling;
   for (int64_t i = 0; i < half; ++i) {
     double f = std::pow(cfg.rope_theta, -2.0 * i / cfg.head_dim);
     switch (sc.type) {
-      case loader::RopeScaling::Type::kNone:
+      case worker::loader::RopeScaling::Type::kNone:
         break;
-      case loader::RopeScaling::Type::kLinear:
+      case worker::loader::RopeScaling::Type::kLinear:
         f /= sc.factor;
         break;
-      case loader::RopeScaling::Type::kLlama3: {
+      case worker::loader::RopeScaling::Type::kLlama3: {
         // Llama 3.1: long wavelengths are slowed by `factor`, short ones
         // kept, and the band in between interpolated smoothly.
         const double old_ctx = static_cast<double>(sc.original_max_position_embeddings);

@@ -22,14 +22,14 @@ namespace rill::worker {
 
 // A weight matrix [rows = out features][cols = in features] straight from the
 // checkpoint's memory (quantized blocks are never dequantized at load).
-absl::StatusOr<kernels::cpu::WeightMatrix> BindMatrix(const loader::Checkpoint& ckpt,
+absl::StatusOr<kernels::cpu::WeightMatrix> BindMatrix(const worker::loader::Checkpoint& ckpt,
                                                       const std::string& name, int64_t rows,
                                                       int64_t cols, bool float_activations);
 
 // Repacks w for the plan's kernels (kernels::cpu::PackForKernelPlan) and, when it
 // packed, drops the file pages of w's rows from RSS (the packed copy is what
 // MatMul and a tied embedding read from then on). Returns whether it packed.
-bool PackForKernelPlan(const kernels::cpu::KernelPlan& plan, const loader::Checkpoint& ckpt,
+bool PackForKernelPlan(const kernels::cpu::KernelPlan& plan, const worker::loader::Checkpoint& ckpt,
                        kernels::cpu::WeightMatrix* w);
 
 // Per token, whether MatMul gives it the int16 kernels' two-pass activations
@@ -44,7 +44,7 @@ std::vector<uint8_t> PrecisePositionMask(const kernels::cpu::KernelPlan& plan,
 
 // A vector of n floats (norm weights, biases), converted to f32 if stored as
 // f16/bf16. NotFound when absent.
-absl::StatusOr<std::vector<float>> LoadVector(const loader::Checkpoint& ckpt,
+absl::StatusOr<std::vector<float>> LoadVector(const worker::loader::Checkpoint& ckpt,
                                               const std::string& name, int64_t n);
 
 // Binds a model's tensors into its members, keeping the first error (in call
@@ -52,7 +52,7 @@ absl::StatusOr<std::vector<float>> LoadVector(const loader::Checkpoint& ckpt,
 // error, later calls do nothing.
 class TensorBinder {
  public:
-  TensorBinder(const loader::Checkpoint& ckpt, bool float_activations)
+  TensorBinder(const worker::loader::Checkpoint& ckpt, bool float_activations)
       : ckpt_(ckpt), float_activations_(float_activations) {}
 
   void Matrix(const std::string& name, int64_t rows, int64_t cols, kernels::cpu::WeightMatrix* w);
@@ -64,7 +64,7 @@ class TensorBinder {
   absl::Status CheckEveryLayerTensorBound() const;
 
  private:
-  const loader::Checkpoint& ckpt_;
+  const worker::loader::Checkpoint& ckpt_;
   const bool float_activations_;
   absl::Status status_;
   std::set<std::string> bound_;
@@ -103,7 +103,7 @@ void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer, 
                const AttentionOptions& options = {});
 
 // Rotary frequencies per pair index i < head_dim/2, with the config's scaling.
-absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const loader::ModelConfig& cfg);
+absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const worker::loader::ModelConfig& cfg);
 
 // x[r] += bias for each of n_rows rows of width dim.
 void AddBiasRows(float* x, const float* bias, int64_t n_rows, int64_t dim);

@@ -27,13 +27,13 @@ struct LlamaLayer {
 
 class Llama : public CausalLm {
  public:
-  Llama(std::shared_ptr<const loader::Checkpoint> ckpt, kernels::cpu::ThreadPool* pool,
+  Llama(std::shared_ptr<const worker::loader::Checkpoint> ckpt, kernels::cpu::ThreadPool* pool,
         const ModelOptions& options)
       : CausalLm(std::move(ckpt), pool, options) {}
 
   absl::Status Bind() {
-    const loader::ModelConfig& c = config();
-    const loader::Checkpoint& ck = checkpoint();
+    const worker::loader::ModelConfig& c = config();
+    const worker::loader::Checkpoint& ck = checkpoint();
     if (c.num_heads <= 0 || c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0 ||
         c.head_dim <= 0 || c.head_dim % 2 != 0) {
       return absl::InvalidArgumentError(absl::StrCat(ck.path(), ": bad head configuration (",
@@ -176,7 +176,7 @@ class Llama : public CausalLm {
  protected:
   absl::Status ForwardValidated(const ForwardBatch& batch, PagedKvCache* cache,
                                 ForwardOutput* out) override {
-    const loader::ModelConfig& c = config();
+    const worker::loader::ModelConfig& c = config();
     const BatchLayout layout = LayoutBatch(batch);
     // This rank's share (the whole model when not tensor-parallel).
     const int num_heads = part_.num_heads(), num_kv_heads = part_.num_kv_heads();
@@ -308,7 +308,7 @@ class Llama : public CausalLm {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CausalLm>> CreateLlama(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
+    std::shared_ptr<const worker::loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
     const ModelOptions& options) {
   auto model = std::make_unique<Llama>(std::move(checkpoint), pool, options);
   absl::Status s = model->Bind();

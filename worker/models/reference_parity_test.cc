@@ -95,11 +95,12 @@ std::string CompareWithReference(const std::string& path, const std::vector<int3
                                  int steps, double threshold, bool* passed,
                                  ModelOptions options = {}) {
   *passed = false;
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(path);
   if (!ckpt.ok()) return absl::StrCat("load failed: ", ckpt.status().ToString());
   kernels::cpu::ThreadPool pool(0);
-  absl::StatusOr<std::unique_ptr<CausalLm>> model =
-      CreateCausalLm(std::shared_ptr<const loader::Checkpoint>(std::move(*ckpt)), &pool, options);
+  absl::StatusOr<std::unique_ptr<CausalLm>> model = CreateCausalLm(
+      std::shared_ptr<const worker::loader::Checkpoint>(std::move(*ckpt)), &pool, options);
   if (!model.ok()) return absl::StrCat("model failed: ", model.status().ToString());
   Run ours = RunModel(model->get(), prompt, steps);
   static int counter = 0;

@@ -55,12 +55,13 @@ class CudaLlama {
   // InvalidArgument for missing or misshapen tensors, Unimplemented for an
   // unsupported architecture or RoPE scaling, Internal for CUDA failures.
   static absl::StatusOr<std::unique_ptr<CudaLlama>> Create(
-      std::shared_ptr<const loader::Checkpoint> checkpoint, const CudaLlamaOptions& options);
+      std::shared_ptr<const worker::loader::Checkpoint> checkpoint,
+      const CudaLlamaOptions& options);
   ~CudaLlama();
   CudaLlama(const CudaLlama&) = delete;
   CudaLlama& operator=(const CudaLlama&) = delete;
 
-  const loader::ModelConfig& config() const { return checkpoint_->config(); }
+  const worker::loader::ModelConfig& config() const { return checkpoint_->config(); }
   int num_layers() const { return static_cast<int>(layers_.size()); }
   int64_t weight_bytes() const { return weight_bytes_; }
   int64_t kv_cache_bytes() const { return kv_cache_bytes_; }
@@ -119,7 +120,8 @@ class CudaLlama {
     int max_context = 0;
   };
 
-  CudaLlama(std::shared_ptr<const loader::Checkpoint> checkpoint, const CudaLlamaOptions& options)
+  CudaLlama(std::shared_ptr<const worker::loader::Checkpoint> checkpoint,
+            const CudaLlamaOptions& options)
       : checkpoint_(std::move(checkpoint)), options_(options) {}
   absl::Status Init();
   absl::Status UploadWeights();
@@ -146,7 +148,7 @@ class CudaLlama {
   BatchLimits Limits() const;
   ::rill::kernels::cuda::PagedAttentionShape AttentionShape(int max_blocks_per_seq) const;
 
-  std::shared_ptr<const loader::Checkpoint> checkpoint_;
+  std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
   CudaLlamaOptions options_;
   int hidden_ = 0, q_heads_ = 0, kv_heads_ = 0, head_dim_ = 0, ffn_ = 0, vocab_ = 0;
   int q_dim_ = 0, kv_dim_ = 0;

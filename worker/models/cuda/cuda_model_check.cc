@@ -163,9 +163,9 @@ bool CheckRejects(CudaLlama* gpu) {
 }
 
 // Returns whether the GPU model matches the CPU model.
-absl::StatusOr<bool> CheckCorrectness(std::shared_ptr<const loader::Checkpoint> ckpt,
+absl::StatusOr<bool> CheckCorrectness(std::shared_ptr<const worker::loader::Checkpoint> ckpt,
                                       CudaLlama* gpu) {
-  const loader::ModelConfig& cfg = ckpt->config();
+  const worker::loader::ModelConfig& cfg = ckpt->config();
   const int vocab = static_cast<int>(cfg.vocab_size), bs = 16;
   const int P = std::max(1, absl::GetFlag(FLAGS_prompts));
   const int L = std::max(2, absl::GetFlag(FLAGS_prompt_tokens));
@@ -304,13 +304,14 @@ int Main() {
 
   std::string path = absl::GetFlag(FLAGS_model);
   if (path.empty()) path = base::DefaultModelFilePath();
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> loaded = loader::LoadCheckpoint(path);
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> loaded =
+      worker::loader::LoadCheckpoint(path);
   if (!loaded.ok()) {
     printf("error: %s\n", loaded.status().ToString().c_str());
     return 2;
   }
-  std::shared_ptr<const loader::Checkpoint> ckpt = std::move(*loaded);
-  const loader::ModelConfig& cfg = ckpt->config();
+  std::shared_ptr<const worker::loader::Checkpoint> ckpt = std::move(*loaded);
+  const worker::loader::ModelConfig& cfg = ckpt->config();
   printf("model: %s (%lld layers, hidden %lld, %lld/%lld heads, ffn %lld, vocab %lld)\n",
          path.c_str(), static_cast<long long>(cfg.num_layers),
          static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.num_heads),

@@ -20,8 +20,8 @@ uint16_t FloatToBf16(float f) {
 
 float Bf16ToFloat(uint16_t b) { return kernels::cpu::BF16ToF32(b); }
 
-absl::Status AppendMatrixBf16(const loader::Checkpoint& ckpt, const std::string& name, int64_t rows,
-                              int64_t cols, std::vector<uint16_t>* out) {
+absl::Status AppendMatrixBf16(const worker::loader::Checkpoint& ckpt, const std::string& name,
+                              int64_t rows, int64_t cols, std::vector<uint16_t>* out) {
   // BindMatrix checks the shape, the type and the byte size against rows/cols.
   absl::StatusOr<kernels::cpu::WeightMatrix> w =
       BindMatrix(ckpt, name, rows, cols, /*float_activations=*/true);
@@ -39,16 +39,16 @@ absl::Status AppendMatrixBf16(const loader::Checkpoint& ckpt, const std::string&
   return absl::OkStatus();
 }
 
-absl::Status AppendVectorBf16(const loader::Checkpoint& ckpt, const std::string& name, int64_t n,
-                              std::vector<uint16_t>* out) {
+absl::Status AppendVectorBf16(const worker::loader::Checkpoint& ckpt, const std::string& name,
+                              int64_t n, std::vector<uint16_t>* out) {
   absl::StatusOr<std::vector<float>> v = LoadVector(ckpt, name, n);
   if (!v.ok()) return v.status();
   for (float x : *v) out->push_back(FloatToBf16(x));
   return absl::OkStatus();
 }
 
-absl::Status BuildLayerBf16(const loader::Checkpoint& ckpt, int layer, LayerBf16* out) {
-  const loader::ModelConfig& c = ckpt.config();
+absl::Status BuildLayerBf16(const worker::loader::Checkpoint& ckpt, int layer, LayerBf16* out) {
+  const worker::loader::ModelConfig& c = ckpt.config();
   const int64_t h = c.hidden_size, qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim,
                 f = c.intermediate_size;
   const std::string p = absl::StrCat("blk.", layer, ".");

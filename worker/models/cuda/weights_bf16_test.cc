@@ -51,11 +51,12 @@ TEST(FloatToBf16, MatchesKernelReference) {
   }
 }
 
-absl::StatusOr<std::unique_ptr<loader::Checkpoint>> Load(const std::string& name, bool bias) {
+absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> Load(const std::string& name,
+                                                                 bool bias) {
   const std::string path = TmpPath(name);
   absl::Status s = TinyLlamaGguf(2, bias).WriteFile(path);
   if (!s.ok()) return s;
-  return loader::LoadCheckpoint(path);
+  return worker::loader::LoadCheckpoint(path);
 }
 
 TEST(BuildLayerBf16, FusesQkvAndGateUpRowBlocks) {
