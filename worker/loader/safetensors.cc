@@ -78,7 +78,7 @@ absl::Status SafetensorsFile::ParseInternal(const uint8_t* data, size_t size) {
                                        size - 8, " bytes follow"));
   }
   std::string_view header(reinterpret_cast<const char*>(data + 8), header_len);
-  absl::StatusOr<json::JsonValue> json = json::ParseJson(header);
+  absl::StatusOr<base::json::JsonValue> json = base::json::ParseJson(header);
   if (!json.ok()) return Invalid(path_, absl::StrCat("header: ", json.status().message()));
   if (!json->is_object()) return Invalid(path_, "header is not a JSON object");
 
@@ -89,12 +89,12 @@ absl::Status SafetensorsFile::ParseInternal(const uint8_t* data, size_t size) {
     size_t index;
   };
   std::vector<Range> ranges;
-  for (const json::JsonValue::Member& m : json->object_members()) {
+  for (const base::json::JsonValue::Member& m : json->object_members()) {
     const std::string& name = m.first;
-    const json::JsonValue& v = m.second;
+    const base::json::JsonValue& v = m.second;
     if (name == "__metadata__") {
       if (!v.is_object()) return Invalid(path_, "__metadata__ is not an object");
-      for (const json::JsonValue::Member& kv : v.object_members()) {
+      for (const base::json::JsonValue::Member& kv : v.object_members()) {
         if (!kv.second.is_string()) {
           return Invalid(path_, absl::StrCat("__metadata__ value '", kv.first, "' is not a string"));
         }
@@ -106,9 +106,9 @@ absl::Status SafetensorsFile::ParseInternal(const uint8_t* data, size_t size) {
       return Invalid(path_, absl::StrCat("tensor '", name, "': ", Sv(what)));
     };
     if (!v.is_object()) return bad("entry is not an object");
-    const json::JsonValue* dtype = v.Find("dtype");
-    const json::JsonValue* shape = v.Find("shape");
-    const json::JsonValue* offsets = v.Find("data_offsets");
+    const base::json::JsonValue* dtype = v.Find("dtype");
+    const base::json::JsonValue* shape = v.Find("shape");
+    const base::json::JsonValue* offsets = v.Find("data_offsets");
     if (dtype == nullptr || !dtype->is_string()) return bad("missing or non-string dtype");
     if (shape == nullptr || !shape->is_array()) return bad("missing or non-array shape");
     if (offsets == nullptr || !offsets->is_array() || offsets->array_items().size() != 2) {
@@ -122,7 +122,7 @@ absl::Status SafetensorsFile::ParseInternal(const uint8_t* data, size_t size) {
                        " (supported: F32, F16, BF16, I64, I32)"));
     }
     uint64_t elements = 1;
-    for (const json::JsonValue& d : shape->array_items()) {
+    for (const base::json::JsonValue& d : shape->array_items()) {
       std::optional<int64_t> dim = d.AsInt64();
       if (!dim.has_value() || *dim < 0) return bad("shape entries must be non-negative integers");
       uint64_t u = static_cast<uint64_t>(*dim);
@@ -204,16 +204,16 @@ absl::StatusOr<std::unique_ptr<SafetensorsShards>> SafetensorsShards::Open(const
   if (fs::exists(index_path, ec)) {
     absl::StatusOr<std::string> text = ReadSmallFile(index_path);
     if (!text.ok()) return text.status();
-    absl::StatusOr<json::JsonValue> json = json::ParseJson(*text);
+    absl::StatusOr<base::json::JsonValue> json = base::json::ParseJson(*text);
     if (!json.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(index_path, ": ", json.status().message()));
     }
-    const json::JsonValue* map = json->Find("weight_map");
+    const base::json::JsonValue* map = json->Find("weight_map");
     if (map == nullptr || !map->is_object()) {
       return absl::InvalidArgumentError(absl::StrCat(index_path, ": missing weight_map object"));
     }
     std::map<std::string, size_t> file_index;
-    for (const json::JsonValue::Member& m : map->object_members()) {
+    for (const base::json::JsonValue::Member& m : map->object_members()) {
       const std::string& file = m.second.string_value();
       if (!m.second.is_string() || file.empty() || absl::StrContains(file, "/") || file == "." ||
           file == "..") {
