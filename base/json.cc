@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/utf8.h"
 
-namespace rill::json {
+namespace rill::base::json {
 namespace {
 
 // The system absl has its own string_view, which StrCat does not take a
@@ -438,4 +438,4 @@ std::string QuoteJsonString(std::string_view s) {
   return out;
 }
 
-}  // namespace rill::json
+}  // namespace rill::base::json

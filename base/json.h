@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace rill::json {
+namespace rill::base::json {
 
 class JsonValue {
  public:
@@ -88,6 +88,6 @@ std::string QuoteJsonString(std::string_view s);
 absl::StatusOr<JsonValue> ParseJsonFile(const std::string& path,
                                         const JsonParseOptions& options = {});
 
-}  // namespace rill::json
+}  // namespace rill::base::json
 
 #endif  // RILL_BASE_JSON_H_

@@ -8,7 +8,7 @@
 
 #include "tests/util/test_seed.h"
 
-namespace rill::json {
+namespace rill::base::json {
 namespace {
 
 JsonValue MustParse(const std::string& s) {
@@ -137,4 +137,4 @@ TEST(JsonTest, QuotedStringsParseBack) {
 }
 
 }  // namespace
-}  // namespace rill::json
+}  // namespace rill::base::json

@@ -69,13 +69,13 @@ int RunBenchModel(int, char**) {
   }
   options.max_context = std::max(std::max(pp, 16), depth + 1) + tg + 16;
   options.max_sequences = max_batch;
-  absl::StatusOr<cpu::KernelPlan> plan = cpu::SetUpKernelPlan(MatmulFlag());
+  absl::StatusOr<kernels::cpu::KernelPlan> plan = kernels::cpu::SetUpKernelPlan(MatmulFlag());
   if (!plan.ok()) {
     std::cerr << "error: " << plan.status().message() << "\n";
     return 1;
   }
   options.model_options.kernel_plan = *plan;
-  absl::StatusOr<cpu::KvDtype> kv_dtype =
+  absl::StatusOr<kernels::cpu::KvDtype> kv_dtype =
       worker::ParseKvCacheDtype(absl::GetFlag(FLAGS_kv_cache_dtype));
   if (!kv_dtype.ok()) {
     std::cerr << "error: " << kv_dtype.status().message() << "\n";
@@ -154,7 +154,8 @@ int RunBenchModel(int, char**) {
       std::cout << absl::StrFormat(
           "{\"batch\":%d,\"matmul\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"gen_tokens\":%d,"
           "\"pp_tokens_per_s\":%.2f,\"tg_tokens_per_s\":%.2f,\"rss_mib\":%.1f}\n",
-          b, cpu::MatmulKindName(plan->matmul), absl::GetFlag(FLAGS_threads), pp, tg, pp_tps, tg_tps, RssMib());
+          b, kernels::cpu::MatmulKindName(plan->matmul), absl::GetFlag(FLAGS_threads), pp, tg,
+          pp_tps, tg_tps, RssMib());
     } else {
       std::cout << absl::StrFormat("%-6d %14.1f %14.1f %10.1f\n", b, pp_tps, tg_tps, RssMib());
     }

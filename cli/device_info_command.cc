@@ -11,22 +11,25 @@
 namespace rill::cli {
 
 int RunDeviceInfo(int, char**) {
-  std::cout << "built with CUDA: " << (cuda::BuiltWithCuda() ? "yes" : "no") << "\n";
-  if (cuda::BuiltWithCuda()) std::cout << "linked: " << cuda::LinkedLibraryVersions() << "\n";
-  absl::StatusOr<std::vector<cuda::CudaDeviceInfo>> devices = cuda::ProbeCudaDevices();
+  std::cout << "built with CUDA: " << (kernels::cuda::BuiltWithCuda() ? "yes" : "no") << "\n";
+  if (kernels::cuda::BuiltWithCuda())
+    std::cout << "linked: " << kernels::cuda::LinkedLibraryVersions() << "\n";
+  absl::StatusOr<std::vector<kernels::cuda::CudaDeviceInfo>> devices =
+      kernels::cuda::ProbeCudaDevices();
   if (devices.ok()) {
-    for (const cuda::CudaDeviceInfo& d : *devices) {
+    for (const kernels::cuda::CudaDeviceInfo& d : *devices) {
       std::cout << "device " << d.index << ": " << d.name << " sm_" << d.compute_major
                 << d.compute_minor << " " << (d.total_memory_bytes >> 20) << " MiB\n";
     }
   }
-  absl::StatusOr<kernels::BackendChoice> choice = kernels::ChooseBackend(absl::GetFlag(FLAGS_backend));
+  absl::StatusOr<kernels::backend::BackendChoice> choice =
+      kernels::backend::ChooseBackend(absl::GetFlag(FLAGS_backend));
   if (!choice.ok()) {
     std::cerr << "error: " << choice.status().message() << "\n";
     return 1;
   }
-  std::cout << "backend: " << kernels::BackendName(choice->kind) << " (" << choice->description
-            << ")\n";
+  std::cout << "backend: " << kernels::backend::BackendName(choice->kind) << " ("
+            << choice->description << ")\n";
   return 0;
 }
 

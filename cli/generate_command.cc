@@ -19,6 +19,7 @@
 #include "absl/synchronization/notification.h"
 #include "cli/common_flags.h"
 #include "cli/model_tokenizer.h"
+#include "tokenizer/input_processor.h"
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/sampling_params.h"
@@ -65,12 +66,12 @@ absl::StatusOr<std::string> DeviceFromFlag() {
 // one user message by the same chat-template code the frontend uses.
 absl::StatusOr<std::vector<int32_t>> PromptIds(const tokenizer::Tokenizer& tok) {
   const std::string text = absl::GetFlag(FLAGS_prompt);
-  if (!absl::GetFlag(FLAGS_chat)) return tok.Encode(text, /*add_special_tokens=*/true);
-  absl::StatusOr<std::string> rendered = tok.ApplyChatTemplate(
-      {tokenizer::ChatMessage{"user", text}}, /*add_generation_prompt=*/true);
-  if (!rendered.ok()) return rendered.status();
-  // The template already placed whatever special tokens the model wants.
-  return tok.Encode(*rendered, /*add_special_tokens=*/false);
+  const tokenizer::PromptInput input =
+      absl::GetFlag(FLAGS_chat) ? tokenizer::PromptInput::Chat({tokenizer::ChatMessage{"user", text}})
+                                : tokenizer::PromptInput::Text(text);
+  absl::StatusOr<tokenizer::ProcessedPrompt> prompt = tokenizer::InputProcessor(&tok).Process(input);
+  if (!prompt.ok()) return prompt.status();
+  return std::move(prompt->token_ids);
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string& path) {
@@ -148,7 +149,8 @@ absl::StatusOr<std::unique_ptr<engine::AsyncLLMEngine>> CreateEngine(
   const int64_t tokens = std::clamp<int64_t>(prompt_tokens + std::max(max_tokens, 0), 1,
                                              std::max<int64_t>(model.context_length, 1));
   args.num_kv_blocks = static_cast<int>((tokens + args.block_size - 1) / args.block_size);
-  return engine::CreateAsyncLLMEngine(args);
+  // The tokenizer already loaded for the prompt serves the engine too.
+  return engine::CreateAsyncLLMEngine(args, model.tokenizer->shared_bpe());
 }
 
 // What StreamToStdout's request generated, for --print_ids and the timing

@@ -12,11 +12,11 @@ namespace rill::cli {
 absl::StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(
     const ModelSessionOptions& options) {
   auto session = std::unique_ptr<ModelSession>(new ModelSession());
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
-      loader::LoadCheckpoint(engine::ResolveModelPath(options.model));
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(engine::ResolveModelPath(options.model));
   if (!ckpt.ok()) return ckpt.status();
   session->checkpoint_ = std::move(*ckpt);
-  session->pool_ = std::make_unique<cpu::ThreadPool>(options.threads);
+  session->pool_ = std::make_unique<kernels::cpu::ThreadPool>(options.threads);
   absl::StatusOr<std::unique_ptr<worker::CausalLm>> model =
       worker::CreateCausalLm(session->checkpoint_, session->pool_.get(), options.model_options);
   if (!model.ok()) return model.status();

@@ -24,7 +24,7 @@ struct ModelSessionOptions {
   int max_context = 2048;    // tokens per sequence the cache is sized for
   int max_sequences = 1;     // sequences that may be live at once
   int block_size = 16;
-  cpu::KvDtype kv_cache_dtype = cpu::KvDtype::kF32;
+  kernels::cpu::KvDtype kv_cache_dtype = kernels::cpu::KvDtype::kF32;
   worker::ModelOptions model_options;
 };
 
@@ -35,15 +35,15 @@ class ModelSession {
 
   worker::CausalLm& model() { return *model_; }
   worker::PagedKvCache& cache() { return *cache_; }
-  cpu::ThreadPool* pool() { return pool_.get(); }
+  kernels::cpu::ThreadPool* pool() { return pool_.get(); }
 
   // Block table of sequence `slot` (< max_sequences), covering max_context
   // tokens (capped at the model's context length) for the session's life.
   const std::vector<int32_t>& BlockTable(int slot) const { return blocks_->BlockTable(slot); }
 
  private:
-  std::shared_ptr<const loader::Checkpoint> checkpoint_;
-  std::unique_ptr<cpu::ThreadPool> pool_;
+  std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
+  std::unique_ptr<kernels::cpu::ThreadPool> pool_;
   std::unique_ptr<worker::CausalLm> model_;
   std::unique_ptr<worker::PagedKvCache> cache_;
   std::unique_ptr<engine::BlockManager> blocks_;

@@ -11,8 +11,8 @@ namespace rill::cli {
 absl::StatusOr<ModelTokenizer> LoadModelTokenizer(const std::string& model) {
   ModelTokenizer out;
   out.path = engine::ResolveModelPath(model);
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> checkpoint =
-      loader::LoadCheckpoint(out.path);
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> checkpoint =
+      worker::loader::LoadCheckpoint(out.path);
   if (!checkpoint.ok()) return checkpoint.status();
   absl::StatusOr<tokenizer::TokenizerSpec> spec =
       engine::TokenizerSpecFromCheckpoint(**checkpoint);

@@ -6,17 +6,18 @@
 
 namespace rill::cli {
 
-void PrintRoofline(const loader::Checkpoint& checkpoint, cpu::ThreadPool* pool, int prompt_tokens,
-                   double pp_tokens_per_s, int gen_tokens, const std::vector<DecodeRate>& decode,
-                   std::ostream& out) {
+void PrintRoofline(const worker::loader::Checkpoint& checkpoint, kernels::cpu::ThreadPool* pool,
+                   int prompt_tokens, double pp_tokens_per_s, int gen_tokens,
+                   const std::vector<DecodeRate>& decode, std::ostream& out) {
   // About half a second each: long enough to reach the boost clock.
-  const double fma = cpu::MeasureF32FmaPeak(pool, 200'000'000).per_second();
-  const double vnni = cpu::MeasureInt16VnniPeak(pool, 100'000'000).per_second();
-  const double bw = cpu::MeasureReadBandwidth(pool, int64_t{512} << 20, 4).per_second();
-  const loader::ModelConfig& c = checkpoint.config();
+  const double fma = kernels::cpu::MeasureF32FmaPeak(pool, 200'000'000).per_second();
+  const double vnni = kernels::cpu::MeasureInt16VnniPeak(pool, 100'000'000).per_second();
+  const double bw = kernels::cpu::MeasureReadBandwidth(pool, int64_t{512} << 20, 4).per_second();
+  const worker::loader::ModelConfig& c = checkpoint.config();
   const double mm_flops = 2.0 * worker::MatMulMacsPerToken(checkpoint);
   double weight_bytes = 0;  // what a decode step streams
-  for (const loader::TensorRef* t : worker::MatMulWeights(checkpoint)) weight_bytes += t->nbytes;
+  for (const worker::loader::TensorRef* t : worker::MatMulWeights(checkpoint))
+    weight_bytes += t->nbytes;
   const int threads = pool ? pool->num_threads() : 1;
 
   out << absl::StrFormat("\nroofline (measured in this run, %d threads)\n", threads);

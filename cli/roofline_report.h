@@ -22,9 +22,9 @@ struct DecodeRate {
 // `gen_tokens`: decode steps each sequence ran (contexts 1..gen_tokens, so
 // the mean context is about gen_tokens / 2). `pp_tokens_per_s`: prefill rate
 // of a `prompt_tokens` prompt.
-void PrintRoofline(const loader::Checkpoint& checkpoint, cpu::ThreadPool* pool, int prompt_tokens,
-                   double pp_tokens_per_s, int gen_tokens, const std::vector<DecodeRate>& decode,
-                   std::ostream& out);
+void PrintRoofline(const worker::loader::Checkpoint& checkpoint, kernels::cpu::ThreadPool* pool,
+                   int prompt_tokens, double pp_tokens_per_s, int gen_tokens,
+                   const std::vector<DecodeRate>& decode, std::ostream& out);
 
 }  // namespace rill::cli
 

@@ -43,13 +43,12 @@ absl::StatusOr<EngineArgs> AsyncEngine::ResolveArgs(const EngineArgs& args,
 
 absl::StatusOr<std::unique_ptr<AsyncEngine>> AsyncEngine::Create(
     const EngineArgs& args, std::unique_ptr<ModelExecutor> executor) {
-  if (executor == nullptr) return absl::InvalidArgumentError("no model executor");
-  absl::StatusOr<EngineArgs> resolved = ResolveArgs(args, *executor);
-  if (!resolved.ok()) return resolved.status();
-  auto engine = std::unique_ptr<AsyncEngine>(
-      new AsyncEngine(*resolved, std::move(executor), /*text=*/nullptr));
-  if (absl::Status s = engine->Init(); !s.ok()) return s;
-  return engine;
+  return CreateWith<AsyncEngine>(
+      args, std::move(executor),
+      [](const EngineArgs& resolved, std::unique_ptr<ModelExecutor> executor) {
+        return std::unique_ptr<AsyncEngine>(
+            new AsyncEngine(resolved, std::move(executor), /*text=*/nullptr));
+      });
 }
 
 AsyncEngine::AsyncEngine(const EngineArgs& args, std::unique_ptr<ModelExecutor> executor,
@@ -68,7 +67,8 @@ AsyncEngine::AsyncEngine(const EngineArgs& args, std::unique_ptr<ModelExecutor> 
   config_.cache.kv_cache_bytes = executor_->kv_cache_bytes();
   if (!executor_->kv_cache_dtype().empty()) {
     config_.cache.kv_cache_dtype = executor_->kv_cache_dtype();
-  } else if (absl::StatusOr<cpu::KvDtype> d = worker::ParseKvCacheDtype(args.kv_cache_dtype);
+  } else if (absl::StatusOr<kernels::cpu::KvDtype> d =
+                 worker::ParseKvCacheDtype(args.kv_cache_dtype);
              d.ok()) {
     config_.cache.kv_cache_dtype = worker::KvCacheDtypeName(*d);
   }
@@ -89,7 +89,7 @@ AsyncEngine::AsyncEngine(const EngineArgs& args, std::unique_ptr<ModelExecutor> 
       [this](const std::vector<std::pair<std::string, RequestState>>& t) { ApplyTransitions(t); });
   // A worker process that dies is pushed here by the executor (from its
   // own thread), so the loop never polls for it.
-  executor_->SetDeathCallback([this](const absl::Status& cause) {
+  death_is_pushed_ = executor_->SetDeathCallback([this](const absl::Status& cause) {
     SetDead(absl::UnavailableError(absl::StrCat("engine is dead: ", cause.message())));
   });
 }
@@ -357,9 +357,9 @@ void AsyncEngine::SetDead(const absl::Status& cause) const {
 }
 
 absl::Status AsyncEngine::DeadError() const {
-  if (!dead_.load()) {
+  if (!death_is_pushed_ && !dead_.load()) {
     // Executors without a death callback are asked here (callers' threads,
-    // never the loop).
+    // never the loop); the others have told SetDead already.
     if (absl::Status s = executor_->CheckHealth(); !s.ok()) {
       SetDead(absl::UnavailableError(absl::StrCat("engine is dead: ", s.message())));
     }

@@ -100,7 +100,7 @@ class AsyncEngine {
     return statuses_.Get(request_id);
   }
   int GetNumUnfinishedRequests() const { return statuses_.num_unfinished(); }
-  const loader::ModelConfig& GetModelConfig() const { return executor_->model_config(); }
+  const worker::loader::ModelConfig& GetModelConfig() const { return executor_->model_config(); }
   const EngineConfig& GetEngineConfig() const { return config_; }
 
   // Health, as vLLM's check_health: OK while the loop runs and the engine is
@@ -157,6 +157,19 @@ class AsyncEngine {
                                                 const ModelExecutor& executor);
   // Starts the loop and loads the start-up adapters (Create's second half).
   absl::Status Init();
+  // Create's steps, written once for this class and AsyncLLMEngine: checks
+  // the executor and `args` (ResolveArgs), builds the engine with
+  // `construct(resolved_args, executor)` and starts it (Init).
+  template <typename Engine, typename Construct>
+  static absl::StatusOr<std::unique_ptr<Engine>> CreateWith(
+      const EngineArgs& args, std::unique_ptr<ModelExecutor> executor, Construct construct) {
+    if (executor == nullptr) return absl::InvalidArgumentError("no model executor");
+    absl::StatusOr<EngineArgs> resolved = ResolveArgs(args, *executor);
+    if (!resolved.ok()) return resolved.status();
+    std::unique_ptr<Engine> engine = construct(*resolved, std::move(executor));
+    if (absl::Status s = engine->Init(); !s.ok()) return s;
+    return engine;
+  }
 
   // What refuses any Generate before its prompt is looked at: a dead or
   // stopped engine, an empty id, a model that cannot generate.
@@ -229,6 +242,8 @@ class AsyncEngine {
   std::atomic<bool> sleeping_{false};
   // Set once with dead_error_; the loop reads only this flag.
   mutable std::atomic<bool> dead_{false};
+  // The executor reports its death (SetDeathCallback): DeadError never polls it.
+  bool death_is_pushed_ = false;
   // The loop has failed what the death left unfinished (it waits again).
   std::atomic<bool> dead_noticed_{false};
 

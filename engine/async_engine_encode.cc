@@ -31,7 +31,7 @@ absl::Status AsyncEngine::EncodeAsync(std::vector<int32_t> ids, const PoolingPar
   if (!executor_->can_pool()) {
     return absl::UnimplementedError("this model does not support pooling (embeddings)");
   }
-  const loader::ModelConfig& cfg = executor_->model_config();
+  const worker::loader::ModelConfig& cfg = executor_->model_config();
   if (ids.empty()) return absl::InvalidArgumentError("the prompt is empty");
   const int64_t max_len = config_.model.max_model_len;
   if (static_cast<int64_t>(ids.size()) > max_len) {

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "tokenizer/completion_text.h"
+#include "tokenizer/input_processor.h"
 
 namespace rill::engine {
 namespace {
@@ -33,20 +34,20 @@ SampleTextFactory TextFactory(const tokenizer::BpeTokenizer* tokenizer) {
 
 absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> AsyncLLMEngine::Create(
     const EngineArgs& args, std::unique_ptr<ModelExecutor> executor,
-    std::unique_ptr<tokenizer::BpeTokenizer> tokenizer) {
-  if (executor == nullptr) return absl::InvalidArgumentError("no model executor");
-  absl::StatusOr<EngineArgs> resolved = ResolveArgs(args, *executor);
-  if (!resolved.ok()) return resolved.status();
-  auto engine = std::unique_ptr<AsyncLLMEngine>(
-      new AsyncLLMEngine(*resolved, std::move(executor), std::move(tokenizer)));
-  if (absl::Status s = engine->Init(); !s.ok()) return s;
-  return engine;
+    std::shared_ptr<const tokenizer::BpeTokenizer> tokenizer) {
+  return CreateWith<AsyncLLMEngine>(
+      args, std::move(executor),
+      [&tokenizer](const EngineArgs& resolved, std::unique_ptr<ModelExecutor> executor) {
+        return std::unique_ptr<AsyncLLMEngine>(
+            new AsyncLLMEngine(resolved, std::move(executor), std::move(tokenizer)));
+      });
 }
 
 AsyncLLMEngine::AsyncLLMEngine(const EngineArgs& args, std::unique_ptr<ModelExecutor> executor,
-                               std::unique_ptr<tokenizer::BpeTokenizer> tokenizer)
+                               std::shared_ptr<const tokenizer::BpeTokenizer> tokenizer)
     : AsyncEngine(args, std::move(executor), TextFactory(tokenizer.get())),
-      tokenizer_(std::move(tokenizer)) {}
+      tokenizer_(std::move(tokenizer)),
+      prompt_tokenizer_(tokenizer_ == nullptr ? nullptr : tokenizer::Tokenizer::FromBpe(tokenizer_)) {}
 
 AsyncLLMEngine::~AsyncLLMEngine() { Stop(); }
 
@@ -59,7 +60,11 @@ absl::StatusOr<std::vector<int32_t>> AsyncLLMEngine::TokenIds(const Prompt& prom
   if (tokenizer_ == nullptr) {
     return absl::InvalidArgumentError("text prompts need a tokenizer; send token ids");
   }
-  return tokenizer_->Encode(prompt.text, /*add_special_tokens=*/true);
+  absl::StatusOr<tokenizer::ProcessedPrompt> processed =
+      tokenizer::InputProcessor(prompt_tokenizer_.get())
+          .Process(tokenizer::PromptInput::Text(prompt.text));
+  if (!processed.ok()) return processed.status();
+  return std::move(processed->token_ids);
 }
 
 absl::StatusOr<std::shared_ptr<RequestOutputStream>> AsyncLLMEngine::SubmitPrompt(

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "engine/async_engine.h"
 #include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/wordpiece_tokenizer.h"
 
 namespace rill::engine {
@@ -36,10 +37,11 @@ class AsyncLLMEngine : public AsyncEngine {
  public:
   // With a given executor (tests, other executors; engine_factory.h builds
   // one from EngineArgs). `tokenizer` may be null: text prompts are then
-  // rejected and outputs carry no text.
+  // rejected and outputs carry no text. It may be shared with the caller
+  // (rill generate's chat template and this engine use one).
   static absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> Create(
       const EngineArgs& args, std::unique_ptr<ModelExecutor> executor,
-      std::unique_ptr<tokenizer::BpeTokenizer> tokenizer);
+      std::shared_ptr<const tokenizer::BpeTokenizer> tokenizer);
 
   ~AsyncLLMEngine() override;
 
@@ -79,7 +81,7 @@ class AsyncLLMEngine : public AsyncEngine {
 
  private:
   AsyncLLMEngine(const EngineArgs& args, std::unique_ptr<ModelExecutor> executor,
-                 std::unique_ptr<tokenizer::BpeTokenizer> tokenizer);
+                 std::shared_ptr<const tokenizer::BpeTokenizer> tokenizer);
   // Generate's body: tokenizes, then AsyncEngine::Submit.
   absl::StatusOr<std::shared_ptr<RequestOutputStream>> SubmitPrompt(
       const Prompt& prompt, const SamplingParams& params, const std::string& request_id,
@@ -89,7 +91,9 @@ class AsyncLLMEngine : public AsyncEngine {
   absl::StatusOr<std::vector<int32_t>> TokenIds(const Prompt& prompt, bool for_encode) const;
 
   // Outlives the loop: the destructor stops it before members go.
-  std::unique_ptr<tokenizer::BpeTokenizer> tokenizer_;
+  std::shared_ptr<const tokenizer::BpeTokenizer> tokenizer_;
+  // Over tokenizer_: what the InputProcessor that tokenizes text prompts reads.
+  std::unique_ptr<const tokenizer::Tokenizer> prompt_tokenizer_;
   std::unique_ptr<tokenizer::WordPieceTokenizer> encoder_tokenizer_;
 };
 

@@ -31,7 +31,7 @@ bool HaveModel() {
   return stat(ModelPath().c_str(), &st) == 0;
 }
 
-bool HaveCudaDevice() { return cuda::ProbeCudaDevices().ok(); }
+bool HaveCudaDevice() { return kernels::cuda::ProbeCudaDevices().ok(); }
 
 EngineArgs SmallArgs(const std::string& backend) {
   EngineArgs args;

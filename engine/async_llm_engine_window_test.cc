@@ -38,12 +38,12 @@ std::vector<int32_t> ReferenceGreedy(const std::string& path, const std::vector<
   // stdout ends with one JSON line.
   const std::string& out = r->output;
   const size_t start = out.rfind("\n{");
-  absl::StatusOr<json::JsonValue> j =
-      json::ParseJson(out.substr(start == std::string::npos ? 0 : start + 1));
+  absl::StatusOr<base::json::JsonValue> j =
+      base::json::ParseJson(out.substr(start == std::string::npos ? 0 : start + 1));
   EXPECT_TRUE(j.ok()) << j.status() << "\n" << out;
   std::vector<int32_t> ids;
   if (!j.ok() || j->Find("greedy") == nullptr) return ids;
-  for (const json::JsonValue& v : j->Find("greedy")->array_items()) {
+  for (const base::json::JsonValue& v : j->Find("greedy")->array_items()) {
     ids.push_back(static_cast<int32_t>(v.AsInt64().value_or(-1)));
   }
   return ids;

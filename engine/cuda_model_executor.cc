@@ -27,9 +27,9 @@ std::string MiB(int64_t bytes) { return absl::StrFormat("%.1f MiB", bytes / 1048
 
 absl::Status MemInfo(int64_t* free_bytes, int64_t* total_bytes) {
   size_t f = 0, t = 0;
-  if (const int err = cuda::MemInfo(&f, &t); err != 0) {
+  if (const int err = kernels::cuda::MemInfo(&f, &t); err != 0) {
     return absl::InternalError(absl::StrCat("CUDA: reading the device's free memory: ",
-                                            cuda::ErrorString(err), " (code ", err, ")"));
+                                            kernels::cuda::ErrorString(err), " (code ", err, ")"));
   }
   *free_bytes = static_cast<int64_t>(f);
   *total_bytes = static_cast<int64_t>(t);
@@ -38,7 +38,7 @@ absl::Status MemInfo(int64_t* free_bytes, int64_t* total_bytes) {
 
 class CudaModelExecutor : public ModelExecutor {
  public:
-  CudaModelExecutor(std::shared_ptr<const loader::Checkpoint> checkpoint,
+  CudaModelExecutor(std::shared_ptr<const worker::loader::Checkpoint> checkpoint,
                     const CudaExecutorOptions& options, std::string device)
       : checkpoint_(std::move(checkpoint)), options_(options), device_(std::move(device)) {}
 
@@ -52,8 +52,8 @@ class CudaModelExecutor : public ModelExecutor {
     if (absl::Status s = MemInfo(&free_after, &total); !s.ok()) return s;
     num_blocks_ = options_.num_blocks;
     if (num_blocks_ <= 0) {
-      const loader::ModelConfig& c = checkpoint_->config();
-      cuda::KvCacheShape shape;
+      const worker::loader::ModelConfig& c = checkpoint_->config();
+      kernels::cuda::KvCacheShape shape;
       shape.num_layers = static_cast<int>(c.num_layers);
       shape.num_kv_heads = static_cast<int>(c.num_kv_heads);
       shape.head_dim = static_cast<int>(c.head_dim);
@@ -62,14 +62,14 @@ class CudaModelExecutor : public ModelExecutor {
       // Everything the model placed beyond its weights (activation buffers,
       // cuBLAS workspace, the one-block cache) counts as activations.
       const int64_t placed = std::max<int64_t>(0, free_before - free_after);
-      cuda::MemoryPlanInput in;
+      kernels::cuda::MemoryPlanInput in;
       in.free_bytes = free_before;
       in.total_bytes = total;
       in.weight_bytes = model_->weight_bytes();
       in.activation_bytes = std::max<int64_t>(0, placed - model_->weight_bytes());
       in.gpu_memory_utilization = options_.gpu_memory_utilization;
       in.max_model_len = options_.max_model_len;
-      absl::StatusOr<cuda::KvMemoryPlan> plan = cuda::PlanKvCache(shape, in);
+      absl::StatusOr<kernels::cuda::KvMemoryPlan> plan = kernels::cuda::PlanKvCache(shape, in);
       if (!plan.ok()) return plan.status();
       // The model keeps one block more than it hands out (the decode graphs'
       // padding rows write there), and slots are int32.
@@ -104,7 +104,7 @@ class CudaModelExecutor : public ModelExecutor {
     });
   }
   int num_threads() const override { return pool_.num_threads(); }
-  const loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
+  const worker::loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
   int64_t kv_cache_bytes() const override {
     return model_ != nullptr ? model_->kv_cache_bytes() : 0;
   }
@@ -158,10 +158,10 @@ class CudaModelExecutor : public ModelExecutor {
     return absl::OkStatus();
   }
 
-  std::shared_ptr<const loader::Checkpoint> checkpoint_;
+  std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
   CudaExecutorOptions options_;
   std::string device_;
-  cpu::ThreadPool pool_{options_.host_threads};
+  kernels::cpu::ThreadPool pool_{options_.host_threads};
   std::unique_ptr<worker::CudaLlama> model_;  // null after Sleep(2)
   int num_blocks_ = 0;
   bool asleep_ = false;
@@ -170,9 +170,10 @@ class CudaModelExecutor : public ModelExecutor {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelExecutor>> CreateCudaModelExecutor(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, const CudaExecutorOptions& options) {
+    std::shared_ptr<const worker::loader::Checkpoint> checkpoint,
+    const CudaExecutorOptions& options) {
   if (checkpoint == nullptr) return absl::InvalidArgumentError("CUDA executor: null checkpoint");
-  if (absl::Status s = cuda::ValidateGpuMemoryUtilization(options.gpu_memory_utilization);
+  if (absl::Status s = kernels::cuda::ValidateGpuMemoryUtilization(options.gpu_memory_utilization);
       !s.ok()) {
     return s;
   }
@@ -183,12 +184,13 @@ absl::StatusOr<std::unique_ptr<ModelExecutor>> CreateCudaModelExecutor(
                                                    kMaxForwardTokens, " tokens per step, got ",
                                                    options.max_batch_tokens));
   }
-  absl::StatusOr<std::vector<cuda::CudaDeviceInfo>> devices = cuda::ProbeCudaDevices();
+  absl::StatusOr<std::vector<kernels::cuda::CudaDeviceInfo>> devices =
+      kernels::cuda::ProbeCudaDevices();
   if (!devices.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("the CUDA backend needs a CUDA device: ", devices.status().message()));
   }
-  const cuda::CudaDeviceInfo& d = devices->front();
+  const kernels::cuda::CudaDeviceInfo& d = devices->front();
   const std::string device = absl::StrCat("cuda:", d.index, " (", d.name, ", sm_",
                                           d.compute_major, d.compute_minor, ")");
   auto ex = std::make_unique<CudaModelExecutor>(std::move(checkpoint), options, device);

@@ -38,7 +38,8 @@ struct CudaExecutorOptions {
 // model does not run (GPT-2, encoders); ResourceExhausted when the model or a
 // max_model_len sequence does not fit the memory budget.
 absl::StatusOr<std::unique_ptr<ModelExecutor>> CreateCudaModelExecutor(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, const CudaExecutorOptions& options);
+    std::shared_ptr<const worker::loader::Checkpoint> checkpoint,
+    const CudaExecutorOptions& options);
 
 }  // namespace rill::engine
 

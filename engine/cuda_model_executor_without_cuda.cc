@@ -6,7 +6,7 @@
 namespace rill::engine {
 
 absl::StatusOr<std::unique_ptr<ModelExecutor>> CreateCudaModelExecutor(
-    std::shared_ptr<const loader::Checkpoint>, const CudaExecutorOptions&) {
+    std::shared_ptr<const worker::loader::Checkpoint>, const CudaExecutorOptions&) {
   return absl::FailedPreconditionError(
       "the CUDA backend needs a CUDA device: this binary was built without CUDA");
 }

@@ -40,7 +40,7 @@ std::vector<std::pair<std::string, std::string>> EngineOptionValues(const Engine
 struct EngineConfig {
   struct Model {
     std::string path;
-    loader::ModelConfig config;
+    worker::loader::ModelConfig config;
     int64_t max_model_len = 0;
   } model;
   struct Cache {
@@ -54,12 +54,11 @@ struct EngineConfig {
     int tensor_parallel_size = 1;
     int threads = 1;
     std::string backend = "cpu";  // "cpu" or "cuda"
-    std::string kernel_plan;      // CPU: cpu::KernelPlan::Describe(); "" on cuda
+    std::string kernel_plan;      // CPU: kernels::cpu::KernelPlan::Describe(); "" on cuda
   } parallel;
   SchedulerConfig scheduler;
   struct Decoding {
-    std::vector<int32_t> eos_token_ids;
-    std::string detokenizer = "incremental";
+    std::vector<int32_t> eos_token_ids;  // (The frontend detokenizes: it reports how.)
   } decoding;
   struct Lora {
     bool enabled = false;  // The executor runs adapters.

@@ -14,7 +14,7 @@
 namespace rill::engine {
 namespace {
 
-SchedulerConfig Clamp(SchedulerConfig c, const loader::ModelConfig& model) {
+SchedulerConfig Clamp(SchedulerConfig c, const worker::loader::ModelConfig& model) {
   const int64_t context = model.max_position_embeddings;
   c.max_model_len = ResolveMaxModelLen(c.max_model_len, context).value_or(context);
   return c;
@@ -39,7 +39,7 @@ EngineCore::EngineCore(ModelExecutor* executor, SchedulerConfig scheduler,
       blocks_(executor->num_blocks(), executor->block_size(), enable_prefix_caching),
       scheduler_(Clamp(scheduler, executor->model_config()), &blocks_),
       vocab_size_(executor->model_config().vocab_size) {
-  const loader::ModelConfig& m = executor->model_config();
+  const worker::loader::ModelConfig& m = executor->model_config();
   for (int64_t id : m.eos_token_ids) eos_ids_.push_back(static_cast<int32_t>(id));
   if (m.eos_token_id >= 0 &&
       std::find(eos_ids_.begin(), eos_ids_.end(), m.eos_token_id) == eos_ids_.end()) {

@@ -41,15 +41,15 @@ struct BuiltExecutor {
   std::unique_ptr<ModelExecutor> executor;  // Null: "auto" fell back (CreateOnCuda only).
   EngineArgs resolved;                      // model (and worker_binary) resolved.
   // The checkpoint's metadata, for the tokenizer (owned by the executor or here).
-  const loader::Checkpoint* checkpoint = nullptr;
-  std::shared_ptr<const loader::Checkpoint> owned_checkpoint;
+  const worker::loader::Checkpoint* checkpoint = nullptr;
+  std::shared_ptr<const worker::loader::Checkpoint> owned_checkpoint;
 };
 
 // The options the CPU executors (in process and multi-process) share, from
 // EngineArgs: the options structs differ only beyond these.
 template <typename Options>
-Options CpuExecutorOptions(const EngineArgs& args, cpu::KvDtype kv_dtype,
-                           const cpu::KernelPlan& kernel_plan) {
+Options CpuExecutorOptions(const EngineArgs& args, kernels::cpu::KvDtype kv_dtype,
+                           const kernels::cpu::KernelPlan& kernel_plan) {
   Options options;
   options.model_path = ResolveModelPath(args.model);
   options.num_blocks = args.num_kv_blocks;
@@ -74,8 +74,9 @@ BuiltExecutor BuiltFrom(std::unique_ptr<Executor> executor, const EngineArgs& ar
   return built;
 }
 
-absl::StatusOr<BuiltExecutor> CreateMultiprocess(const EngineArgs& args, cpu::KvDtype kv_dtype,
-                                                const cpu::KernelPlan& kernel_plan) {
+absl::StatusOr<BuiltExecutor> CreateMultiprocess(const EngineArgs& args,
+                                                 kernels::cpu::KvDtype kv_dtype,
+                                                 const kernels::cpu::KernelPlan& kernel_plan) {
   auto options = CpuExecutorOptions<MultiprocExecutorOptions>(args, kv_dtype, kernel_plan);
   options.tensor_parallel_size = args.tensor_parallel_size;
   options.worker_binary = args.worker_binary.empty() ? DefaultWorkerBinary() : args.worker_binary;
@@ -107,9 +108,10 @@ absl::StatusOr<BuiltExecutor> CreateOnCuda(const EngineArgs& args) {
         "matmul '", args.matmul, "' chooses CPU kernels; backend cuda runs bf16 (use auto)"));
   }
   const std::string path = ResolveModelPath(args.model);
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> loaded = loader::LoadCheckpoint(path);
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> loaded =
+      worker::loader::LoadCheckpoint(path);
   if (!loaded.ok()) return loaded.status();
-  std::shared_ptr<const loader::Checkpoint> checkpoint = std::move(*loaded);
+  std::shared_ptr<const worker::loader::Checkpoint> checkpoint = std::move(*loaded);
   CudaExecutorOptions options;
   options.num_blocks = args.num_kv_blocks;
   options.block_size = args.block_size;
@@ -137,18 +139,19 @@ absl::StatusOr<BuiltExecutor> CreateOnCuda(const EngineArgs& args) {
 
 absl::StatusOr<BuiltExecutor> CreateExecutor(const EngineArgs& args) {
   if (absl::Status s = ValidateEngineArgs(args); !s.ok()) return s;
-  absl::StatusOr<kernels::BackendChoice> backend = kernels::ChooseBackend(args.backend);
+  absl::StatusOr<kernels::backend::BackendChoice> backend =
+      kernels::backend::ChooseBackend(args.backend);
   if (!backend.ok()) {
     return absl::Status(backend.status().code(),
                         absl::StrCat("backend: ", backend.status().message()));
   }
-  if (backend->kind == kernels::BackendKind::kCuda) {
+  if (backend->kind == kernels::backend::BackendKind::kCuda) {
     absl::StatusOr<BuiltExecutor> built = CreateOnCuda(args);
     if (!built.ok() || built->executor != nullptr) return built;
   }
-  absl::StatusOr<cpu::KvDtype> kv_dtype = worker::ParseKvCacheDtype(args.kv_cache_dtype);
+  absl::StatusOr<kernels::cpu::KvDtype> kv_dtype = worker::ParseKvCacheDtype(args.kv_cache_dtype);
   if (!kv_dtype.ok()) return kv_dtype.status();
-  absl::StatusOr<cpu::KernelPlan> kernel_plan = cpu::SetUpKernelPlan(args.matmul);
+  absl::StatusOr<kernels::cpu::KernelPlan> kernel_plan = kernels::cpu::SetUpKernelPlan(args.matmul);
   if (!kernel_plan.ok()) return kernel_plan.status();
   if (args.tensor_parallel_size > 1 || !args.external_workers_dir.empty()) {
     return CreateMultiprocess(args, *kv_dtype, *kernel_plan);
@@ -188,7 +191,8 @@ absl::StatusOr<std::unique_ptr<AsyncEngine>> CreateAsyncEngine(const EngineArgs&
   return engine;
 }
 
-absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateAsyncLLMEngine(const EngineArgs& args) {
+absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateAsyncLLMEngine(
+    const EngineArgs& args, std::shared_ptr<const tokenizer::BpeTokenizer> tokenizer) {
   absl::StatusOr<BuiltExecutor> built = CreateExecutor(args);
   if (!built.ok()) return built.status();
   if (built->executor->is_encoder()) {
@@ -207,14 +211,17 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateAsyncLLMEngine(const Engin
     if (engine.ok()) (*engine)->SetEncoderTokenizer(std::move(wordpiece));
     return engine;
   }
-  absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> tokenizer =
-      LoadTokenizer(*built->checkpoint);
-  if (!tokenizer.ok()) return tokenizer.status();
-  // The engine takes the tokenizer; the vocabulary is read from it first.
-  structured_output::GrammarVocabulary vocab = GrammarVocabularyOf(
-      **tokenizer, built->executor->model_config().vocab_size, {});
+  if (tokenizer == nullptr) {
+    absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> loaded =
+        LoadTokenizer(*built->checkpoint);
+    if (!loaded.ok()) return loaded.status();
+    tokenizer = std::move(*loaded);
+  }
+  // The vocabulary is read from the tokenizer before the engine shares it.
+  structured_output::GrammarVocabulary vocab =
+      GrammarVocabularyOf(*tokenizer, built->executor->model_config().vocab_size, {});
   absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine =
-      AsyncLLMEngine::Create(built->resolved, std::move(built->executor), std::move(*tokenizer));
+      AsyncLLMEngine::Create(built->resolved, std::move(built->executor), std::move(tokenizer));
   if (!engine.ok()) return engine;
   vocab.stop_token_ids = (*engine)->GetEngineConfig().decoding.eos_token_ids;
   if (absl::Status s = (*engine)->EnableStructuredOutputs(vocab); !s.ok()) {

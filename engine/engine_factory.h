@@ -17,7 +17,10 @@
 namespace rill::engine {
 
 absl::StatusOr<std::unique_ptr<AsyncEngine>> CreateAsyncEngine(const EngineArgs& args);
-absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateAsyncLLMEngine(const EngineArgs& args);
+// `tokenizer`: the model's tokenizer when the caller loaded it already
+// (rill generate); null: loaded from the checkpoint.
+absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateAsyncLLMEngine(
+    const EngineArgs& args, std::shared_ptr<const tokenizer::BpeTokenizer> tokenizer = nullptr);
 
 }  // namespace rill::engine
 

@@ -29,7 +29,7 @@
     "logged).")                                                                                   \
   X(int, threads, 0, AtLeast(0),                                                                  \
     "Compute threads; 0 = all cores. cpu: kernel threads; cuda: host sampling threads.")         \
-  X(std::string, matmul, "auto", OneOf("auto", "exact", "int16", "q8"), rill::cpu::kMatmulHelp)  \
+  X(std::string, matmul, "auto", OneOf("auto", "exact", "int16", "q8"), rill::kernels::cpu::kMatmulHelp)  \
   X(double, gpu_memory_utilization, 0.9, Fraction(),                                              \
     "cuda: share of the GPU's memory for weights, activations and the KV cache, in (0, 1]; the " \
     "KV cache gets what is left (--kv_cache_mb does not apply).")                                 \

@@ -39,7 +39,7 @@ class FakeModelExecutor : public ModelExecutor {
   absl::Status Execute(const worker::ForwardBatch& batch, worker::ForwardOutput* out) override;
   int num_blocks() const override { return options_.num_blocks; }
   int block_size() const override { return options_.block_size; }
-  const loader::ModelConfig& model_config() const override { return config_; }
+  const worker::loader::ModelConfig& model_config() const override { return config_; }
   absl::Status CheckHealth() override;
 
   // Test hooks.
@@ -51,7 +51,7 @@ class FakeModelExecutor : public ModelExecutor {
 
  private:
   Options options_;
-  loader::ModelConfig config_;
+  worker::loader::ModelConfig config_;
   std::vector<int32_t> slots_;  // num_blocks * block_size token ids, -1 = unwritten.
   std::atomic<int64_t> num_steps_{0};
   std::atomic<int64_t> max_batch_tokens_{0};

@@ -16,11 +16,11 @@ absl::StatusOr<std::unique_ptr<LocalModelExecutor>> LocalModelExecutor::Create(
   ex->kernel_plan_ = options.kernel_plan;
   worker::ModelOptions model_options;
   model_options.kernel_plan = options.kernel_plan;
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
-      loader::LoadCheckpoint(options.model_path);
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(options.model_path);
   if (!ckpt.ok()) return ckpt.status();
   ex->checkpoint_ = std::move(*ckpt);
-  ex->pool_ = std::make_unique<cpu::ThreadPool>(options.threads);
+  ex->pool_ = std::make_unique<kernels::cpu::ThreadPool>(options.threads);
   if (worker::IsEncoderArchitecture(ex->checkpoint_->config())) {
     absl::StatusOr<std::unique_ptr<worker::Encoder>> encoder =
         worker::CreateEncoder(ex->checkpoint_, ex->pool_.get(), model_options);

@@ -23,9 +23,9 @@ struct LocalExecutorOptions {
   int num_blocks = 0;      // 0: derive from kv_cache_bytes.
   int64_t kv_cache_bytes = int64_t{512} << 20;
   int block_size = 16;
-  cpu::KvDtype kv_cache_dtype = cpu::KvDtype::kF32;
+  kernels::cpu::KvDtype kv_cache_dtype = kernels::cpu::KvDtype::kF32;
   int threads = 0;  // 0 = all cores.
-  cpu::KernelPlan kernel_plan = cpu::DefaultKernelPlan();
+  kernels::cpu::KernelPlan kernel_plan = kernels::cpu::DefaultKernelPlan();
 };
 
 class LocalModelExecutor : public ModelExecutor {
@@ -36,7 +36,7 @@ class LocalModelExecutor : public ModelExecutor {
   absl::Status Execute(const worker::ForwardBatch& batch, worker::ForwardOutput* out) override;
   int num_blocks() const override { return num_blocks_; }
   int block_size() const override { return block_size_; }
-  const loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
+  const worker::loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
   int num_threads() const override { return pool_->num_threads(); }
   void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) override {
     pool_->ParallelFor(n, [&](int64_t begin, int64_t end) {
@@ -54,7 +54,7 @@ class LocalModelExecutor : public ModelExecutor {
   absl::Status Sleep(int level) override;
   absl::Status WakeUp() override;
 
-  const loader::Checkpoint& checkpoint() const { return *checkpoint_; }
+  const worker::loader::Checkpoint& checkpoint() const { return *checkpoint_; }
 
  private:
   LocalModelExecutor() = default;
@@ -62,10 +62,10 @@ class LocalModelExecutor : public ModelExecutor {
 
   int num_blocks_ = 0;
   int block_size_ = 16;
-  cpu::KvDtype kv_dtype_ = cpu::KvDtype::kF32;
-  cpu::KernelPlan kernel_plan_;
-  std::shared_ptr<const loader::Checkpoint> checkpoint_;
-  std::unique_ptr<cpu::ThreadPool> pool_;
+  kernels::cpu::KvDtype kv_dtype_ = kernels::cpu::KvDtype::kF32;
+  kernels::cpu::KernelPlan kernel_plan_;
+  std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
+  std::unique_ptr<kernels::cpu::ThreadPool> pool_;
   std::unique_ptr<worker::CausalLm> model_;
   std::unique_ptr<worker::Encoder> encoder_;  // Instead of model_ for encoders.
   std::unique_ptr<worker::PagedKvCache> cache_;  // Null while asleep.

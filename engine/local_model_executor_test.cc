@@ -24,9 +24,9 @@ class LocalModelExecutorTest : public testing::TinyModels<::testing::Test> {
 
   // The last-position logits of a fixed prompt with the plan for `matmul`.
   static std::vector<float> Logits(const std::string& matmul) {
-    cpu::KernelPlanOptions plan_options;
+    kernels::cpu::KernelPlanOptions plan_options;
     plan_options.matmul = matmul;
-    absl::StatusOr<cpu::KernelPlan> plan = cpu::ChooseKernelPlan(plan_options);
+    absl::StatusOr<kernels::cpu::KernelPlan> plan = kernels::cpu::ChooseKernelPlan(plan_options);
     EXPECT_TRUE(plan.ok()) << matmul << ": " << plan.status();
     if (!plan.ok()) return {};
     LocalExecutorOptions options;
@@ -64,9 +64,9 @@ TEST_F(LocalModelExecutorTest, AutoIsExactAndQ8MovesTheLogitsALittle) {
 }
 
 TEST_F(LocalModelExecutorTest, Int16StaysWithinItsRoundingOfExact) {
-  cpu::KernelPlanOptions int16_options;
+  kernels::cpu::KernelPlanOptions int16_options;
   int16_options.matmul = "int16";
-  if (!cpu::ChooseKernelPlan(int16_options).ok()) {
+  if (!kernels::cpu::ChooseKernelPlan(int16_options).ok()) {
     GTEST_SKIP() << "no AVX-512 VNNI: the int16 kernels cannot run here";
   }
   const std::vector<float> exact = Logits("exact");

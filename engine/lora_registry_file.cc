@@ -32,15 +32,15 @@ absl::StatusOr<std::vector<LoraRequest>> ReadLoraRegistryFile(const std::string&
   }
   std::ostringstream text;
   text << in.rdbuf();
-  absl::StatusOr<json::JsonValue> doc = json::ParseJson(text.str());
+  absl::StatusOr<base::json::JsonValue> doc = base::json::ParseJson(text.str());
   if (!doc.ok()) return Invalid(path, std::string(doc.status().message()));
-  const json::JsonValue* list = doc->Find("adapters");
+  const base::json::JsonValue* list = doc->Find("adapters");
   if (list == nullptr || !list->is_array()) return Invalid(path, "no \"adapters\" list");
   std::vector<LoraRequest> out;
-  for (const json::JsonValue& a : list->array_items()) {
-    const json::JsonValue* name = a.Find("name");
-    const json::JsonValue* id = a.Find("id");
-    const json::JsonValue* p = a.Find("path");
+  for (const base::json::JsonValue& a : list->array_items()) {
+    const base::json::JsonValue* name = a.Find("name");
+    const base::json::JsonValue* id = a.Find("id");
+    const base::json::JsonValue* p = a.Find("path");
     if (name == nullptr || !name->is_string() || p == nullptr || !p->is_string() ||
         id == nullptr || !id->AsInt64().has_value()) {
       return Invalid(path, "an adapter without a string name and path and an integer id");
@@ -55,9 +55,9 @@ absl::Status WriteLoraRegistryFile(const std::string& path,
   std::string text = "{\"adapters\": [";
   for (size_t i = 0; i < adapters.size(); ++i) {
     absl::StrAppend(&text, i ? ",\n  " : "\n  ",
-                    "{\"name\": ", json::QuoteJsonString(adapters[i].name),
+                    "{\"name\": ", base::json::QuoteJsonString(adapters[i].name),
                     ", \"id\": ", adapters[i].id,
-                    ", \"path\": ", json::QuoteJsonString(adapters[i].path), "}");
+                    ", \"path\": ", base::json::QuoteJsonString(adapters[i].path), "}");
   }
   absl::StrAppend(&text, adapters.empty() ? "" : "\n", "]}\n");
   return base::WritePrivateFileAtomically(path, text);

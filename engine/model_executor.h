@@ -40,7 +40,7 @@ class ModelExecutor {
     for (int64_t i = 0; i < n; ++i) fn(i);
   }
   virtual int block_size() const = 0;
-  virtual const loader::ModelConfig& model_config() const = 0;
+  virtual const worker::loader::ModelConfig& model_config() const = 0;
   virtual int tensor_parallel_size() const { return 1; }
   virtual int num_threads() const { return 1; }
   // Bytes of KV cache held (0 while asleep).
@@ -49,7 +49,7 @@ class ModelExecutor {
   // ("" for the engine's kv_cache_dtype argument as parsed for the CPU).
   virtual std::string backend() const { return "cpu"; }
   virtual std::string kv_cache_dtype() const { return ""; }
-  // The CPU kernel plan the model runs (cpu::KernelPlan::Describe()); "" off
+  // The CPU kernel plan the model runs (kernels::cpu::KernelPlan::Describe()); "" off
   // the CPU.
   virtual std::string kernel_plan() const { return ""; }
 
@@ -73,9 +73,10 @@ class ModelExecutor {
   // Executors whose parts can die on their own (worker processes) call
   // `callback` once, from their own thread, with the cause, so the engine is
   // told instead of polling CheckHealth. Null clears it; the executor must
-  // not call it after a clearing call returns.
+  // not call it after a clearing call returns. Returns whether the executor
+  // calls it (false: it never does, and its health must be polled).
   using DeathCallback = std::function<void(const absl::Status&)>;
-  virtual void SetDeathCallback(DeathCallback callback) {}
+  virtual bool SetDeathCallback(DeathCallback callback) { return false; }
 
   // Level >= 1: the KV cache contents may be dropped (the engine preempts
   // everything first). WakeUp restores the ability to Execute.

@@ -60,11 +60,11 @@ absl::StatusOr<std::unique_ptr<MultiprocExecutor>> MultiprocExecutor::Create(
   auto ex = std::unique_ptr<MultiprocExecutor>(new MultiprocExecutor(options));
   // The engine needs the config and tokenizer; the mapping is cheap and
   // shared with the page cache the workers use.
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
-      loader::LoadCheckpoint(options.model_path);
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(options.model_path);
   if (!ckpt.ok()) return ckpt.status();
   ex->checkpoint_ = std::move(*ckpt);
-  const loader::ModelConfig& c = ex->checkpoint_->config();
+  const worker::loader::ModelConfig& c = ex->checkpoint_->config();
   if (c.architecture != "llama" && options.tensor_parallel_size > 1) {
     return absl::UnimplementedError(absl::StrCat(
         "tensor parallelism is implemented for the llama family; '", c.architecture,
@@ -214,9 +214,9 @@ absl::Status MultiprocExecutor::AcceptWorkers(int listen_fd) {
         config.set_threads(threads_per_rank_);
         config.set_num_blocks(num_blocks_);
         config.set_block_size(options_.block_size);
-        config.set_matmul(std::string(cpu::MatmulKindName(options_.kernel_plan.matmul)));
+        config.set_matmul(std::string(kernels::cpu::MatmulKindName(options_.kernel_plan.matmul)));
         config.set_comm_timeout_s(options_.comm_timeout_s);
-        config.set_kv_cache_f16(options_.kv_cache_dtype == cpu::KvDtype::kF16);
+        config.set_kv_cache_f16(options_.kv_cache_dtype == kernels::cpu::KvDtype::kF16);
         if (!worker::WriteFrame(fd, config.SerializeAsString()).ok()) {
           close(fd);
           continue;
@@ -253,9 +253,10 @@ absl::Status MultiprocExecutor::AcceptWorkers(int listen_fd) {
   return absl::OkStatus();
 }
 
-void MultiprocExecutor::SetDeathCallback(DeathCallback callback) {
+bool MultiprocExecutor::SetDeathCallback(DeathCallback callback) {
   absl::MutexLock lock(&callback_mu_);
   death_callback_ = std::move(callback);
+  return true;
 }
 
 void MultiprocExecutor::Monitor() {

@@ -37,11 +37,11 @@ struct MultiprocExecutorOptions {
   // KV cache budget of each rank (each holds only its K/V heads).
   int64_t kv_cache_bytes = int64_t{512} << 20;
   int block_size = 16;
-  cpu::KvDtype kv_cache_dtype = cpu::KvDtype::kF32;
+  kernels::cpu::KvDtype kv_cache_dtype = kernels::cpu::KvDtype::kF32;
   int threads = 0;  // all ranks together; 0 = all cores. At least 1 per rank.
-  // Each rank chooses this plan's matmul kind (cpu::MatmulKindName) with
+  // Each rank chooses this plan's matmul kind (kernels::cpu::MatmulKindName) with
   // its own CPU and environment: the same as the engine's on one machine.
-  cpu::KernelPlan kernel_plan = cpu::DefaultKernelPlan();
+  kernels::cpu::KernelPlan kernel_plan = kernels::cpu::DefaultKernelPlan();
   absl::Duration start_timeout = absl::Minutes(5);
   int comm_timeout_s = 60;
   // Non-empty: do not spawn workers; listen on <dir>/control.sock for
@@ -63,7 +63,7 @@ class MultiprocExecutor : public ModelExecutor {
   absl::Status Execute(const worker::ForwardBatch& batch, worker::ForwardOutput* out) override;
   int num_blocks() const override { return num_blocks_; }
   int block_size() const override { return options_.block_size; }
-  const loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
+  const worker::loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
   int tensor_parallel_size() const override { return options_.tensor_parallel_size; }
   int num_threads() const override { return threads_per_rank_ * options_.tensor_parallel_size; }
   int64_t kv_cache_bytes() const override;
@@ -71,12 +71,12 @@ class MultiprocExecutor : public ModelExecutor {
   absl::Status CheckHealth() override;
   // A monitor thread watches the ranks' control connections and processes
   // and reports the first death here.
-  void SetDeathCallback(DeathCallback callback) override;
+  bool SetDeathCallback(DeathCallback callback) override;
   absl::Status Sleep(int level) override;
   absl::Status WakeUp() override;
   absl::StatusOr<std::vector<std::string>> CollectiveRpc(const std::string& method) override;
 
-  const loader::Checkpoint& checkpoint() const { return *checkpoint_; }
+  const worker::loader::Checkpoint& checkpoint() const { return *checkpoint_; }
   std::vector<pid_t> worker_pids() const;
   // Steps broadcast so far and the total time spent serializing each
   // step's command once and writing it to every rank.
@@ -115,7 +115,7 @@ class MultiprocExecutor : public ModelExecutor {
   void StopMonitor();
 
   const MultiprocExecutorOptions options_;
-  std::shared_ptr<const loader::Checkpoint> checkpoint_;
+  std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
   std::string run_dir_;  // control socket + gloo rendezvous
   std::string gloo_dir_;
   bool spawned_ = true;  // false with external_workers_dir

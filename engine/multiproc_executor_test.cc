@@ -160,7 +160,7 @@ TEST(MultiprocExecutorTest, F16KvCacheReachesTheWorkers) {
     bytes32 = (*ex)->kv_cache_bytes();
     ASSERT_TRUE((*ex)->Execute(batch, &out32).ok());
   }
-  o.kv_cache_dtype = cpu::KvDtype::kF16;
+  o.kv_cache_dtype = kernels::cpu::KvDtype::kF16;
   {
     absl::StatusOr<std::unique_ptr<MultiprocExecutor>> ex = MultiprocExecutor::Create(o);
     ASSERT_TRUE(ex.ok()) << ex.status();

@@ -7,6 +7,40 @@
 #include "absl/strings/str_cat.h"
 
 namespace rill::engine {
+namespace {
+
+tokenizer::OutputMode ModeOf(OutputKind kind) {
+  switch (kind) {
+    case OutputKind::kDelta:
+      return tokenizer::OutputMode::kDelta;
+    case OutputKind::kFinalOnly:
+      return tokenizer::OutputMode::kFinalOnly;
+    case OutputKind::kCumulative:
+      break;
+  }
+  return tokenizer::OutputMode::kCumulative;
+}
+
+// The part of a sample's cumulative view that `slice` names.
+CompletionOutput SliceOf(const CompletionOutput& all, tokenizer::CompletionSlice slice) {
+  CompletionOutput c;
+  c.index = slice.index;
+  c.text = std::move(slice.text);
+  c.token_ids.assign(all.token_ids.begin() + slice.token_begin,
+                     all.token_ids.begin() + slice.token_end);
+  c.logprobs.assign(all.logprobs.begin() + std::min(slice.token_begin, all.logprobs.size()),
+                    all.logprobs.end());
+  c.top_logprobs.assign(
+      all.top_logprobs.begin() + std::min(slice.token_begin, all.top_logprobs.size()),
+      all.top_logprobs.end());
+  c.cumulative_logprob = all.cumulative_logprob;
+  c.finish_reason = all.finish_reason;
+  c.stop_reason = all.stop_reason;
+  c.stop_string = all.stop_string;
+  return c;
+}
+
+}  // namespace
 
 std::string SampleRequestId(const std::string& request_id, int index, int n) {
   // \x1f (unit separator) keeps sample ids apart from ordinary request ids.
@@ -24,6 +58,9 @@ void OutputProcessor::AddRequest(const std::string& request_id, std::string prom
   s.stream = std::move(stream);
   s.metrics.arrival_time = arrival;
   s.samples.resize(std::max(1, params.n));
+  // The in-process API lists every sample in CUMULATIVE outputs (vLLM's RequestOutput).
+  s.shaper.emplace(ModeOf(params.output_kind), params.n,
+                   tokenizer::OutputShaper::CumulativeListing::kEvery);
   for (int i = 0; i < static_cast<int>(s.samples.size()); ++i) {
     Sample& sample = s.samples[i];
     sample.all.index = i;
@@ -43,7 +80,7 @@ std::vector<std::string> OutputProcessor::SampleIds(const std::string& request_i
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return ids;
   for (int i = 0; i < static_cast<int>(it->second.samples.size()); ++i) {
-    if (!it->second.samples[i].finished) {
+    if (!it->second.shaper->finished(i)) {
       ids.push_back(SampleRequestId(request_id, i, it->second.params.n));
     }
   }
@@ -55,7 +92,8 @@ std::string OutputProcessor::RequestOf(const std::string& sample_id) const {
   return it == sample_of_.end() ? "" : it->second.first;
 }
 
-bool OutputProcessor::Update(State& s, Sample& sample, const EngineCoreOutput& o) {
+bool OutputProcessor::Update(State& s, int index, const EngineCoreOutput& o) {
+  Sample& sample = s.samples[index];
   CompletionOutput& all = sample.all;
   bool matched = false;
   for (size_t i = 0; i < o.new_token_ids.size() && !matched; ++i) {
@@ -77,10 +115,7 @@ bool OutputProcessor::Update(State& s, Sample& sample, const EngineCoreOutput& o
   } else if (o.finished() && sample.text != nullptr) {
     sample.text->Finish();
   }
-  if ((matched || o.finished()) && !sample.finished) {
-    sample.finished = true;
-    ++s.num_finished;
-  }
+  if (matched || o.finished()) s.shaper->Finish(index);
   // The core finished the sample itself in this very output: nothing to end.
   return matched && !o.finished();
 }
@@ -88,12 +123,6 @@ bool OutputProcessor::Update(State& s, Sample& sample, const EngineCoreOutput& o
 const std::string& OutputProcessor::TextOf(const Sample& sample) {
   static const std::string* const kEmpty = new std::string();
   return sample.text != nullptr ? sample.text->text() : *kEmpty;
-}
-
-CompletionOutput OutputProcessor::Cumulative(const Sample& sample) const {
-  CompletionOutput c = sample.all;
-  c.text = TextOf(sample);
-  return c;
 }
 
 ProcessResult OutputProcessor::Process(const EngineCoreOutput& o) {
@@ -105,13 +134,13 @@ ProcessResult OutputProcessor::Process(const EngineCoreOutput& o) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return result;
   State& s = it->second;
-  Sample& sample = s.samples[index];
+  tokenizer::OutputShaper& shaper = *s.shaper;
   result.known = true;
   result.request_id = request_id;
-  if (sample.finished) return result;  // E.g. an abort racing a stop-string match.
-  result.stop_matched = Update(s, sample, o);
+  if (shaper.finished(index)) return result;  // E.g. an abort racing a stop-string match.
+  result.stop_matched = Update(s, index, o);
   result.state = result.stop_matched ? RequestState::kFinishedStopped : o.state;
-  if (sample.finished) sample_of_.erase(sit);
+  if (shaper.finished(index)) sample_of_.erase(sit);
   if (!o.prompt_logprobs.empty() && s.prompt_logprobs.empty()) {
     s.prompt_logprobs = o.prompt_logprobs;
     s.prompt_top_logprobs = o.prompt_top_logprobs;
@@ -125,10 +154,9 @@ ProcessResult OutputProcessor::Process(const EngineCoreOutput& o) {
   m.num_cached_tokens = std::max(m.num_cached_tokens, o.num_cached_tokens);
   m.num_preemptions = std::max(m.num_preemptions, o.num_preemptions);
 
-  const bool finished = s.num_finished == static_cast<int>(s.samples.size());
+  const bool finished = shaper.all_finished();
   result.request_finished = finished;
-  const OutputKind kind = s.params.output_kind;
-  if (kind == OutputKind::kFinalOnly && !finished) return result;
+  if (!shaper.Emits()) return result;
   RequestOutput out;
   out.request_id = request_id;
   out.prompt = s.prompt;
@@ -136,34 +164,17 @@ ProcessResult OutputProcessor::Process(const EngineCoreOutput& o) {
   out.finished = finished;
   out.error = s.error;
   out.metrics = s.metrics;
-  if (kind == OutputKind::kDelta) {
-    CompletionOutput delta;
-    delta.index = index;
-    const CompletionOutput& all = sample.all;
-    delta.token_ids.assign(all.token_ids.begin() + sample.sent_tokens, all.token_ids.end());
-    delta.logprobs.assign(all.logprobs.begin() + std::min(sample.sent_tokens, all.logprobs.size()),
-                          all.logprobs.end());
-    delta.top_logprobs.assign(
-        all.top_logprobs.begin() + std::min(sample.sent_tokens, all.top_logprobs.size()),
-        all.top_logprobs.end());
-    sample.sent_tokens = all.token_ids.size();
-    const std::string& text = TextOf(sample);
-    delta.text = text.substr(sample.sent);
-    sample.sent = text.size();
-    delta.cumulative_logprob = all.cumulative_logprob;
-    delta.finish_reason = all.finish_reason;
-    delta.stop_reason = all.stop_reason;
-    delta.stop_string = all.stop_string;
-    out.outputs.push_back(std::move(delta));
-    if (!s.prompt_logprobs_sent && !s.prompt_logprobs.empty()) {
-      out.prompt_logprobs = s.prompt_logprobs;
-      out.prompt_top_logprobs = s.prompt_top_logprobs;
-      s.prompt_logprobs_sent = true;
-    }
-  } else {
-    for (const Sample& each : s.samples) out.outputs.push_back(Cumulative(each));
+  for (int i = 0; i < static_cast<int>(s.samples.size()); ++i) {
+    const Sample& each = s.samples[i];
+    std::optional<tokenizer::CompletionSlice> slice =
+        shaper.Take(i, TextOf(each), each.all.token_ids.size());
+    if (slice.has_value()) out.outputs.push_back(SliceOf(each.all, std::move(*slice)));
+  }
+  // DELTA sends the prompt logprobs once; the other modes in every output.
+  if (shaper.mode() != tokenizer::OutputMode::kDelta || !s.prompt_logprobs_sent) {
     out.prompt_logprobs = s.prompt_logprobs;
     out.prompt_top_logprobs = s.prompt_top_logprobs;
+    s.prompt_logprobs_sent = !s.prompt_logprobs.empty();
   }
   result.stream = s.stream;
   result.output = std::move(out);

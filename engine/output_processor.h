@@ -1,7 +1,8 @@
-// Turns EngineCoreOutputs into RequestOutputs: DELTA / CUMULATIVE /
-// FINAL_ONLY shaping, n > 1 sample groups, metrics, and delivery to each
-// request's stream; text and stop strings through an optional SampleText per
-// sample (sample_text.h). Runs on the engine loop thread only.
+// Turns EngineCoreOutputs into RequestOutputs: n > 1 sample groups, metrics,
+// and delivery to each request's stream; the DELTA / CUMULATIVE / FINAL_ONLY
+// shaping through tokenizer::OutputShaper (shared with the frontend), text and
+// stop strings through an optional SampleText per sample (sample_text.h).
+// Runs on the engine loop thread only.
 #ifndef RILL_ENGINE_OUTPUT_PROCESSOR_H_
 #define RILL_ENGINE_OUTPUT_PROCESSOR_H_
 
@@ -15,6 +16,7 @@
 #include "engine/output_stream.h"
 #include "engine/request_output.h"
 #include "engine/sample_text.h"
+#include "tokenizer/output_shaper.h"
 
 namespace rill::engine {
 
@@ -67,10 +69,7 @@ class OutputProcessor {
  private:
   struct Sample {
     std::unique_ptr<SampleText> text;  // Null without a text factory.
-    size_t sent = 0;       // Bytes of text already sent in DELTA mode.
-    size_t sent_tokens = 0;
     CompletionOutput all;  // Cumulative view (text filled on output).
-    bool finished = false;
   };
   struct State {
     std::string prompt;
@@ -78,7 +77,7 @@ class OutputProcessor {
     SamplingParams params;
     std::shared_ptr<RequestOutputStream> stream;
     std::vector<Sample> samples;
-    int num_finished = 0;
+    std::optional<tokenizer::OutputShaper> shaper;  // Which samples an output lists, and what of each.
     std::vector<float> prompt_logprobs;
     std::vector<TopLogprobs> prompt_top_logprobs;
     bool prompt_logprobs_sent = false;
@@ -86,10 +85,10 @@ class OutputProcessor {
     absl::Status error;
   };
 
-  // Appends the output's tokens and text to the sample; true on a stop-string match.
-  bool Update(State& s, Sample& sample, const EngineCoreOutput& o);
+  // Appends the output's tokens and text to sample `index`; true on a
+  // stop-string match.
+  bool Update(State& s, int index, const EngineCoreOutput& o);
   static const std::string& TextOf(const Sample& sample);
-  CompletionOutput Cumulative(const Sample& sample) const;
 
   const SampleTextFactory text_;
   absl::flat_hash_map<std::string, State> requests_;

@@ -9,7 +9,7 @@
 namespace rill::engine {
 namespace {
 
-absl::StatusOr<tokenizer::TokenizerSpec> FromGguf(const loader::GgufFile& f) {
+absl::StatusOr<tokenizer::TokenizerSpec> FromGguf(const worker::loader::GgufFile& f) {
   tokenizer::TokenizerSpec spec;
   absl::StatusOr<std::string_view> model = f.GetString("tokenizer.ggml.model");
   if (!model.ok()) {
@@ -66,8 +66,8 @@ absl::StatusOr<tokenizer::TokenizerSpec> FromGguf(const loader::GgufFile& f) {
 }  // namespace
 
 absl::StatusOr<tokenizer::TokenizerSpec> TokenizerSpecFromCheckpoint(
-    const loader::Checkpoint& checkpoint) {
-  const loader::TokenizerSource& src = checkpoint.tokenizer();
+    const worker::loader::Checkpoint& checkpoint) {
+  const worker::loader::TokenizerSource& src = checkpoint.tokenizer();
   if (src.gguf != nullptr) return FromGguf(*src.gguf);
   if (src.tokenizer_json.empty()) {
     return absl::NotFoundError(
@@ -77,7 +77,7 @@ absl::StatusOr<tokenizer::TokenizerSpec> TokenizerSpecFromCheckpoint(
 }
 
 absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> LoadTokenizer(
-    const loader::Checkpoint& checkpoint) {
+    const worker::loader::Checkpoint& checkpoint) {
   absl::StatusOr<tokenizer::TokenizerSpec> spec = TokenizerSpecFromCheckpoint(checkpoint);
   if (!spec.ok()) return spec.status();
   return tokenizer::BpeTokenizer::Create(*spec);

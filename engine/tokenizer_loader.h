@@ -15,10 +15,10 @@
 namespace rill::engine {
 
 absl::StatusOr<tokenizer::TokenizerSpec> TokenizerSpecFromCheckpoint(
-    const loader::Checkpoint& checkpoint);
+    const worker::loader::Checkpoint& checkpoint);
 
 absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> LoadTokenizer(
-    const loader::Checkpoint& checkpoint);
+    const worker::loader::Checkpoint& checkpoint);
 
 }  // namespace rill::engine
 

@@ -117,6 +117,8 @@ TEST_F(ApiContractTest, ServerConfigReportsTheLimitsEnforced) {
   EXPECT_EQ(d.max_logprobs(), 3);
   EXPECT_EQ(d.max_tokens(), 50);
   EXPECT_EQ(d.max_prompt_tokens(), frontend_->engine()->max_model_len() - 1);
+  // The frontend detokenizes, so it (not the engine) says how.
+  EXPECT_EQ(d.detokenizer(), "incremental");
 
   // At the reported limits a request is accepted; one past, refused.
   GenerateRequest at = Start("at", "x", static_cast<int>(d.max_tokens()));

@@ -9,6 +9,25 @@ namespace rill::frontend {
 using rill::v1::FinishReason;
 using rill::v1::GenerateResponse;
 
+namespace {
+
+tokenizer::OutputMode ModeOf(rill::v1::OutputMode mode) {
+  switch (mode) {
+    case rill::v1::OUTPUT_MODE_CUMULATIVE:
+      return tokenizer::OutputMode::kCumulative;
+    case rill::v1::OUTPUT_MODE_FINAL_ONLY:
+      return tokenizer::OutputMode::kFinalOnly;
+    default:
+      return tokenizer::OutputMode::kDelta;
+  }
+}
+
+int NumCompletions(const rill::v1::StartRequest& start) {
+  return std::max<int>(start.sampling().has_n() ? static_cast<int>(start.sampling().n()) : 1, 1);
+}
+
+}  // namespace
+
 double NowSeconds() { return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()); }
 
 CompletionStream::CompletionStream(const tokenizer::Tokenizer* tok,
@@ -18,19 +37,20 @@ CompletionStream::CompletionStream(const tokenizer::Tokenizer* tok,
                                    std::string prompt_text)
     : tok_(tok),
       request_id_(std::move(request_id)),
-      mode_(start.output_mode()),
       want_logprobs_(start.sampling().logprobs() > 0),
       prompt_ids_(std::move(prompt_ids)),
       prompt_text_(std::move(prompt_text)),
+      completions_(NumCompletions(start)),
+      // The stream sends what changed: an unchanged completion is not repeated.
+      shaper_(ModeOf(start.output_mode()), NumCompletions(start),
+              tokenizer::OutputShaper::CumulativeListing::kChanged),
       arrival_time_(NowSeconds()) {
   const tokenizer::StopStringOptions stop{
       {start.sampling().stop().begin(), start.sampling().stop().end()},
       start.sampling().include_stop_str_in_output()};
-  int n = start.sampling().has_n() ? start.sampling().n() : 1;
   bool skip = start.sampling().has_skip_special_tokens()
                   ? start.sampling().skip_special_tokens()
                   : true;
-  completions_.resize(std::max(n, 1));
   for (Completion& c : completions_) {
     c.text = std::make_unique<tokenizer::CompletionText>(&tok_->bpe(), skip, stop);
   }
@@ -47,18 +67,18 @@ void CompletionStream::FillTokenText(rill::v1::PositionLogprobs* lp) const {
 
 bool CompletionStream::PushToken(Completion* c, int32_t id) {
   c->ids.push_back(id);
-  c->news = true;
   if (!c->text->Push(id)) return false;
   c->finished = true;
   c->reason = rill::v1::FINISH_REASON_STOP;
+  shaper_.Finish(c - completions_.data());
   return true;
 }
 
 void CompletionStream::End(Completion* c, rill::v1::FinishReason reason) {
   c->text->Finish();
   c->finished = true;
-  c->news = true;
   c->reason = reason;
+  shaper_.Finish(c - completions_.data());
 }
 
 CompletionStream::Result CompletionStream::OnOutput(
@@ -113,7 +133,7 @@ CompletionStream::Result CompletionStream::OnOutput(
     r.response = Build(true);
     return r;
   }
-  if (mode_ != rill::v1::OUTPUT_MODE_FINAL_ONLY) {
+  if (shaper_.Emits()) {
     GenerateResponse resp = Build(false);
     if (resp.outputs_size() > 0 || !first_sent_) r.response = std::move(resp);
   }
@@ -143,35 +163,26 @@ GenerateResponse CompletionStream::Build(bool final_response) {
     *resp.mutable_prompt_logprobs() = prompt_logprobs_;
     first_sent_ = true;
   }
-  const bool cumulative = mode_ != rill::v1::OUTPUT_MODE_DELTA;
   for (size_t i = 0; i < completions_.size(); ++i) {
-    Completion& c = completions_[i];
-    bool has_news = c.news || (c.finished && !c.reported_finished);
-    if (mode_ == rill::v1::OUTPUT_MODE_DELTA) {
-      has_news = c.text->text().size() > c.sent_text || c.ids.size() > c.sent_ids ||
-                 (c.finished && !c.reported_finished);
-    }
-    if (mode_ == rill::v1::OUTPUT_MODE_FINAL_ONLY) has_news = true;
-    if (!has_news) continue;
+    const Completion& c = completions_[i];
+    std::optional<tokenizer::CompletionSlice> slice =
+        shaper_.Take(i, c.text->text(), c.ids.size());
+    if (!slice.has_value()) continue;
     rill::v1::Completion* o = resp.add_outputs();
     o->set_index(i);
-    size_t from_text = cumulative ? 0 : c.sent_text;
-    size_t from_ids = cumulative ? 0 : c.sent_ids;
-    o->set_text(c.text->text().substr(from_text));
-    for (size_t k = from_ids; k < c.ids.size(); ++k) o->add_token_ids(c.ids[k]);
+    o->set_text(std::move(slice->text));
+    for (size_t k = slice->token_begin; k < slice->token_end; ++k) o->add_token_ids(c.ids[k]);
     if (want_logprobs_) {
-      for (size_t k = from_ids; k < c.logprobs.size(); ++k) *o->add_logprobs() = c.logprobs[k];
+      for (size_t k = slice->token_begin; k < c.logprobs.size(); ++k) {
+        *o->add_logprobs() = c.logprobs[k];
+      }
     }
     o->set_cumulative_logprob(c.cumulative_logprob);
-    if (c.finished) {
+    if (slice->finished) {
       o->set_finish_reason(c.reason);
       if (c.stop_token_id) o->set_stop_token_id(*c.stop_token_id);
       if (c.text->stop_string()) o->set_stop_string(*c.text->stop_string());
-      c.reported_finished = true;
     }
-    c.sent_text = c.text->text().size();
-    c.sent_ids = c.ids.size();
-    c.news = false;
   }
   if (final_response) {
     resp.set_finished(true);

@@ -1,7 +1,7 @@
 // Turns one request's engine outputs (token-id deltas) into client responses:
 // each completion's text (tokenizer::CompletionText: incremental
-// detokenization, stop strings with hold-back), logprob token texts and the
-// DELTA / CUMULATIVE / FINAL_ONLY output modes.
+// detokenization, stop strings with hold-back), logprob token texts, and the
+// DELTA / CUMULATIVE / FINAL_ONLY output modes (tokenizer::OutputShaper).
 #ifndef RILL_FRONTEND_COMPLETION_STREAM_H_
 #define RILL_FRONTEND_COMPLETION_STREAM_H_
 
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tokenizer/completion_text.h"
+#include "tokenizer/output_shaper.h"
 #include "tokenizer/tokenizer.h"
 #include "rill/internal/engine.pb.h"
 #include "rill/v1/inference.pb.h"
@@ -41,16 +42,12 @@ class CompletionStream {
  private:
   struct Completion {
     std::unique_ptr<tokenizer::CompletionText> text;
-    size_t sent_text = 0;   // Bytes of the text already sent (DELTA).
     std::vector<int32_t> ids;
-    size_t sent_ids = 0;
     std::vector<rill::v1::PositionLogprobs> logprobs;
     double cumulative_logprob = 0;
     bool finished = false;
-    bool reported_finished = false;
     rill::v1::FinishReason reason = rill::v1::FINISH_REASON_UNSPECIFIED;
     std::optional<int32_t> stop_token_id;
-    bool news = false;
   };
 
   // Appends one token; returns true when a stop string ended the completion.
@@ -62,11 +59,11 @@ class CompletionStream {
 
   const tokenizer::Tokenizer* tok_;
   const std::string request_id_;
-  const rill::v1::OutputMode mode_;
   const bool want_logprobs_;
   std::vector<int32_t> prompt_ids_;
   std::string prompt_text_;
   std::vector<Completion> completions_;
+  tokenizer::OutputShaper shaper_;
   bool first_sent_ = false;
   bool done_ = false;
   double arrival_time_;

@@ -79,7 +79,7 @@ absl::Status EngineClient::Start(absl::Duration timeout) {
   }
   if (spec_.model() == "wordpiece") {
     // An encoder (BERT): the spec carries its tokenizer.json.
-    absl::StatusOr<json::JsonValue> json = json::ParseJson(spec_.wordpiece_json());
+    absl::StatusOr<base::json::JsonValue> json = base::json::ParseJson(spec_.wordpiece_json());
     if (!json.ok()) return json.status();
     auto wp = tokenizer::WordPieceTokenizer::FromJson(*json);
     if (!wp.ok()) return wp.status();

@@ -13,6 +13,7 @@
 #include "base/request_id.h"
 #include "base/strict_parse.h"
 #include "frontend/request_validator.h"
+#include "tokenizer/input_processor.h"
 
 namespace rill::frontend {
 
@@ -21,42 +22,32 @@ using rill::v1::GenerateResponse;
 absl::Status BuildPrompt(const tokenizer::Tokenizer& tok,
                          const rill::v1::StartRequest& start,
                          std::vector<int32_t>* ids, std::string* text) {
-  bool add_special = start.has_add_special_tokens() ? start.add_special_tokens() : true;
+  tokenizer::PromptInput in;
   switch (start.prompt_case()) {
     case rill::v1::StartRequest::kText:
-      *ids = tok.Encode(start.text(), add_special);
-      return absl::OkStatus();
+      in = tokenizer::PromptInput::Text(
+          start.text(), start.has_add_special_tokens() ? start.add_special_tokens() : true);
+      break;
     case rill::v1::StartRequest::kTokenIds:
-      for (int32_t id : start.token_ids().ids()) {
-        if (id < 0 || id >= tok.vocab_size()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "token_ids: id ", id, " is outside the vocabulary [0, ", tok.vocab_size(), ")"));
-        }
-        ids->push_back(id);
-      }
-      return absl::OkStatus();
+      in.kind = tokenizer::PromptInput::Kind::kTokenIds;
+      in.token_ids.assign(start.token_ids().ids().begin(), start.token_ids().ids().end());
+      break;
     case rill::v1::StartRequest::kChat: {
-      if (start.chat().messages().empty()) {
-        return absl::InvalidArgumentError("chat.messages: no messages (give at least one)");
-      }
       std::vector<tokenizer::ChatMessage> msgs;
       for (const auto& m : start.chat().messages()) msgs.push_back({m.role(), m.content()});
-      bool gen = start.chat().has_add_generation_prompt() ? start.chat().add_generation_prompt() : true;
-      absl::StatusOr<std::string> rendered = tok.ApplyChatTemplate(msgs, gen);
-      if (!rendered.ok()) {
-        if (absl::IsUnimplemented(rendered.status())) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "chat: the model's chat template is not supported: ", rendered.status().message()));
-        }
-        return absl::InvalidArgumentError(absl::StrCat("chat: ", rendered.status().message()));
-      }
-      *text = *rendered;
-      *ids = tok.Encode(*text, /*add_special_tokens=*/false);
-      return absl::OkStatus();
+      in = tokenizer::PromptInput::Chat(
+          std::move(msgs),
+          start.chat().has_add_generation_prompt() ? start.chat().add_generation_prompt() : true);
+      break;
     }
     default:
       return absl::InvalidArgumentError("start.prompt: empty");
   }
+  absl::StatusOr<tokenizer::ProcessedPrompt> prompt = tokenizer::InputProcessor(&tok).Process(in);
+  if (!prompt.ok()) return prompt.status();
+  *ids = std::move(prompt->token_ids);
+  *text = std::move(prompt->text);
+  return absl::OkStatus();
 }
 
 namespace {

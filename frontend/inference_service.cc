@@ -254,6 +254,8 @@ grpc::Status InferenceService::GetServerConfig(grpc::ServerContext* ctx,
   grpc::Status s = engine_->stub()->GetServerConfig(c.get(), *req, resp);
   if (!s.ok()) return WithRetryHint(ctx, s);
   ReportLimits(options_.limits, engine_->max_model_len(), resp->mutable_decoding());
+  // The frontend, not the token-only engine, turns tokens into text.
+  resp->mutable_decoding()->set_detokenizer("incremental");
   return s;
 }
 

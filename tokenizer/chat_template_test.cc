@@ -31,16 +31,16 @@ TEST(ChatTemplateTest, MatchesJinja2) {
   ASSERT_EQ(testing::RunPython("tokenizer/testdata/render_templates.py",
                                args),
             0);
-  absl::StatusOr<json::JsonValue> cases = json::ParseJsonFile(out);
+  absl::StatusOr<base::json::JsonValue> cases = base::json::ParseJsonFile(out);
   ASSERT_TRUE(cases.ok()) << cases.status();
   ASSERT_GE(cases->array_items().size(), 200u);
   int errors = 0;
-  for (const json::JsonValue& c : cases->array_items()) {
+  for (const base::json::JsonValue& c : cases->array_items()) {
     const std::string& text = c.Find("template")->string_value();
     absl::StatusOr<ChatTemplate> t = ChatTemplate::Create(text);
     ASSERT_TRUE(t.ok()) << t.status() << "\n" << text;
     std::vector<ChatMessage> msgs;
-    for (const json::JsonValue& m : c.Find("messages")->array_items()) {
+    for (const base::json::JsonValue& m : c.Find("messages")->array_items()) {
       msgs.push_back({m.Find("role")->string_value(), m.Find("content")->string_value()});
     }
     absl::StatusOr<std::string> got =

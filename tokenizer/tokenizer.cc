@@ -8,10 +8,14 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromSpec(
     const TokenizerSpec& spec) {
   absl::StatusOr<std::unique_ptr<BpeTokenizer>> bpe = BpeTokenizer::Create(spec);
   if (!bpe.ok()) return bpe.status();
+  return FromBpe(std::move(*bpe));
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::FromBpe(std::shared_ptr<const BpeTokenizer> bpe) {
   std::unique_ptr<Tokenizer> t(new Tokenizer);
-  t->bpe_ = std::move(*bpe);
   // A bad template only disables ApplyChatTemplate; encoding still works.
-  t->chat_template_ = ChatTemplate::Create(spec.chat_template);
+  t->chat_template_ = ChatTemplate::Create(bpe->spec().chat_template);
+  t->bpe_ = std::move(bpe);
   return t;
 }
 

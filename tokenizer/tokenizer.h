@@ -27,6 +27,8 @@ class Tokenizer {
   // config_path (tokenizer_config.json) may be empty.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromTokenizerJson(
       const std::string& path, const std::string& config_path = "");
+  // Over an already-built BPE tokenizer, with its spec's chat template.
+  static std::unique_ptr<Tokenizer> FromBpe(std::shared_ptr<const BpeTokenizer> bpe);
 
   std::vector<int32_t> Encode(std::string_view text,
                               bool add_special_tokens = true,
@@ -68,10 +70,13 @@ class Tokenizer {
   }
 
   const BpeTokenizer& bpe() const { return *bpe_; }
+  // For a user that outlives this facade (an engine given the tokenizer a
+  // command already loaded).
+  std::shared_ptr<const BpeTokenizer> shared_bpe() const { return bpe_; }
 
  private:
   Tokenizer() = default;
-  std::unique_ptr<BpeTokenizer> bpe_;
+  std::shared_ptr<const BpeTokenizer> bpe_;
   absl::StatusOr<ChatTemplate> chat_template_ =
       absl::UnimplementedError("no chat template");
 };

@@ -10,7 +10,7 @@
 namespace rill::tokenizer {
 namespace {
 
-using json::JsonValue;
+using base::json::JsonValue;
 
 constexpr std::string_view kLlama3Re =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
@@ -282,11 +282,11 @@ absl::StatusOr<TokenizerSpec> TokenizerSpecFromJson(const JsonValue& tok,
 
 absl::StatusOr<TokenizerSpec> LoadTokenizerJson(const std::string& path,
                                                 const std::string& config_path) {
-  absl::StatusOr<JsonValue> tok = json::ParseJsonFile(path);
+  absl::StatusOr<JsonValue> tok = base::json::ParseJsonFile(path);
   if (!tok.ok()) return tok.status();
   absl::StatusOr<JsonValue> config;
   if (!config_path.empty()) {
-    config = json::ParseJsonFile(config_path);
+    config = base::json::ParseJsonFile(config_path);
     if (!config.ok()) return config.status();
   }
   return TokenizerSpecFromJson(*tok, config_path.empty() ? nullptr : &*config);

@@ -18,8 +18,8 @@ absl::StatusOr<TokenizerSpec> LoadTokenizerJson(
     const std::string& path, const std::string& config_path = "");
 
 // The same from already parsed documents (config may be null).
-absl::StatusOr<TokenizerSpec> TokenizerSpecFromJson(const json::JsonValue& tok,
-                                                    const json::JsonValue* config);
+absl::StatusOr<TokenizerSpec> TokenizerSpecFromJson(const base::json::JsonValue& tok,
+                                                    const base::json::JsonValue* config);
 
 }  // namespace rill::tokenizer
 

@@ -68,7 +68,8 @@ TEST(WordPieceTest, SpecialsAndUnknowns) {
 }
 
 TEST(WordPieceTest, RejectsNonWordPieceJson) {
-  absl::StatusOr<json::JsonValue> v = json::ParseJson(R"({"model":{"type":"BPE","vocab":{}}})");
+  absl::StatusOr<base::json::JsonValue> v =
+      base::json::ParseJson(R"({"model":{"type":"BPE","vocab":{}}})");
   ASSERT_TRUE(v.ok());
   EXPECT_FALSE(WordPieceTokenizer::FromJson(*v).ok());
 }

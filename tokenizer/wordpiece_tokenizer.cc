@@ -9,8 +9,8 @@
 namespace rill::tokenizer {
 namespace {
 
-bool BoolOr(const json::JsonValue* obj, std::string_view key, bool def) {
-  const json::JsonValue* v = obj != nullptr ? obj->Find(key) : nullptr;
+bool BoolOr(const base::json::JsonValue* obj, std::string_view key, bool def) {
+  const base::json::JsonValue* v = obj != nullptr ? obj->Find(key) : nullptr;
   return v != nullptr && v->is_bool() ? v->bool_value() : def;
 }
 
@@ -18,7 +18,7 @@ bool BoolOr(const json::JsonValue* obj, std::string_view key, bool def) {
 
 absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromTokenizerJson(
     const std::string& path) {
-  absl::StatusOr<json::JsonValue> root = json::ParseJsonFile(path);
+  absl::StatusOr<base::json::JsonValue> root = base::json::ParseJsonFile(path);
   if (!root.ok()) return root.status();
   absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> t = FromJson(*root);
   if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message()));
@@ -26,13 +26,13 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromToke
 }
 
 absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromJson(
-    const json::JsonValue& root) {
-  const json::JsonValue* model = root.Find("model");
+    const base::json::JsonValue& root) {
+  const base::json::JsonValue* model = root.Find("model");
   if (model == nullptr || model->Find("type") == nullptr ||
       model->Find("type")->string_value() != "WordPiece") {
     return absl::InvalidArgumentError("tokenizer model is not WordPiece");
   }
-  const json::JsonValue* vocab = model->Find("vocab");
+  const base::json::JsonValue* vocab = model->Find("vocab");
   if (vocab == nullptr || !vocab->is_object() || vocab->object_members().empty()) {
     return absl::InvalidArgumentError("WordPiece model has no vocab");
   }
@@ -47,19 +47,21 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromJson
     t->vocab_[token] = static_cast<int32_t>(d);
     t->id_to_token_[static_cast<size_t>(d)] = token;
   }
-  if (const json::JsonValue* p = model->Find("continuing_subword_prefix"); p != nullptr && p->is_string()) {
+  if (const base::json::JsonValue* p = model->Find("continuing_subword_prefix");
+      p != nullptr && p->is_string()) {
     t->prefix_ = p->string_value();
   }
-  if (const json::JsonValue* m = model->Find("max_input_chars_per_word"); m != nullptr && m->is_number()) {
+  if (const base::json::JsonValue* m = model->Find("max_input_chars_per_word");
+      m != nullptr && m->is_number()) {
     t->max_input_chars_per_word_ = static_cast<int>(m->number_value());
   }
-  const json::JsonValue* unk = model->Find("unk_token");
+  const base::json::JsonValue* unk = model->Find("unk_token");
   std::optional<int32_t> unk_id = t->TokenToId(unk != nullptr ? unk->string_value() : "[UNK]");
   if (!unk_id.has_value()) return absl::InvalidArgumentError("WordPiece unk_token is not in the vocab");
   t->unk_id_ = *unk_id;
   t->pad_id_ = t->TokenToId("[PAD]").value_or(-1);
 
-  const json::JsonValue* norm = root.Find("normalizer");
+  const base::json::JsonValue* norm = root.Find("normalizer");
   if (norm != nullptr && !norm->is_null()) {
     if (norm->Find("type") == nullptr || norm->Find("type")->string_value() != "BertNormalizer") {
       return absl::UnimplementedError("only the BertNormalizer is supported with WordPiece");
@@ -73,10 +75,10 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromJson
     t->normalizer_ = BertNormalizerOptions{false, false, false, false};
   }
 
-  if (const json::JsonValue* added = root.Find("added_tokens"); added != nullptr) {
-    for (const json::JsonValue& a : added->array_items()) {
-      const json::JsonValue* content = a.Find("content");
-      const json::JsonValue* id = a.Find("id");
+  if (const base::json::JsonValue* added = root.Find("added_tokens"); added != nullptr) {
+    for (const base::json::JsonValue& a : added->array_items()) {
+      const base::json::JsonValue* content = a.Find("content");
+      const base::json::JsonValue* id = a.Find("id");
       if (content == nullptr || id == nullptr || !BoolOr(&a, "special", false)) continue;
       t->specials_.emplace_back(content->string_value(), static_cast<int32_t>(id->number_value()));
     }
@@ -85,7 +87,7 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromJson
   }
 
   // Post-processor: the ids around a single sequence.
-  const json::JsonValue* post = root.Find("post_processor");
+  const base::json::JsonValue* post = root.Find("post_processor");
   const std::string post_type =
       post != nullptr && post->Find("type") != nullptr ? post->Find("type")->string_value() : "";
   auto special_id = [&](const std::string& name) -> absl::StatusOr<int32_t> {
@@ -95,11 +97,12 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromJson
   };
   if (post_type == "TemplateProcessing") {
     bool after = false;
-    const json::JsonValue* single = post->Find("single");
-    for (const json::JsonValue& piece : single != nullptr ? single->array_items() : std::vector<json::JsonValue>{}) {
+    const base::json::JsonValue* single = post->Find("single");
+    for (const base::json::JsonValue& piece :
+         single != nullptr ? single->array_items() : std::vector<base::json::JsonValue>{}) {
       if (piece.Find("Sequence") != nullptr) {
         after = true;
-      } else if (const json::JsonValue* s = piece.Find("SpecialToken"); s != nullptr) {
+      } else if (const base::json::JsonValue* s = piece.Find("SpecialToken"); s != nullptr) {
         absl::StatusOr<int32_t> id = special_id(s->Find("id") != nullptr ? s->Find("id")->string_value() : "");
         if (!id.ok()) return id.status();
         (after ? t->suffix_ids_ : t->prefix_ids_).push_back(*id);

@@ -25,7 +25,8 @@ class WordPieceTokenizer {
   static absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> FromTokenizerJson(
       const std::string& path);
   // From a parsed tokenizer.json; InvalidArgument unless its model is WordPiece.
-  static absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> FromJson(const json::JsonValue& root);
+  static absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> FromJson(
+      const base::json::JsonValue& root);
 
   // Token ids of `text`; with add_special_tokens, wrapped as the
   // post-processor says ([CLS] ... [SEP]). Special tokens written in the text

@@ -21,22 +21,22 @@ struct KvCacheShape {
   int num_kv_heads = 0;
   int head_dim = 0;
   // How K/V elements are stored (f16 halves the bytes per block).
-  cpu::KvDtype dtype = cpu::KvDtype::kF32;
+  kernels::cpu::KvDtype dtype = kernels::cpu::KvDtype::kF32;
 
   // Bytes one block takes over all layers (keys and values): what a KV
   // budget is divided by to size the cache.
   int64_t block_bytes() const {
     return int64_t{2} * num_layers * block_size * num_kv_heads * head_dim *
-           cpu::KvDtypeBytes(dtype);
+           kernels::cpu::KvDtypeBytes(dtype);
   }
 };
 
 // The engine's kv_cache_dtype names (as vLLM's --kv-cache-dtype): "auto"
 // (the model's compute dtype: f32 on the CPU), "float32"/"fp32", or
 // "float16"/"fp16"/"half". InvalidArgument names the accepted values.
-absl::StatusOr<cpu::KvDtype> ParseKvCacheDtype(absl::string_view name);
+absl::StatusOr<kernels::cpu::KvDtype> ParseKvCacheDtype(absl::string_view name);
 // "float32" or "float16".
-const char* KvCacheDtypeName(cpu::KvDtype dtype);
+const char* KvCacheDtypeName(kernels::cpu::KvDtype dtype);
 
 class PagedKvCache {
  public:

@@ -29,10 +29,10 @@ float LogProbOf(const float* logits, int64_t n, int32_t token) {
   // Vectorised: this runs over the whole vocabulary for every sampled token
   // (49,152 exps for SmolLM2), which in scalar double cost ~0.5 ms per
   // sequence per step.
-  return logits[token] - cpu::LogSumExp(logits, n);
+  return logits[token] - kernels::cpu::LogSumExp(logits, n);
 }
 
-float LogSumExp(const float* logits, int64_t n) { return cpu::LogSumExp(logits, n); }
+float LogSumExp(const float* logits, int64_t n) { return kernels::cpu::LogSumExp(logits, n); }
 
 namespace {
 
@@ -97,7 +97,7 @@ void TopKIds(const float* x, int64_t n, int64_t k, std::vector<int32_t>* out) {
   int64_t i = k;
   while (i < n) {
     const float worst = KeyOf(x[out->front()]);
-    i += cpu::FirstAbove(x + i, n - i, worst);
+    i += kernels::cpu::FirstAbove(x + i, n - i, worst);
     if (i >= n) break;
     std::pop_heap(out->begin(), out->end(), better);
     out->back() = static_cast<int32_t>(i);
@@ -123,7 +123,7 @@ int64_t Sampler::NucleusOf(double kept_total, float floor, int64_t n_kept) const
   constexpr float kTrials[4] = {1.0f / 64, 1.0f / 1024, 1.0f / 16384, 1.0f / 262144};
   if (kTrials[0] > lo) {
     double above[4];
-    cpu::SumsAtLeast(sc.probs.data(), n, kTrials, above);
+    kernels::cpu::SumsAtLeast(sc.probs.data(), n, kTrials, above);
     for (int k = 0; k < 4 && kTrials[k] > lo; ++k) {
       // The sums are within ~1e-6: a trial counts only with a clear margin.
       if (above[k] >= target * (1.0 + 1e-5)) {
@@ -134,7 +134,7 @@ int64_t Sampler::NucleusOf(double kept_total, float floor, int64_t n_kept) const
   }
   sc.order.resize(n);
   sc.tie.resize(n);
-  const int64_t m = cpu::IdsAtLeast(sc.probs.data(), n, lo, sc.order.data());
+  const int64_t m = kernels::cpu::IdsAtLeast(sc.probs.data(), n, lo, sc.order.data());
   // Mass per bucket, then the bucket where the descending mass reaches the
   // target. Only buckets from lo's up hold candidates: only those are
   // cleared.
@@ -161,9 +161,9 @@ int64_t Sampler::NucleusOf(double kept_total, float floor, int64_t n_kept) const
   // order, then the crossing bucket's in descending order up to where the
   // mass reaches the target. Both are threshold filters over the row.
   const float higher = std::max(lo, BucketLow(cross + 1));
-  int64_t c = cpu::IdsAtLeast(sc.probs.data(), n, higher, sc.order.data());
-  const int64_t ties =
-      cpu::IdsInRange(sc.probs.data(), n, std::max(lo, BucketLow(cross)), higher, sc.tie.data());
+  int64_t c = kernels::cpu::IdsAtLeast(sc.probs.data(), n, higher, sc.order.data());
+  const int64_t ties = kernels::cpu::IdsInRange(sc.probs.data(), n, std::max(lo, BucketLow(cross)),
+                                                higher, sc.tie.data());
   std::sort(sc.tie.begin(), sc.tie.begin() + ties, [&](int32_t a, int32_t b) {
     return sc.probs[a] > sc.probs[b] || (sc.probs[a] == sc.probs[b] && a < b);
   });
@@ -177,7 +177,8 @@ int64_t Sampler::NucleusOf(double kept_total, float floor, int64_t n_kept) const
 }
 
 int64_t Sampler::Draw(const float* p, int64_t n, double total) {
-  return cpu::CumulativeSearch(p, n, std::uniform_real_distribution<double>(0.0, total)(rng_));
+  return kernels::cpu::CumulativeSearch(p, n,
+                                        std::uniform_real_distribution<double>(0.0, total)(rng_));
 }
 
 // Why no full sort: a vocabulary of 49,152 sorted per token cost ~3 ms per
@@ -194,11 +195,12 @@ int64_t Sampler::Draw(const float* p, int64_t n, double total) {
 SampledToken Sampler::Sample(const float* logits, int64_t n) {
   Scratch& sc = ThreadScratch();
   SampledToken out;
-  const int32_t best = static_cast<int32_t>(cpu::ArgMax(logits, n));
+  const int32_t best = static_cast<int32_t>(kernels::cpu::ArgMax(logits, n));
   const float m = logits[best];
   // Every logit NaN: LogSumExp's own scan (which skips NaNs) decides.
   auto log_z_given_max = [&] {
-    return std::isnan(m) ? cpu::LogSumExp(logits, n) : cpu::LogSumExpGivenMax(logits, n, m);
+    return std::isnan(m) ? kernels::cpu::LogSumExp(logits, n)
+                         : kernels::cpu::LogSumExpGivenMax(logits, n, m);
   };
   if (config_.temperature == 0.0f) {
     // Greedy; ties go to the lowest id so results never depend on scan order.
@@ -219,7 +221,7 @@ SampledToken Sampler::Sample(const float* logits, int64_t n) {
     sc.cand_logits.resize(keep);
     sc.cand_p.resize(keep);
     for (int64_t i = 0; i < keep; ++i) sc.cand_logits[i] = logits[sc.order[i]];
-    cpu::ExpShiftedScaled(sc.cand_logits.data(), keep, m, inv_t, sc.cand_p.data());
+    kernels::cpu::ExpShiftedScaled(sc.cand_logits.data(), keep, m, inv_t, sc.cand_p.data());
     int64_t n_cand = 1;
     while (n_cand < keep && sc.cand_p[n_cand] >= floor) ++n_cand;
     if (config_.top_p < 1.0f) {
@@ -242,7 +244,7 @@ SampledToken Sampler::Sample(const float* logits, int64_t n) {
   } else {
     // Unnormalised probabilities by id (p(best) = 1) and their sum.
     sc.probs.resize(n);
-    const double total_all = cpu::ExpShiftedScaled(logits, n, m, inv_t, sc.probs.data());
+    const double total_all = kernels::cpu::ExpShiftedScaled(logits, n, m, inv_t, sc.probs.data());
     // At temperature 1 these are the log-softmax's exps already.
     out.log_z = inv_t == 1.0f && !std::isnan(m) ? m + static_cast<float>(std::log(total_all))
                                                 : log_z_given_max();
@@ -256,7 +258,7 @@ SampledToken Sampler::Sample(const float* logits, int64_t n) {
       double kept_total = total_all;
       if (floor > 0.0f) {
         sc.order.resize(n);
-        n_cand = cpu::IdsAtLeast(sc.probs.data(), n, floor, sc.order.data());
+        n_cand = kernels::cpu::IdsAtLeast(sc.probs.data(), n, floor, sc.order.data());
         kept_total = 0.0;
         for (int64_t i = 0; i < n_cand; ++i) kept_total += sc.probs[sc.order[i]];
       }

@@ -42,7 +42,7 @@ class Sampler {
   // summing to kept_total), in draw order, and returns its size.
   int64_t NucleusOf(double kept_total, float floor, int64_t n_kept) const;
   // Inverse-CDF draw over the weights p[0, n) summing to total: their index,
-  // or -1 when all are 0 (cpu::CumulativeSearch).
+  // or -1 when all are 0 (kernels::cpu::CumulativeSearch).
   int64_t Draw(const float* p, int64_t n, double total);
 
   SamplingConfig config_;

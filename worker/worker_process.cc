@@ -81,16 +81,16 @@ class Worker {
     } else {
       comm_ = std::make_unique<SingleRankCommunicator>();
     }
-    absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
-        loader::LoadCheckpoint(config_.model_path());
+    absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+        worker::loader::LoadCheckpoint(config_.model_path());
     if (!ckpt.ok()) return ckpt.status();
     checkpoint_ = std::move(*ckpt);
     absl::StatusOr<TpPartition> part =
         PartitionForRank(checkpoint_->config(), rank_, config_.world_size());
     if (!part.ok()) return part.status();
     part_ = *part;
-    pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, config_.threads()));
-    absl::StatusOr<cpu::KernelPlan> plan = cpu::SetUpKernelPlan(config_.matmul());
+    pool_ = std::make_unique<kernels::cpu::ThreadPool>(std::max(1, config_.threads()));
+    absl::StatusOr<kernels::cpu::KernelPlan> plan = kernels::cpu::SetUpKernelPlan(config_.matmul());
     if (!plan.ok()) return plan.status();
     ModelOptions mo;
     mo.kernel_plan = *plan;
@@ -161,10 +161,9 @@ class Worker {
  private:
   absl::Status AllocateCache() {
     if (cache_ != nullptr) return absl::OkStatus();
-    absl::StatusOr<PagedKvCache> cache =
-        PagedKvCache::Create(model_->CacheShape(
-            config_.num_blocks(), config_.block_size(),
-            config_.kv_cache_f16() ? cpu::KvDtype::kF16 : cpu::KvDtype::kF32));
+    absl::StatusOr<PagedKvCache> cache = PagedKvCache::Create(model_->CacheShape(
+        config_.num_blocks(), config_.block_size(),
+        config_.kv_cache_f16() ? kernels::cpu::KvDtype::kF16 : kernels::cpu::KvDtype::kF32));
     if (!cache.ok()) return cache.status();
     cache_ = std::make_unique<PagedKvCache>(std::move(*cache));
     return absl::OkStatus();
@@ -228,9 +227,9 @@ class Worker {
   const rill::internal::WorkerConfig config_;
   const int fd_;
   std::unique_ptr<Communicator> comm_;
-  std::shared_ptr<const loader::Checkpoint> checkpoint_;
+  std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
   TpPartition part_;
-  std::unique_ptr<cpu::ThreadPool> pool_;
+  std::unique_ptr<kernels::cpu::ThreadPool> pool_;
   std::unique_ptr<CausalLm> model_;
   std::unique_ptr<PagedKvCache> cache_;
   ForwardOutput out_;

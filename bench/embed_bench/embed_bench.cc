@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
                  engine.status().ToString().c_str());
     return 1;
   }
-  const rill::loader::ModelConfig& cfg = (*engine)->GetModelConfig();
+  const rill::worker::loader::ModelConfig& cfg = (*engine)->GetModelConfig();
   const bool bert = cfg.architecture == "bert";
   std::mt19937 rng(absl::GetFlag(FLAGS_seed));
   // BERT: avoid the special ids at the start of the vocabulary.

@@ -66,7 +66,9 @@ class TimingExecutor : public ModelExecutor {
   }
   int num_blocks() const override { return inner_->num_blocks(); }
   int block_size() const override { return inner_->block_size(); }
-  const loader::ModelConfig& model_config() const override { return inner_->model_config(); }
+  const worker::loader::ModelConfig& model_config() const override {
+    return inner_->model_config();
+  }
   int num_threads() const override { return inner_->num_threads(); }
   void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) override {
     inner_->ParallelFor(n, fn);
@@ -143,7 +145,7 @@ int Main() {
   auto local = LocalModelExecutor::Create(options);
   CHECK(local.ok()) << local.status();
   const double mm_macs = worker::MatMulMacsPerToken((*local)->checkpoint());
-  const loader::ModelConfig model_config = (*local)->checkpoint().config();
+  const worker::loader::ModelConfig model_config = (*local)->checkpoint().config();
   auto tok = LoadTokenizer((*local)->checkpoint());
   CHECK(tok.ok()) << tok.status();
   auto timing = std::make_unique<TimingExecutor>(std::move(*local));
@@ -191,9 +193,9 @@ int Main() {
   // machine's f32 FMA peak (measured now), against the single request as
   // measured. A ratio target above this ceiling cannot be met by any f32
   // implementation; the int16 VNNI ceiling is printed beside it.
-  cpu::ThreadPool peak_pool(e->GetEngineConfig().parallel.threads);
-  const double fma = cpu::MeasureF32FmaPeak(&peak_pool, 200'000'000).per_second();
-  const double vnni = cpu::MeasureInt16VnniPeak(&peak_pool, 100'000'000).per_second();
+  kernels::cpu::ThreadPool peak_pool(e->GetEngineConfig().parallel.threads);
+  const double fma = kernels::cpu::MeasureF32FmaPeak(&peak_pool, 200'000'000).per_second();
+  const double vnni = kernels::cpu::MeasureInt16VnniPeak(&peak_pool, 100'000'000).per_second();
   const double flops_per_request =
       2.0 * (in * (mm_macs + worker::AttentionMacsPerToken(model_config, in / 2)) +
              out * (mm_macs + worker::AttentionMacsPerToken(model_config, in + out / 2)));

@@ -62,7 +62,7 @@ bool WriteAll(int fd, const std::string& data) {
 std::string LlamaCompletionBody(const BenchRequest& request) {
   std::string prompt = request.text.empty()
                            ? absl::StrCat("[", absl::StrJoin(request.token_ids, ","), "]")
-                           : json::QuoteJsonString(request.text);
+                           : base::json::QuoteJsonString(request.text);
   return absl::StrCat("{\"prompt\":", prompt, ",\"n_predict\":", request.max_tokens,
                       ",\"stream\":true,\"temperature\":0,\"ignore_eos\":true,"
                       "\"cache_prompt\":true,\"return_tokens\":true}");
@@ -110,20 +110,21 @@ void LlamaServerBackend::Send(const BenchRequest& request, RequestRecord* record
       break;
     }
     for (const std::string& data : events) {
-      absl::StatusOr<json::JsonValue> ev = json::ParseJson(data);
+      absl::StatusOr<base::json::JsonValue> ev = base::json::ParseJson(data);
       if (!ev.ok()) {
         record->error = absl::StrCat("bad event JSON: ", ev.status().message());
         break;
       }
-      if (const json::JsonValue* err = ev->Find("error")) {
-        const json::JsonValue* msg = err->Find("message");
+      if (const base::json::JsonValue* err = ev->Find("error")) {
+        const base::json::JsonValue* msg = err->Find("message");
         record->error = msg ? msg->string_value() : std::string("server error");
         break;
       }
       int tokens = 0;
-      if (const json::JsonValue* ids = ev->Find("tokens"); ids && ids->is_array()) {
+      if (const base::json::JsonValue* ids = ev->Find("tokens"); ids && ids->is_array()) {
         tokens = static_cast<int>(ids->array_items().size());
-      } else if (const json::JsonValue* c = ev->Find("content"); c && !c->string_value().empty()) {
+      } else if (const base::json::JsonValue* c = ev->Find("content");
+                 c && !c->string_value().empty()) {
         tokens = 1;
       }
       if (tokens > 0) {
@@ -131,12 +132,12 @@ void LlamaServerBackend::Send(const BenchRequest& request, RequestRecord* record
         record->chunk_tokens.push_back(tokens);
         record->output_tokens += tokens;
       }
-      if (const json::JsonValue* stop = ev->Find("stop"); stop && stop->bool_value()) {
+      if (const base::json::JsonValue* stop = ev->Find("stop"); stop && stop->bool_value()) {
         stopped = true;
-        if (const json::JsonValue* p = ev->Find("tokens_predicted")) {
+        if (const base::json::JsonValue* p = ev->Find("tokens_predicted")) {
           reported_predicted = p->AsInt64().value_or(-1);
         }
-        if (const json::JsonValue* p = ev->Find("tokens_evaluated")) {
+        if (const base::json::JsonValue* p = ev->Find("tokens_evaluated")) {
           record->prompt_tokens = p->AsInt64().value_or(0);
         }
       }

@@ -20,18 +20,18 @@ int DrawLength(int len, double range, std::mt19937_64& rng) {
 }
 
 absl::StatusOr<BenchRequest> ParseLine(const std::string& line, int default_output_len) {
-  absl::StatusOr<json::JsonValue> doc = json::ParseJson(line);
+  absl::StatusOr<base::json::JsonValue> doc = base::json::ParseJson(line);
   if (!doc.ok()) return doc.status();
   if (!doc->is_object()) return absl::InvalidArgumentError("not a JSON object");
   BenchRequest r;
   r.max_tokens = default_output_len;
-  if (const json::JsonValue* out = doc->Find("output_len")) {
+  if (const base::json::JsonValue* out = doc->Find("output_len")) {
     std::optional<int64_t> n = out->AsInt64();
     if (!n || *n < 1 || *n > 1000000) return absl::InvalidArgumentError("output_len must be an integer >= 1");
     r.max_tokens = static_cast<int>(*n);
   }
-  const json::JsonValue* text = doc->Find("prompt");
-  const json::JsonValue* ids = doc->Find("prompt_token_ids");
+  const base::json::JsonValue* text = doc->Find("prompt");
+  const base::json::JsonValue* ids = doc->Find("prompt_token_ids");
   if ((text != nullptr) == (ids != nullptr)) {
     return absl::InvalidArgumentError("needs exactly one of \"prompt\" and \"prompt_token_ids\"");
   }
@@ -45,7 +45,7 @@ absl::StatusOr<BenchRequest> ParseLine(const std::string& line, int default_outp
   if (!ids->is_array() || ids->array_items().empty()) {
     return absl::InvalidArgumentError("\"prompt_token_ids\" must be a non-empty array");
   }
-  for (const json::JsonValue& v : ids->array_items()) {
+  for (const base::json::JsonValue& v : ids->array_items()) {
     std::optional<int64_t> id = v.AsInt64();
     if (!id || *id < 0 || *id > INT32_MAX) {
       return absl::InvalidArgumentError("\"prompt_token_ids\" must hold non-negative integers");

@@ -33,8 +33,8 @@ void EngineHost::Load() {
   if (status.ok() && !factory_) {
     // The engine's tokenizer keeps no vocabulary copy, so the spec that
     // frontends rebuild from is read again from the checkpoint metadata.
-    absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
-        loader::LoadCheckpoint(engine::ResolveModelPath(options_.args.model));
+    absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+        worker::loader::LoadCheckpoint(engine::ResolveModelPath(options_.args.model));
     if (ckpt.ok() && (*created)->IsEncoderModel()) {
       // Encoders ship their WordPiece tokenizer.json to the frontends as is.
       std::ifstream in((*ckpt)->tokenizer().tokenizer_json, std::ios::binary);

@@ -419,6 +419,8 @@ TEST_F(EngineServiceTest, ConfigLoadAndEncode) {
     // The limits the engine enforces itself (the frontend adds its own).
     EXPECT_EQ(resp.decoding().max_n(), 64);
     EXPECT_EQ(resp.decoding().max_logprobs(), 20);
+    // The token-only engine does not detokenize, so it names no detokenizer.
+    EXPECT_EQ(resp.decoding().detokenizer(), "");
   }
   {
     grpc::ClientContext ctx;

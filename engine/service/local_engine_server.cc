@@ -35,8 +35,8 @@ absl::StatusOr<std::unique_ptr<LocalEngineServer>> StartLocalEngineServer(int64_
   if (absl::Status s = local->server->Start(); !s.ok()) return s;
   local->host->StartLoading();
   if (absl::Status s = local->host->WaitLoaded(); !s.ok()) return s;
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> checkpoint =
-      loader::LoadCheckpoint(engine::ResolveModelPath(options.args.model));
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> checkpoint =
+      worker::loader::LoadCheckpoint(engine::ResolveModelPath(options.args.model));
   if (!checkpoint.ok()) return checkpoint.status();
   absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> tok = engine::LoadTokenizer(**checkpoint);
   if (!tok.ok()) return tok.status();

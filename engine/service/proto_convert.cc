@@ -195,7 +195,7 @@ rill::v1::RequestState ToProto(engine::RequestStatus status) {
 rill::v1::ModelConfig ToModelConfig(const std::string& model_name,
                                     const engine::EngineConfig& config, bool has_chat_template,
                                     bool supports_embeddings) {
-  const loader::ModelConfig& m = config.model.config;
+  const worker::loader::ModelConfig& m = config.model.config;
   rill::v1::ModelConfig p;
   p.set_model(model_name);
   p.set_architecture(m.architecture);
@@ -239,7 +239,6 @@ rill::v1::ServerConfig ToServerConfig(const engine::EngineConfig& c, int max_wai
   p.mutable_scheduler()->set_chunked_prefill(true);
   p.mutable_scheduler()->set_max_waiting_requests(max_waiting_requests);
   for (int32_t id : c.decoding.eos_token_ids) p.mutable_decoding()->add_eos_token_ids(id);
-  p.mutable_decoding()->set_detokenizer(c.decoding.detokenizer);
   // The engine's own per-request limits (ValidateSamplingParams); the
   // frontend narrows them to its flags and adds the ones it enforces alone.
   p.mutable_decoding()->set_max_n(engine::kMaxSamplesPerRequest);

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/device_probe.h"
 
-namespace rill::kernels {
+namespace rill::kernels::backend {
 
 const char* BackendName(BackendKind kind) {
   return kind == BackendKind::kCuda ? "cuda" : "cpu";
@@ -18,9 +18,10 @@ absl::StatusOr<BackendChoice> ChooseBackend(const std::string& requested) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown backend '", requested, "': expected auto, cpu or cuda"));
   }
-  absl::StatusOr<std::vector<cuda::CudaDeviceInfo>> devices = cuda::ProbeCudaDevices();
+  absl::StatusOr<std::vector<kernels::cuda::CudaDeviceInfo>> devices =
+      kernels::cuda::ProbeCudaDevices();
   if (devices.ok()) {
-    const cuda::CudaDeviceInfo& d = devices->front();
+    const kernels::cuda::CudaDeviceInfo& d = devices->front();
     return BackendChoice{BackendKind::kCuda,
                          absl::StrCat("CUDA backend on device 0 (", d.name, ", sm_",
                                       d.compute_major, d.compute_minor, ")")};
@@ -34,7 +35,7 @@ absl::StatusOr<BackendChoice> ChooseBackend(const std::string& requested) {
   // fault; a driver that is there but unusable is worth a warning. Callers
   // report the description once (device-info prints it, the engine's load
   // line names the backend).
-  if (cuda::NvidiaDriverPresent()) {
+  if (kernels::cuda::NvidiaDriverPresent()) {
     LOG(WARNING) << why;
   } else {
     VLOG(1) << why;
@@ -42,4 +43,4 @@ absl::StatusOr<BackendChoice> ChooseBackend(const std::string& requested) {
   return BackendChoice{BackendKind::kCpu, why};
 }
 
-}  // namespace rill::kernels
+}  // namespace rill::kernels::backend

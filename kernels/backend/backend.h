@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace rill::kernels {
+namespace rill::kernels::backend {
 
 enum class BackendKind { kCpu, kCuda };
 
@@ -24,6 +24,6 @@ absl::StatusOr<BackendChoice> ChooseBackend(const std::string& requested);
 
 const char* BackendName(BackendKind kind);
 
-}  // namespace rill::kernels
+}  // namespace rill::kernels::backend
 
 #endif  // RILL_KERNELS_BACKEND_BACKEND_H_

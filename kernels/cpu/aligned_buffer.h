@@ -8,7 +8,7 @@
 #include <new>
 #include <vector>
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 
 template <typename T>
 struct Aligned64Allocator {
@@ -32,6 +32,6 @@ struct Aligned64Allocator {
 
 using AlignedFloats = std::vector<float, Aligned64Allocator<float>>;
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu
 
 #endif  // RILL_KERNELS_CPU_ALIGNED_BUFFER_H_

@@ -6,7 +6,7 @@
 
 #define RILL_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-namespace rill::cpu::internal {
+namespace rill::kernels::cpu::internal {
 
 // exp(x), relative error ~2e-7 over the float range (Cephes polynomial).
 // Inputs below -87.3 give ~1e-38 rather than 0, which no caller can tell
@@ -46,6 +46,6 @@ RILL_TARGET_AVX2 static inline float HmaxPs8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-}  // namespace rill::cpu::internal
+}  // namespace rill::kernels::cpu::internal
 
 #endif  // RILL_KERNELS_CPU_AVX2_MATH_H_

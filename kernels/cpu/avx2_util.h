@@ -10,7 +10,7 @@
 
 #include "kernels/cpu/matmul_internal.h"
 
-namespace rill::cpu::internal {
+namespace rill::kernels::cpu::internal {
 
 RILL_TARGET_AVX2 static inline float HsumPs(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -52,6 +52,6 @@ RILL_TARGET_AVX2 static inline __m256i DotS8S8(__m256i a, __m256i b) {
   return DotU8S8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
 }
 
-}  // namespace rill::cpu::internal
+}  // namespace rill::kernels::cpu::internal
 
 #endif  // RILL_KERNELS_CPU_AVX2_UTIL_H_

@@ -6,7 +6,7 @@
 
 #include "kernels/cpu/cpu_features.h"
 
-namespace rill::cpu::internal {
+namespace rill::kernels::cpu::internal {
 
 // ExpPs (avx2_math.h) step for step at 16 lanes: bitwise the same value per
 // lane, so sampling probabilities and attention weights do not depend on
@@ -32,6 +32,6 @@ RILL_TARGET_AVX512 static inline __m512 ExpPs16(__m512 x) {
   return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
 }
 
-}  // namespace rill::cpu::internal
+}  // namespace rill::kernels::cpu::internal
 
 #endif  // RILL_KERNELS_CPU_AVX512_MATH_H_

@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 CpuFeatures Detect() {
@@ -50,4 +50,4 @@ void SetForceScalar(bool force) { force_scalar.store(force, std::memory_order_re
 
 void SetDisableAvx512(bool disable) { disable_avx512.store(disable, std::memory_order_relaxed); }
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

@@ -10,7 +10,7 @@
 #define RILL_TARGET_AVX512 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 
 // The instruction-set extensions the kernels can use.
 struct CpuFeatures {
@@ -43,6 +43,6 @@ void SetForceScalar(bool force);
 // SetForceScalar.
 void SetDisableAvx512(bool disable);
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu
 
 #endif  // RILL_KERNELS_CPU_CPU_FEATURES_H_

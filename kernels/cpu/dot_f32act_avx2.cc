@@ -19,7 +19,7 @@
 #include "kernels/cpu/avx2_util.h"
 #include "kernels/cpu/matmul_internal.h"
 
-namespace rill::cpu::internal {
+namespace rill::kernels::cpu::internal {
 namespace {
 
 // Register tiles (of 16 ymm registers). From the panel: 2 rows x 6 tokens,
@@ -288,4 +288,4 @@ ChunkKernel Avx2ChunkF32Act(GgmlType type) {
   }
 }
 
-}  // namespace rill::cpu::internal
+}  // namespace rill::kernels::cpu::internal

@@ -22,7 +22,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul_internal.h"
 
-namespace rill::cpu::internal {
+namespace rill::kernels::cpu::internal {
 namespace {
 
 // Register tiles (of 32 zmm registers). Expanding in registers: 4 rows x
@@ -306,4 +306,4 @@ ChunkKernel Avx512ChunkF32Act(GgmlType type) {
   }
 }
 
-}  // namespace rill::cpu::internal
+}  // namespace rill::kernels::cpu::internal

@@ -3,7 +3,7 @@
 // then a scalar tail; the order is the same for every tile size.
 #include "kernels/cpu/avx2_util.h"
 
-namespace rill::cpu::internal {
+namespace rill::kernels::cpu::internal {
 namespace {
 
 struct F32W {
@@ -92,4 +92,4 @@ float DotF32Avx2(const float* a, const float* b, int64_t n) {
   return out;
 }
 
-}  // namespace rill::cpu::internal
+}  // namespace rill::kernels::cpu::internal

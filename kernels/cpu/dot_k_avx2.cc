@@ -3,7 +3,7 @@
 // go through the activation group sums.
 #include "kernels/cpu/avx2_util.h"
 
-namespace rill::cpu::internal {
+namespace rill::kernels::cpu::internal {
 namespace {
 
 template <int NT>
@@ -180,4 +180,4 @@ RowKernel Avx2KernelK(GgmlType type) {
   }
 }
 
-}  // namespace rill::cpu::internal
+}  // namespace rill::kernels::cpu::internal

@@ -2,7 +2,7 @@
 // weight block is unpacked once and dotted with up to kMaxTile tokens.
 #include "kernels/cpu/avx2_util.h"
 
-namespace rill::cpu::internal {
+namespace rill::kernels::cpu::internal {
 namespace {
 
 // Unpack policy per format: Weights() yields 32 int8 lanes in token order;
@@ -121,4 +121,4 @@ RowKernel Avx2KernelLegacy(GgmlType type) {
   }
 }
 
-}  // namespace rill::cpu::internal
+}  // namespace rill::kernels::cpu::internal

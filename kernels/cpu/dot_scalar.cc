@@ -4,7 +4,7 @@
 
 #include "kernels/cpu/matmul_internal.h"
 
-namespace rill::cpu::internal {
+namespace rill::kernels::cpu::internal {
 namespace {
 
 template <typename Block, typename BlockDot>
@@ -222,4 +222,4 @@ RowKernel Avx2Kernel(GgmlType type) {
   return Avx2KernelFloat(type);
 }
 
-}  // namespace rill::cpu::internal
+}  // namespace rill::kernels::cpu::internal

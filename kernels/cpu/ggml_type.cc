@@ -4,7 +4,7 @@
 
 #include <limits>
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 
 std::optional<GgmlTypeTraits> GetGgmlTypeTraits(uint32_t type_id) {
   switch (static_cast<GgmlType>(type_id)) {
@@ -61,4 +61,4 @@ std::optional<size_t> GgmlTensorBytes(GgmlType type, const int64_t* ne, int n_di
   return static_cast<size_t>(blocks * t->bytes_per_block);
 }
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

@@ -10,7 +10,7 @@
 #include <optional>
 #include <string_view>
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 
 // Tensor element types with ggml's numeric ids (as stored in GGUF files).
 // Not all of them run in the kernels: see CanDequantize (quant_types.h).
@@ -54,6 +54,6 @@ std::string_view GgmlTypeName(GgmlType type);
 // overflows size_t / int64.
 std::optional<size_t> GgmlTensorBytes(GgmlType type, const int64_t* ne, int n_dims);
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu
 
 #endif  // RILL_KERNELS_CPU_GGML_TYPE_H_

@@ -4,7 +4,7 @@
 
 #include "kernels/cpu/quant_types.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 struct Expected {
@@ -92,4 +92,4 @@ TEST(GgmlType, KernelsRunTheTypesTheyDequantize) {
 }
 
 }  // namespace
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

@@ -34,7 +34,7 @@
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/quant_matmul.h"
 
-namespace rill::cpu::internal {
+namespace rill::kernels::cpu::internal {
 namespace {
 
 constexpr int kLanes = kInterleavedLanes;
@@ -343,4 +343,4 @@ RILL_TARGET_AVX2 void InterleavedMatMul(const PackedWeights* const* ws, float* c
   }
 }
 
-}  // namespace rill::cpu::internal
+}  // namespace rill::kernels::cpu::internal

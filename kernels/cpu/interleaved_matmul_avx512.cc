@@ -16,7 +16,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/interleaved_tiles.h"
 
-namespace rill::cpu::internal {
+namespace rill::kernels::cpu::internal {
 namespace {
 
 constexpr int kZmmLanes = 16;
@@ -339,4 +339,4 @@ void InterleavedPanelPieceAvx512(bool eight, const Operands& o, int64_t g0, int6
   return Piece<false>(o, g0, g1, nt);
 }
 
-}  // namespace rill::cpu::internal
+}  // namespace rill::kernels::cpu::internal

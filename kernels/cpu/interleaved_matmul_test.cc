@@ -24,7 +24,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "tests/util/test_seed.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 // Seed() + k seeds case k; RILL_TEST_SEED replays them (tests/util/test_seed.h).
@@ -208,4 +208,4 @@ TEST(PackWeightsInterleaved, ChosenOnEveryAvx2Cpu) {
 }
 
 }  // namespace
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

@@ -12,7 +12,7 @@
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/packed_matmul.h"
 
-namespace rill::cpu::internal {
+namespace rill::kernels::cpu::internal {
 
 inline constexpr int kInterleavedLanes = 8;  // rows per group
 
@@ -68,6 +68,6 @@ void InterleavedPanelPieceAvx512(bool eight, const Operands& o, int64_t g0, int6
 void InterleavedDirectPieceAvx512(bool eight, const Operands& o, int64_t g0, int64_t g1,
                                   int64_t nt);
 
-}  // namespace rill::cpu::internal
+}  // namespace rill::kernels::cpu::internal
 
 #endif  // RILL_KERNELS_CPU_INTERLEAVED_TILES_H_

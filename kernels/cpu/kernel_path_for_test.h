@@ -8,7 +8,7 @@
 
 #include "kernels/cpu/cpu_features.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 
 enum class KernelPath { kWidest, kAvx2, kScalar };
 
@@ -34,15 +34,16 @@ class KernelPathTest : public ::testing::TestWithParam<KernelPath> {
   void TearDown() override { UseKernelPath(KernelPath::kWidest); }
 };
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu
 
-#define INSTANTIATE_KERNEL_PATHS(fixture)                                                      \
-  INSTANTIATE_TEST_SUITE_P(                                                                    \
-      Paths, fixture,                                                                          \
-      ::testing::Values(::rill::cpu::KernelPath::kWidest, ::rill::cpu::KernelPath::kAvx2,      \
-                        ::rill::cpu::KernelPath::kScalar),                                     \
-      [](const ::testing::TestParamInfo<::rill::cpu::KernelPath>& i) {                         \
-        return std::string(::rill::cpu::KernelPathName(i.param));                              \
+#define INSTANTIATE_KERNEL_PATHS(fixture)                                       \
+  INSTANTIATE_TEST_SUITE_P(                                                     \
+      Paths, fixture,                                                           \
+      ::testing::Values(::rill::kernels::cpu::KernelPath::kWidest,              \
+                        ::rill::kernels::cpu::KernelPath::kAvx2,                \
+                        ::rill::kernels::cpu::KernelPath::kScalar),             \
+      [](const ::testing::TestParamInfo<::rill::kernels::cpu::KernelPath>& i) { \
+        return std::string(::rill::kernels::cpu::KernelPathName(i.param));      \
       })
 
 #endif  // RILL_KERNELS_CPU_KERNEL_PATH_FOR_TEST_H_

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 absl::StatusOr<MatmulKind> ParseMatmul(absl::string_view name) {
@@ -94,4 +94,4 @@ KernelPlan DefaultKernelPlan() {
   return *plan;
 }
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

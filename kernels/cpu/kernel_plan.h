@@ -13,7 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "kernels/cpu/cpu_features.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 
 // How quantized weights meet activations in the matrix products.
 enum class MatmulKind {
@@ -88,6 +88,6 @@ absl::StatusOr<KernelPlan> SetUpKernelPlan(absl::string_view matmul);
 // models run when their caller names no plan (tests, tools).
 KernelPlan DefaultKernelPlan();
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu
 
 #endif  // RILL_KERNELS_CPU_KERNEL_PLAN_H_

@@ -4,7 +4,7 @@
 
 #include "absl/status/status.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 constexpr CpuFeatures kScalarCpu{};
@@ -146,4 +146,4 @@ TEST(DefaultKernelPlan, FollowsTheEnabledFeatures) {
 }
 
 }  // namespace
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

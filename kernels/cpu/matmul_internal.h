@@ -13,11 +13,11 @@
 
 #define RILL_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 struct PackedWeights;
 }
 
-namespace rill::cpu::internal {
+namespace rill::kernels::cpu::internal {
 
 // Activations for the 32-weight formats: q8 with a float scale, plus
 // s = d * sum(qs) for the formats with a min (Q4_1, Q5_1). Not a file
@@ -95,6 +95,6 @@ inline void ForRowPieces(ThreadPool* pool, int64_t n, int64_t n_tokens,
   }
 }
 
-}  // namespace rill::cpu::internal
+}  // namespace rill::kernels::cpu::internal
 
 #endif  // RILL_KERNELS_CPU_MATMUL_INTERNAL_H_

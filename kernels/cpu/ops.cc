@@ -11,7 +11,7 @@
 #include "kernels/cpu/avx512_math.h"
 #include "kernels/cpu/cpu_features.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 using internal::ExpPs;
@@ -703,4 +703,4 @@ void Rope(float* x, int64_t n_tokens, int64_t token_stride, int64_t n_heads, int
   }
 }
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

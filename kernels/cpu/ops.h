@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 
 // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for n_rows rows of dim.
 // weight may be null (no scale).
@@ -90,6 +90,6 @@ void Rope(float* x, int64_t n_tokens, int64_t token_stride, int64_t n_heads, int
           int64_t rot_dim, const int32_t* positions, const float* inv_freq, RopeLayout layout,
           float mscale = 1.0f);
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu
 
 #endif  // RILL_KERNELS_CPU_OPS_H_

@@ -12,7 +12,7 @@
 #include "kernels/cpu/kernel_path_for_test.h"
 #include "tests/util/test_seed.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 // Seed() + k seeds case k; RILL_TEST_SEED replays them (tests/util/test_seed.h).
@@ -299,4 +299,4 @@ TEST(OpsWidthTest, ExpShiftedScaledIsBitwiseTheSameAtEveryWidth) {
 }
 
 }  // namespace
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

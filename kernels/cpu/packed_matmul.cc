@@ -3,8 +3,7 @@
 
 #include <cstring>
 
-
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 constexpr int kGroupRows = 16;
@@ -216,4 +215,4 @@ void DequantizePackedRow(const PackedWeights& w, int64_t row, float* out) {
   }
 }
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

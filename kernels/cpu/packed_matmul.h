@@ -24,7 +24,7 @@
 #include "kernels/cpu/quant_types.h"
 #include "kernels/cpu/thread_pool.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 
 struct PackedWeights {
   enum class Format {
@@ -93,6 +93,6 @@ void DequantizePackedRow(const PackedWeights& w, int64_t row, float* out);
 void PackedMatMul(const PackedWeights& w, const float* x, int64_t n_tokens, float* y,
                   ThreadPool* pool, const uint8_t* precise = nullptr);
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu
 
 #endif  // RILL_KERNELS_CPU_PACKED_MATMUL_H_

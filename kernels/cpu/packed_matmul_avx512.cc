@@ -18,7 +18,7 @@
 #define RILL_TARGET_VNNI \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 // One token's 32-block: q = round(x / d), s = d * sum(q) (the min term).
@@ -251,4 +251,4 @@ void PackedMatMul(const PackedWeights& w, const float* x, int64_t n_tokens, floa
   }
 }
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

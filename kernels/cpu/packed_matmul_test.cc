@@ -18,7 +18,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "tests/util/test_seed.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 // Seed() + k seeds case k; RILL_TEST_SEED replays them (tests/util/test_seed.h).
@@ -183,4 +183,4 @@ TEST(PackWeights, RefusesTypesWithoutPackedKernels) {
 }
 
 }  // namespace
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

@@ -14,7 +14,7 @@
 #include "kernels/cpu/paged_attention_block.h"
 #include "kernels/cpu/quant_types.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 // Cache elements (KvDtype) as floats: T is float (kF32) or uint16_t (kF16
@@ -524,4 +524,4 @@ void ConvertToKvF16(const float* src, uint16_t* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = ToKvHalf(src[i]);
 }
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

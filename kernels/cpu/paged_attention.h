@@ -13,7 +13,7 @@
 #include "absl/types/span.h"
 #include "kernels/cpu/thread_pool.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 
 // How K/V rows are stored in the cache. kF16 (IEEE half, round to nearest
 // even, saturated at +-65504) halves the cache's memory and the bytes a long
@@ -96,6 +96,6 @@ void WriteKvSlots(const float* k, const float* v, int64_t n_tokens, const int64_
 // dst[i] = src[i] as a KvDtype::kF16 element (what the cache stores).
 void ConvertToKvF16(const float* src, uint16_t* dst, int64_t n);
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu
 
 #endif  // RILL_KERNELS_CPU_PAGED_ATTENTION_H_

@@ -17,7 +17,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/paged_attention_block.h"
 
-namespace rill::cpu::internal {
+namespace rill::kernels::cpu::internal {
 namespace {
 
 constexpr int kLanes = 16;
@@ -184,4 +184,4 @@ void BlockUpdateAvx512(const float* q, const uint16_t* kb, const uint16_t* vb, i
   BlockUpdate<uint16_t>(q, kb, vb, row, cnt, hd, scale, scores, m, l, acc);
 }
 
-}  // namespace rill::cpu::internal
+}  // namespace rill::kernels::cpu::internal

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-namespace rill::cpu::internal {
+namespace rill::kernels::cpu::internal {
 
 // The AVX-512 update keeps q in registers: head sizes up to this.
 inline constexpr int kMaxAvx512HeadDim = 128;
@@ -23,6 +23,6 @@ void BlockUpdateAvx512(const float* q, const uint16_t* kb, const uint16_t* vb, i
                        int cnt, int hd, float scale, float* scores, float* m, float* l,
                        float* acc);
 
-}  // namespace rill::cpu::internal
+}  // namespace rill::kernels::cpu::internal
 
 #endif  // RILL_KERNELS_CPU_PAGED_ATTENTION_BLOCK_H_

@@ -15,7 +15,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "tests/util/test_seed.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 constexpr int kHeads = 9, kKvHeads = 3, kHeadDim = 64, kBlock = 16;  // SmolLM2-135M
@@ -212,4 +212,4 @@ INSTANTIATE_TEST_SUITE_P(Paths, SplitAttentionTest, ::testing::Values(false, tru
                          });
 
 }  // namespace
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

@@ -16,7 +16,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "tests/util/test_seed.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 // Seed() + k seeds case k; RILL_TEST_SEED replays them (tests/util/test_seed.h).
@@ -454,4 +454,4 @@ TEST_P(PagedAttentionTest, BatchMatchesSeparateCalls) {
 INSTANTIATE_KERNEL_PATHS(PagedAttentionTest);
 
 }  // namespace
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

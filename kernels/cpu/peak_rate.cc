@@ -9,7 +9,7 @@
 #include "kernels/cpu/aligned_buffer.h"
 #include "kernels/cpu/cpu_features.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 constexpr int kChains = 12;
@@ -171,4 +171,4 @@ PeakRate MeasureReadBandwidth(ThreadPool* pool, int64_t bytes, int passes) {
   return r;
 }
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

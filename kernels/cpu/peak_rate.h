@@ -8,7 +8,7 @@
 
 #include "kernels/cpu/thread_pool.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 
 struct PeakRate {
   double ops = 0;      // arithmetic operations done (an FMA counts 2)
@@ -38,6 +38,6 @@ PeakRate MeasureInt16VnniPeak(ThreadPool* pool, int64_t iterations);
 // bytes read. checksum = passes * bytes / 4 (the buffer holds 1.0f floats).
 PeakRate MeasureReadBandwidth(ThreadPool* pool, int64_t bytes, int passes);
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu
 
 #endif  // RILL_KERNELS_CPU_PEAK_RATE_H_

@@ -4,7 +4,7 @@
 
 #include "kernels/cpu/cpu_features.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 TEST(PeakRateTest, FmaChainsReachTheirFixedPointOnEveryThread) {
@@ -34,4 +34,4 @@ TEST(PeakRateTest, ReadBandwidthReadsEveryByteOfEveryPass) {
 }
 
 }  // namespace
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

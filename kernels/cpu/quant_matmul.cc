@@ -11,7 +11,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul_internal.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 using internal::ActKind;
@@ -259,4 +259,4 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   });
 }
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

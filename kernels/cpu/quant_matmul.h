@@ -12,7 +12,7 @@
 #include "kernels/cpu/quant_types.h"
 #include "kernels/cpu/thread_pool.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 
 // A [rows x cols] weight matrix whose rows are quantized rows as stored in
 // the file (e.g. an mmapped GGUF tensor: ggml's ne[0] = cols).
@@ -85,6 +85,6 @@ inline constexpr int kMaxSharedTargets = 4;
 void MatMulShared(const MatMulTarget* targets, int count, const float* x, int64_t n_tokens,
                   ThreadPool* pool, const uint8_t* precise = nullptr);
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu
 
 #endif  // RILL_KERNELS_CPU_QUANT_MATMUL_H_

@@ -14,7 +14,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "tests/util/test_seed.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 struct TypeCase {
@@ -267,9 +267,9 @@ TEST(MatMulValidate, RejectsBadShapes) {
 }
 
 }  // namespace
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 // The exact path (float_activations): every quantized type matches the
@@ -297,9 +297,9 @@ TEST_P(MatMulTest, FloatActivationsAreExact) {
 }
 
 }  // namespace
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 // A call long enough to run in several token blocks (kTokenBlockBytes of
@@ -395,4 +395,4 @@ INSTANTIATE_TEST_SUITE_P(Paths, ChunkPathTest,
                          });
 
 }  // namespace
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 void DequantQ4_0(const BlockQ4_0* x, float* y, int64_t nb) {
@@ -334,4 +334,4 @@ uint16_t F32ToBF16(float f) {
   return static_cast<uint16_t>((u + (0x7FFF + ((u >> 16) & 1))) >> 16);
 }
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

@@ -12,7 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "kernels/cpu/ggml_type.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 
 inline constexpr int kQK4_0 = 32;
 inline constexpr int kQK4_1 = 32;
@@ -139,6 +139,6 @@ inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
   }
 }
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu
 
 #endif  // RILL_KERNELS_CPU_QUANT_TYPES_H_

@@ -14,7 +14,7 @@
 #include "tests/util/python_runner.h"
 #include "tests/util/test_seed.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 constexpr char kScript[] = "kernels/cpu/testdata/gguf_quant_ref.py";
@@ -129,4 +129,4 @@ TEST(QuantTypes, HalfRoundTripsEveryFiniteValue) {
 }
 
 }  // namespace
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

@@ -9,7 +9,7 @@
 
 #include "kernels/cpu/matmul_internal.h"
 
-namespace rill::cpu::internal {
+namespace rill::kernels::cpu::internal {
 
 ActKind ActKindFor(GgmlType type) {
   switch (type) {
@@ -133,4 +133,4 @@ void QuantizeQ8KRow(const float* x, BlockQ8_K* out, int64_t n) {
   }
 }
 
-}  // namespace rill::cpu::internal
+}  // namespace rill::kernels::cpu::internal

@@ -10,7 +10,7 @@
 
 #include "kernels/cpu/quant_types.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 
 inline std::vector<uint8_t> RandomBlockRows(GgmlType type, int64_t rows, int64_t cols,
                                             std::mt19937& rng) {
@@ -32,6 +32,6 @@ inline std::vector<uint8_t> RandomBlockRows(GgmlType type, int64_t rows, int64_t
   return data;
 }
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu
 
 #endif  // RILL_KERNELS_CPU_RANDOM_BLOCKS_FOR_TEST_H_

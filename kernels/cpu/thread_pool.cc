@@ -13,7 +13,7 @@
 #define RILL_CPU_RELAX() std::this_thread::yield()
 #endif
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 // Set while a thread runs pool work, so nested ParallelFor runs inline.
@@ -183,4 +183,4 @@ void ParallelForChunks(ThreadPool* pool, int64_t n, int64_t chunk,
   }
 }
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 
 class ThreadPool {
  public:
@@ -66,6 +66,6 @@ void ParallelFor(ThreadPool* pool, int64_t n, int64_t min_chunk,
 void ParallelForChunks(ThreadPool* pool, int64_t n, int64_t chunk,
                        const std::function<void(int64_t, int64_t)>& fn);
 
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu
 
 #endif  // RILL_KERNELS_CPU_THREAD_POOL_H_

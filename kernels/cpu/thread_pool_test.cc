@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 TEST(ThreadPool, CoversEveryIndexOnce) {
@@ -99,4 +99,4 @@ TEST(ThreadPool, ParallelForChunksHandsOutExactChunks) {
 TEST(ThreadPool, DefaultThreadCountPositive) { EXPECT_GE(ThreadPool::DefaultThreadCount(), 1); }
 
 }  // namespace
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu

@@ -5,7 +5,7 @@
 #include "kernels/cuda/cuda_device_common.h"
 #include "kernels/cuda/cuda_kernels.h"
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 namespace {
 
 using internal::bf16;
@@ -195,4 +195,4 @@ int PagedAttentionPrefill(const void* q, const void* k_cache, const void* v_cach
   return internal::LaunchStatus();
 }
 
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda

@@ -8,7 +8,7 @@
 
 #include <cfloat>
 
-namespace rill::cuda::internal {
+namespace rill::kernels::cuda::internal {
 
 using bf16 = __nv_bfloat16;
 
@@ -49,6 +49,6 @@ inline int Err(cudaError_t e) { return static_cast<int>(e); }
 inline int LaunchStatus() { return Err(cudaGetLastError()); }
 constexpr int kInvalid = static_cast<int>(cudaErrorInvalidValue);
 
-}  // namespace rill::cuda::internal
+}  // namespace rill::kernels::cuda::internal
 
 #endif  // RILL_KERNELS_CUDA_CUDA_DEVICE_COMMON_H_

@@ -14,7 +14,7 @@
 
 #include "kernels/cuda/cuda_runtime_api.h"
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 
 // residual[r] += x[r] (skipped when x is null), then
 // out[r] = residual[r] / rms(residual[r]) * weight. Rows of `hidden` elements.
@@ -108,6 +108,6 @@ void GemmDestroy(GemmContext* ctx);
 int Gemm(GemmContext* ctx, const void* x, const void* w, void* y, int m, int n, int k,
          bool y_is_f32);
 
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda
 
 #endif  // RILL_KERNELS_CUDA_CUDA_KERNELS_H_

@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 
 using Stream = void*;     // cudaStream_t
 using GraphExec = void*;  // cudaGraphExec_t
@@ -38,6 +38,6 @@ int GraphCaptureEnd(Stream stream, GraphExec* exec);
 int GraphLaunch(GraphExec exec, Stream stream);
 int GraphDestroy(GraphExec exec);
 
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda
 
 #endif  // RILL_KERNELS_CUDA_CUDA_RUNTIME_API_H_

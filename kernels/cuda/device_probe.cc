@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/device_probe_api.h"
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 
 bool BuiltWithCuda() { return true; }
 
@@ -60,4 +60,4 @@ std::string LinkedLibraryVersions() {
   return absl::StrCat("cudart ", cudart, ", cublas ", cublas, ", nccl ", nccl);
 }
 
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 
 struct CudaDeviceInfo {
   int index = 0;
@@ -39,6 +39,6 @@ absl::Status RunDeviceSelfTest(int device);
 // Versions of the linked CUDA runtime, cuBLAS and NCCL ("" when not built).
 std::string LinkedLibraryVersions();
 
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda
 
 #endif  // RILL_KERNELS_CUDA_DEVICE_PROBE_H_

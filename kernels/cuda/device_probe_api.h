@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-namespace rill::cuda::internal {
+namespace rill::kernels::cuda::internal {
 
 // Returns the device count (>= 0) or -1 with the driver's message in `error`.
 int DeviceCount(char* error, size_t error_len);
@@ -20,6 +20,6 @@ bool VectorAddSelfTest(int device, int n, char* error, size_t error_len);
 // cudart, cuBLAS and NCCL versions as integers.
 void LibraryVersions(int* cudart, int* cublas, int* nccl);
 
-}  // namespace rill::cuda::internal
+}  // namespace rill::kernels::cuda::internal
 
 #endif  // RILL_KERNELS_CUDA_DEVICE_PROBE_API_H_

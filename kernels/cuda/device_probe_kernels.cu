@@ -8,7 +8,7 @@
 
 #include "kernels/cuda/device_probe_api.h"
 
-namespace rill::cuda::internal {
+namespace rill::kernels::cuda::internal {
 namespace {
 
 void CopyError(cudaError_t err, char* error, size_t error_len) {
@@ -101,4 +101,4 @@ void LibraryVersions(int* cudart, int* cublas, int* nccl) {
   ncclGetVersion(nccl);
 }
 
-}  // namespace rill::cuda::internal
+}  // namespace rill::kernels::cuda::internal

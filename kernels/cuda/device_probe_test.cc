@@ -4,7 +4,7 @@
 
 #include "absl/status/status.h"
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 namespace {
 
 // Without a usable GPU the probe must fail cleanly with a reason, never crash.
@@ -30,4 +30,4 @@ TEST(DeviceProbeTest, LinkedLibrariesAreReported) {
 }
 
 }  // namespace
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda

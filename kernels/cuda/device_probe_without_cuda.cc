@@ -3,7 +3,7 @@
 #include "absl/status/status.h"
 #include "kernels/cuda/device_probe.h"
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 
 bool BuiltWithCuda() { return false; }
 
@@ -19,4 +19,4 @@ absl::Status RunDeviceSelfTest(int) {
 
 std::string LinkedLibraryVersions() { return ""; }
 
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda

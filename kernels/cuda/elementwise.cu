@@ -3,7 +3,7 @@
 #include "kernels/cuda/cuda_device_common.h"
 #include "kernels/cuda/cuda_kernels.h"
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 namespace {
 
 using internal::bf16;
@@ -161,4 +161,4 @@ int KvCacheWrite(const void* k, const void* v, void* k_cache, void* v_cache,
   return internal::LaunchStatus();
 }
 
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda

@@ -5,7 +5,7 @@
 #include "kernels/cuda/cuda_device_common.h"
 #include "kernels/cuda/cuda_kernels.h"
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 
 struct GemmContext {
   cublasHandle_t handle = nullptr;
@@ -58,4 +58,4 @@ int Gemm(GemmContext* ctx, const void* x, const void* w, void* y, int m, int n, 
   return st == CUBLAS_STATUS_SUCCESS ? 0 : kCublasBase + st;
 }
 
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda

@@ -4,7 +4,7 @@
 #include "kernels/cuda/cuda_device_common.h"
 #include "kernels/cuda/cuda_kernels.h"
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 namespace {
 
 using internal::bf16;
@@ -47,4 +47,4 @@ int SplitQkv(const void* qkv, const void* bias, void* q, void* k, void* v, int t
   return internal::LaunchStatus();
 }
 
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda

@@ -7,7 +7,7 @@
 
 #include "kernels/cuda/sampling_rng.h"
 
-namespace rill::cuda::ref {
+namespace rill::kernels::cuda::ref {
 
 float ToFloat(Bf16 b) {
   uint32_t u = static_cast<uint32_t>(b) << 16;
@@ -276,4 +276,4 @@ float Logprob(const float* logits, int32_t token, int vocab) {
   return static_cast<float>(logits[token] - mx - std::log(z));
 }
 
-}  // namespace rill::cuda::ref
+}  // namespace rill::kernels::cuda::ref

@@ -9,7 +9,7 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 
-namespace rill::cuda::ref {
+namespace rill::kernels::cuda::ref {
 
 using Bf16 = uint16_t;
 
@@ -53,6 +53,6 @@ int32_t Sample(const float* logits, const SamplingParams& p, int vocab,
                std::vector<bool>* kept = nullptr);
 float Logprob(const float* logits, int32_t token, int vocab);
 
-}  // namespace rill::cuda::ref
+}  // namespace rill::kernels::cuda::ref
 
 #endif  // RILL_KERNELS_CUDA_REFERENCE_H_

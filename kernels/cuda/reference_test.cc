@@ -13,7 +13,7 @@
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cuda/sampling_rng.h"
 
-namespace rill::cuda::ref {
+namespace rill::kernels::cuda::ref {
 namespace {
 
 std::vector<Bf16> Random(std::mt19937& rng, size_t n, float lo = -1, float hi = 1) {
@@ -53,7 +53,7 @@ TEST(ReferenceTest, RmsNormResidualMatchesCpuKernel) {
     EXPECT_EQ(ToFloat(res[i]), sum[i]);
   }
   auto wf = ToFloat(w);
-  cpu::RmsNorm(sum.data(), wf.data(), rows, hidden, 1e-5f, want.data());
+  kernels::cpu::RmsNorm(sum.data(), wf.data(), rows, hidden, 1e-5f, want.data());
   ExpectNear(ToFloat(out), want, 2e-2f);
 }
 
@@ -67,9 +67,9 @@ TEST(ReferenceTest, RopeMatchesCpuKernelInBothLayouts) {
     auto q = Random(rng, tokens * qh * d), k = Random(rng, tokens * kvh * d);
     auto qf = ToFloat(q), kf = ToFloat(k);
     Rope(q.data(), k.data(), pos.data(), inv.data(), tokens, qh, kvh, d, rot, neox);
-    auto layout = neox ? cpu::RopeLayout::kNeox : cpu::RopeLayout::kInterleaved;
-    cpu::Rope(qf.data(), tokens, qh * d, qh, d, rot, pos.data(), inv.data(), layout);
-    cpu::Rope(kf.data(), tokens, kvh * d, kvh, d, rot, pos.data(), inv.data(), layout);
+    auto layout = neox ? kernels::cpu::RopeLayout::kNeox : kernels::cpu::RopeLayout::kInterleaved;
+    kernels::cpu::Rope(qf.data(), tokens, qh * d, qh, d, rot, pos.data(), inv.data(), layout);
+    kernels::cpu::Rope(kf.data(), tokens, kvh * d, kvh, d, rot, pos.data(), inv.data(), layout);
     ExpectNear(ToFloat(q), qf, 1.6e-2f);
     ExpectNear(ToFloat(k), kf, 1.6e-2f);
   }
@@ -84,13 +84,14 @@ TEST(ReferenceTest, ActivationsMatchCpuKernels) {
   auto f = ToFloat(gu);
   std::vector<float> want(rows * ffn);
   for (int r = 0; r < rows; ++r) {
-    cpu::SwiGlu(f.data() + r * 2 * ffn, f.data() + r * 2 * ffn + ffn, ffn, want.data() + r * ffn);
+    kernels::cpu::SwiGlu(f.data() + r * 2 * ffn, f.data() + r * 2 * ffn + ffn, ffn,
+                         want.data() + r * ffn);
   }
   ExpectNear(ToFloat(out), want, 5e-2f);
   std::vector<Bf16> g(rows * 2 * ffn);
   Gelu(gu.data(), g.data(), g.size());
   std::vector<float> gw(g.size());
-  cpu::Gelu(f.data(), f.size(), gw.data());
+  kernels::cpu::Gelu(f.data(), f.size(), gw.data());
   ExpectNear(ToFloat(g), gw, 5e-2f);
 }
 
@@ -112,7 +113,7 @@ TEST(ReferenceTest, PrefillAndDecodeMatchCpuPagedAttention) {
                         out.data(), 1, s);
   auto kf = ToFloat(k), vf = ToFloat(v), qf = ToFloat(q);
   std::vector<float> want(q.size());
-  cpu::PagedAttentionArgs a;
+  kernels::cpu::PagedAttentionArgs a;
   a.q = qf.data();
   a.out = want.data();
   a.k_cache = kf.data();
@@ -126,8 +127,8 @@ TEST(ReferenceTest, PrefillAndDecodeMatchCpuPagedAttention) {
   a.num_heads = s.q_heads;
   a.num_kv_heads = s.kv_heads;
   a.head_dim = s.head_dim;
-  ASSERT_TRUE(cpu::ValidatePagedAttentionArgs(a).ok());
-  cpu::PagedAttention(a);
+  ASSERT_TRUE(kernels::cpu::ValidatePagedAttentionArgs(a).ok());
+  kernels::cpu::PagedAttention(a);
   ExpectNear(out, want, 1e-4f);
   // The last query of the chunk is a decode step over the whole context.
   std::vector<float> dec(s.q_heads * s.head_dim);
@@ -144,7 +145,7 @@ TEST(ReferenceTest, GemmAndLogprob) {
   Gemm(x.data(), w.data(), y.data(), 2, 2, 3);
   EXPECT_EQ(y, (std::vector<float>{1, 5, 4, 11}));
   std::vector<float> l = {1.0f, 2.0f, 3.0f};
-  EXPECT_NEAR(Logprob(l.data(), 2, 3), 3.0f - cpu::LogSumExp(l.data(), 3), 1e-6);
+  EXPECT_NEAR(Logprob(l.data(), 2, 3), 3.0f - kernels::cpu::LogSumExp(l.data(), 3), 1e-6);
   EXPECT_EQ(Logprob(l.data(), 3, 3), -INFINITY);
 }
 
@@ -162,12 +163,12 @@ TEST(ReferenceTest, GreedyAndTopOneAreArgmax) {
   auto l = Logits(rng, 5000);
   SamplingParams p;
   p.temperature = 0;
-  EXPECT_EQ(Sample(l.data(), p, l.size()), cpu::ArgMax(l.data(), l.size()));
+  EXPECT_EQ(Sample(l.data(), p, l.size()), kernels::cpu::ArgMax(l.data(), l.size()));
   p.temperature = 1.5f;
   p.top_k = 1;
   for (uint64_t s = 0; s < 20; ++s) {
     p.seed = s;
-    EXPECT_EQ(Sample(l.data(), p, l.size()), cpu::ArgMax(l.data(), l.size()));
+    EXPECT_EQ(Sample(l.data(), p, l.size()), kernels::cpu::ArgMax(l.data(), l.size()));
   }
 }
 
@@ -231,4 +232,4 @@ TEST(ReferenceTest, OrderedKeysSortLikeFloats) {
 }
 
 }  // namespace
-}  // namespace rill::cuda::ref
+}  // namespace rill::kernels::cuda::ref

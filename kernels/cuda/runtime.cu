@@ -5,7 +5,7 @@
 
 #include "kernels/cuda/cuda_runtime_api.h"
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 namespace {
 int E(cudaError_t e) { return static_cast<int>(e); }
 cudaStream_t S(Stream s) { return static_cast<cudaStream_t>(s); }
@@ -79,4 +79,4 @@ int GraphDestroy(GraphExec exec) {
   return E(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec)));
 }
 
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda

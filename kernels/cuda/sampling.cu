@@ -5,7 +5,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/sampling_rng.h"
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 1024;
@@ -209,4 +209,4 @@ int Logprobs(const float* logits, const int32_t* tokens, float* logprobs, int ro
   return internal::LaunchStatus();
 }
 
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda

@@ -12,7 +12,7 @@
 #define RILL_HD
 #endif
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 
 RILL_HD inline uint64_t SplitMix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -36,6 +36,6 @@ RILL_HD inline uint32_t OrderedKey(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda
 
 #endif  // RILL_KERNELS_CUDA_SAMPLING_RNG_H_

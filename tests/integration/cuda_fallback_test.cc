@@ -24,13 +24,13 @@ std::string DeviceInfo(const std::string& flags, int* exit_code) {
 }
 
 TEST(CudaFallbackTest, AutoBackendFallsBackToCpuWithoutGpu) {
-  if (cuda::ProbeCudaDevices().ok()) GTEST_SKIP() << "a GPU is present";
+  if (kernels::cuda::ProbeCudaDevices().ok()) GTEST_SKIP() << "a GPU is present";
   int code = -1;
   std::string out = DeviceInfo("", &code);
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("falling back to the CPU backend"), std::string::npos) << out;
   EXPECT_NE(out.find("backend: cpu"), std::string::npos) << out;
-  if (cuda::BuiltWithCuda()) {
+  if (kernels::cuda::BuiltWithCuda()) {
     EXPECT_NE(out.find("built with CUDA: yes"), std::string::npos) << out;
   }
 }
@@ -39,21 +39,22 @@ TEST(CudaFallbackTest, AutoBackendFallsBackToCpuWithoutGpu) {
 // once (not again as a logged warning), and without a driver it says so
 // instead of the runtime's "CUDA driver version is insufficient".
 TEST(CudaFallbackTest, CpuOnlyMachineIsReportedOnceWithoutADriverWarning) {
-  if (cuda::ProbeCudaDevices().ok()) GTEST_SKIP() << "a GPU is present";
+  if (kernels::cuda::ProbeCudaDevices().ok()) GTEST_SKIP() << "a GPU is present";
   int code = -1;
   std::string out = DeviceInfo("", &code);
   EXPECT_EQ(code, 0) << out;
   size_t first = out.find("falling back to the CPU backend");
   ASSERT_NE(first, std::string::npos) << out;
   EXPECT_EQ(out.find("falling back to the CPU backend", first + 1), std::string::npos) << out;
-  if (!cuda::NvidiaDriverPresent()) {
+  if (!kernels::cuda::NvidiaDriverPresent()) {
     EXPECT_EQ(out.find("driver version is insufficient"), std::string::npos) << out;
-    if (cuda::BuiltWithCuda()) EXPECT_NE(out.find("no NVIDIA driver"), std::string::npos) << out;
+    if (kernels::cuda::BuiltWithCuda())
+      EXPECT_NE(out.find("no NVIDIA driver"), std::string::npos) << out;
   }
 }
 
 TEST(CudaFallbackTest, ForcedCudaWithoutGpuIsAClearError) {
-  if (cuda::ProbeCudaDevices().ok()) GTEST_SKIP() << "a GPU is present";
+  if (kernels::cuda::ProbeCudaDevices().ok()) GTEST_SKIP() << "a GPU is present";
   int code = -1;
   std::string out =
       DeviceInfo(" --backend=cuda", &code);

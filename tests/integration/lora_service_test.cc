@@ -74,7 +74,7 @@ class LoraServiceTest : public ::testing::Test {
     args.lora_root = root_;
     auto eng = engine::CreateAsyncLLMEngine(args);
     ASSERT_TRUE(eng.ok()) << eng.status();
-    const loader::ModelConfig& c = (*eng)->GetModelConfig();
+    const worker::loader::ModelConfig& c = (*eng)->GetModelConfig();
     wt::TinySpec spec;
     spec.hidden = c.hidden_size;
     spec.heads = c.num_heads;

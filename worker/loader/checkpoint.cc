@@ -8,7 +8,7 @@
 #include "worker/loader/checkpoint_internal.h"
 #include "worker/loader/str_util.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 
 const TensorRef* Checkpoint::Find(std::string_view canonical_name) const {
   auto it = tensors_.find(std::string(canonical_name));
@@ -190,4 +190,4 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> LoadCheckpoint(const std::string& pa
   return c;
 }
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

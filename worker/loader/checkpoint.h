@@ -31,7 +31,7 @@
 #include "worker/loader/gguf.h"
 #include "worker/loader/safetensors.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 
 struct RopeScaling {
   enum class Type { kNone, kLinear, kDynamic, kLlama3, kYarn, kLongrope };
@@ -102,7 +102,7 @@ struct ModelConfig {
 };
 
 struct TensorRef {
-  cpu::GgmlType type;
+  kernels::cpu::GgmlType type;
   std::vector<int64_t> ne;  // ggml order: ne[0] = row length (input features).
   const void* data;
   size_t nbytes;
@@ -166,6 +166,6 @@ class Checkpoint {
 // against the config; errors name the tensor.
 absl::StatusOr<std::unique_ptr<Checkpoint>> LoadCheckpoint(const std::string& path);
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader
 
 #endif  // RILL_WORKER_LOADER_CHECKPOINT_H_

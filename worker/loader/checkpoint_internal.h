@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "worker/loader/checkpoint.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 
 struct CheckpointBuilder {
   static absl::StatusOr<std::unique_ptr<Checkpoint>> LoadGguf(const std::string& path);
@@ -20,6 +20,6 @@ struct CheckpointBuilder {
   static std::unique_ptr<Checkpoint> New() { return std::unique_ptr<Checkpoint>(new Checkpoint()); }
 };
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader
 
 #endif  // RILL_WORKER_LOADER_CHECKPOINT_INTERNAL_H_

@@ -9,7 +9,7 @@
 #include "worker/loader/gguf_writer.h"
 #include "worker/loader/safetensors_writer.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 namespace {
 
 // Tiny llama: hidden 8, 2 heads of 4, 1 kv head, ffn 16, vocab 10, 2 layers.
@@ -94,7 +94,7 @@ TEST(CheckpointTest, LoadsGgufLlama) {
   EXPECT_EQ((*c)->Find("output"), nullptr);
   const TensorRef* q = (*c)->Find("blk.1.attn_q");
   ASSERT_NE(q, nullptr);
-  EXPECT_EQ(q->type, cpu::GgmlType::kF32);
+  EXPECT_EQ(q->type, kernels::cpu::GgmlType::kF32);
   EXPECT_EQ(q->ne, (std::vector<int64_t>{kH, kHeads * kHd}));
   EXPECT_EQ(q->nbytes, static_cast<size_t>(kH * kHeads * kHd * 4));
   float v;
@@ -262,4 +262,4 @@ TEST(CheckpointTest, LoadsHfGpt2AndTransposesConv1D) {
 }
 
 }  // namespace
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

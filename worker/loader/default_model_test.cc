@@ -12,7 +12,7 @@
 #include "worker/loader/checkpoint.h"
 #include "worker/loader/gguf.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 namespace {
 
 class DefaultModelTest : public ::testing::Test {
@@ -30,14 +30,14 @@ TEST_F(DefaultModelTest, GgufContents) {
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ((*f)->version(), 3u);
   ASSERT_EQ((*f)->tensors().size(), 272u);
-  std::map<cpu::GgmlType, int> counts;
+  std::map<kernels::cpu::GgmlType, int> counts;
   for (const GgufTensorInfo& t : (*f)->tensors()) ++counts[t.type];
-  EXPECT_EQ(counts[cpu::GgmlType::kQ4_1], 210);
-  EXPECT_EQ(counts[cpu::GgmlType::kF32], 61);
-  EXPECT_EQ(counts[cpu::GgmlType::kQ8_0], 1);
+  EXPECT_EQ(counts[kernels::cpu::GgmlType::kQ4_1], 210);
+  EXPECT_EQ(counts[kernels::cpu::GgmlType::kF32], 61);
+  EXPECT_EQ(counts[kernels::cpu::GgmlType::kQ8_0], 1);
   const GgufTensorInfo* e = (*f)->FindTensor("token_embd.weight");
   ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->type, cpu::GgmlType::kQ8_0);
+  EXPECT_EQ(e->type, kernels::cpu::GgmlType::kQ8_0);
   EXPECT_EQ(e->ne, (std::vector<int64_t>{576, 49152}));
   EXPECT_EQ(e->nbytes, 576u / 32 * 34 * 49152);
   EXPECT_EQ(*(*f)->GetString("general.architecture"), "llama");
@@ -90,14 +90,14 @@ TEST_F(DefaultModelTest, CheckpointConfig) {
   EXPECT_EQ((*c)->Find("output"), nullptr);
   const TensorRef* q = (*c)->Find("blk.29.attn_q");
   ASSERT_NE(q, nullptr);
-  EXPECT_EQ(q->type, cpu::GgmlType::kQ4_1);
+  EXPECT_EQ(q->type, kernels::cpu::GgmlType::kQ4_1);
   EXPECT_EQ(q->ne, (std::vector<int64_t>{576, 576}));
   EXPECT_EQ((*c)->Find("blk.0.attn_k")->ne, (std::vector<int64_t>{576, 192}));
   EXPECT_EQ((*c)->Find("blk.0.ffn_down")->ne, (std::vector<int64_t>{1536, 576}));
-  EXPECT_EQ((*c)->Find("output_norm")->type, cpu::GgmlType::kF32);
+  EXPECT_EQ((*c)->Find("output_norm")->type, kernels::cpu::GgmlType::kF32);
   ASSERT_NE((*c)->tokenizer().gguf, nullptr);
   EXPECT_EQ(*(*c)->tokenizer().gguf->GetString("tokenizer.ggml.pre"), "smollm");
 }
 
 }  // namespace
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "worker/loader/str_util.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the GGUF reader decodes little-endian data in place");
@@ -322,19 +322,19 @@ class GgufParser {
     }
     uint32_t type;
     if (!ReadU32(&type)) return Truncated(absl::StrCat("type of tensor '", Sv(t.name), "'"));
-    if (!cpu::GetGgmlTypeTraits(type).has_value()) {
+    if (!kernels::cpu::GetGgmlTypeTraits(type).has_value()) {
       return Corrupt(absl::StrCat("tensor '", Sv(t.name), "' has unknown ggml type ", type));
     }
-    t.type = static_cast<cpu::GgmlType>(type);
+    t.type = static_cast<kernels::cpu::GgmlType>(type);
     if (!ReadU64(&t.offset)) return Truncated(absl::StrCat("offset of tensor '", Sv(t.name), "'"));
     if (t.offset % f_->alignment_ != 0) {
       return Corrupt(absl::StrCat("tensor '", Sv(t.name), "' offset ", t.offset,
                                   " is not a multiple of the alignment ", f_->alignment_));
     }
-    std::optional<size_t> nbytes = cpu::GgmlTensorBytes(t.type, t.ne.data(), n_dims);
+    std::optional<size_t> nbytes = kernels::cpu::GgmlTensorBytes(t.type, t.ne.data(), n_dims);
     if (!nbytes.has_value()) {
       return Corrupt(absl::StrCat("tensor '", Sv(t.name), "' has an invalid shape for type ",
-                                  Sv(cpu::GgmlTypeName(t.type)),
+                                  Sv(kernels::cpu::GgmlTypeName(t.type)),
                                   " (row not a multiple of the block size, or size overflow)"));
     }
     t.nbytes = *nbytes;
@@ -478,4 +478,4 @@ absl::StatusOr<std::vector<float>> GgufFile::GetFloatArray(std::string_view key)
   return out;
 }
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

@@ -18,7 +18,7 @@
 #include "kernels/cpu/ggml_type.h"
 #include "worker/loader/mapped_file.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 
 enum class GgufValueType : uint32_t {
   kUint8 = 0,
@@ -80,7 +80,7 @@ struct GgufKv {
 
 struct GgufTensorInfo {
   std::string_view name;
-  cpu::GgmlType type;
+  kernels::cpu::GgmlType type;
   std::vector<int64_t> ne;  // ggml order: ne[0] is the innermost (row) dim.
   uint64_t offset;          // Relative to GgufFile::data_offset().
   const void* data;         // Into the mapping / buffer.
@@ -141,6 +141,6 @@ class GgufFile {
   std::unordered_map<std::string_view, size_t> tensor_index_;
 };
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader
 
 #endif  // RILL_WORKER_LOADER_GGUF_H_

@@ -10,7 +10,7 @@
 #include "worker/loader/checkpoint_internal.h"
 #include "worker/loader/str_util.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 namespace {
 
 // Optional integer key: `def` when absent, error when of the wrong type.
@@ -193,4 +193,4 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const st
   return c;
 }
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

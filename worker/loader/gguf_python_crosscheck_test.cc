@@ -21,7 +21,7 @@
 #include "tests/util/python_runner.h"
 #include "worker/loader/gguf.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 namespace {
 
 bool Exists(const std::string& p) {
@@ -93,4 +93,4 @@ TEST(GgufPythonCrossCheck, MatchesReferenceReader) {
 }
 
 }  // namespace
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

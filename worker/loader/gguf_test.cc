@@ -11,7 +11,7 @@
 #include "tests/util/test_seed.h"
 #include "worker/loader/gguf_writer.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 namespace {
 
 const uint8_t* U8(const std::string& s) { return reinterpret_cast<const uint8_t*>(s.data()); }
@@ -20,8 +20,8 @@ absl::StatusOr<std::unique_ptr<GgufFile>> ParseBytes(const std::string& s) {
   return GgufFile::Parse(U8(s), s.size(), "mem.gguf");
 }
 
-std::string QuantBlockBytes(cpu::GgmlType type, int64_t elements) {
-  cpu::GgmlTypeTraits t = cpu::GgmlTypeTraitsOf(type);
+std::string QuantBlockBytes(kernels::cpu::GgmlType type, int64_t elements) {
+  kernels::cpu::GgmlTypeTraits t = kernels::cpu::GgmlTypeTraitsOf(type);
   return std::string(static_cast<size_t>(elements / t.block_size * t.bytes_per_block), '\x11');
 }
 
@@ -54,26 +54,28 @@ GgufWriter SampleWriter(uint32_t version = 3) {
   }
   w.AddRaw("nested", GgufValueType::kArray, GgufWriter::EncodeArray(GgufValueType::kArray, inner));
   w.AddF32Tensor("a.weight", {3, 2}, {1, 2, 3, 4, 5, 6});
-  w.AddTensor("q.weight", cpu::GgmlType::kQ4_1, {64, 3},
-              QuantBlockBytes(cpu::GgmlType::kQ4_1, 64 * 3));
-  w.AddTensor("k.weight", cpu::GgmlType::kQ6_K, {256}, QuantBlockBytes(cpu::GgmlType::kQ6_K, 256));
+  w.AddTensor("q.weight", kernels::cpu::GgmlType::kQ4_1, {64, 3},
+              QuantBlockBytes(kernels::cpu::GgmlType::kQ4_1, 64 * 3));
+  w.AddTensor("k.weight", kernels::cpu::GgmlType::kQ6_K, {256},
+              QuantBlockBytes(kernels::cpu::GgmlType::kQ6_K, 256));
   return w;
 }
 
 TEST(GgmlTypeTest, Traits) {
-  EXPECT_EQ(cpu::GgmlTypeTraitsOf(cpu::GgmlType::kQ4_0).bytes_per_block, 18u);
-  EXPECT_EQ(cpu::GgmlTypeTraitsOf(cpu::GgmlType::kQ8_0).bytes_per_block, 34u);
-  EXPECT_EQ(cpu::GgmlTypeTraitsOf(cpu::GgmlType::kQ4_K).bytes_per_block, 144u);
-  EXPECT_EQ(cpu::GgmlTypeTraitsOf(cpu::GgmlType::kQ8_K).block_size, 256);
-  EXPECT_EQ(cpu::GgmlTypeTraitsOf(cpu::GgmlType::kBF16).bytes_per_block, 2u);
-  EXPECT_FALSE(cpu::GetGgmlTypeTraits(4).has_value());  // Removed Q4_2.
-  EXPECT_FALSE(cpu::GetGgmlTypeTraits(1000).has_value());
+  EXPECT_EQ(kernels::cpu::GgmlTypeTraitsOf(kernels::cpu::GgmlType::kQ4_0).bytes_per_block, 18u);
+  EXPECT_EQ(kernels::cpu::GgmlTypeTraitsOf(kernels::cpu::GgmlType::kQ8_0).bytes_per_block, 34u);
+  EXPECT_EQ(kernels::cpu::GgmlTypeTraitsOf(kernels::cpu::GgmlType::kQ4_K).bytes_per_block, 144u);
+  EXPECT_EQ(kernels::cpu::GgmlTypeTraitsOf(kernels::cpu::GgmlType::kQ8_K).block_size, 256);
+  EXPECT_EQ(kernels::cpu::GgmlTypeTraitsOf(kernels::cpu::GgmlType::kBF16).bytes_per_block, 2u);
+  EXPECT_FALSE(kernels::cpu::GetGgmlTypeTraits(4).has_value());  // Removed Q4_2.
+  EXPECT_FALSE(kernels::cpu::GetGgmlTypeTraits(1000).has_value());
   int64_t ne[2] = {64, 3};
-  EXPECT_EQ(cpu::GgmlTensorBytes(cpu::GgmlType::kQ4_1, ne, 2), 6u * 20u);
+  EXPECT_EQ(kernels::cpu::GgmlTensorBytes(kernels::cpu::GgmlType::kQ4_1, ne, 2), 6u * 20u);
   int64_t bad_row[1] = {33};
-  EXPECT_FALSE(cpu::GgmlTensorBytes(cpu::GgmlType::kQ8_0, bad_row, 1).has_value());
+  EXPECT_FALSE(
+      kernels::cpu::GgmlTensorBytes(kernels::cpu::GgmlType::kQ8_0, bad_row, 1).has_value());
   int64_t huge[4] = {1 << 20, 1 << 20, 1 << 20, 1 << 20};
-  EXPECT_FALSE(cpu::GgmlTensorBytes(cpu::GgmlType::kF32, huge, 4).has_value());
+  EXPECT_FALSE(kernels::cpu::GgmlTensorBytes(kernels::cpu::GgmlType::kF32, huge, 4).has_value());
 }
 
 void CheckSample(const GgufFile& f, uint32_t version) {
@@ -115,7 +117,7 @@ void CheckSample(const GgufFile& f, uint32_t version) {
   ASSERT_EQ(f.tensors().size(), 3u);
   const GgufTensorInfo* a = f.FindTensor("a.weight");
   ASSERT_NE(a, nullptr);
-  EXPECT_EQ(a->type, cpu::GgmlType::kF32);
+  EXPECT_EQ(a->type, kernels::cpu::GgmlType::kF32);
   EXPECT_EQ(a->ne, (std::vector<int64_t>{3, 2}));
   EXPECT_EQ(a->nbytes, 24u);
   EXPECT_EQ(a->offset, 0u);
@@ -125,7 +127,7 @@ void CheckSample(const GgufFile& f, uint32_t version) {
   EXPECT_EQ(vals[5], 6.0f);
   const GgufTensorInfo* q = f.FindTensor("q.weight");
   ASSERT_NE(q, nullptr);
-  EXPECT_EQ(q->type, cpu::GgmlType::kQ4_1);
+  EXPECT_EQ(q->type, kernels::cpu::GgmlType::kQ4_1);
   EXPECT_EQ(q->nbytes, 120u);
   EXPECT_EQ(q->offset, 32u);  // 24 bytes padded to 32.
   EXPECT_EQ(static_cast<const uint8_t*>(q->data), f.base() + f.data_offset() + 32);
@@ -350,4 +352,4 @@ TEST(GgufTest, RandomCorruptionNeverCrashes) {
 }
 
 }  // namespace
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

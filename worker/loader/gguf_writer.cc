@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 namespace {
 
 template <typename T>
@@ -74,9 +74,10 @@ void GgufWriter::SetAlignment(uint32_t alignment) {
   AddUint32("general.alignment", alignment);
 }
 
-void GgufWriter::AddTensor(const std::string& name, cpu::GgmlType type,
+void GgufWriter::AddTensor(const std::string& name, kernels::cpu::GgmlType type,
                            const std::vector<int64_t>& ne, std::string data) {
-  std::optional<size_t> n = cpu::GgmlTensorBytes(type, ne.data(), static_cast<int>(ne.size()));
+  std::optional<size_t> n =
+      kernels::cpu::GgmlTensorBytes(type, ne.data(), static_cast<int>(ne.size()));
   CHECK(n.has_value() && *n == data.size()) << "tensor " << name << ": data size " << data.size();
   tensors_.push_back({name, type, ne, std::move(data)});
 }
@@ -85,7 +86,7 @@ void GgufWriter::AddF32Tensor(const std::string& name, const std::vector<int64_t
                               const std::vector<float>& values) {
   std::string data(values.size() * 4, '\0');
   std::memcpy(data.data(), values.data(), data.size());
-  AddTensor(name, cpu::GgmlType::kF32, ne, std::move(data));
+  AddTensor(name, kernels::cpu::GgmlType::kF32, ne, std::move(data));
 }
 
 std::string GgufWriter::Build() const {
@@ -120,4 +121,4 @@ absl::Status GgufWriter::WriteFile(const std::string& path) const {
   return WriteBytesToFile(path, Build());
 }
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

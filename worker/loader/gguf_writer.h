@@ -12,7 +12,7 @@
 #include "kernels/cpu/ggml_type.h"
 #include "worker/loader/gguf.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 
 class GgufWriter {
  public:
@@ -43,8 +43,8 @@ class GgufWriter {
   void SetAlignment(uint32_t alignment);
 
   // `data` must have exactly the size the type and shape need.
-  void AddTensor(const std::string& name, cpu::GgmlType type, const std::vector<int64_t>& ne,
-                 std::string data);
+  void AddTensor(const std::string& name, kernels::cpu::GgmlType type,
+                 const std::vector<int64_t>& ne, std::string data);
   // Convenience: F32 tensor with the given values (count must match ne).
   void AddF32Tensor(const std::string& name, const std::vector<int64_t>& ne,
                     const std::vector<float>& values);
@@ -55,7 +55,7 @@ class GgufWriter {
  private:
   struct Tensor {
     std::string name;
-    cpu::GgmlType type;
+    kernels::cpu::GgmlType type;
     std::vector<int64_t> ne;
     std::string data;
   };
@@ -68,6 +68,6 @@ class GgufWriter {
 // Writes `bytes` to `path` (test helper shared by the writers).
 absl::Status WriteBytesToFile(const std::string& path, const std::string& bytes);
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader
 
 #endif  // RILL_WORKER_LOADER_GGUF_WRITER_H_

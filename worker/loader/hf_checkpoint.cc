@@ -16,17 +16,17 @@
 #include "base/json.h"
 #include "base/message_text.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 namespace {
 
 namespace fs = std::filesystem;
 
-absl::StatusOr<json::JsonValue> ReadJsonFile(const std::string& path) {
+absl::StatusOr<base::json::JsonValue> ReadJsonFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
   std::ostringstream ss;
   ss << in.rdbuf();
-  absl::StatusOr<json::JsonValue> v = json::ParseJson(ss.str());
+  absl::StatusOr<base::json::JsonValue> v = base::json::ParseJson(ss.str());
   if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", v.status().message()));
   if (!v->is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
   return v;
@@ -35,10 +35,10 @@ absl::StatusOr<json::JsonValue> ReadJsonFile(const std::string& path) {
 // Reads config fields with defaults and type errors that name the key.
 class ConfigReader {
  public:
-  ConfigReader(const json::JsonValue& j, std::string path) : j_(j), path_(std::move(path)) {}
+  ConfigReader(const base::json::JsonValue& j, std::string path) : j_(j), path_(std::move(path)) {}
 
   absl::StatusOr<int64_t> Int(const char* key, std::optional<int64_t> def = std::nullopt) const {
-    const json::JsonValue* v = j_.Find(key);
+    const base::json::JsonValue* v = j_.Find(key);
     if (v == nullptr || v->is_null()) {
       if (def.has_value()) return *def;
       return absl::InvalidArgumentError(absl::StrCat(path_, ": missing integer '", key, "'"));
@@ -47,26 +47,28 @@ class ConfigReader {
     if (!i.has_value()) return absl::InvalidArgumentError(absl::StrCat(path_, ": '", key, "' is not an integer"));
     return *i;
   }
-  absl::StatusOr<double> Float(const json::JsonValue& obj, const char* key, double def) const {
-    const json::JsonValue* v = obj.Find(key);
+  absl::StatusOr<double> Float(const base::json::JsonValue& obj, const char* key,
+                               double def) const {
+    const base::json::JsonValue* v = obj.Find(key);
     if (v == nullptr || v->is_null()) return def;
     if (!v->is_number()) return absl::InvalidArgumentError(absl::StrCat(path_, ": '", key, "' is not a number"));
     return v->number_value();
   }
   absl::StatusOr<double> Float(const char* key, double def) const { return Float(j_, key, def); }
   absl::StatusOr<std::optional<bool>> Bool(const char* key) const {
-    const json::JsonValue* v = j_.Find(key);
+    const base::json::JsonValue* v = j_.Find(key);
     if (v == nullptr || v->is_null()) return std::optional<bool>();
     if (!v->is_bool()) return absl::InvalidArgumentError(absl::StrCat(path_, ": '", key, "' is not a bool"));
     return std::optional<bool>(v->bool_value());
   }
   // Token id fields may be an integer or a list of integers.
-  absl::StatusOr<std::vector<int64_t>> Ids(const json::JsonValue& obj, const char* key) const {
+  absl::StatusOr<std::vector<int64_t>> Ids(const base::json::JsonValue& obj,
+                                           const char* key) const {
     std::vector<int64_t> out;
-    const json::JsonValue* v = obj.Find(key);
+    const base::json::JsonValue* v = obj.Find(key);
     if (v == nullptr || v->is_null()) return out;
     if (v->is_array()) {
-      for (const json::JsonValue& e : v->array_items()) {
+      for (const base::json::JsonValue& e : v->array_items()) {
         std::optional<int64_t> i = e.AsInt64();
         if (!i.has_value()) return absl::InvalidArgumentError(absl::StrCat(path_, ": '", key, "' has a non-integer"));
         out.push_back(*i);
@@ -81,7 +83,7 @@ class ConfigReader {
   const std::string& path() const { return path_; }
 
  private:
-  const json::JsonValue& j_;
+  const base::json::JsonValue& j_;
   std::string path_;
 };
 
@@ -96,12 +98,12 @@ class ConfigReader {
 // `rope_scaling` object. Every key must be one Rill implements for the
 // object's rope type: a key that changes the frequencies and is not read
 // here would otherwise be silently ignored.
-absl::Status ReadRopeObject(const ConfigReader& r, const json::JsonValue& obj, const char* where,
-                            double* theta, RopeScaling* out) {
+absl::Status ReadRopeObject(const ConfigReader& r, const base::json::JsonValue& obj,
+                            const char* where, double* theta, RopeScaling* out) {
   if (!obj.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(r.path(), ": ", where, " is not an object"));
   }
-  const json::JsonValue* t = obj.Find("rope_type");
+  const base::json::JsonValue* t = obj.Find("rope_type");
   if (t == nullptr) t = obj.Find("type");
   const std::string type = t != nullptr && !t->is_null() ? t->string_value() : "default";
   std::vector<std::string> keys = {"rope_type", "type", "rope_theta", "partial_rotary_factor"};
@@ -164,7 +166,7 @@ bool SameRope(const RopeScaling& a, const RopeScaling& b) {
 // `rope_parameters` {rope_type, rope_theta, factor, ...}; older versions a
 // top-level `rope_theta` plus a `rope_scaling` object. When both forms are
 // present they must agree.
-absl::Status ReadRope(const ConfigReader& r, const json::JsonValue& config,
+absl::Status ReadRope(const ConfigReader& r, const base::json::JsonValue& config,
                       const std::string& model_type, ModelConfig* m) {
   ASSIGN_OR_RETURN_(m->rope_theta, r.Float("rope_theta", 10000.0));
   double partial;
@@ -173,14 +175,14 @@ absl::Status ReadRope(const ConfigReader& r, const json::JsonValue& config,
     return absl::InvalidArgumentError(
         absl::StrCat(r.path(), ": partial_rotary_factor ", partial, " is not supported (only 1)"));
   }
-  const json::JsonValue* legacy = config.Find("rope_scaling");
+  const base::json::JsonValue* legacy = config.Find("rope_scaling");
   if (legacy != nullptr && !legacy->is_null()) {
     if (absl::Status s = ReadRopeObject(r, *legacy, "rope_scaling", nullptr, &m->rope_scaling);
         !s.ok()) {
       return s;
     }
   }
-  const json::JsonValue* params = config.Find("rope_parameters");
+  const base::json::JsonValue* params = config.Find("rope_parameters");
   if (params == nullptr || params->is_null()) return absl::OkStatus();
   if (params->is_object() && !params->object_members().empty() &&
       params->object_members().begin()->second.is_object()) {
@@ -194,7 +196,7 @@ absl::Status ReadRope(const ConfigReader& r, const json::JsonValue& config,
   if (absl::Status s = ReadRopeObject(r, *params, "rope_parameters", &theta, &scaling); !s.ok()) {
     return s;
   }
-  const json::JsonValue* top_theta = config.Find("rope_theta");
+  const base::json::JsonValue* top_theta = config.Find("rope_theta");
   if (top_theta != nullptr && !top_theta->is_null() && m->rope_theta != theta) {
     return absl::InvalidArgumentError(absl::StrCat(r.path(), ": rope_theta ", m->rope_theta,
                                                    " disagrees with rope_parameters.rope_theta ",
@@ -214,7 +216,7 @@ absl::Status ReadRope(const ConfigReader& r, const json::JsonValue& config,
 // the layers from `max_window_layers` on (transformers' rule); an explicit
 // `layer_types` list says per layer. Llama has no window: a window there is
 // refused rather than ignored.
-absl::Status ReadSlidingWindow(const ConfigReader& r, const json::JsonValue& config,
+absl::Status ReadSlidingWindow(const ConfigReader& r, const base::json::JsonValue& config,
                                const std::string& model_type, ModelConfig* m) {
   int64_t window;
   ASSIGN_OR_RETURN_(window, r.Int("sliding_window", 0));
@@ -222,7 +224,7 @@ absl::Status ReadSlidingWindow(const ConfigReader& r, const json::JsonValue& con
     return absl::InvalidArgumentError(absl::StrCat(r.path(), ": sliding_window ", window, " < 0"));
   }
   std::vector<bool> layers;
-  const json::JsonValue* types = config.Find("layer_types");
+  const base::json::JsonValue* types = config.Find("layer_types");
   if (types != nullptr && !types->is_null()) {
     if (!types->is_array() ||
         static_cast<int64_t>(types->array_items().size()) != m->num_layers) {
@@ -230,7 +232,7 @@ absl::Status ReadSlidingWindow(const ConfigReader& r, const json::JsonValue& con
           r.path(), ": layer_types must be a list of num_hidden_layers (", m->num_layers,
           ") strings"));
     }
-    for (const json::JsonValue& t : types->array_items()) {
+    for (const base::json::JsonValue& t : types->array_items()) {
       const std::string& v = t.string_value();
       if (v != "full_attention" && v != "sliding_attention") {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -275,17 +277,18 @@ absl::Status ReadSlidingWindow(const ConfigReader& r, const json::JsonValue& con
 
 // A number key of Gemma2Config: its class default when absent, 0 when null
 // (soft-capping off).
-absl::StatusOr<double> Gemma2Number(const ConfigReader& r, const json::JsonValue& config,
+absl::StatusOr<double> Gemma2Number(const ConfigReader& r, const base::json::JsonValue& config,
                                     const char* key, double class_default) {
-  const json::JsonValue* v = config.Find(key);
+  const base::json::JsonValue* v = config.Find(key);
   if (v == nullptr) return class_default;
   if (v->is_null()) return 0.0;
   return r.Float(key, class_default);
 }
 
 // Gemma 2's extras over the Llama layout, with Gemma2Config's defaults.
-absl::Status ReadGemma2(const ConfigReader& r, const json::JsonValue& config, ModelConfig* m) {
-  const json::JsonValue* act = config.Find("hidden_activation");
+absl::Status ReadGemma2(const ConfigReader& r, const base::json::JsonValue& config,
+                        ModelConfig* m) {
+  const base::json::JsonValue* act = config.Find("hidden_activation");
   if (act == nullptr || act->is_null()) act = config.Find("hidden_act");
   const std::string act_name =
       act != nullptr && !act->is_null() ? act->string_value() : "gelu_pytorch_tanh";
@@ -316,8 +319,8 @@ absl::Status ReadGemma2(const ConfigReader& r, const json::JsonValue& config, Mo
 }
 
 // Llama-family keys that change the math and have one supported value.
-absl::Status CheckLlamaFamilyKeys(const ConfigReader& r, const json::JsonValue& config) {
-  const json::JsonValue* act = config.Find("hidden_act");
+absl::Status CheckLlamaFamilyKeys(const ConfigReader& r, const base::json::JsonValue& config) {
+  const base::json::JsonValue* act = config.Find("hidden_act");
   if (act != nullptr && !act->is_null() && act->string_value() != "silu") {
     return absl::InvalidArgumentError(absl::StrCat(
         r.path(), ": hidden_act '", ShortForMessage(act->string_value()),
@@ -461,7 +464,7 @@ std::string MapBertName(std::string n) {
 
 absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std::string& dir) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
-  absl::StatusOr<json::JsonValue> config = ReadJsonFile(config_path);
+  absl::StatusOr<base::json::JsonValue> config = ReadJsonFile(config_path);
   if (!config.ok()) return config.status();
   std::unique_ptr<Checkpoint> c = New();
   c->path_ = dir;
@@ -523,12 +526,12 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
     ASSIGN_OR_RETURN_(m.max_position_embeddings, r.Int("max_position_embeddings"));
     ASSIGN_OR_RETURN_(m.layer_norm_eps, r.Float("layer_norm_eps", 1e-12));
     ASSIGN_OR_RETURN_(m.type_vocab_size, r.Int("type_vocab_size", 2));
-    const json::JsonValue* act = config->Find("hidden_act");
+    const base::json::JsonValue* act = config->Find("hidden_act");
     if (act != nullptr && act->string_value() != "gelu") {
       return absl::InvalidArgumentError(absl::StrCat(config_path, ": bert hidden_act '",
                                                      act->string_value(), "' (supported: gelu)"));
     }
-    const json::JsonValue* pos = config->Find("position_embedding_type");
+    const base::json::JsonValue* pos = config->Find("position_embedding_type");
     if (pos != nullptr && pos->string_value() != "absolute") {
       return absl::InvalidArgumentError(absl::StrCat(config_path, ": bert position_embedding_type '",
                                                      pos->string_value(), "' (supported: absolute)"));
@@ -544,10 +547,10 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
 
   // Token ids: config.json, falling back to generation_config.json.
   const std::string gen_path = (fs::path(dir) / "generation_config.json").string();
-  std::optional<json::JsonValue> gen;
+  std::optional<base::json::JsonValue> gen;
   std::error_code ec;
   if (fs::exists(gen_path, ec)) {
-    absl::StatusOr<json::JsonValue> g = ReadJsonFile(gen_path);
+    absl::StatusOr<base::json::JsonValue> g = ReadJsonFile(gen_path);
     if (!g.ok()) return g.status();
     gen = std::move(*g);
   }
@@ -584,7 +587,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
         return absl::InvalidArgumentError(absl::StrCat(dir, ": Conv1D tensor '", name, "' is not 2-D"));
       }
       const size_t in = static_cast<size_t>(t->shape[0]), out = static_cast<size_t>(t->shape[1]);
-      const size_t es = cpu::GgmlTypeTraitsOf(t->type).bytes_per_block;
+      const size_t es = kernels::cpu::GgmlTypeTraitsOf(t->type).bytes_per_block;
       auto buf = std::make_unique<uint8_t[]>(t->nbytes);
       const uint8_t* src = static_cast<const uint8_t*>(t->data);
       for (size_t i = 0; i < in; ++i) {
@@ -613,4 +616,4 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
   return c;
 }
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 
 // A read-only, private memory mapping of a whole file. The mapping lives as
 // long as the object; pointers into data() are valid until destruction.
@@ -40,6 +40,6 @@ class MappedFile {
   size_t size_;
 };
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader
 
 #endif  // RILL_WORKER_LOADER_MAPPED_FILE_H_

@@ -12,7 +12,7 @@
 #include "worker/loader/gguf_writer.h"
 #include "worker/loader/safetensors_writer.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 namespace {
 
 // Tiny llama: hidden 8, 2 heads of 4, 1 kv head, ffn 16, vocab 10, 3 layers.
@@ -228,4 +228,4 @@ TEST(MathConfigKeysTest, GgufWindowIsReadAndUnsupportedKeysRefused) {
 }
 
 }  // namespace
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

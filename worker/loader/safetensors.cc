@@ -14,7 +14,7 @@
 #include "worker/loader/str_util.h"
 #include "base/json.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 namespace {
 
 // The reference implementation refuses headers above 100 MB too.
@@ -24,14 +24,19 @@ absl::Status Invalid(const std::string& path, std::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": invalid safetensors file: ", Sv(what)));
 }
 
-bool DtypeToGgml(std::string_view dtype, cpu::GgmlType* type) {
-  if (dtype == "F32") *type = cpu::GgmlType::kF32;
-  else if (dtype == "F16") *type = cpu::GgmlType::kF16;
-  else if (dtype == "BF16") *type = cpu::GgmlType::kBF16;
+bool DtypeToGgml(std::string_view dtype, kernels::cpu::GgmlType* type) {
+  if (dtype == "F32")
+    *type = kernels::cpu::GgmlType::kF32;
+  else if (dtype == "F16")
+    *type = kernels::cpu::GgmlType::kF16;
+  else if (dtype == "BF16")
+    *type = kernels::cpu::GgmlType::kBF16;
   // Integer buffers (BERT's position_ids) load so the file opens; no model
   // binds them as weights.
-  else if (dtype == "I64") *type = cpu::GgmlType::kI64;
-  else if (dtype == "I32") *type = cpu::GgmlType::kI32;
+  else if (dtype == "I64")
+    *type = kernels::cpu::GgmlType::kI64;
+  else if (dtype == "I32")
+    *type = kernels::cpu::GgmlType::kI32;
   else return false;
   return true;
 }
@@ -73,7 +78,7 @@ absl::Status SafetensorsFile::ParseInternal(const uint8_t* data, size_t size) {
                                        size - 8, " bytes follow"));
   }
   std::string_view header(reinterpret_cast<const char*>(data + 8), header_len);
-  absl::StatusOr<json::JsonValue> json = json::ParseJson(header);
+  absl::StatusOr<base::json::JsonValue> json = base::json::ParseJson(header);
   if (!json.ok()) return Invalid(path_, absl::StrCat("header: ", json.status().message()));
   if (!json->is_object()) return Invalid(path_, "header is not a JSON object");
 
@@ -84,12 +89,12 @@ absl::Status SafetensorsFile::ParseInternal(const uint8_t* data, size_t size) {
     size_t index;
   };
   std::vector<Range> ranges;
-  for (const json::JsonValue::Member& m : json->object_members()) {
+  for (const base::json::JsonValue::Member& m : json->object_members()) {
     const std::string& name = m.first;
-    const json::JsonValue& v = m.second;
+    const base::json::JsonValue& v = m.second;
     if (name == "__metadata__") {
       if (!v.is_object()) return Invalid(path_, "__metadata__ is not an object");
-      for (const json::JsonValue::Member& kv : v.object_members()) {
+      for (const base::json::JsonValue::Member& kv : v.object_members()) {
         if (!kv.second.is_string()) {
           return Invalid(path_, absl::StrCat("__metadata__ value '", kv.first, "' is not a string"));
         }
@@ -101,9 +106,9 @@ absl::Status SafetensorsFile::ParseInternal(const uint8_t* data, size_t size) {
       return Invalid(path_, absl::StrCat("tensor '", name, "': ", Sv(what)));
     };
     if (!v.is_object()) return bad("entry is not an object");
-    const json::JsonValue* dtype = v.Find("dtype");
-    const json::JsonValue* shape = v.Find("shape");
-    const json::JsonValue* offsets = v.Find("data_offsets");
+    const base::json::JsonValue* dtype = v.Find("dtype");
+    const base::json::JsonValue* shape = v.Find("shape");
+    const base::json::JsonValue* offsets = v.Find("data_offsets");
     if (dtype == nullptr || !dtype->is_string()) return bad("missing or non-string dtype");
     if (shape == nullptr || !shape->is_array()) return bad("missing or non-array shape");
     if (offsets == nullptr || !offsets->is_array() || offsets->array_items().size() != 2) {
@@ -117,7 +122,7 @@ absl::Status SafetensorsFile::ParseInternal(const uint8_t* data, size_t size) {
                        " (supported: F32, F16, BF16, I64, I32)"));
     }
     uint64_t elements = 1;
-    for (const json::JsonValue& d : shape->array_items()) {
+    for (const base::json::JsonValue& d : shape->array_items()) {
       std::optional<int64_t> dim = d.AsInt64();
       if (!dim.has_value() || *dim < 0) return bad("shape entries must be non-negative integers");
       uint64_t u = static_cast<uint64_t>(*dim);
@@ -127,7 +132,7 @@ absl::Status SafetensorsFile::ParseInternal(const uint8_t* data, size_t size) {
       elements *= u;
       t.shape.push_back(*dim);
     }
-    size_t elem_size = cpu::GgmlTypeTraitsOf(t.type).bytes_per_block;
+    size_t elem_size = kernels::cpu::GgmlTypeTraitsOf(t.type).bytes_per_block;
     if (elements > std::numeric_limits<uint64_t>::max() / elem_size) return bad("size overflows");
     std::optional<uint64_t> begin = offsets->array_items()[0].AsUint64();
     std::optional<uint64_t> end = offsets->array_items()[1].AsUint64();
@@ -199,16 +204,16 @@ absl::StatusOr<std::unique_ptr<SafetensorsShards>> SafetensorsShards::Open(const
   if (fs::exists(index_path, ec)) {
     absl::StatusOr<std::string> text = ReadSmallFile(index_path);
     if (!text.ok()) return text.status();
-    absl::StatusOr<json::JsonValue> json = json::ParseJson(*text);
+    absl::StatusOr<base::json::JsonValue> json = base::json::ParseJson(*text);
     if (!json.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(index_path, ": ", json.status().message()));
     }
-    const json::JsonValue* map = json->Find("weight_map");
+    const base::json::JsonValue* map = json->Find("weight_map");
     if (map == nullptr || !map->is_object()) {
       return absl::InvalidArgumentError(absl::StrCat(index_path, ": missing weight_map object"));
     }
     std::map<std::string, size_t> file_index;
-    for (const json::JsonValue::Member& m : map->object_members()) {
+    for (const base::json::JsonValue::Member& m : map->object_members()) {
       const std::string& file = m.second.string_value();
       if (!m.second.is_string() || file.empty() || absl::StrContains(file, "/") || file == "." ||
           file == "..") {
@@ -265,4 +270,4 @@ const SafetensorsTensor* SafetensorsShards::Find(std::string_view name) const {
   return it == tensors_.end() ? nullptr : it->second;
 }
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

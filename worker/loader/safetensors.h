@@ -18,11 +18,11 @@
 #include "kernels/cpu/ggml_type.h"
 #include "worker/loader/mapped_file.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 
 struct SafetensorsTensor {
   std::string name;
-  cpu::GgmlType type;          // kF32, kF16 or kBF16.
+  kernels::cpu::GgmlType type;  // kF32, kF16 or kBF16.
   std::vector<int64_t> shape;  // As stored: row-major, outermost first.
   const void* data;            // Into the mapping / buffer.
   size_t nbytes;
@@ -71,6 +71,6 @@ class SafetensorsShards {
   std::map<std::string, const SafetensorsTensor*> tensors_;
 };
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader
 
 #endif  // RILL_WORKER_LOADER_SAFETENSORS_H_

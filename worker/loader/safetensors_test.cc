@@ -11,7 +11,7 @@
 #include "tests/util/test_seed.h"
 #include "worker/loader/safetensors_writer.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 namespace {
 
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> ParseBytes(const std::string& s) {
@@ -43,14 +43,14 @@ TEST(SafetensorsTest, Parses) {
   EXPECT_EQ((*f)->tensors()[0].name, "w");  // File order.
   const SafetensorsTensor* w = (*f)->Find("w");
   ASSERT_NE(w, nullptr);
-  EXPECT_EQ(w->type, cpu::GgmlType::kF32);
+  EXPECT_EQ(w->type, kernels::cpu::GgmlType::kF32);
   EXPECT_EQ(w->shape, (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(w->nbytes, 24u);
   float v[6];
   std::memcpy(v, w->data, 24);
   EXPECT_EQ(v[4], 5.0f);
-  EXPECT_EQ((*f)->Find("h")->type, cpu::GgmlType::kF16);
-  EXPECT_EQ((*f)->Find("b")->type, cpu::GgmlType::kBF16);
+  EXPECT_EQ((*f)->Find("h")->type, kernels::cpu::GgmlType::kF16);
+  EXPECT_EQ((*f)->Find("b")->type, kernels::cpu::GgmlType::kBF16);
   EXPECT_EQ((*f)->Find("zz"), nullptr);
   EXPECT_EQ((*f)->metadata().at("format"), "pt");
 }
@@ -175,4 +175,4 @@ TEST(SafetensorsShardsTest, GlobsWithoutIndex) {
 }
 
 }  // namespace
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 
 void SafetensorsWriter::AddTensor(const std::string& name, const std::string& dtype,
                                   const std::vector<int64_t>& shape, std::string data) {
@@ -61,4 +61,4 @@ absl::Status SafetensorsWriter::WriteFile(const std::string& path) const {
   return absl::OkStatus();
 }
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader

@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 
-namespace rill::loader {
+namespace rill::worker::loader {
 
 class SafetensorsWriter {
  public:
@@ -36,6 +36,6 @@ class SafetensorsWriter {
   std::map<std::string, std::string> metadata_;
 };
 
-}  // namespace rill::loader
+}  // namespace rill::worker::loader
 
 #endif  // RILL_WORKER_LOADER_SAFETENSORS_WRITER_H_

@@ -42,7 +42,7 @@ struct Dims {
 };
 
 // [in, out] of each projection of the base model.
-Dims ModuleDims(const loader::ModelConfig& c, int module) {
+Dims ModuleDims(const worker::loader::ModelConfig& c, int module) {
   const int64_t h = c.hidden_size, qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim,
                 f = c.intermediate_size;
   switch (static_cast<LoraModule>(module)) {
@@ -76,7 +76,7 @@ absl::Status Refuse(const std::string& path, const std::string& what) {
       absl::StrCat(path, ": ", what, " is not supported by this server's LoRA runtime"));
 }
 
-bool IsEmptyOrNull(const json::JsonValue* v) {
+bool IsEmptyOrNull(const base::json::JsonValue* v) {
   if (v == nullptr || v->is_null()) return true;
   if (v->is_array()) return v->array_items().empty();
   if (v->is_object()) return v->object_members().empty();
@@ -88,18 +88,18 @@ absl::StatusOr<AdapterConfig> ParseConfig(const std::string& path,
   const int max_rank = options.max_rank;
   absl::StatusOr<std::string> text = ReadAdapterFile(path, options.root, options.max_config_bytes);
   if (!text.ok()) return text.status();
-  absl::StatusOr<json::JsonValue> json = json::ParseJson(*text);
+  absl::StatusOr<base::json::JsonValue> json = base::json::ParseJson(*text);
   if (!json.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", json.status().message()));
   }
   if (!json->is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not an object"));
   AdapterConfig c;
-  if (const json::JsonValue* t = json->Find("peft_type");
+  if (const base::json::JsonValue* t = json->Find("peft_type");
       t != nullptr && t->is_string() && t->string_value() != "LORA") {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": peft_type is '", t->string_value(), "', expected 'LORA'"));
   }
-  const json::JsonValue* r = json->Find("r");
+  const base::json::JsonValue* r = json->Find("r");
   std::optional<int64_t> rank = r ? r->AsInt64() : std::nullopt;
   if (!rank.has_value() || *rank <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": \"r\" must be a positive integer"));
@@ -109,23 +109,24 @@ absl::StatusOr<AdapterConfig> ParseConfig(const std::string& path,
         absl::StrCat(path, ": rank ", *rank, " exceeds max_lora_rank ", max_rank));
   }
   c.rank = static_cast<int>(*rank);
-  if (const json::JsonValue* a = json->Find("lora_alpha"); a != nullptr && !a->is_null()) {
+  if (const base::json::JsonValue* a = json->Find("lora_alpha"); a != nullptr && !a->is_null()) {
     if (!a->is_number() || !std::isfinite(a->number_value())) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": \"lora_alpha\" must be a finite number"));
     }
     c.alpha = a->number_value();
   }
-  if (const json::JsonValue* v = json->Find("use_rslora"); v != nullptr) {
+  if (const base::json::JsonValue* v = json->Find("use_rslora"); v != nullptr) {
     c.use_rslora = v->bool_value();
   }
-  if (const json::JsonValue* v = json->Find("fan_in_fan_out"); v != nullptr && v->bool_value()) {
+  if (const base::json::JsonValue* v = json->Find("fan_in_fan_out");
+      v != nullptr && v->bool_value()) {
     return Refuse(path, "fan_in_fan_out=true (Conv1D-style weights)");
   }
-  if (const json::JsonValue* v = json->Find("use_dora"); v != nullptr && v->bool_value()) {
+  if (const base::json::JsonValue* v = json->Find("use_dora"); v != nullptr && v->bool_value()) {
     return Refuse(path, "use_dora=true (DoRA)");
   }
-  if (const json::JsonValue* v = json->Find("bias");
+  if (const base::json::JsonValue* v = json->Find("bias");
       v != nullptr && v->is_string() && v->string_value() != "none") {
     return Refuse(path, absl::StrCat("bias=\"", v->string_value(), "\""));
   }
@@ -133,7 +134,7 @@ absl::StatusOr<AdapterConfig> ParseConfig(const std::string& path,
        {"modules_to_save", "layers_to_transform", "rank_pattern", "alpha_pattern"}) {
     if (!IsEmptyOrNull(json->Find(key))) return Refuse(path, key);
   }
-  const json::JsonValue* targets = json->Find("target_modules");
+  const base::json::JsonValue* targets = json->Find("target_modules");
   std::vector<std::string> names;
   if (targets != nullptr && targets->is_string()) {
     // PEFT reads a string as a regular expression; only the plain names and
@@ -144,7 +145,7 @@ absl::StatusOr<AdapterConfig> ParseConfig(const std::string& path,
       names.push_back(targets->string_value());
     }
   } else if (targets != nullptr && targets->is_array()) {
-    for (const json::JsonValue& t : targets->array_items()) {
+    for (const base::json::JsonValue& t : targets->array_items()) {
       if (!t.is_string()) {
         return absl::InvalidArgumentError(
             absl::StrCat(path, ": target_modules must be a list of strings"));
@@ -229,7 +230,8 @@ std::vector<float> Transpose(const std::vector<float>& m, int64_t rows, int64_t 
 const char* LoraModuleName(LoraModule module) { return kModuleNames[static_cast<int>(module)]; }
 
 absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
-    const std::string& dir, const loader::ModelConfig& config, const LoraLoadOptions& options) {
+    const std::string& dir, const worker::loader::ModelConfig& config,
+    const LoraLoadOptions& options) {
   if (config.architecture != "llama") {
     return absl::UnimplementedError(
         absl::StrCat("LoRA adapters are supported for the Llama "
@@ -252,8 +254,9 @@ absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
   absl::StatusOr<std::string> bytes =
       ReadAdapterFile(weights_path, options.root, options.max_weights_bytes);
   if (!bytes.ok()) return bytes.status();
-  absl::StatusOr<std::unique_ptr<loader::SafetensorsFile>> file = loader::SafetensorsFile::Parse(
-      reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(), weights_path);
+  absl::StatusOr<std::unique_ptr<worker::loader::SafetensorsFile>> file =
+      worker::loader::SafetensorsFile::Parse(reinterpret_cast<const uint8_t*>(bytes->data()),
+                                             bytes->size(), weights_path);
   if (!file.ok()) return file.status();
 
   auto adapter = std::make_shared<LoraAdapter>();
@@ -272,7 +275,7 @@ absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
   a.layers.resize(config.num_layers);
   std::vector<bool> module_seen(kNumLoraModules, false);
   const int64_t r = a.rank;
-  for (const loader::SafetensorsTensor& t : (*file)->tensors()) {
+  for (const worker::loader::SafetensorsTensor& t : (*file)->tensors()) {
     TensorKey key;
     if (!ParseTensorKey(t.name, config.num_layers, &key)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -294,13 +297,13 @@ absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
           absl::StrCat(weights_path, ": tensor '", t.name, "' has shape ", ShapeString(t.shape),
                        ", expected ", ShapeString(want), " (rank ", r, ")"));
     }
-    if (!cpu::CanDequantize(t.type)) {
+    if (!kernels::cpu::CanDequantize(t.type)) {
       return absl::UnimplementedError(absl::StrCat(
           weights_path, ": tensor '", t.name, "' has type ",
-          std::string(cpu::GgmlTypeName(t.type)), ", which the CPU kernels do not run"));
+          std::string(kernels::cpu::GgmlTypeName(t.type)), ", which the CPU kernels do not run"));
     }
     std::vector<float> values(want[0] * want[1]);
-    cpu::DequantizeRow(t.type, t.data, values.data(), values.size());
+    kernels::cpu::DequantizeRow(t.type, t.data, values.data(), values.size());
     // One NaN/Inf would poison every logit of every sequence using it.
     if (!std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); })) {
       return absl::InvalidArgumentError(absl::StrCat(weights_path, ": tensor '", t.name,

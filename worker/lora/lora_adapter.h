@@ -81,7 +81,8 @@ struct LoraLoadOptions {
 // base weights. For GGUF "llama" checkpoints (config.rope_interleaved) the
 // rows of q/k's B are permuted the way llama.cpp permuted the base q/k rows.
 absl::StatusOr<std::shared_ptr<const LoraAdapter>> LoadLoraAdapter(
-    const std::string& dir, const loader::ModelConfig& config, const LoraLoadOptions& options = {});
+    const std::string& dir, const worker::loader::ModelConfig& config,
+    const LoraLoadOptions& options = {});
 
 }  // namespace rill::worker
 

@@ -30,8 +30,8 @@ class LoraAdapterTest : public ::testing::Test {
     ASSERT_TRUE(
         testing::WriteGgufModel(dir_ + "/model.gguf", spec_, testing::RandomModel(spec_, &rng_))
             .ok());
-    absl::StatusOr<std::unique_ptr<loader::Checkpoint>> c =
-        loader::LoadCheckpoint(dir_ + "/model.gguf");
+    absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> c =
+        worker::loader::LoadCheckpoint(dir_ + "/model.gguf");
     ASSERT_TRUE(c.ok()) << c.status();
     ckpt_ = std::move(*c);
   }
@@ -56,7 +56,7 @@ class LoraAdapterTest : public ::testing::Test {
   TinySpec spec_;
   std::mt19937 rng_{42};
   std::string dir_;
-  std::unique_ptr<loader::Checkpoint> ckpt_;
+  std::unique_ptr<worker::loader::Checkpoint> ckpt_;
 };
 
 void ExpectError(const absl::StatusOr<std::shared_ptr<const LoraAdapter>>& r, absl::StatusCode code,
@@ -183,7 +183,7 @@ TEST_F(LoraAdapterTest, Bf16TensorsLoadLikeTheirF32Values) {
   AdapterSpec a;
   a.targets = {"q_proj", "down_proj"};
   testing::Weights t = testing::RandomAdapter(spec_, a, &rng_);
-  loader::SafetensorsWriter bf16;
+  worker::loader::SafetensorsWriter bf16;
   for (auto& [name, tensor] : t) {
     std::string data(tensor.values.size() * 2, '\0');
     for (size_t i = 0; i < tensor.values.size(); ++i) {
@@ -223,7 +223,7 @@ TEST_F(LoraAdapterTest, CorruptWeightsFileIsInvalidArgument) {
 }
 
 TEST_F(LoraAdapterTest, NonLlamaArchitectureIsUnimplemented) {
-  loader::ModelConfig gpt2 = ckpt_->config();
+  worker::loader::ModelConfig gpt2 = ckpt_->config();
   gpt2.architecture = "gpt2";
   AdapterSpec a;
   ASSERT_TRUE(WriteAndLoad("for_gpt2", a).ok());
@@ -240,12 +240,12 @@ TEST_F(LoraAdapterTest, ForwardRefusesAdapterOfAnotherModel) {
   ASSERT_TRUE(
       testing::WriteGgufModel(dir_ + "/deeper.gguf", deeper, testing::RandomModel(deeper, &rng_))
           .ok());
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> c =
-      loader::LoadCheckpoint(dir_ + "/deeper.gguf");
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> c =
+      worker::loader::LoadCheckpoint(dir_ + "/deeper.gguf");
   ASSERT_TRUE(c.ok());
-  cpu::ThreadPool pool(1);
+  kernels::cpu::ThreadPool pool(1);
   absl::StatusOr<std::unique_ptr<CausalLm>> model =
-      CreateCausalLm(std::shared_ptr<const loader::Checkpoint>(std::move(*c)), &pool);
+      CreateCausalLm(std::shared_ptr<const worker::loader::Checkpoint>(std::move(*c)), &pool);
   ASSERT_TRUE(model.ok());
   absl::StatusOr<PagedKvCache> cache = PagedKvCache::Create((*model)->CacheShape(2, 16));
   ASSERT_TRUE(cache.ok());

@@ -29,9 +29,9 @@ absl::Status CheckLoraAdapters(const ForwardBatch& batch, int64_t hidden_size, i
 }
 
 void ApplyLora(const LoraTokenMap& map, int64_t t0, int64_t m, int64_t layer, LoraModule module,
-               const float* x, float* y, cpu::ThreadPool* pool) {
+               const float* x, float* y, kernels::cpu::ThreadPool* pool) {
   if (!map.any()) return;
-  cpu::ParallelFor(pool, m, 4, [&](int64_t begin, int64_t end) {
+  kernels::cpu::ParallelFor(pool, m, 4, [&](int64_t begin, int64_t end) {
     std::vector<float> ax, delta;
     for (int64_t i = begin; i < end; ++i) {
       const LoraAdapter* a = map.adapter(t0 + i);

@@ -39,7 +39,7 @@ absl::Status CheckLoraAdapters(const ForwardBatch& batch, int64_t hidden_size, i
 // (layer, module). x: [m][in] row-major, y: [m][out], with in/out the
 // projection's (the adapter's weights carry them).
 void ApplyLora(const LoraTokenMap& map, int64_t t0, int64_t m, int64_t layer, LoraModule module,
-               const float* x, float* y, cpu::ThreadPool* pool);
+               const float* x, float* y, kernels::cpu::ThreadPool* pool);
 
 }  // namespace rill::worker
 

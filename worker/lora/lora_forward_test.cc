@@ -36,12 +36,13 @@ double RelL2(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(num / (den + 1e-30));
 }
 
-std::unique_ptr<CausalLm> LoadModel(const std::string& path, cpu::ThreadPool* pool) {
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
+std::unique_ptr<CausalLm> LoadModel(const std::string& path, kernels::cpu::ThreadPool* pool) {
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(path);
   EXPECT_TRUE(ckpt.ok()) << ckpt.status();
   if (!ckpt.ok()) return nullptr;
   absl::StatusOr<std::unique_ptr<CausalLm>> m =
-      CreateCausalLm(std::shared_ptr<const loader::Checkpoint>(std::move(*ckpt)), pool);
+      CreateCausalLm(std::shared_ptr<const worker::loader::Checkpoint>(std::move(*ckpt)), pool);
   EXPECT_TRUE(m.ok()) << m.status();
   return m.ok() ? std::move(*m) : nullptr;
 }
@@ -105,7 +106,7 @@ TEST_P(MergedEquivalenceTest, AdapterEqualsOfflineMergedWeights) {
                   .ok());
   ASSERT_TRUE(testing::WriteAdapter(dir + "/adapter", c.adapter, adapter).ok());
 
-  cpu::ThreadPool pool(0);
+  kernels::cpu::ThreadPool pool(0);
   std::unique_ptr<CausalLm> model = LoadModel(dir + "/base.gguf", &pool);
   std::unique_ptr<CausalLm> merged = LoadModel(dir + "/merged.gguf", &pool);
   ASSERT_TRUE(model && merged);
@@ -163,10 +164,10 @@ TEST(DefaultModelLoraTest, AdapterEqualsOfflineMergedWeights) {
   const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(1));
   std::cout << "seed " << seed << "\n";
   std::mt19937 rng(seed);
-  cpu::ThreadPool pool(0);
+  kernels::cpu::ThreadPool pool(0);
   std::unique_ptr<CausalLm> model = LoadModel(path, &pool);
   ASSERT_TRUE(model);
-  const loader::ModelConfig& c = model->config();
+  const worker::loader::ModelConfig& c = model->config();
   TinySpec spec;
   spec.hidden = c.hidden_size;
   spec.heads = c.num_heads;
@@ -212,7 +213,7 @@ TEST(MixedLoraBatchTest, EverySequenceGetsWhatItGetsAlone) {
   const std::string dir = absl::StrCat(testing::TempDir(), "/mixed");
   ASSERT_TRUE(
       testing::WriteGgufModel(dir + "/base.gguf", spec, testing::RandomModel(spec, &rng)).ok());
-  cpu::ThreadPool pool(0);
+  kernels::cpu::ThreadPool pool(0);
   std::unique_ptr<CausalLm> model = LoadModel(dir + "/base.gguf", &pool);
   ASSERT_TRUE(model);
   const std::vector<AdapterSpec> specs = {AdapterSpec{}, Targets({"q_proj", "v_proj"}, 8, 16),

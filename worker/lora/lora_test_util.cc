@@ -114,7 +114,7 @@ Weights RandomModel(const TinySpec& s, std::mt19937* rng) {
 absl::Status WriteGgufModel(const std::string& path, const TinySpec& s, const Weights& w) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  loader::GgufWriter g;
+  worker::loader::GgufWriter g;
   const std::string a = s.arch + ".";
   g.AddString("general.architecture", s.arch);
   g.AddUint32(a + "embedding_length", s.hidden);
@@ -192,7 +192,7 @@ absl::Status WriteAdapter(const std::string& dir, const AdapterSpec& a, const We
   if (ec) return absl::InternalError(absl::StrCat("mkdir ", dir, ": ", ec.message()));
   std::ofstream(dir + "/adapter_config.json")
       << (config_json.empty() ? AdapterConfigJson(a) : config_json);
-  loader::SafetensorsWriter st;
+  worker::loader::SafetensorsWriter st;
   for (const auto& [name, t] : tensors) st.AddF32Tensor(name, t.shape, t.values);
   return st.WriteFile(dir + "/adapter_model.safetensors");
 }
@@ -224,15 +224,17 @@ Weights Merge(const Weights& model, const AdapterSpec& a, const Weights& adapter
 
 absl::Status WriteMergedGguf(const std::string& src, const std::string& dst, const AdapterSpec& a,
                              const Weights& adapter) {
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(src);
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(src);
   if (!ckpt.ok()) return ckpt.status();
-  const loader::ModelConfig& c = (*ckpt)->config();
+  const worker::loader::ModelConfig& c = (*ckpt)->config();
   if (c.architecture != "llama" || !c.rope_interleaved) {
     return absl::InvalidArgumentError("WriteMergedGguf: GGUF llama models only");
   }
-  absl::StatusOr<std::unique_ptr<loader::GgufFile>> file = loader::GgufFile::Open(src);
+  absl::StatusOr<std::unique_ptr<worker::loader::GgufFile>> file =
+      worker::loader::GgufFile::Open(src);
   if (!file.ok()) return file.status();
-  loader::GgufWriter g;
+  worker::loader::GgufWriter g;
   g.AddString("general.architecture", "llama");
   g.AddUint32("llama.embedding_length", c.hidden_size);
   g.AddUint32("llama.block_count", c.num_layers);
@@ -244,11 +246,11 @@ absl::Status WriteMergedGguf(const std::string& src, const std::string& dst, con
   g.AddUint32("llama.vocab_size", c.vocab_size);
   g.AddFloat32("llama.rope.freq_base", c.rope_theta);
   g.AddFloat32("llama.attention.layer_norm_rms_epsilon", c.rms_norm_eps);
-  if (c.rope_scaling.type != loader::RopeScaling::Type::kNone) {
+  if (c.rope_scaling.type != worker::loader::RopeScaling::Type::kNone) {
     return absl::UnimplementedError("WriteMergedGguf: rope scaling is not copied");
   }
   const double scale = AdapterScale(a);
-  for (const loader::GgufTensorInfo& t : (*file)->tensors()) {
+  for (const worker::loader::GgufTensorInfo& t : (*file)->tensors()) {
     const std::string name(t.name);
     const Proj* proj = nullptr;
     int64_t layer = -1;
@@ -268,14 +270,16 @@ absl::Status WriteMergedGguf(const std::string& src, const std::string& dst, con
       continue;
     }
     const int64_t in = t.ne[0], out = t.ne[1];
-    if (!cpu::CanDequantize(t.type)) {
-      return absl::UnimplementedError(absl::StrCat(
-          name, ": type ", std::string(cpu::GgmlTypeName(t.type)), " does not dequantize"));
+    if (!kernels::cpu::CanDequantize(t.type)) {
+      return absl::UnimplementedError(absl::StrCat(name, ": type ",
+                                                   std::string(kernels::cpu::GgmlTypeName(t.type)),
+                                                   " does not dequantize"));
     }
     std::vector<float> w(in * out);
     const size_t row_bytes = t.nbytes / out;
     for (int64_t r = 0; r < out; ++r) {
-      cpu::DequantizeRow(t.type, static_cast<const char*>(t.data) + r * row_bytes, &w[r * in], in);
+      kernels::cpu::DequantizeRow(t.type, static_cast<const char*>(t.data) + r * row_bytes,
+                                  &w[r * in], in);
     }
     const Tensor& ta = adapter.at(stem + ".lora_A.weight");
     const Tensor& tb = adapter.at(stem + ".lora_B.weight");

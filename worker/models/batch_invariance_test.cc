@@ -44,14 +44,15 @@ class BatchInvarianceTest : public ::testing::TestWithParam<Path> {
   void SetUp() override {
     const std::string path = rill::testing::DefaultModelPath();
     ASSERT_EQ(access(path.c_str(), R_OK), 0) << "default model missing: run tools/setup.sh";
-    absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
+    absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+        worker::loader::LoadCheckpoint(path);
     ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-    pool_ = std::make_unique<cpu::ThreadPool>(0);
-    cpu::KernelPlanOptions plan_options;
+    pool_ = std::make_unique<kernels::cpu::ThreadPool>(0);
+    kernels::cpu::KernelPlanOptions plan_options;
     plan_options.matmul = GetParam() == Path::kFast    ? "q8"
                           : GetParam() == Path::kInt16 ? "int16"
                                                        : "exact";
-    absl::StatusOr<cpu::KernelPlan> plan = cpu::ChooseKernelPlan(plan_options);
+    absl::StatusOr<kernels::cpu::KernelPlan> plan = kernels::cpu::ChooseKernelPlan(plan_options);
     if (absl::IsFailedPrecondition(plan.status())) GTEST_SKIP() << plan.status();
     ASSERT_TRUE(plan.ok()) << plan.status();
     absl::StatusOr<std::unique_ptr<CausalLm>> model =
@@ -67,7 +68,7 @@ class BatchInvarianceTest : public ::testing::TestWithParam<Path> {
     return t;
   }
 
-  std::unique_ptr<cpu::ThreadPool> pool_;
+  std::unique_ptr<kernels::cpu::ThreadPool> pool_;
   std::unique_ptr<CausalLm> model_;
 };
 
@@ -88,10 +89,10 @@ TEST_P(BatchInvarianceTest, AloneBatchedAndChunkedAgree) {
     for (int i = 0; i < n; ++i) fresh[s].push_back(token(rng));
   }
   auto new_cache = [&] {
-    absl::StatusOr<PagedKvCache> c =
-        PagedKvCache::Create(model_->CacheShape(
-            kBlocksPerSeq * kSeqs, kBlockSize,
-            GetParam() == Path::kExactF16Kv ? cpu::KvDtype::kF16 : cpu::KvDtype::kF32));
+    absl::StatusOr<PagedKvCache> c = PagedKvCache::Create(
+        model_->CacheShape(kBlocksPerSeq * kSeqs, kBlockSize,
+                           GetParam() == Path::kExactF16Kv ? kernels::cpu::KvDtype::kF16
+                                                           : kernels::cpu::KvDtype::kF32));
     EXPECT_TRUE(c.ok());
     return std::make_unique<PagedKvCache>(std::move(*c));
   };
@@ -157,9 +158,10 @@ INSTANTIATE_TEST_SUITE_P(MatmulPaths, BatchInvarianceTest,
 TEST(F16KvCacheTest, LogitsStayCloseToTheF32Cache) {
   const std::string path = rill::testing::DefaultModelPath();
   ASSERT_EQ(access(path.c_str(), R_OK), 0) << "default model missing: run tools/setup.sh";
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(path);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  cpu::ThreadPool pool(0);
+  kernels::cpu::ThreadPool pool(0);
   absl::StatusOr<std::unique_ptr<CausalLm>> model =
       CreateCausalLm(std::move(*ckpt), &pool, ModelOptions{});
   ASSERT_TRUE(model.ok()) << model.status();
@@ -171,10 +173,10 @@ TEST(F16KvCacheTest, LogitsStayCloseToTheF32Cache) {
   for (int32_t& t : prompt) t = token(rng);
   std::vector<int32_t> table(kBlocksPerSeq);
   for (int i = 0; i < kBlocksPerSeq; ++i) table[i] = i;
-  absl::StatusOr<PagedKvCache> c32 =
-      PagedKvCache::Create((*model)->CacheShape(kBlocksPerSeq, kBlockSize, cpu::KvDtype::kF32));
-  absl::StatusOr<PagedKvCache> c16 =
-      PagedKvCache::Create((*model)->CacheShape(kBlocksPerSeq, kBlockSize, cpu::KvDtype::kF16));
+  absl::StatusOr<PagedKvCache> c32 = PagedKvCache::Create(
+      (*model)->CacheShape(kBlocksPerSeq, kBlockSize, kernels::cpu::KvDtype::kF32));
+  absl::StatusOr<PagedKvCache> c16 = PagedKvCache::Create(
+      (*model)->CacheShape(kBlocksPerSeq, kBlockSize, kernels::cpu::KvDtype::kF16));
   ASSERT_TRUE(c32.ok() && c16.ok());
   EXPECT_EQ(c16->bytes() * 2, c32->bytes());
   EXPECT_EQ(c16->shape().block_bytes() * 2, c32->shape().block_bytes());
@@ -236,9 +238,10 @@ TEST(F16KvCacheTest, LogitsStayCloseToTheF32Cache) {
 
 TEST(ForwardValidationTest, RejectsBadBatchesWithClearErrors) {
   const std::string path = rill::testing::DefaultModelPath();
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(path);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  cpu::ThreadPool pool(1);
+  kernels::cpu::ThreadPool pool(1);
   absl::StatusOr<std::unique_ptr<CausalLm>> model = CreateCausalLm(std::move(*ckpt), &pool);
   ASSERT_TRUE(model.ok());
   absl::StatusOr<PagedKvCache> cache = PagedKvCache::Create((*model)->CacheShape(4, kBlockSize));

@@ -15,14 +15,14 @@ namespace rill::worker {
 namespace {
 
 struct BertLayer {
-  cpu::WeightMatrix q, k, v, o, up, down;
+  kernels::cpu::WeightMatrix q, k, v, o, up, down;
   std::vector<float> q_b, k_b, v_b, o_b, up_b, down_b;
   std::vector<float> attn_ln_w, attn_ln_b, out_ln_w, out_ln_b;
 };
 
 // BERT's "gelu": the exact erf form (GPT-2's tanh approximation differs by
 // up to ~1e-3, enough to move embeddings visibly).
-void GeluErf(float* x, int64_t n, cpu::ThreadPool* pool) {
+void GeluErf(float* x, int64_t n, kernels::cpu::ThreadPool* pool) {
   pool->ParallelFor(n, 4096, [x](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * static_cast<float>(M_SQRT1_2)));
@@ -32,12 +32,12 @@ void GeluErf(float* x, int64_t n, cpu::ThreadPool* pool) {
 
 class Bert : public Encoder {
  public:
-  Bert(std::shared_ptr<const loader::Checkpoint> ckpt, cpu::ThreadPool* pool,
+  Bert(std::shared_ptr<const worker::loader::Checkpoint> ckpt, kernels::cpu::ThreadPool* pool,
        const ModelOptions& options)
       : Encoder(std::move(ckpt), pool, options) {}
 
   absl::Status Bind() {
-    const loader::ModelConfig& c = config();
+    const worker::loader::ModelConfig& c = config();
     const int64_t h = c.hidden_size, f = c.intermediate_size;
     // Embedding tables are read row by row (EmbedTokens); the matrices get
     // f32 activations so the encoder matches the float64 reference closely.
@@ -72,9 +72,9 @@ class Bert : public Encoder {
     // Always the exact path (above), with the plan's weight layout: the
     // interleaved kernels keep its numerics; int16 and q8 do not, so their
     // plans leave the file's rows.
-    if (options_.kernel_plan.matmul == cpu::MatmulKind::kExact) {
+    if (options_.kernel_plan.matmul == kernels::cpu::MatmulKind::kExact) {
       for (BertLayer& L : layers_) {
-        for (cpu::WeightMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.up, &L.down}) {
+        for (kernels::cpu::WeightMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.up, &L.down}) {
           PackForKernelPlan(options_.kernel_plan, *checkpoint_, w);
         }
       }
@@ -85,7 +85,7 @@ class Bert : public Encoder {
  protected:
   absl::Status EncodeValidated(const std::vector<EncoderInput>& batch,
                                std::vector<std::vector<float>>* hidden) override {
-    const loader::ModelConfig& c = config();
+    const worker::loader::ModelConfig& c = config();
     const int64_t h = c.hidden_size, f = c.intermediate_size;
     const float eps = static_cast<float>(c.layer_norm_eps);
     std::vector<int32_t> tokens, positions, types;
@@ -109,35 +109,37 @@ class Bert : public Encoder {
 
     EmbedTokens(word_, tokens, x_.data(), pool_);
     EmbedTokens(pos_, positions, tmp_.data(), pool_);
-    cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
+    kernels::cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
     EmbedTokens(types_, types, tmp_.data(), pool_);
-    cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
-    cpu::LayerNorm(x_.data(), emb_ln_w_.data(), emb_ln_b_.data(), n, h, eps, x_.data());
+    kernels::cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
+    kernels::cpu::LayerNorm(x_.data(), emb_ln_w_.data(), emb_ln_b_.data(), n, h, eps, x_.data());
 
     for (const BertLayer& L : layers_) {
-      cpu::MatMul(L.q, x_.data(), n, q_.data(), pool_);
-      cpu::MatMul(L.k, x_.data(), n, k_.data(), pool_);
-      cpu::MatMul(L.v, x_.data(), n, v_.data(), pool_);
+      kernels::cpu::MatMul(L.q, x_.data(), n, q_.data(), pool_);
+      kernels::cpu::MatMul(L.k, x_.data(), n, k_.data(), pool_);
+      kernels::cpu::MatMul(L.v, x_.data(), n, v_.data(), pool_);
       AddBiasRows(q_.data(), L.q_b.data(), n, h);
       AddBiasRows(k_.data(), L.k_b.data(), n, h);
       AddBiasRows(v_.data(), L.v_b.data(), n, h);
       Attend(begin);
-      cpu::MatMul(L.o, attn_.data(), n, tmp_.data(), pool_);
+      kernels::cpu::MatMul(L.o, attn_.data(), n, tmp_.data(), pool_);
       AddBiasRows(tmp_.data(), L.o_b.data(), n, h);
-      cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
-      cpu::LayerNorm(x_.data(), L.attn_ln_w.data(), L.attn_ln_b.data(), n, h, eps, x_.data());
+      kernels::cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
+      kernels::cpu::LayerNorm(x_.data(), L.attn_ln_w.data(), L.attn_ln_b.data(), n, h, eps,
+                              x_.data());
 
       // Per-token MLP in slices of kFfnTokens (same results; bounded scratch).
       for (int64_t t0 = 0; t0 < n; t0 += kFfnTokens) {
         const int64_t m = std::min(kFfnTokens, n - t0);
-        cpu::MatMul(L.up, x_.data() + t0 * h, m, ffn_.data(), pool_);
+        kernels::cpu::MatMul(L.up, x_.data() + t0 * h, m, ffn_.data(), pool_);
         AddBiasRows(ffn_.data(), L.up_b.data(), m, f);
         GeluErf(ffn_.data(), m * f, pool_);
-        cpu::MatMul(L.down, ffn_.data(), m, tmp_.data() + t0 * h, pool_);
+        kernels::cpu::MatMul(L.down, ffn_.data(), m, tmp_.data() + t0 * h, pool_);
       }
       AddBiasRows(tmp_.data(), L.down_b.data(), n, h);
-      cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
-      cpu::LayerNorm(x_.data(), L.out_ln_w.data(), L.out_ln_b.data(), n, h, eps, x_.data());
+      kernels::cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
+      kernels::cpu::LayerNorm(x_.data(), L.out_ln_w.data(), L.out_ln_b.data(), n, h, eps,
+                              x_.data());
     }
     hidden->assign(batch.size(), {});
     for (size_t s = 0; s < batch.size(); ++s) {
@@ -151,7 +153,7 @@ class Bert : public Encoder {
   // sqrt(d)) v per head. Work items are (sequence, head, query) rows, each
   // computed the same way whatever the batch, so results are batch invariant.
   void Attend(const std::vector<int64_t>& begin) {
-    const loader::ModelConfig& c = config();
+    const worker::loader::ModelConfig& c = config();
     const int64_t h = c.hidden_size, d = c.head_dim, heads = c.num_heads;
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     std::vector<int64_t> row_seq;  // Query token -> its sequence.
@@ -172,7 +174,7 @@ class Bert : public Encoder {
           for (int64_t x = 0; x < d; ++x) dot += q[x] * k[x];
           scores[j - b] = dot * scale;
         }
-        cpu::Softmax(scores.data(), e - b);
+        kernels::cpu::Softmax(scores.data(), e - b);
         float* out = attn_.data() + t * h + hd * d;
         std::fill(out, out + d, 0.0f);
         for (int64_t j = b; j < e; ++j) {
@@ -184,17 +186,17 @@ class Bert : public Encoder {
     });
   }
 
-  cpu::WeightMatrix word_, pos_, types_;
+  kernels::cpu::WeightMatrix word_, pos_, types_;
   std::vector<float> emb_ln_w_, emb_ln_b_;
   std::vector<BertLayer> layers_;
-  cpu::AlignedFloats x_, tmp_, q_, k_, v_, attn_, ffn_;
+  kernels::cpu::AlignedFloats x_, tmp_, q_, k_, v_, attn_, ffn_;
   static constexpr int64_t kFfnTokens = 256;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Encoder>> CreateBert(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
+    std::shared_ptr<const worker::loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
     const ModelOptions& options) {
   auto model = std::make_unique<Bert>(std::move(checkpoint), pool, options);
   absl::Status s = model->Bind();

@@ -12,7 +12,7 @@
 namespace rill::worker {
 
 absl::StatusOr<std::unique_ptr<Encoder>> CreateBert(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
+    std::shared_ptr<const worker::loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
     const ModelOptions& options);
 
 }  // namespace rill::worker

@@ -25,11 +25,11 @@ namespace {
 class BertTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
-        loader::LoadCheckpoint(base::DefaultEmbedModelPath());
+    absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+        worker::loader::LoadCheckpoint(base::DefaultEmbedModelPath());
     ASSERT_TRUE(ckpt.ok()) << ckpt.status() << " (run tools/setup.sh)";
-    checkpoint_ = std::shared_ptr<const loader::Checkpoint>(std::move(*ckpt));
-    pool_ = new cpu::ThreadPool(0);
+    checkpoint_ = std::shared_ptr<const worker::loader::Checkpoint>(std::move(*ckpt));
+    pool_ = new kernels::cpu::ThreadPool(0);
     absl::StatusOr<std::unique_ptr<Encoder>> enc = CreateEncoder(checkpoint_, pool_);
     ASSERT_TRUE(enc.ok()) << enc.status();
     encoder_ = enc->release();
@@ -47,12 +47,12 @@ class BertTest : public ::testing::Test {
     return *Pool(hidden[0].data(), ids.size(), encoder_->config().hidden_size, PoolingSpec{});
   }
 
-  static std::shared_ptr<const loader::Checkpoint> checkpoint_;
-  static cpu::ThreadPool* pool_;
+  static std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
+  static kernels::cpu::ThreadPool* pool_;
   static Encoder* encoder_;
 };
-std::shared_ptr<const loader::Checkpoint> BertTest::checkpoint_;
-cpu::ThreadPool* BertTest::pool_ = nullptr;
+std::shared_ptr<const worker::loader::Checkpoint> BertTest::checkpoint_;
+kernels::cpu::ThreadPool* BertTest::pool_ = nullptr;
 Encoder* BertTest::encoder_ = nullptr;
 
 std::vector<std::vector<int32_t>> ReadIds(const std::string& path) {
@@ -72,7 +72,7 @@ std::vector<std::vector<int32_t>> ReadIds(const std::string& path) {
 }
 
 TEST_F(BertTest, ConfigIsMiniLm) {
-  const loader::ModelConfig& c = encoder_->config();
+  const worker::loader::ModelConfig& c = encoder_->config();
   EXPECT_EQ(c.architecture, "bert");
   EXPECT_EQ(c.hidden_size, 384);
   EXPECT_EQ(c.num_layers, 6);

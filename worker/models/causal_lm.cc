@@ -9,7 +9,8 @@
 
 namespace rill::worker {
 
-KvCacheShape CausalLm::CacheShape(int num_blocks, int block_size, cpu::KvDtype dtype) const {
+KvCacheShape CausalLm::CacheShape(int num_blocks, int block_size,
+                                  kernels::cpu::KvDtype dtype) const {
   KvCacheShape shape;
   shape.dtype = dtype;
   shape.num_layers = config().num_layers;
@@ -22,7 +23,7 @@ KvCacheShape CausalLm::CacheShape(int num_blocks, int block_size, cpu::KvDtype d
 
 absl::Status CausalLm::Forward(const ForwardBatch& batch, PagedKvCache* cache,
                                ForwardOutput* out) {
-  const loader::ModelConfig& cfg = config();
+  const worker::loader::ModelConfig& cfg = config();
   const KvCacheShape& shape = cache->shape();
   if (shape.num_layers != cfg.num_layers || shape.num_kv_heads != cache_kv_heads_ ||
       shape.head_dim != cfg.head_dim) {
@@ -49,7 +50,7 @@ absl::Status CausalLm::Forward(const ForwardBatch& batch, PagedKvCache* cache,
 }
 
 absl::StatusOr<std::unique_ptr<CausalLm>> CreateCausalLm(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
+    std::shared_ptr<const worker::loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
     const ModelOptions& options) {
   const std::string& arch = checkpoint->config().architecture;
   if (arch == "llama") return CreateLlama(std::move(checkpoint), pool, options);

@@ -24,7 +24,7 @@ struct ModelOptions {
   // process at load: exact (f32 activations; the default), int16 (VNNI-packed
   // weights) or q8 (8-bit activations), and whether exact weights are
   // interleaved. Every model family packs its weights for it.
-  cpu::KernelPlan kernel_plan = cpu::DefaultKernelPlan();
+  kernels::cpu::KernelPlan kernel_plan = kernels::cpu::DefaultKernelPlan();
   // Tensor parallelism: this process runs rank comm->rank() of
   // comm->world_size() (see tp_plan.h) and all-reduces through it. Null: the
   // whole model. Must outlive the model.
@@ -35,14 +35,14 @@ class CausalLm {
  public:
   virtual ~CausalLm() = default;
 
-  const loader::ModelConfig& config() const { return checkpoint_->config(); }
-  const loader::Checkpoint& checkpoint() const { return *checkpoint_; }
+  const worker::loader::ModelConfig& config() const { return checkpoint_->config(); }
+  const worker::loader::Checkpoint& checkpoint() const { return *checkpoint_; }
 
   // The KV cache layout this model needs for `num_blocks` blocks (this
   // rank's K/V heads under tensor parallelism).
   // `dtype` is how the cache stores K/V (f16 halves its memory).
   KvCacheShape CacheShape(int num_blocks, int block_size,
-                          cpu::KvDtype dtype = cpu::KvDtype::kF32) const;
+                          kernels::cpu::KvDtype dtype = kernels::cpu::KvDtype::kF32) const;
 
   // Computes the batch's logits and writes the new tokens' K/V into `cache`.
   // InvalidArgument (and no cache writes) when a token id is out of range, a
@@ -58,8 +58,8 @@ class CausalLm {
   virtual bool SupportsLora() const { return false; }
 
  protected:
-  CausalLm(std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
-           const ModelOptions& options)
+  CausalLm(std::shared_ptr<const worker::loader::Checkpoint> checkpoint,
+           kernels::cpu::ThreadPool* pool, const ModelOptions& options)
       : checkpoint_(std::move(checkpoint)),
         pool_(pool),
         options_(options),
@@ -69,8 +69,8 @@ class CausalLm {
   virtual absl::Status ForwardValidated(const ForwardBatch& batch, PagedKvCache* cache,
                                         ForwardOutput* out) = 0;
 
-  std::shared_ptr<const loader::Checkpoint> checkpoint_;
-  cpu::ThreadPool* pool_;
+  std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
+  kernels::cpu::ThreadPool* pool_;
   ModelOptions options_;
   // K/V heads held in this process's cache (fewer than the model's on a
   // tensor-parallel rank).
@@ -80,7 +80,7 @@ class CausalLm {
 // Builds the model for the checkpoint's architecture ("llama" family or "gpt2").
 // `pool` must outlive the model.
 absl::StatusOr<std::unique_ptr<CausalLm>> CreateCausalLm(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
+    std::shared_ptr<const worker::loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
     const ModelOptions& options = {});
 
 }  // namespace rill::worker

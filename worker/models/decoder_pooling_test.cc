@@ -38,9 +38,10 @@ double Cosine(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(DecoderPoolingTest, MeanAndLastMatchReferenceInAnyBatch) {
   const std::string path = rill::testing::DefaultModelPath();
   ASSERT_EQ(access(path.c_str(), R_OK), 0) << "default model missing: run tools/setup.sh";
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(path);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  cpu::ThreadPool pool(0);
+  kernels::cpu::ThreadPool pool(0);
   absl::StatusOr<std::unique_ptr<CausalLm>> model = CreateCausalLm(std::move(*ckpt), &pool);
   ASSERT_TRUE(model.ok()) << model.status();
   const int64_t h = (*model)->config().hidden_size;

@@ -7,7 +7,7 @@ namespace rill::worker {
 
 absl::Status Encoder::Encode(const std::vector<EncoderInput>& batch,
                              std::vector<std::vector<float>>* hidden) {
-  const loader::ModelConfig& cfg = config();
+  const worker::loader::ModelConfig& cfg = config();
   for (size_t s = 0; s < batch.size(); ++s) {
     const EncoderInput& in = batch[s];
     if (in.tokens.empty()) {
@@ -39,12 +39,12 @@ absl::Status Encoder::Encode(const std::vector<EncoderInput>& batch,
   return EncodeValidated(batch, hidden);
 }
 
-bool IsEncoderArchitecture(const loader::ModelConfig& config) {
+bool IsEncoderArchitecture(const worker::loader::ModelConfig& config) {
   return config.architecture == "bert";
 }
 
 absl::StatusOr<std::unique_ptr<Encoder>> CreateEncoder(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
+    std::shared_ptr<const worker::loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
     const ModelOptions& options) {
   const std::string& arch = checkpoint->config().architecture;
   if (arch == "bert") return CreateBert(std::move(checkpoint), pool, options);

@@ -26,7 +26,7 @@ class Encoder {
  public:
   virtual ~Encoder() = default;
 
-  const loader::ModelConfig& config() const { return checkpoint_->config(); }
+  const worker::loader::ModelConfig& config() const { return checkpoint_->config(); }
 
   // hidden->at(s): [batch[s].tokens.size()][hidden_size] row-major, the last
   // layer's output. Each sequence's result does not depend on the others in
@@ -36,25 +36,25 @@ class Encoder {
                       std::vector<std::vector<float>>* hidden);
 
  protected:
-  Encoder(std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
-          const ModelOptions& options)
+  Encoder(std::shared_ptr<const worker::loader::Checkpoint> checkpoint,
+          kernels::cpu::ThreadPool* pool, const ModelOptions& options)
       : checkpoint_(std::move(checkpoint)), pool_(pool), options_(options) {}
 
   virtual absl::Status EncodeValidated(const std::vector<EncoderInput>& batch,
                                        std::vector<std::vector<float>>* hidden) = 0;
 
-  std::shared_ptr<const loader::Checkpoint> checkpoint_;
-  cpu::ThreadPool* pool_;
+  std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
+  kernels::cpu::ThreadPool* pool_;
   ModelOptions options_;
 };
 
 // True when the checkpoint is an encoder architecture ("bert").
-bool IsEncoderArchitecture(const loader::ModelConfig& config);
+bool IsEncoderArchitecture(const worker::loader::ModelConfig& config);
 
 // Builds the encoder for the checkpoint; Unimplemented for a decoder.
 // `pool` must outlive the model.
 absl::StatusOr<std::unique_ptr<Encoder>> CreateEncoder(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
+    std::shared_ptr<const worker::loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
     const ModelOptions& options = {});
 
 }  // namespace rill::worker

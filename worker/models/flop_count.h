@@ -13,15 +13,16 @@ namespace rill::worker {
 
 // The matrices one token multiplies: every 2-D tensor of the layers plus the
 // LM head ("output", or the tied embedding).
-std::vector<const loader::TensorRef*> MatMulWeights(const loader::Checkpoint& checkpoint);
+std::vector<const worker::loader::TensorRef*> MatMulWeights(
+    const worker::loader::Checkpoint& checkpoint);
 
 // Weight multiply-adds per token over MatMulWeights (the embedding lookup is
 // free).
-int64_t MatMulMacsPerToken(const loader::Checkpoint& checkpoint);
+int64_t MatMulMacsPerToken(const worker::loader::Checkpoint& checkpoint);
 
 // Attention multiply-adds (q.k and p.v) for one token that sees `context`
 // keys, over all layers and query heads.
-int64_t AttentionMacsPerToken(const loader::ModelConfig& config, int64_t context);
+int64_t AttentionMacsPerToken(const worker::loader::ModelConfig& config, int64_t context);
 
 }  // namespace rill::worker
 

@@ -13,9 +13,9 @@ namespace {
 TEST(FlopCountTest, DefaultModelMatchesTheLlamaFormula) {
   const std::string path = rill::testing::DefaultModelPath();
   if (access(path.c_str(), R_OK) != 0) GTEST_FAIL() << "default model missing: run tools/setup.sh";
-  auto ckpt = loader::LoadCheckpoint(path);
+  auto ckpt = worker::loader::LoadCheckpoint(path);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  const loader::ModelConfig& c = (*ckpt)->config();
+  const worker::loader::ModelConfig& c = (*ckpt)->config();
   ASSERT_TRUE(c.tie_word_embeddings);
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   const int64_t per_layer = h * q + 2 * h * kv + q * h + 3 * h * c.intermediate_size;

@@ -13,19 +13,19 @@ namespace {
 
 struct Gpt2Layer {
   std::vector<float> ln1_w, ln1_b, ln2_w, ln2_b;
-  cpu::WeightMatrix qkv, proj, fc, fc_proj;
+  kernels::cpu::WeightMatrix qkv, proj, fc, fc_proj;
   std::vector<float> qkv_b, proj_b, fc_b, fc_proj_b;
 };
 
 class Gpt2 : public CausalLm {
  public:
-  Gpt2(std::shared_ptr<const loader::Checkpoint> ckpt, cpu::ThreadPool* pool,
+  Gpt2(std::shared_ptr<const worker::loader::Checkpoint> ckpt, kernels::cpu::ThreadPool* pool,
        const ModelOptions& options)
       : CausalLm(std::move(ckpt), pool, options) {}
 
   absl::Status Bind() {
-    const loader::ModelConfig& c = config();
-    const loader::Checkpoint& ck = checkpoint();
+    const worker::loader::ModelConfig& c = config();
+    const worker::loader::Checkpoint& ck = checkpoint();
     if (options_.comm != nullptr && options_.comm->world_size() > 1) {
       return absl::UnimplementedError(
           "tensor parallelism is implemented for the llama family only; run gpt2 models with "
@@ -76,7 +76,7 @@ class Gpt2 : public CausalLm {
     // A tied head: the embedding lookup reads the packed copy too.
     if (head_.data == embed_.data) embed_.packed = head_.packed;
     for (Gpt2Layer& L : layers_) {
-      for (cpu::WeightMatrix* w : {&L.qkv, &L.proj, &L.fc, &L.fc_proj}) {
+      for (kernels::cpu::WeightMatrix* w : {&L.qkv, &L.proj, &L.fc, &L.fc_proj}) {
         PackForKernelPlan(options_.kernel_plan, checkpoint(), w);
       }
     }
@@ -85,7 +85,7 @@ class Gpt2 : public CausalLm {
  protected:
   absl::Status ForwardValidated(const ForwardBatch& batch, PagedKvCache* cache,
                                 ForwardOutput* out) override {
-    const loader::ModelConfig& c = config();
+    const worker::loader::ModelConfig& c = config();
     const BatchLayout layout = LayoutBatch(batch);
     const int64_t n = layout.num_tokens, h = c.hidden_size, f = c.intermediate_size;
     const float eps = static_cast<float>(c.layer_norm_eps);
@@ -105,11 +105,11 @@ class Gpt2 : public CausalLm {
     const uint8_t* pm = precise.empty() ? nullptr : precise.data();
     EmbedTokens(embed_, layout.tokens, x_.data(), pool_);
     EmbedTokens(pos_embed_, layout.positions, tmp_.data(), pool_);
-    cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
+    kernels::cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
     for (int64_t l = 0; l < c.num_layers; ++l) {
       const Gpt2Layer& L = layers_[l];
-      cpu::LayerNorm(x_.data(), L.ln1_w.data(), L.ln1_b.data(), n, h, eps, xn_.data());
-      cpu::MatMul(L.qkv, xn_.data(), n, qkv_.data(), pool_, pm);
+      kernels::cpu::LayerNorm(x_.data(), L.ln1_w.data(), L.ln1_b.data(), n, h, eps, xn_.data());
+      kernels::cpu::MatMul(L.qkv, xn_.data(), n, qkv_.data(), pool_, pm);
       AddBiasRows(qkv_.data(), L.qkv_b.data(), n, 3 * h);
       for (int64_t t = 0; t < n; ++t) {  // Split [q | k | v] per token.
         const float* row = qkv_.data() + t * 3 * h;
@@ -119,30 +119,33 @@ class Gpt2 : public CausalLm {
       }
       WriteKv(batch, layout, l, k_.data(), v_.data(), cache);
       AttendAll(batch, layout, l, q_.data(), c.num_heads, cache, attn_.data(), pool_);
-      cpu::MatMul(L.proj, attn_.data(), n, tmp_.data(), pool_, pm);
+      kernels::cpu::MatMul(L.proj, attn_.data(), n, tmp_.data(), pool_, pm);
       AddBiasRows(tmp_.data(), L.proj_b.data(), n, h);
-      cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
+      kernels::cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
 
-      cpu::LayerNorm(x_.data(), L.ln2_w.data(), L.ln2_b.data(), n, h, eps, xn_.data());
-      cpu::MatMul(L.fc, xn_.data(), n, fc_.data(), pool_, pm);
+      kernels::cpu::LayerNorm(x_.data(), L.ln2_w.data(), L.ln2_b.data(), n, h, eps, xn_.data());
+      kernels::cpu::MatMul(L.fc, xn_.data(), n, fc_.data(), pool_, pm);
       AddBiasRows(fc_.data(), L.fc_b.data(), n, f);
-      cpu::Gelu(fc_.data(), n * f, fc_.data());
-      cpu::MatMul(L.fc_proj, fc_.data(), n, tmp_.data(), pool_, pm);
+      kernels::cpu::Gelu(fc_.data(), n * f, fc_.data());
+      kernels::cpu::MatMul(L.fc_proj, fc_.data(), n, tmp_.data(), pool_, pm);
       AddBiasRows(tmp_.data(), L.fc_proj_b.data(), n, h);
-      cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
+      kernels::cpu::Add(x_.data(), tmp_.data(), n * h, x_.data());
     }
-    EmitHiddenStates(batch, layout, x_.data(), h, [&](float* r, int64_t m) {
-      cpu::LayerNorm(r, lnf_w_.data(), lnf_b_.data(), m, h, eps, r);
-    }, out);
+    EmitHiddenStates(
+        batch, layout, x_.data(), h,
+        [&](float* r, int64_t m) {
+          kernels::cpu::LayerNorm(r, lnf_w_.data(), lnf_b_.data(), m, h, eps, r);
+        },
+        out);
     std::vector<float> rows = GatherLogitRows(layout, x_.data(), h);
     const int64_t nr = rows.size() / h;
-    cpu::LayerNorm(rows.data(), lnf_w_.data(), lnf_b_.data(), nr, h, eps, rows.data());
+    kernels::cpu::LayerNorm(rows.data(), lnf_w_.data(), lnf_b_.data(), nr, h, eps, rows.data());
     ProjectLogits(batch, rows, head_, out, pool_);
     return absl::OkStatus();
   }
 
  private:
-  cpu::WeightMatrix embed_, pos_embed_, head_;
+  kernels::cpu::WeightMatrix embed_, pos_embed_, head_;
   std::vector<float> lnf_w_, lnf_b_;
   std::vector<Gpt2Layer> layers_;
   std::vector<float> x_, xn_, qkv_, q_, k_, v_, attn_, fc_, tmp_;
@@ -151,7 +154,7 @@ class Gpt2 : public CausalLm {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CausalLm>> CreateGpt2(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
+    std::shared_ptr<const worker::loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
     const ModelOptions& options) {
   auto model = std::make_unique<Gpt2>(std::move(checkpoint), pool, options);
   absl::Status s = model->Bind();

@@ -15,11 +15,12 @@ namespace rill::worker {
 namespace {
 
 // The type of tensor `name` when the kernels run it (Unimplemented otherwise).
-absl::StatusOr<cpu::GgmlType> KernelType(const loader::Checkpoint& ckpt,
-                                         const std::string& name, cpu::GgmlType type) {
-  if (!cpu::CanDequantize(type)) {
+absl::StatusOr<kernels::cpu::GgmlType> KernelType(const worker::loader::Checkpoint& ckpt,
+                                                  const std::string& name,
+                                                  kernels::cpu::GgmlType type) {
+  if (!kernels::cpu::CanDequantize(type)) {
     return absl::UnimplementedError(absl::StrCat(ckpt.path(), ": tensor ", name, " has type ",
-                                                 std::string(cpu::GgmlTypeName(type)),
+                                                 std::string(kernels::cpu::GgmlTypeName(type)),
                                                  ", which the CPU kernels do not run"));
   }
   return type;
@@ -27,12 +28,12 @@ absl::StatusOr<cpu::GgmlType> KernelType(const loader::Checkpoint& ckpt,
 
 }  // namespace
 
-absl::StatusOr<cpu::WeightMatrix> BindMatrix(const loader::Checkpoint& ckpt,
-                                             const std::string& name, int64_t rows,
-                                             int64_t cols, bool float_activations) {
-  absl::StatusOr<const loader::TensorRef*> ref = ckpt.Get(name);
+absl::StatusOr<kernels::cpu::WeightMatrix> BindMatrix(const worker::loader::Checkpoint& ckpt,
+                                                      const std::string& name, int64_t rows,
+                                                      int64_t cols, bool float_activations) {
+  absl::StatusOr<const worker::loader::TensorRef*> ref = ckpt.Get(name);
   if (!ref.ok()) return ref.status();
-  const loader::TensorRef& t = **ref;
+  const worker::loader::TensorRef& t = **ref;
   if (t.ne.size() != 2 || t.ne[0] != cols || t.ne[1] != rows) {
     std::string shape;
     for (int64_t d : t.ne) absl::StrAppend(&shape, shape.empty() ? "" : "x", d);
@@ -40,18 +41,18 @@ absl::StatusOr<cpu::WeightMatrix> BindMatrix(const loader::Checkpoint& ckpt,
                                                    " has shape [", shape, "], expected [", cols,
                                                    "x", rows, "] (ggml order)"));
   }
-  absl::StatusOr<cpu::GgmlType> type = KernelType(ckpt, name, t.type);
+  absl::StatusOr<kernels::cpu::GgmlType> type = KernelType(ckpt, name, t.type);
   if (!type.ok()) return type.status();
-  if (!cpu::CanDequantize(*type) || cols % cpu::BlockElems(*type) != 0) {
+  if (!kernels::cpu::CanDequantize(*type) || cols % kernels::cpu::BlockElems(*type) != 0) {
     return absl::UnimplementedError(
         absl::StrCat(ckpt.path(), ": tensor ", name, " cannot be used as a weight matrix"));
   }
-  cpu::WeightMatrix w;
+  kernels::cpu::WeightMatrix w;
   w.type = *type;
   w.rows = rows;
   w.cols = cols;
   w.data = t.data;
-  w.row_stride_bytes = cpu::RowBytes(*type, cols);
+  w.row_stride_bytes = kernels::cpu::RowBytes(*type, cols);
   w.float_activations = float_activations;
   if (w.row_stride_bytes * rows != t.nbytes) {
     return absl::InvalidArgumentError(
@@ -60,49 +61,50 @@ absl::StatusOr<cpu::WeightMatrix> BindMatrix(const loader::Checkpoint& ckpt,
   return w;
 }
 
-bool PackForKernelPlan(const cpu::KernelPlan& plan, const loader::Checkpoint& ckpt,
-                       cpu::WeightMatrix* w) {
-  if (!cpu::PackForKernelPlan(plan, w)) return false;
+bool PackForKernelPlan(const kernels::cpu::KernelPlan& plan, const worker::loader::Checkpoint& ckpt,
+                       kernels::cpu::WeightMatrix* w) {
+  if (!kernels::cpu::PackForKernelPlan(plan, w)) return false;
   ckpt.ReleaseTensorPages(w->data, w->row_stride_bytes * w->rows);
   return true;
 }
 
-std::vector<uint8_t> PrecisePositionMask(const cpu::KernelPlan& plan,
+std::vector<uint8_t> PrecisePositionMask(const kernels::cpu::KernelPlan& plan,
                                          const std::vector<int32_t>& positions) {
   std::vector<uint8_t> mask;
-  if (plan.matmul != cpu::MatmulKind::kInt16) return mask;
+  if (plan.matmul != kernels::cpu::MatmulKind::kInt16) return mask;
   mask.resize(positions.size());
   for (size_t t = 0; t < positions.size(); ++t) mask[t] = positions[t] < kPrecisePositions;
   return mask;
 }
 
-absl::StatusOr<std::vector<float>> LoadVector(const loader::Checkpoint& ckpt,
+absl::StatusOr<std::vector<float>> LoadVector(const worker::loader::Checkpoint& ckpt,
                                               const std::string& name, int64_t n) {
-  absl::StatusOr<const loader::TensorRef*> ref = ckpt.Get(name);
+  absl::StatusOr<const worker::loader::TensorRef*> ref = ckpt.Get(name);
   if (!ref.ok()) return ref.status();
-  const loader::TensorRef& t = **ref;
+  const worker::loader::TensorRef& t = **ref;
   int64_t count = 1;
   for (int64_t d : t.ne) count *= d;
   if (count != n) {
     return absl::InvalidArgumentError(absl::StrCat(ckpt.path(), ": tensor ", name, " has ",
                                                    count, " elements, expected ", n));
   }
-  absl::StatusOr<cpu::GgmlType> type = KernelType(ckpt, name, t.type);
+  absl::StatusOr<kernels::cpu::GgmlType> type = KernelType(ckpt, name, t.type);
   if (!type.ok()) return type.status();
-  if (!cpu::CanDequantize(*type) || n % cpu::BlockElems(*type) != 0) {
+  if (!kernels::cpu::CanDequantize(*type) || n % kernels::cpu::BlockElems(*type) != 0) {
     return absl::UnimplementedError(
         absl::StrCat(ckpt.path(), ": tensor ", name, " cannot be read as a vector"));
   }
   std::vector<float> out(n);
-  cpu::DequantizeRow(*type, t.data, out.data(), n);
+  kernels::cpu::DequantizeRow(*type, t.data, out.data(), n);
   return out;
 }
 
 void TensorBinder::Matrix(const std::string& name, int64_t rows, int64_t cols,
-                          cpu::WeightMatrix* w) {
+                          kernels::cpu::WeightMatrix* w) {
   if (!status_.ok()) return;
   bound_.insert(name);
-  absl::StatusOr<cpu::WeightMatrix> m = BindMatrix(ckpt_, name, rows, cols, float_activations_);
+  absl::StatusOr<kernels::cpu::WeightMatrix> m =
+      BindMatrix(ckpt_, name, rows, cols, float_activations_);
   if (m.ok()) {
     *w = *m;
   } else {
@@ -151,18 +153,18 @@ BatchLayout LayoutBatch(const ForwardBatch& batch) {
   return layout;
 }
 
-void EmbedTokens(const cpu::WeightMatrix& table, const std::vector<int32_t>& tokens, float* x,
-                 cpu::ThreadPool* pool) {
+void EmbedTokens(const kernels::cpu::WeightMatrix& table, const std::vector<int32_t>& tokens,
+                 float* x, kernels::cpu::ThreadPool* pool) {
   const int64_t width = table.cols;
   pool->ParallelFor(tokens.size(), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       if (table.packed) {
-        cpu::DequantizePackedRow(*table.packed, tokens[t], x + t * width);
+        kernels::cpu::DequantizePackedRow(*table.packed, tokens[t], x + t * width);
         continue;
       }
       const uint8_t* row =
           static_cast<const uint8_t*>(table.data) + tokens[t] * table.row_stride_bytes;
-      cpu::DequantizeRow(table.type, row, x + t * width, width);
+      kernels::cpu::DequantizeRow(table.type, row, x + t * width, width);
     }
   });
 }
@@ -179,20 +181,20 @@ void WriteKv(const ForwardBatch& batch, const BatchLayout& layout, int layer, co
       slots[t] = block * shape.block_size + pos % shape.block_size;
     }
   }
-  cpu::WriteKvSlots(k, v, layout.num_tokens, slots.data(), shape.num_kv_heads, shape.head_dim,
-                    cache->keys(layer), cache->values(layer), shape.dtype);
+  kernels::cpu::WriteKvSlots(k, v, layout.num_tokens, slots.data(), shape.num_kv_heads,
+                             shape.head_dim, cache->keys(layer), cache->values(layer), shape.dtype);
 }
 
 void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer, const float* q,
-               int num_heads, PagedKvCache* cache, float* out, cpu::ThreadPool* pool,
+               int num_heads, PagedKvCache* cache, float* out, kernels::cpu::ThreadPool* pool,
                const AttentionOptions& options) {
   const KvCacheShape& shape = cache->shape();
   const int64_t q_dim = static_cast<int64_t>(num_heads) * shape.head_dim;
-  std::vector<cpu::PagedAttentionArgs> all(batch.sequences.size());
+  std::vector<kernels::cpu::PagedAttentionArgs> all(batch.sequences.size());
   for (size_t s = 0; s < batch.sequences.size(); ++s) {
     const SequenceChunk& seq = batch.sequences[s];
     const int64_t begin = layout.seq_begin[s];
-    cpu::PagedAttentionArgs& args = all[s];
+    kernels::cpu::PagedAttentionArgs& args = all[s];
     args.q = q + begin * q_dim;
     args.out = out + begin * q_dim;
     args.k_cache = cache->keys(layer);
@@ -211,22 +213,22 @@ void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer, 
     args.scale = options.scale;
     args.logit_softcap = options.logit_softcap;
   }
-  cpu::PagedAttentionBatch(all, pool);
+  kernels::cpu::PagedAttentionBatch(all, pool);
 }
 
-absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const loader::ModelConfig& cfg) {
+absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const worker::loader::ModelConfig& cfg) {
   const int64_t half = cfg.head_dim / 2;
   std::vector<float> inv_freq(half);
-  const loader::RopeScaling& sc = cfg.rope_scaling;
+  const worker::loader::RopeScaling& sc = cfg.rope_scaling;
   for (int64_t i = 0; i < half; ++i) {
     double f = std::pow(cfg.rope_theta, -2.0 * i / cfg.head_dim);
     switch (sc.type) {
-      case loader::RopeScaling::Type::kNone:
+      case worker::loader::RopeScaling::Type::kNone:
         break;
-      case loader::RopeScaling::Type::kLinear:
+      case worker::loader::RopeScaling::Type::kLinear:
         f /= sc.factor;
         break;
-      case loader::RopeScaling::Type::kLlama3: {
+      case worker::loader::RopeScaling::Type::kLlama3: {
         // Llama 3.1: long wavelengths are slowed by `factor`, short ones
         // kept, and the band in between interpolated smoothly.
         const double old_ctx = static_cast<double>(sc.original_max_position_embeddings);
@@ -252,7 +254,7 @@ absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const loader::ModelCon
 }
 
 void AddBiasRows(float* x, const float* bias, int64_t n_rows, int64_t dim) {
-  for (int64_t r = 0; r < n_rows; ++r) cpu::Add(x + r * dim, bias, dim, x + r * dim);
+  for (int64_t r = 0; r < n_rows; ++r) kernels::cpu::Add(x + r * dim, bias, dim, x + r * dim);
 }
 
 namespace {
@@ -262,33 +264,36 @@ constexpr int64_t kMinParallelFloats = 8192;
 constexpr int64_t kSwiGluBlock = 64;  // a multiple of the 8-float AVX2 step
 }  // namespace
 
-void AddRmsNorm(float* x, const float* delta, const float* weight, int64_t n_tokens,
-                int64_t dim, float eps, float* out, cpu::ThreadPool* pool) {
+void AddRmsNorm(float* x, const float* delta, const float* weight, int64_t n_tokens, int64_t dim,
+                float eps, float* out, kernels::cpu::ThreadPool* pool) {
   const int64_t min_rows = std::max<int64_t>(1, kMinParallelFloats / std::max<int64_t>(1, dim));
-  cpu::ParallelFor(pool, n_tokens, min_rows, [&](int64_t begin, int64_t end) {
+  kernels::cpu::ParallelFor(pool, n_tokens, min_rows, [&](int64_t begin, int64_t end) {
     float* xb = x + begin * dim;
-    if (delta != nullptr) cpu::Add(xb, delta + begin * dim, (end - begin) * dim, xb);
-    if (weight != nullptr) cpu::RmsNorm(xb, weight, end - begin, dim, eps, out + begin * dim);
+    if (delta != nullptr) kernels::cpu::Add(xb, delta + begin * dim, (end - begin) * dim, xb);
+    if (weight != nullptr)
+      kernels::cpu::RmsNorm(xb, weight, end - begin, dim, eps, out + begin * dim);
   });
 }
 
 void SwiGluParallel(const float* gate, const float* up, int64_t n, float* out,
-                    cpu::ThreadPool* pool) {
+                    kernels::cpu::ThreadPool* pool) {
   const int64_t blocks = (n + kSwiGluBlock - 1) / kSwiGluBlock;
-  cpu::ParallelFor(pool, blocks, kMinParallelFloats / kSwiGluBlock, [&](int64_t b, int64_t e) {
-    const int64_t i0 = b * kSwiGluBlock, i1 = std::min(n, e * kSwiGluBlock);
-    cpu::SwiGlu(gate + i0, up + i0, i1 - i0, out + i0);
-  });
+  kernels::cpu::ParallelFor(
+      pool, blocks, kMinParallelFloats / kSwiGluBlock, [&](int64_t b, int64_t e) {
+        const int64_t i0 = b * kSwiGluBlock, i1 = std::min(n, e * kSwiGluBlock);
+        kernels::cpu::SwiGlu(gate + i0, up + i0, i1 - i0, out + i0);
+      });
 }
 
 void GeGluParallel(const float* gate, const float* up, int64_t n, float* out,
-                   cpu::ThreadPool* pool) {
+                   kernels::cpu::ThreadPool* pool) {
   const int64_t blocks = (n + kSwiGluBlock - 1) / kSwiGluBlock;
-  cpu::ParallelFor(pool, blocks, kMinParallelFloats / kSwiGluBlock, [&](int64_t b, int64_t e) {
-    const int64_t i0 = b * kSwiGluBlock, i1 = std::min(n, e * kSwiGluBlock);
-    cpu::Gelu(gate + i0, i1 - i0, out + i0);
-    for (int64_t i = i0; i < i1; ++i) out[i] *= up[i];
-  });
+  kernels::cpu::ParallelFor(
+      pool, blocks, kMinParallelFloats / kSwiGluBlock, [&](int64_t b, int64_t e) {
+        const int64_t i0 = b * kSwiGluBlock, i1 = std::min(n, e * kSwiGluBlock);
+        kernels::cpu::Gelu(gate + i0, i1 - i0, out + i0);
+        for (int64_t i = i0; i < i1; ++i) out[i] *= up[i];
+      });
 }
 
 void SoftCapLogits(float cap, ForwardOutput* out) {
@@ -308,14 +313,15 @@ std::vector<float> GatherLogitRows(const BatchLayout& layout, const float* hidde
 }
 
 void ProjectLogits(const ForwardBatch& batch, const std::vector<float>& rows,
-                   const cpu::WeightMatrix& head, ForwardOutput* out, cpu::ThreadPool* pool) {
+                   const kernels::cpu::WeightMatrix& head, ForwardOutput* out,
+                   kernels::cpu::ThreadPool* pool) {
   const int64_t n = rows.size() / head.cols;
   // Reused across steps: a fresh 200 KB-per-row buffer every step costs
   // page faults and zeroing, and so do fresh output rows (assign into an
   // existing vector keeps its capacity when callers reuse `out`).
   thread_local std::vector<float> logits;
   if (logits.size() < static_cast<size_t>(n * head.rows)) logits.resize(n * head.rows);
-  cpu::MatMul(head, rows.data(), n, logits.data(), pool);
+  kernels::cpu::MatMul(head, rows.data(), n, logits.data(), pool);
   out->logits.resize(batch.sequences.size());
   int64_t row = 0;
   for (size_t s = 0; s < batch.sequences.size(); ++s) {

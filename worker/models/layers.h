@@ -22,15 +22,15 @@ namespace rill::worker {
 
 // A weight matrix [rows = out features][cols = in features] straight from the
 // checkpoint's memory (quantized blocks are never dequantized at load).
-absl::StatusOr<cpu::WeightMatrix> BindMatrix(const loader::Checkpoint& ckpt,
-                                             const std::string& name, int64_t rows,
-                                             int64_t cols, bool float_activations);
+absl::StatusOr<kernels::cpu::WeightMatrix> BindMatrix(const worker::loader::Checkpoint& ckpt,
+                                                      const std::string& name, int64_t rows,
+                                                      int64_t cols, bool float_activations);
 
-// Repacks w for the plan's kernels (cpu::PackForKernelPlan) and, when it
+// Repacks w for the plan's kernels (kernels::cpu::PackForKernelPlan) and, when it
 // packed, drops the file pages of w's rows from RSS (the packed copy is what
 // MatMul and a tied embedding read from then on). Returns whether it packed.
-bool PackForKernelPlan(const cpu::KernelPlan& plan, const loader::Checkpoint& ckpt,
-                       cpu::WeightMatrix* w);
+bool PackForKernelPlan(const kernels::cpu::KernelPlan& plan, const worker::loader::Checkpoint& ckpt,
+                       kernels::cpu::WeightMatrix* w);
 
 // Per token, whether MatMul gives it the int16 kernels' two-pass activations
 // (packed_matmul.h): the first kPrecisePositions positions of a sequence,
@@ -39,12 +39,12 @@ bool PackForKernelPlan(const cpu::KernelPlan& plan, const loader::Checkpoint& ck
 // position 1; two passes there: ~1e-4 typical). Empty (MatMul's null mask)
 // unless the plan runs the int16 kernels, the only ones that read it.
 inline constexpr int32_t kPrecisePositions = 4;
-std::vector<uint8_t> PrecisePositionMask(const cpu::KernelPlan& plan,
+std::vector<uint8_t> PrecisePositionMask(const kernels::cpu::KernelPlan& plan,
                                          const std::vector<int32_t>& positions);
 
 // A vector of n floats (norm weights, biases), converted to f32 if stored as
 // f16/bf16. NotFound when absent.
-absl::StatusOr<std::vector<float>> LoadVector(const loader::Checkpoint& ckpt,
+absl::StatusOr<std::vector<float>> LoadVector(const worker::loader::Checkpoint& ckpt,
                                               const std::string& name, int64_t n);
 
 // Binds a model's tensors into its members, keeping the first error (in call
@@ -52,10 +52,10 @@ absl::StatusOr<std::vector<float>> LoadVector(const loader::Checkpoint& ckpt,
 // error, later calls do nothing.
 class TensorBinder {
  public:
-  TensorBinder(const loader::Checkpoint& ckpt, bool float_activations)
+  TensorBinder(const worker::loader::Checkpoint& ckpt, bool float_activations)
       : ckpt_(ckpt), float_activations_(float_activations) {}
 
-  void Matrix(const std::string& name, int64_t rows, int64_t cols, cpu::WeightMatrix* w);
+  void Matrix(const std::string& name, int64_t rows, int64_t cols, kernels::cpu::WeightMatrix* w);
   void Vector(const std::string& name, int64_t n, std::vector<float>* v);
   const absl::Status& status() const { return status_; }
   // InvalidArgument naming the first per-layer tensor ("blk.*") of the
@@ -64,7 +64,7 @@ class TensorBinder {
   absl::Status CheckEveryLayerTensorBound() const;
 
  private:
-  const loader::Checkpoint& ckpt_;
+  const worker::loader::Checkpoint& ckpt_;
   const bool float_activations_;
   absl::Status status_;
   std::set<std::string> bound_;
@@ -82,8 +82,8 @@ struct BatchLayout {
 BatchLayout LayoutBatch(const ForwardBatch& batch);
 
 // x[t] = row tokens[t] of the embedding table, as floats.
-void EmbedTokens(const cpu::WeightMatrix& table, const std::vector<int32_t>& tokens,
-                 float* x, cpu::ThreadPool* pool);
+void EmbedTokens(const kernels::cpu::WeightMatrix& table, const std::vector<int32_t>& tokens,
+                 float* x, kernels::cpu::ThreadPool* pool);
 
 // Stores each token's K and V rows ([num_tokens][kv_dim]) into the layer's
 // blocks at its position.
@@ -98,12 +98,12 @@ struct AttentionOptions {
   float scale = 0.0f;          // 0: 1 / sqrt(head_dim)
   float logit_softcap = 0.0f;  // > 0: scores -> cap * tanh(s / cap)
 };
-void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer,
-               const float* q, int num_heads, PagedKvCache* cache, float* out,
-               cpu::ThreadPool* pool, const AttentionOptions& options = {});
+void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer, const float* q,
+               int num_heads, PagedKvCache* cache, float* out, kernels::cpu::ThreadPool* pool,
+               const AttentionOptions& options = {});
 
 // Rotary frequencies per pair index i < head_dim/2, with the config's scaling.
-absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const loader::ModelConfig& cfg);
+absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const worker::loader::ModelConfig& cfg);
 
 // x[r] += bias for each of n_rows rows of width dim.
 void AddBiasRows(float* x, const float* bias, int64_t n_rows, int64_t dim);
@@ -111,21 +111,21 @@ void AddBiasRows(float* x, const float* bias, int64_t n_rows, int64_t dim);
 // x[t] += delta[t] (skipped when delta is null), then out[t] = RmsNorm(x[t])
 // (skipped when weight is null), for n_tokens rows of dim: a residual add
 // and the next norm in one pass, in parallel over tokens when the rows are
-// many enough to pay for the dispatch. Bitwise the same as cpu::Add then
-// cpu::RmsNorm, whatever the pool.
-void AddRmsNorm(float* x, const float* delta, const float* weight, int64_t n_tokens,
-                int64_t dim, float eps, float* out, cpu::ThreadPool* pool);
+// many enough to pay for the dispatch. Bitwise the same as kernels::cpu::Add then
+// kernels::cpu::RmsNorm, whatever the pool.
+void AddRmsNorm(float* x, const float* delta, const float* weight, int64_t n_tokens, int64_t dim,
+                float eps, float* out, kernels::cpu::ThreadPool* pool);
 
-// cpu::SwiGlu over n elements, in parallel (in 64-float blocks, so each
+// kernels::cpu::SwiGlu over n elements, in parallel (in 64-float blocks, so each
 // element takes the same vector or scalar path as one serial call) when
-// large enough. Bitwise the same as cpu::SwiGlu.
+// large enough. Bitwise the same as kernels::cpu::SwiGlu.
 void SwiGluParallel(const float* gate, const float* up, int64_t n, float* out,
-                    cpu::ThreadPool* pool);
+                    kernels::cpu::ThreadPool* pool);
 
 // out = gelu_tanh(gate) * up over n elements (Gemma's GeGLU), in parallel
 // blocks; each element's result does not depend on the blocking.
 void GeGluParallel(const float* gate, const float* up, int64_t n, float* out,
-                   cpu::ThreadPool* pool);
+                   kernels::cpu::ThreadPool* pool);
 
 // x -> cap * tanh(x / cap) over every logit row (Gemma 2's final cap).
 void SoftCapLogits(float cap, ForwardOutput* out);
@@ -137,7 +137,8 @@ std::vector<float> GatherLogitRows(const BatchLayout& layout, const float* hidde
 // out->logits[s] = head(rows of sequence s); rows as from GatherLogitRows
 // (after the final norm).
 void ProjectLogits(const ForwardBatch& batch, const std::vector<float>& rows,
-                   const cpu::WeightMatrix& head, ForwardOutput* out, cpu::ThreadPool* pool);
+                   const kernels::cpu::WeightMatrix& head, ForwardOutput* out,
+                   kernels::cpu::ThreadPool* pool);
 
 // out->hidden[s] = final_norm(rows of sequence s) for each sequence with
 // return_hidden, empty for the others. `x`: [num_tokens][width] before the

@@ -22,16 +22,17 @@ std::vector<float> Random(int64_t n, unsigned seed) {
 }
 
 TEST(LayersParallelTest, AddRmsNormMatchesSerialOps) {
-  cpu::ThreadPool two(2);
+  kernels::cpu::ThreadPool two(2);
   for (int64_t dim : {576, 13}) {
     for (int64_t rows : {1, 3, 32, 700}) {
       SCOPED_TRACE(testing::Message() << rows << " rows of " << dim);
       const std::vector<float> x0 = Random(rows * dim, 1), delta = Random(rows * dim, 2),
                                w = Random(dim, 3);
       std::vector<float> x_ref = x0, n_ref(rows * dim);
-      cpu::Add(x_ref.data(), delta.data(), rows * dim, x_ref.data());
-      cpu::RmsNorm(x_ref.data(), w.data(), rows, dim, 1e-5f, n_ref.data());
-      for (cpu::ThreadPool* pool : {static_cast<cpu::ThreadPool*>(nullptr), &two}) {
+      kernels::cpu::Add(x_ref.data(), delta.data(), rows * dim, x_ref.data());
+      kernels::cpu::RmsNorm(x_ref.data(), w.data(), rows, dim, 1e-5f, n_ref.data());
+      for (kernels::cpu::ThreadPool* pool :
+           {static_cast<kernels::cpu::ThreadPool*>(nullptr), &two}) {
         std::vector<float> x = x0, normed(rows * dim, -1.0f);
         AddRmsNorm(x.data(), delta.data(), w.data(), rows, dim, 1e-5f, normed.data(), pool);
         EXPECT_EQ(x, x_ref);
@@ -50,13 +51,13 @@ TEST(LayersParallelTest, AddRmsNormMatchesSerialOps) {
 }
 
 TEST(LayersParallelTest, SwiGluMatchesSerialKernel) {
-  cpu::ThreadPool two(2);
+  kernels::cpu::ThreadPool two(2);
   for (int64_t n : {1, 63, 1536, 32 * 1536, 100003}) {
     SCOPED_TRACE(n);
     const std::vector<float> g = Random(n, 4), u = Random(n, 5);
     std::vector<float> ref(n);
-    cpu::SwiGlu(g.data(), u.data(), n, ref.data());
-    for (cpu::ThreadPool* pool : {static_cast<cpu::ThreadPool*>(nullptr), &two}) {
+    kernels::cpu::SwiGlu(g.data(), u.data(), n, ref.data());
+    for (kernels::cpu::ThreadPool* pool : {static_cast<kernels::cpu::ThreadPool*>(nullptr), &two}) {
       std::vector<float> out(n, -1.0f);
       SwiGluParallel(g.data(), u.data(), n, out.data(), pool);
       EXPECT_EQ(out, ref);

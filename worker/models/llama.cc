@@ -19,7 +19,7 @@ namespace {
 
 struct LlamaLayer {
   std::vector<float> attn_norm, ffn_norm;
-  cpu::WeightMatrix q, k, v, o, gate, up, down;
+  kernels::cpu::WeightMatrix q, k, v, o, gate, up, down;
   std::vector<float> q_bias, k_bias, v_bias;  // empty unless attention_bias
   std::vector<float> q_norm, k_norm;          // [head_dim]; empty unless qk_norm (Qwen3)
   std::vector<float> post_attn_norm, post_ffw_norm;  // [hidden]; empty unless post_norms
@@ -27,13 +27,13 @@ struct LlamaLayer {
 
 class Llama : public CausalLm {
  public:
-  Llama(std::shared_ptr<const loader::Checkpoint> ckpt, cpu::ThreadPool* pool,
-       const ModelOptions& options)
+  Llama(std::shared_ptr<const worker::loader::Checkpoint> ckpt, kernels::cpu::ThreadPool* pool,
+        const ModelOptions& options)
       : CausalLm(std::move(ckpt), pool, options) {}
 
   absl::Status Bind() {
-    const loader::ModelConfig& c = config();
-    const loader::Checkpoint& ck = checkpoint();
+    const worker::loader::ModelConfig& c = config();
+    const worker::loader::Checkpoint& ck = checkpoint();
     if (c.num_heads <= 0 || c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0 ||
         c.head_dim <= 0 || c.head_dim % 2 != 0) {
       return absl::InvalidArgumentError(absl::StrCat(ck.path(), ": bad head configuration (",
@@ -148,7 +148,7 @@ class Llama : public CausalLm {
   // kernels or the 8-row interleaved ones) and drops their file pages from
   // RSS. An untied embedding keeps reading the file's rows.
   void PackWeights() {
-    auto pack = [&](cpu::WeightMatrix* w) {
+    auto pack = [&](kernels::cpu::WeightMatrix* w) {
       PackForKernelPlan(options_.kernel_plan, checkpoint(), w);
     };
     // The head first: while a matrix is packed its file pages are resident
@@ -157,7 +157,8 @@ class Llama : public CausalLm {
     // A tied head: the embedding lookup reads the packed copy too.
     if (head_.data == embed_.data) embed_.packed = head_.packed;
     for (LlamaLayer& L : layers_) {
-      for (cpu::WeightMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) pack(w);
+      for (kernels::cpu::WeightMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down})
+        pack(w);
     }
   }
 
@@ -175,7 +176,7 @@ class Llama : public CausalLm {
  protected:
   absl::Status ForwardValidated(const ForwardBatch& batch, PagedKvCache* cache,
                                 ForwardOutput* out) override {
-    const loader::ModelConfig& c = config();
+    const worker::loader::ModelConfig& c = config();
     const BatchLayout layout = LayoutBatch(batch);
     // This rank's share (the whole model when not tensor-parallel).
     const int num_heads = part_.num_heads(), num_kv_heads = part_.num_kv_heads();
@@ -195,8 +196,9 @@ class Llama : public CausalLm {
     up_.resize(std::min(n, kFfnTokens) * f);
     float* const attn = xn_.data();
     float* const tmp = q_.data();
-    const cpu::RopeLayout rope =
-        c.rope_interleaved ? cpu::RopeLayout::kInterleaved : cpu::RopeLayout::kNeox;
+    const kernels::cpu::RopeLayout rope = c.rope_interleaved
+                                              ? kernels::cpu::RopeLayout::kInterleaved
+                                              : kernels::cpu::RopeLayout::kNeox;
 
     // Per-sequence LoRA updates (no-ops when no sequence has an adapter).
     const LoraTokenMap lora(batch);
@@ -211,7 +213,7 @@ class Llama : public CausalLm {
     auto pm_from = [&](int64_t t0) { return pm ? pm + t0 : nullptr; };
     EmbedTokens(embed_, layout.tokens, x_.data(), pool_);
     if (c.embedding_scale != 1.0) {
-      cpu::Scale(x_.data(), static_cast<float>(c.embedding_scale), n * h, x_.data());
+      kernels::cpu::Scale(x_.data(), static_cast<float>(c.embedding_scale), n * h, x_.data());
     }
     // Each residual add is fused with the norm after it (the next layer's
     // attn_norm for the MLP's add), one parallel pass over the tokens.
@@ -219,8 +221,9 @@ class Llama : public CausalLm {
     for (int64_t l = 0; l < c.num_layers; ++l) {
       const LlamaLayer& L = layers_[l];
       // q, k and v read the same input: one parallel region for the three.
-      const cpu::MatMulTarget qkv[] = {{&L.q, q_.data()}, {&L.k, k_.data()}, {&L.v, v_.data()}};
-      cpu::MatMulShared(qkv, 3, xn_.data(), n, pool_, pm);
+      const kernels::cpu::MatMulTarget qkv[] = {
+          {&L.q, q_.data()}, {&L.k, k_.data()}, {&L.v, v_.data()}};
+      kernels::cpu::MatMulShared(qkv, 3, xn_.data(), n, pool_, pm);
       delta(0, n, l, LoraModule::kQ, xn_.data(), q_.data());
       delta(0, n, l, LoraModule::kK, xn_.data(), k_.data());
       delta(0, n, l, LoraModule::kV, xn_.data(), v_.data());
@@ -230,18 +233,18 @@ class Llama : public CausalLm {
         AddBiasRows(v_.data(), L.v_bias.data(), n, kvd);
       }
       if (!L.q_norm.empty()) {  // per head: rows of head_dim
-        cpu::RmsNorm(q_.data(), L.q_norm.data(), n * num_heads, hd, eps, q_.data());
-        cpu::RmsNorm(k_.data(), L.k_norm.data(), n * num_kv_heads, hd, eps, k_.data());
+        kernels::cpu::RmsNorm(q_.data(), L.q_norm.data(), n * num_heads, hd, eps, q_.data());
+        kernels::cpu::RmsNorm(k_.data(), L.k_norm.data(), n * num_kv_heads, hd, eps, k_.data());
       }
-      cpu::Rope(q_.data(), n, qd, num_heads, hd, hd, layout.positions.data(), inv_freq_.data(),
-                rope);
-      cpu::Rope(k_.data(), n, kvd, num_kv_heads, hd, hd, layout.positions.data(),
-                inv_freq_.data(), rope);
+      kernels::cpu::Rope(q_.data(), n, qd, num_heads, hd, hd, layout.positions.data(),
+                         inv_freq_.data(), rope);
+      kernels::cpu::Rope(k_.data(), n, kvd, num_kv_heads, hd, hd, layout.positions.data(),
+                         inv_freq_.data(), rope);
       WriteKv(batch, layout, l, k_.data(), v_.data(), cache);
       const AttentionOptions attention{c.LayerWindow(l), static_cast<float>(c.attention_scale),
                                        static_cast<float>(c.attn_logit_softcap)};
       AttendAll(batch, layout, l, q_.data(), num_heads, cache, attn, pool_, attention);
-      cpu::MatMul(L.o, attn, n, tmp, pool_, pm);
+      kernels::cpu::MatMul(L.o, attn, n, tmp, pool_, pm);
       delta(0, n, l, LoraModule::kO, attn, tmp);
       if (absl::Status s = ReduceAcrossRanks(tmp, n * h); !s.ok()) return s;
       if (!L.post_attn_norm.empty()) {
@@ -254,8 +257,8 @@ class Llama : public CausalLm {
       // buffers stay small however long the prefill.
       for (int64_t t0 = 0; t0 < n; t0 += kFfnTokens) {
         const int64_t m = std::min(kFfnTokens, n - t0);
-        const cpu::MatMulTarget gate_up[] = {{&L.gate, gate_.data()}, {&L.up, up_.data()}};
-        cpu::MatMulShared(gate_up, 2, xn_.data() + t0 * h, m, pool_, pm_from(t0));
+        const kernels::cpu::MatMulTarget gate_up[] = {{&L.gate, gate_.data()}, {&L.up, up_.data()}};
+        kernels::cpu::MatMulShared(gate_up, 2, xn_.data() + t0 * h, m, pool_, pm_from(t0));
         delta(t0, m, l, LoraModule::kGate, xn_.data() + t0 * h, gate_.data());
         delta(t0, m, l, LoraModule::kUp, xn_.data() + t0 * h, up_.data());
         if (gelu_mlp_) {
@@ -263,7 +266,7 @@ class Llama : public CausalLm {
         } else {
           SwiGluParallel(gate_.data(), up_.data(), m * f, gate_.data(), pool_);
         }
-        cpu::MatMul(L.down, gate_.data(), m, tmp + t0 * h, pool_, pm_from(t0));
+        kernels::cpu::MatMul(L.down, gate_.data(), m, tmp + t0 * h, pool_, pm_from(t0));
         delta(t0, m, l, LoraModule::kDown, gate_.data(), tmp + t0 * h);
       }
       if (absl::Status s = ReduceAcrossRanks(tmp, n * h); !s.ok()) return s;
@@ -273,29 +276,30 @@ class Llama : public CausalLm {
       const float* next_norm = l + 1 < c.num_layers ? layers_[l + 1].attn_norm.data() : nullptr;
       AddRmsNorm(x_.data(), tmp, next_norm, n, h, eps, xn_.data(), pool_);
     }
-    EmitHiddenStates(batch, layout, x_.data(), h, [&](float* r, int64_t m) {
-      cpu::RmsNorm(r, output_norm_.data(), m, h, eps, r);
-    }, out);
+    EmitHiddenStates(
+        batch, layout, x_.data(), h,
+        [&](float* r, int64_t m) { kernels::cpu::RmsNorm(r, output_norm_.data(), m, h, eps, r); },
+        out);
     std::vector<float> rows = GatherLogitRows(layout, x_.data(), h);
     const int64_t nr = rows.size() / h;
-    cpu::RmsNorm(rows.data(), output_norm_.data(), nr, h, eps, rows.data());
+    kernels::cpu::RmsNorm(rows.data(), output_norm_.data(), nr, h, eps, rows.data());
     ProjectLogits(batch, rows, head_, out, pool_);
     if (c.final_logit_softcap > 0.0) SoftCapLogits(static_cast<float>(c.final_logit_softcap), out);
     return absl::OkStatus();
   }
 
  private:
-  cpu::WeightMatrix embed_, head_;
+  kernels::cpu::WeightMatrix embed_, head_;
   std::vector<float> output_norm_;
   std::vector<LlamaLayer> layers_;
   std::vector<float> inv_freq_;
   bool gelu_mlp_ = false;  // GeGLU (Gemma) instead of SwiGLU
   TpPartition part_;
   // Dequantized column slices (only when a cut is not on a block boundary).
-  std::vector<std::unique_ptr<cpu::AlignedFloats>> shard_storage_;
+  std::vector<std::unique_ptr<kernels::cpu::AlignedFloats>> shard_storage_;
   // Scratch, reused across steps (sized to the largest batch seen), 64-byte
   // aligned for the matmul kernels.
-  cpu::AlignedFloats x_, xn_, q_, k_, v_, gate_, up_;
+  kernels::cpu::AlignedFloats x_, xn_, q_, k_, v_, gate_, up_;
   // Tokens per MLP slice: large enough for the matmul tiles, and keeps
   // gate_/up_ at a few MiB.
   static constexpr int64_t kFfnTokens = 256;
@@ -304,7 +308,7 @@ class Llama : public CausalLm {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CausalLm>> CreateLlama(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, cpu::ThreadPool* pool,
+    std::shared_ptr<const worker::loader::Checkpoint> checkpoint, kernels::cpu::ThreadPool* pool,
     const ModelOptions& options) {
   auto model = std::make_unique<Llama>(std::move(checkpoint), pool, options);
   absl::Status s = model->Bind();

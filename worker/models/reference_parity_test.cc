@@ -82,11 +82,11 @@ Run RunModel(CausalLm* model, const std::vector<int32_t>& prompt, int steps) {
 
 // The 8-bit activation path (matmul q8) on this CPU.
 ModelOptions Q8MatmulOptions() {
-  cpu::KernelPlanOptions q8;
+  kernels::cpu::KernelPlanOptions q8;
   q8.matmul = "q8";
-  absl::StatusOr<cpu::KernelPlan> plan = cpu::ChooseKernelPlan(q8);
+  absl::StatusOr<kernels::cpu::KernelPlan> plan = kernels::cpu::ChooseKernelPlan(q8);
   EXPECT_TRUE(plan.ok()) << plan.status();
-  return ModelOptions{.kernel_plan = plan.value_or(cpu::DefaultKernelPlan())};
+  return ModelOptions{.kernel_plan = plan.value_or(kernels::cpu::DefaultKernelPlan())};
 }
 
 // Runs our model and the reference on `path`; returns compare_logits' output
@@ -95,11 +95,12 @@ std::string CompareWithReference(const std::string& path, const std::vector<int3
                                  int steps, double threshold, bool* passed,
                                  ModelOptions options = {}) {
   *passed = false;
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(path);
   if (!ckpt.ok()) return absl::StrCat("load failed: ", ckpt.status().ToString());
-  cpu::ThreadPool pool(0);
-  absl::StatusOr<std::unique_ptr<CausalLm>> model =
-      CreateCausalLm(std::shared_ptr<const loader::Checkpoint>(std::move(*ckpt)), &pool, options);
+  kernels::cpu::ThreadPool pool(0);
+  absl::StatusOr<std::unique_ptr<CausalLm>> model = CreateCausalLm(
+      std::shared_ptr<const worker::loader::Checkpoint>(std::move(*ckpt)), &pool, options);
   if (!model.ok()) return absl::StrCat("model failed: ", model.status().ToString());
   Run ours = RunModel(model->get(), prompt, steps);
   static int counter = 0;

@@ -75,14 +75,15 @@ ModelRun RunModel(CausalLm* model, const std::vector<int32_t>& prompt, int steps
   return run;
 }
 
-std::shared_ptr<const loader::Checkpoint> Load(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt = loader::LoadCheckpoint(path);
+std::shared_ptr<const worker::loader::Checkpoint> Load(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(path);
   EXPECT_TRUE(ckpt.ok()) << ckpt.status();
-  return ckpt.ok() ? std::shared_ptr<const loader::Checkpoint>(std::move(*ckpt)) : nullptr;
+  return ckpt.ok() ? std::shared_ptr<const worker::loader::Checkpoint>(std::move(*ckpt)) : nullptr;
 }
 
 ModelRun RunUnsharded(const std::string& path, const std::vector<int32_t>& prompt, int steps) {
-  cpu::ThreadPool pool(1);
+  kernels::cpu::ThreadPool pool(1);
   absl::StatusOr<std::unique_ptr<CausalLm>> model = CreateCausalLm(Load(path), &pool);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? RunModel(model->get(), prompt, steps) : ModelRun{};
@@ -93,7 +94,7 @@ std::vector<ModelRun> RunSharded(const std::string& path, int world, const std::
   static int group = 0;
   const std::string dir = absl::StrCat(TestTempDir(), "/tp", group++);
   EXPECT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
-  std::shared_ptr<const loader::Checkpoint> ckpt = Load(path);
+  std::shared_ptr<const worker::loader::Checkpoint> ckpt = Load(path);
   std::vector<ModelRun> runs(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
@@ -104,7 +105,7 @@ std::vector<ModelRun> RunSharded(const std::string& path, int world, const std::
       o.rendezvous_dir = dir;
       absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm = GlooCommunicator::Create(o);
       ASSERT_TRUE(comm.ok()) << comm.status();
-      cpu::ThreadPool pool(1);
+      kernels::cpu::ThreadPool pool(1);
       ModelOptions options;
       options.comm = comm->get();
       absl::StatusOr<std::unique_ptr<CausalLm>> model = CreateCausalLm(ckpt, &pool, options);
@@ -160,25 +161,25 @@ TEST_F(TinyTpTest, ShardedLogitsMatchUnsharded) {
 }
 
 TEST_F(TinyTpTest, Gpt2RefusesTensorParallelism) {
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
-      loader::LoadCheckpoint(absl::StrCat(dir_, "/gpt2/hf-f32"));
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(absl::StrCat(dir_, "/gpt2/hf-f32"));
   ASSERT_TRUE(ckpt.ok());
   // A one-rank world is enough to ask: the refusal comes before any collective.
   class FakeTwoRanks : public SingleRankCommunicator {
    public:
     int world_size() const override { return 2; }
   } comm;
-  cpu::ThreadPool pool(1);
+  kernels::cpu::ThreadPool pool(1);
   ModelOptions options;
   options.comm = &comm;
-  absl::StatusOr<std::unique_ptr<CausalLm>> model =
-      CreateCausalLm(std::shared_ptr<const loader::Checkpoint>(std::move(*ckpt)), &pool, options);
+  absl::StatusOr<std::unique_ptr<CausalLm>> model = CreateCausalLm(
+      std::shared_ptr<const worker::loader::Checkpoint>(std::move(*ckpt)), &pool, options);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kUnimplemented) << model.status();
 }
 
 TEST(TpPlanTest, SplitsHeadsByGroupsAndRejectsTooManyRanks) {
-  loader::ModelConfig c;
+  worker::loader::ModelConfig c;
   c.num_heads = 9;
   c.num_kv_heads = 3;
   c.head_dim = 64;

@@ -17,7 +17,7 @@ std::pair<int64_t, int64_t> EvenSplit(int64_t total, int parts, int i) {
 
 }  // namespace
 
-absl::StatusOr<TpPartition> PartitionForRank(const loader::ModelConfig& c, int rank,
+absl::StatusOr<TpPartition> PartitionForRank(const worker::loader::ModelConfig& c, int rank,
                                              int world_size) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     return absl::InvalidArgumentError(
@@ -61,7 +61,7 @@ absl::StatusOr<TpPartition> PartitionForRank(const loader::ModelConfig& c, int r
   return p;
 }
 
-absl::StatusOr<int> MaxKvHeadsPerRank(const loader::ModelConfig& config, int world_size) {
+absl::StatusOr<int> MaxKvHeadsPerRank(const worker::loader::ModelConfig& config, int world_size) {
   absl::StatusOr<TpPartition> first = PartitionForRank(config, 0, world_size);
   if (!first.ok()) return first.status();
   return first->num_kv_heads();  // The even split gives rank 0 the most.

@@ -29,11 +29,11 @@ struct TpPartition {
 
 // Rank `rank`'s share. InvalidArgument when world_size exceeds the model's
 // K/V heads (K/V heads are never replicated) or the sizes cannot be split.
-absl::StatusOr<TpPartition> PartitionForRank(const loader::ModelConfig& config, int rank,
+absl::StatusOr<TpPartition> PartitionForRank(const worker::loader::ModelConfig& config, int rank,
                                              int world_size);
 
 // The most K/V heads any rank holds: what each rank's KV cache is sized for.
-absl::StatusOr<int> MaxKvHeadsPerRank(const loader::ModelConfig& config, int world_size);
+absl::StatusOr<int> MaxKvHeadsPerRank(const worker::loader::ModelConfig& config, int world_size);
 
 }  // namespace rill::worker
 

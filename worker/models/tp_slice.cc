@@ -4,34 +4,36 @@
 
 namespace rill::worker {
 
-cpu::WeightMatrix SliceRows(const cpu::WeightMatrix& w, int64_t r0, int64_t r1) {
-  cpu::WeightMatrix s = w;
+kernels::cpu::WeightMatrix SliceRows(const kernels::cpu::WeightMatrix& w, int64_t r0, int64_t r1) {
+  kernels::cpu::WeightMatrix s = w;
   s.packed = nullptr;  // packed rows are the whole matrix's
   s.rows = r1 - r0;
   s.data = static_cast<const uint8_t*>(w.data) + r0 * w.row_stride_bytes;
   return s;
 }
 
-cpu::WeightMatrix SliceCols(const cpu::WeightMatrix& w, int64_t c0, int64_t c1,
-                            std::vector<std::unique_ptr<cpu::AlignedFloats>>* storage) {
+kernels::cpu::WeightMatrix SliceCols(
+    const kernels::cpu::WeightMatrix& w, int64_t c0, int64_t c1,
+    std::vector<std::unique_ptr<kernels::cpu::AlignedFloats>>* storage) {
   if (c0 == 0 && c1 == w.cols) return w;
-  const int64_t block = cpu::BlockElems(w.type);
+  const int64_t block = kernels::cpu::BlockElems(w.type);
   if (c0 % block == 0 && c1 % block == 0) {
-    cpu::WeightMatrix s = w;
+    kernels::cpu::WeightMatrix s = w;
     s.packed = nullptr;
     s.cols = c1 - c0;
-    s.data = static_cast<const uint8_t*>(w.data) + (c0 / block) * cpu::BlockBytes(w.type);
+    s.data = static_cast<const uint8_t*>(w.data) + (c0 / block) * kernels::cpu::BlockBytes(w.type);
     return s;
   }
   // Dequantize whole rows, keep the wanted columns.
-  auto dense = std::make_unique<cpu::AlignedFloats>((c1 - c0) * w.rows);
+  auto dense = std::make_unique<kernels::cpu::AlignedFloats>((c1 - c0) * w.rows);
   std::vector<float> row(w.cols);
   for (int64_t r = 0; r < w.rows; ++r) {
-    cpu::DequantizeRow(w.type, static_cast<const uint8_t*>(w.data) + r * w.row_stride_bytes,
-                       row.data(), w.cols);
+    kernels::cpu::DequantizeRow(
+        w.type, static_cast<const uint8_t*>(w.data) + r * w.row_stride_bytes, row.data(), w.cols);
     std::copy(row.begin() + c0, row.begin() + c1, dense->begin() + r * (c1 - c0));
   }
-  cpu::WeightMatrix s = cpu::MakeWeightMatrix(cpu::GgmlType::kF32, w.rows, c1 - c0, dense->data());
+  kernels::cpu::WeightMatrix s =
+      kernels::cpu::MakeWeightMatrix(kernels::cpu::GgmlType::kF32, w.rows, c1 - c0, dense->data());
   s.float_activations = w.float_activations;
   storage->push_back(std::move(dense));
   return s;

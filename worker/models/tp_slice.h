@@ -15,11 +15,12 @@
 namespace rill::worker {
 
 // Rows [r0, r1) of w.
-cpu::WeightMatrix SliceRows(const cpu::WeightMatrix& w, int64_t r0, int64_t r1);
+kernels::cpu::WeightMatrix SliceRows(const kernels::cpu::WeightMatrix& w, int64_t r0, int64_t r1);
 
 // Columns [c0, c1) of w; copies it owns go in *storage (kept by the model).
-cpu::WeightMatrix SliceCols(const cpu::WeightMatrix& w, int64_t c0, int64_t c1,
-                            std::vector<std::unique_ptr<cpu::AlignedFloats>>* storage);
+kernels::cpu::WeightMatrix SliceCols(
+    const kernels::cpu::WeightMatrix& w, int64_t c0, int64_t c1,
+    std::vector<std::unique_ptr<kernels::cpu::AlignedFloats>>* storage);
 
 }  // namespace rill::worker
 

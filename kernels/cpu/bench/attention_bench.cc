@@ -20,7 +20,7 @@
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/thread_pool.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 double CpuSeconds() {
@@ -109,6 +109,6 @@ int Main(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu
 
-int main(int argc, char** argv) { return rill::cpu::Main(argc, argv); }
+int main(int argc, char** argv) { return rill::kernels::cpu::Main(argc, argv); }

@@ -17,7 +17,7 @@
 #include "kernels/cpu/quant_types.h"
 #include "kernels/cpu/thread_pool.h"
 
-namespace rill::cpu {
+namespace rill::kernels::cpu {
 namespace {
 
 struct Shape {
@@ -120,6 +120,6 @@ int Main(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace rill::cpu
+}  // namespace rill::kernels::cpu
 
-int main(int argc, char** argv) { return rill::cpu::Main(argc, argv); }
+int main(int argc, char** argv) { return rill::kernels::cpu::Main(argc, argv); }

@@ -5,7 +5,7 @@
 #include "kernels/cuda/check/kernel_checks.h"
 #include "kernels/cuda/cuda_kernels.h"
 
-namespace rill::cuda::check {
+namespace rill::kernels::cuda::check {
 namespace {
 
 using ref::Bf16;
@@ -103,4 +103,4 @@ std::vector<Row> CheckAttention(std::mt19937& rng) {
   };
 }
 
-}  // namespace rill::cuda::check
+}  // namespace rill::kernels::cuda::check

@@ -13,7 +13,7 @@
 #include "kernels/cuda/cuda_runtime_api.h"
 #include "kernels/cuda/reference.h"
 
-namespace rill::cuda::check {
+namespace rill::kernels::cuda::check {
 
 struct Row {
   std::string name;
@@ -90,6 +90,6 @@ inline Row Failed(const std::string& name, const std::string& why) {
   return {name, false, INFINITY, "error", why};
 }
 
-}  // namespace rill::cuda::check
+}  // namespace rill::kernels::cuda::check
 
 #endif  // RILL_KERNELS_CUDA_CHECK_CHECK_UTIL_H_

@@ -7,7 +7,7 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 
-namespace rill::cuda::check {
+namespace rill::kernels::cuda::check {
 namespace {
 
 using ref::Bf16;
@@ -210,4 +210,4 @@ std::vector<Row> RunDecodeBench(const BenchConfig& config) {
   return rows;
 }
 
-}  // namespace rill::cuda::check
+}  // namespace rill::kernels::cuda::check

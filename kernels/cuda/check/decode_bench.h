@@ -7,7 +7,7 @@
 
 #include "kernels/cuda/check/check_util.h"
 
-namespace rill::cuda::check {
+namespace rill::kernels::cuda::check {
 
 struct BenchConfig {
   int layers = 30, hidden = 576, q_heads = 9, kv_heads = 3, head_dim = 64, ffn = 1536;
@@ -22,6 +22,6 @@ struct BenchConfig {
 // weights-bytes / HBM-bandwidth floor).
 std::vector<Row> RunDecodeBench(const BenchConfig& config);
 
-}  // namespace rill::cuda::check
+}  // namespace rill::kernels::cuda::check
 
 #endif  // RILL_KERNELS_CUDA_CHECK_DECODE_BENCH_H_

@@ -5,7 +5,7 @@
 #include "kernels/cuda/check/kernel_checks.h"
 #include "kernels/cuda/cuda_kernels.h"
 
-namespace rill::cuda::check {
+namespace rill::kernels::cuda::check {
 namespace {
 
 using ref::Bf16;
@@ -151,4 +151,4 @@ std::vector<Row> CheckElementwise(std::mt19937& rng) {
           CheckSplitQkv(rng, true)};
 }
 
-}  // namespace rill::cuda::check
+}  // namespace rill::kernels::cuda::check

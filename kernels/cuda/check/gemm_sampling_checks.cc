@@ -4,7 +4,7 @@
 #include "kernels/cuda/check/kernel_checks.h"
 #include "kernels/cuda/cuda_kernels.h"
 
-namespace rill::cuda::check {
+namespace rill::kernels::cuda::check {
 namespace {
 
 using ref::Bf16;
@@ -139,4 +139,4 @@ std::vector<Row> CheckSampling(std::mt19937& rng) {
   return {CheckSample(rng, 49152), CheckSample(rng, 1000), CheckLogprobs(rng, 49152)};
 }
 
-}  // namespace rill::cuda::check
+}  // namespace rill::kernels::cuda::check

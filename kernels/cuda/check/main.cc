@@ -17,7 +17,7 @@
 
 namespace {
 
-using rill::cuda::check::Row;
+using rill::kernels::cuda::check::Row;
 
 void PrintRow(const Row& r) {
   const char* status =
@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   unsigned seed = std::random_device{}();
   bool bench = true;
-  rill::cuda::check::BenchConfig config;
+  rill::kernels::cuda::check::BenchConfig config;
   for (int i = 1; i < argc; ++i) {
     if (!strncmp(argv[i], "--seed=", 7)) {
       seed = static_cast<unsigned>(strtoul(argv[i] + 7, nullptr, 10));
@@ -46,13 +46,13 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const int devices = rill::cuda::DeviceCountOrError();
+  const int devices = rill::kernels::cuda::DeviceCountOrError();
   if (devices <= 0) {
     printf("skipped: no CUDA device\n");
     return 0;
   }
   char name[256] = "?";
-  rill::cuda::DeviceName(name, sizeof(name));
+  rill::kernels::cuda::DeviceName(name, sizeof(name));
   printf("device: %s, seed %u (rerun with --seed=%u)\n", name, seed, seed);
   std::mt19937 rng(seed);
   std::vector<Row> rows;
@@ -62,11 +62,11 @@ int main(int argc, char** argv) {
       rows.push_back(std::move(r));
     }
   };
-  add(rill::cuda::check::CheckElementwise(rng));
-  add(rill::cuda::check::CheckAttention(rng));
-  add(rill::cuda::check::CheckGemm(rng));
-  add(rill::cuda::check::CheckSampling(rng));
-  if (bench) add(rill::cuda::check::RunDecodeBench(config));
+  add(rill::kernels::cuda::check::CheckElementwise(rng));
+  add(rill::kernels::cuda::check::CheckAttention(rng));
+  add(rill::kernels::cuda::check::CheckGemm(rng));
+  add(rill::kernels::cuda::check::CheckSampling(rng));
+  if (bench) add(rill::kernels::cuda::check::RunDecodeBench(config));
   int failed = 0;
   for (const auto& r : rows) failed += !r.pass;
   printf("\n==== summary (%s, seed %u) ====\n", name, seed);

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 
 absl::StatusOr<GraphBuckets> GraphBuckets::ForMaxBatch(int max_batch) {
   if (max_batch <= 0) {
@@ -46,4 +46,4 @@ absl::StatusOr<int> GraphBuckets::BucketFor(int batch) const {
   return *it;
 }
 
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 
 class GraphBuckets {
  public:
@@ -30,6 +30,6 @@ class GraphBuckets {
   std::vector<int> sizes_;  // sorted, unique, non-empty
 };
 
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda
 
 #endif  // RILL_KERNELS_CUDA_PLAN_GRAPH_BUCKETS_H_

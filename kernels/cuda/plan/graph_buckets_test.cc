@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 namespace {
 
 TEST(GraphBucketsTest, DefaultBucketsAreSmallPowersThenMultiplesOfEight) {
@@ -50,4 +50,4 @@ TEST(GraphBucketsTest, ExplicitSizesAreSortedAndDeduplicated) {
 }
 
 }  // namespace
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda

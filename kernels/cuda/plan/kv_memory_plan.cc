@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 namespace {
 
 std::string MiB(int64_t bytes) { return absl::StrFormat("%.1f MiB", bytes / 1048576.0); }
@@ -68,4 +68,4 @@ absl::StatusOr<KvMemoryPlan> PlanKvCache(const KvCacheShape& shape, const Memory
   return plan;
 }
 
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda

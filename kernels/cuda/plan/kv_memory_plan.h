@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 
 struct KvCacheShape {
   int num_layers = 0;
@@ -49,6 +49,6 @@ int64_t KvBytesPerBlock(const KvCacheShape& shape);
 // and activations do not fit or no block (or no max_model_len sequence) fits.
 absl::StatusOr<KvMemoryPlan> PlanKvCache(const KvCacheShape& shape, const MemoryPlanInput& in);
 
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda
 
 #endif  // RILL_KERNELS_CUDA_PLAN_KV_MEMORY_PLAN_H_

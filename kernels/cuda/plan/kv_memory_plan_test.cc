@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace rill::cuda {
+namespace rill::kernels::cuda {
 namespace {
 
 constexpr int64_t kMiB = 1 << 20;
@@ -107,4 +107,4 @@ TEST(KvMemoryPlanTest, BadInputsAreInvalidArgument) {
 }
 
 }  // namespace
-}  // namespace rill::cuda
+}  // namespace rill::kernels::cuda

@@ -11,8 +11,8 @@ namespace {
 
 volatile uint8_t g_sink;
 
-void Touch(const rill::loader::GgufValue& v) {
-  using rill::loader::GgufValueType;
+void Touch(const rill::worker::loader::GgufValue& v) {
+  using rill::worker::loader::GgufValueType;
   if (v.type() == GgufValueType::kString) {
     std::string_view s = *v.AsString();
     if (!s.empty()) g_sink = s.front() ^ s.back();
@@ -30,7 +30,7 @@ void Touch(const rill::loader::GgufValue& v) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Exact-size heap copy so reads past the end hit ASan's redzone.
   std::vector<uint8_t> buf(data, data + size);
-  auto f = rill::loader::GgufFile::Parse(buf.data(), buf.size(), "fuzz.gguf");
+  auto f = rill::worker::loader::GgufFile::Parse(buf.data(), buf.size(), "fuzz.gguf");
   if (!f.ok()) return 0;
   for (const auto& kv : (*f)->metadata()) {
     if (!kv.key.empty()) g_sink = kv.key.front() ^ kv.key.back();

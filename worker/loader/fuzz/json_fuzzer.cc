@@ -9,7 +9,7 @@ namespace {
 
 volatile size_t g_sink;
 
-void Walk(const rill::json::JsonValue& v) {
+void Walk(const rill::base::json::JsonValue& v) {
   g_sink = g_sink + v.string_value().size() + v.number_literal().size();
   (void)v.AsInt64();
   (void)v.AsUint64();
@@ -23,7 +23,7 @@ void Walk(const rill::json::JsonValue& v) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto v = rill::json::ParseJson(std::string_view(reinterpret_cast<const char*>(data), size));
+  auto v = rill::base::json::ParseJson(std::string_view(reinterpret_cast<const char*>(data), size));
   if (v.ok()) Walk(*v);
   return 0;
 }

@@ -16,10 +16,10 @@ namespace {
 
 using rill::fuzz::WriteSeed;
 
-using rill::cpu::GgmlType;
-using rill::loader::GgufValueType;
-using rill::loader::GgufWriter;
-using rill::loader::SafetensorsWriter;
+using rill::kernels::cpu::GgmlType;
+using rill::worker::loader::GgufValueType;
+using rill::worker::loader::GgufWriter;
+using rill::worker::loader::SafetensorsWriter;
 
 void GgufSeeds(const std::string& dir) {
   {

@@ -11,7 +11,7 @@ volatile uint8_t g_sink;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> buf(data, data + size);
-  auto f = rill::loader::SafetensorsFile::Parse(buf.data(), buf.size(), "fuzz.safetensors");
+  auto f = rill::worker::loader::SafetensorsFile::Parse(buf.data(), buf.size(), "fuzz.safetensors");
   if (!f.ok()) return 0;
   for (const auto& t : (*f)->tensors()) {
     if (t.nbytes > 0) {

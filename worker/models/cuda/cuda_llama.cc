@@ -17,7 +17,7 @@
 namespace rill::worker {
 namespace {
 
-namespace kc = ::rill::cuda;
+namespace kc = ::rill::kernels::cuda;
 
 // Logit rows projected and copied back per GEMM (the f32 logits buffer is
 // [kLogitChunk][vocab], 48 MiB for a 49152-token vocabulary).
@@ -41,7 +41,7 @@ size_t Bf16Bytes(size_t elems) { return elems * sizeof(uint16_t); }
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaLlama>> CudaLlama::Create(
-    std::shared_ptr<const loader::Checkpoint> checkpoint, const CudaLlamaOptions& options) {
+    std::shared_ptr<const worker::loader::Checkpoint> checkpoint, const CudaLlamaOptions& options) {
   if (checkpoint == nullptr) return absl::InvalidArgumentError("CudaLlama: null checkpoint");
   std::unique_ptr<CudaLlama> model(new CudaLlama(std::move(checkpoint), options));
   absl::Status s = model->Init();
@@ -57,7 +57,7 @@ CudaLlama::~CudaLlama() {
 }
 
 absl::Status CudaLlama::Init() {
-  const loader::ModelConfig& c = config();
+  const worker::loader::ModelConfig& c = config();
   const std::string& path = checkpoint_->path();
   if (c.architecture != "llama") {
     return absl::UnimplementedError(
@@ -146,8 +146,8 @@ absl::Status CudaLlama::Init() {
 }
 
 absl::Status CudaLlama::UploadWeights() {
-  const loader::ModelConfig& c = config();
-  const loader::Checkpoint& ck = *checkpoint_;
+  const worker::loader::ModelConfig& c = config();
+  const worker::loader::Checkpoint& ck = *checkpoint_;
   // The same RoPE frequencies as the CPU model, scaling and llama.cpp's
   // rope_freqs divisors included.
   absl::StatusOr<std::vector<float>> inv_freq = RopeInverseFrequencies(c);

@@ -55,12 +55,13 @@ class CudaLlama {
   // InvalidArgument for missing or misshapen tensors, Unimplemented for an
   // unsupported architecture or RoPE scaling, Internal for CUDA failures.
   static absl::StatusOr<std::unique_ptr<CudaLlama>> Create(
-      std::shared_ptr<const loader::Checkpoint> checkpoint, const CudaLlamaOptions& options);
+      std::shared_ptr<const worker::loader::Checkpoint> checkpoint,
+      const CudaLlamaOptions& options);
   ~CudaLlama();
   CudaLlama(const CudaLlama&) = delete;
   CudaLlama& operator=(const CudaLlama&) = delete;
 
-  const loader::ModelConfig& config() const { return checkpoint_->config(); }
+  const worker::loader::ModelConfig& config() const { return checkpoint_->config(); }
   int num_layers() const { return static_cast<int>(layers_.size()); }
   int64_t weight_bytes() const { return weight_bytes_; }
   int64_t kv_cache_bytes() const { return kv_cache_bytes_; }
@@ -119,7 +120,8 @@ class CudaLlama {
     int max_context = 0;
   };
 
-  CudaLlama(std::shared_ptr<const loader::Checkpoint> checkpoint, const CudaLlamaOptions& options)
+  CudaLlama(std::shared_ptr<const worker::loader::Checkpoint> checkpoint,
+            const CudaLlamaOptions& options)
       : checkpoint_(std::move(checkpoint)), options_(options) {}
   absl::Status Init();
   absl::Status UploadWeights();
@@ -137,16 +139,16 @@ class CudaLlama {
   bool CanReplay(const ForwardBatch& batch, const BatchArrays& a) const;
   // Runs `enqueue` (work on stream_) once, then captures the same work into
   // an executable graph, which the caller destroys.
-  absl::StatusOr<::rill::cuda::GraphExec> RunAndCapture(
+  absl::StatusOr<::rill::kernels::cuda::GraphExec> RunAndCapture(
       const std::function<absl::Status()>& enqueue);
   absl::Status ForwardDecodeGraph(const BatchArrays& a, ForwardOutput* out);
   void DestroyGraphs();
   absl::Status CopyLogits(const BatchArrays& a, ForwardOutput* out);
   absl::Status CopyHidden(const BatchArrays& a, const ForwardBatch& batch, ForwardOutput* out);
   BatchLimits Limits() const;
-  ::rill::cuda::PagedAttentionShape AttentionShape(int max_blocks_per_seq) const;
+  ::rill::kernels::cuda::PagedAttentionShape AttentionShape(int max_blocks_per_seq) const;
 
-  std::shared_ptr<const loader::Checkpoint> checkpoint_;
+  std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
   CudaLlamaOptions options_;
   int hidden_ = 0, q_heads_ = 0, kv_heads_ = 0, head_dim_ = 0, ffn_ = 0, vocab_ = 0;
   int q_dim_ = 0, kv_dim_ = 0;
@@ -155,8 +157,8 @@ class CudaLlama {
   int64_t weight_bytes_ = 0, kv_cache_bytes_ = 0;
   int num_kv_blocks_ = 0;  // 0: released (SetKvCacheBlocks)
 
-  ::rill::cuda::Stream stream_ = nullptr;
-  ::rill::cuda::GemmContext* gemm_ = nullptr;
+  ::rill::kernels::cuda::Stream stream_ = nullptr;
+  ::rill::kernels::cuda::GemmContext* gemm_ = nullptr;
 
   std::vector<Layer> layers_;
   DeviceBuffer embed_, head_storage_, final_norm_, inv_freq_;
@@ -175,11 +177,11 @@ class CudaLlama {
   // Decode graphs: the block tables [max bucket][graph_table_width_] and the
   // split-K workspace they read, sized once; one executable graph per bucket
   // (they capture the cache's pointers, so a resized cache drops them).
-  std::optional<::rill::cuda::GraphBuckets> graph_buckets_;
+  std::optional<::rill::kernels::cuda::GraphBuckets> graph_buckets_;
   int graph_table_width_ = 0;
   int graph_max_context_ = 0;
   DeviceBuffer graph_tables_, graph_workspace_;
-  std::map<int, ::rill::cuda::GraphExec> graphs_;
+  std::map<int, ::rill::kernels::cuda::GraphExec> graphs_;
 };
 
 }  // namespace rill::worker

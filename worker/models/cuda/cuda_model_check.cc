@@ -163,15 +163,15 @@ bool CheckRejects(CudaLlama* gpu) {
 }
 
 // Returns whether the GPU model matches the CPU model.
-absl::StatusOr<bool> CheckCorrectness(std::shared_ptr<const loader::Checkpoint> ckpt,
+absl::StatusOr<bool> CheckCorrectness(std::shared_ptr<const worker::loader::Checkpoint> ckpt,
                                       CudaLlama* gpu) {
-  const loader::ModelConfig& cfg = ckpt->config();
+  const worker::loader::ModelConfig& cfg = ckpt->config();
   const int vocab = static_cast<int>(cfg.vocab_size), bs = 16;
   const int P = std::max(1, absl::GetFlag(FLAGS_prompts));
   const int L = std::max(2, absl::GetFlag(FLAGS_prompt_tokens));
   const int D = std::max(0, absl::GetFlag(FLAGS_decode_steps));
   const int blocks_per_seq = (L + D + bs - 1) / bs;
-  cpu::ThreadPool pool(absl::GetFlag(FLAGS_threads));
+  kernels::cpu::ThreadPool pool(absl::GetFlag(FLAGS_threads));
   ModelOptions mo;  // the exact path (the default plan)
   absl::StatusOr<std::unique_ptr<CausalLm>> cpu = CreateLlama(ckpt, &pool, mo);
   if (!cpu.ok()) return cpu.status();
@@ -290,27 +290,28 @@ std::vector<BenchRow> RunBench(CudaLlama* model) {
 }
 
 int Main() {
-  const int devices = ::rill::cuda::DeviceCountOrError();
+  const int devices = ::rill::kernels::cuda::DeviceCountOrError();
   if (devices <= 0) {
     printf("skipped: no CUDA device\n");
     return 0;
   }
   char name[256] = "?";
-  ::rill::cuda::DeviceName(name, sizeof(name));
+  ::rill::kernels::cuda::DeviceName(name, sizeof(name));
   size_t free_b = 0, total_b = 0;
-  ::rill::cuda::MemInfo(&free_b, &total_b);
+  ::rill::kernels::cuda::MemInfo(&free_b, &total_b);
   printf("device: %s, %.1f of %.1f GiB free\n", name, free_b / 1073741824.0,
          total_b / 1073741824.0);
 
   std::string path = absl::GetFlag(FLAGS_model);
   if (path.empty()) path = base::DefaultModelFilePath();
-  absl::StatusOr<std::unique_ptr<loader::Checkpoint>> loaded = loader::LoadCheckpoint(path);
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> loaded =
+      worker::loader::LoadCheckpoint(path);
   if (!loaded.ok()) {
     printf("error: %s\n", loaded.status().ToString().c_str());
     return 2;
   }
-  std::shared_ptr<const loader::Checkpoint> ckpt = std::move(*loaded);
-  const loader::ModelConfig& cfg = ckpt->config();
+  std::shared_ptr<const worker::loader::Checkpoint> ckpt = std::move(*loaded);
+  const worker::loader::ModelConfig& cfg = ckpt->config();
   printf("model: %s (%lld layers, hidden %lld, %lld/%lld heads, ffn %lld, vocab %lld)\n",
          path.c_str(), static_cast<long long>(cfg.num_layers),
          static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.num_heads),

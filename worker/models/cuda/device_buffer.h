@@ -18,8 +18,8 @@ namespace rill::worker {
 // Internal error "<what>: <CUDA error name> (code)" for a non-zero code.
 inline absl::Status CudaStatus(int err, absl::string_view what) {
   if (err == 0) return absl::OkStatus();
-  return absl::InternalError(
-      absl::StrCat("CUDA: ", what, ": ", ::rill::cuda::ErrorString(err), " (code ", err, ")"));
+  return absl::InternalError(absl::StrCat(
+      "CUDA: ", what, ": ", ::rill::kernels::cuda::ErrorString(err), " (code ", err, ")"));
 }
 
 class DeviceBuffer {
@@ -44,7 +44,7 @@ class DeviceBuffer {
   absl::Status Allocate(size_t bytes, absl::string_view what) {
     Free();
     void* p = nullptr;
-    const int err = ::rill::cuda::DeviceAlloc(&p, bytes > 0 ? bytes : 1);
+    const int err = ::rill::kernels::cuda::DeviceAlloc(&p, bytes > 0 ? bytes : 1);
     if (err != 0) {
       return CudaStatus(err, absl::StrCat("allocating ", bytes, " bytes for ", what));
     }
@@ -68,7 +68,7 @@ class DeviceBuffer {
           absl::StrCat("upload of ", bytes, " bytes into the ", bytes_, "-byte buffer for ", what));
     }
     if (bytes == 0) return absl::OkStatus();
-    return CudaStatus(::rill::cuda::CopyToDevice(ptr_, src, bytes),
+    return CudaStatus(::rill::kernels::cuda::CopyToDevice(ptr_, src, bytes),
                       absl::StrCat("uploading ", what));
   }
 
@@ -89,7 +89,8 @@ class DeviceBuffer {
 
  private:
   void Free() {
-    if (ptr_ != nullptr) ::rill::cuda::DeviceFree(ptr_);  // nothing to do about a failure here
+    if (ptr_ != nullptr)
+      ::rill::kernels::cuda::DeviceFree(ptr_);  // nothing to do about a failure here
     ptr_ = nullptr;
     bytes_ = 0;
   }

@@ -11,8 +11,8 @@
 namespace rill::worker {
 namespace {
 
-using loader::GgufValue;
-using loader::GgufValueType;
+using worker::loader::GgufValue;
+using worker::loader::GgufValueType;
 
 template <typename T>
 std::string Pod(T v) {
@@ -48,12 +48,12 @@ std::string Encode(const GgufValue& v) {
     case GgufValueType::kBool:
       return Pod<uint8_t>(*v.AsBool() ? 1 : 0);
     case GgufValueType::kString:
-      return loader::GgufWriter::EncodeString(std::string(*v.AsString()));
+      return worker::loader::GgufWriter::EncodeString(std::string(*v.AsString()));
     case GgufValueType::kArray: {
       std::vector<std::string> elems;
       elems.reserve(v.size());
       for (uint64_t i = 0; i < v.size(); ++i) elems.push_back(Encode(v.At(i)));
-      return loader::GgufWriter::EncodeArray(v.element_type(), elems);
+      return worker::loader::GgufWriter::EncodeArray(v.element_type(), elems);
     }
   }
   return "";
@@ -73,7 +73,7 @@ int LayerOf(std::string_view name) {
 
 }  // namespace
 
-absl::Status WriteTrimmedGguf(const loader::GgufFile& in, int keep_layers,
+absl::Status WriteTrimmedGguf(const worker::loader::GgufFile& in, int keep_layers,
                               const std::string& out_path) {
   absl::StatusOr<std::string_view> arch = in.GetString("general.architecture");
   if (!arch.ok()) return arch.status();
@@ -84,9 +84,9 @@ absl::Status WriteTrimmedGguf(const loader::GgufFile& in, int keep_layers,
     return absl::InvalidArgumentError(
         absl::StrCat("keep_layers ", keep_layers, " outside [1, ", *layers, "]"));
   }
-  loader::GgufWriter w(in.version());
+  worker::loader::GgufWriter w(in.version());
   w.SetAlignment(static_cast<uint32_t>(in.alignment()));
-  for (const loader::GgufKv& kv : in.metadata()) {
+  for (const worker::loader::GgufKv& kv : in.metadata()) {
     const std::string key(kv.key);
     if (key == "general.alignment") continue;  // SetAlignment wrote it
     if (key == count_key) {
@@ -105,7 +105,7 @@ absl::Status WriteTrimmedGguf(const loader::GgufFile& in, int keep_layers,
     }
     w.AddRaw(key, kv.value.type(), Encode(kv.value));
   }
-  for (const loader::GgufTensorInfo& t : in.tensors()) {
+  for (const worker::loader::GgufTensorInfo& t : in.tensors()) {
     if (LayerOf(t.name) >= keep_layers) continue;
     w.AddTensor(std::string(t.name), t.type, t.ne,
                 std::string(static_cast<const char*>(t.data), t.nbytes));

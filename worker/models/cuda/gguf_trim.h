@@ -15,7 +15,7 @@ namespace rill::worker {
 
 // Writes the cut copy of `in` to `out_path`. InvalidArgument when keep_layers
 // is not in [1, block_count] or the file has no general.architecture.
-absl::Status WriteTrimmedGguf(const loader::GgufFile& in, int keep_layers,
+absl::Status WriteTrimmedGguf(const worker::loader::GgufFile& in, int keep_layers,
                               const std::string& out_path);
 
 }  // namespace rill::worker

@@ -25,8 +25,8 @@ inline std::vector<float> Fill(int64_t n, float (*f)(int64_t)) {
   return v;
 }
 
-inline loader::GgufWriter TinyLlamaGguf(int layers, bool with_bias) {
-  loader::GgufWriter w;
+inline worker::loader::GgufWriter TinyLlamaGguf(int layers, bool with_bias) {
+  worker::loader::GgufWriter w;
   w.AddString("general.architecture", "llama");
   w.AddString("tokenizer.ggml.model", "gpt2");
   std::vector<std::string> tokens;

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: trim_gguf --in=IN.gguf --out=OUT.gguf --layers=N\n");
     return 2;
   }
-  auto in = rill::loader::GgufFile::Open(absl::GetFlag(FLAGS_in));
+  auto in = rill::worker::loader::GgufFile::Open(absl::GetFlag(FLAGS_in));
   if (!in.ok()) {
     fprintf(stderr, "trim_gguf: %s\n", in.status().ToString().c_str());
     return 1;

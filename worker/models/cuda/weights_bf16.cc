@@ -18,12 +18,12 @@ uint16_t FloatToBf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-float Bf16ToFloat(uint16_t b) { return cpu::BF16ToF32(b); }
+float Bf16ToFloat(uint16_t b) { return kernels::cpu::BF16ToF32(b); }
 
-absl::Status AppendMatrixBf16(const loader::Checkpoint& ckpt, const std::string& name, int64_t rows,
-                              int64_t cols, std::vector<uint16_t>* out) {
+absl::Status AppendMatrixBf16(const worker::loader::Checkpoint& ckpt, const std::string& name,
+                              int64_t rows, int64_t cols, std::vector<uint16_t>* out) {
   // BindMatrix checks the shape, the type and the byte size against rows/cols.
-  absl::StatusOr<cpu::WeightMatrix> w =
+  absl::StatusOr<kernels::cpu::WeightMatrix> w =
       BindMatrix(ckpt, name, rows, cols, /*float_activations=*/true);
   if (!w.ok()) return w.status();
   std::vector<float> row(cols);
@@ -32,23 +32,23 @@ absl::Status AppendMatrixBf16(const loader::Checkpoint& ckpt, const std::string&
   uint16_t* dst = out->data() + base;
   const uint8_t* src = static_cast<const uint8_t*>(w->data);
   for (int64_t r = 0; r < rows; ++r) {
-    cpu::DequantizeRow(w->type, src + static_cast<size_t>(r) * w->row_stride_bytes, row.data(),
-                       cols);
+    kernels::cpu::DequantizeRow(w->type, src + static_cast<size_t>(r) * w->row_stride_bytes,
+                                row.data(), cols);
     for (int64_t c = 0; c < cols; ++c) dst[static_cast<size_t>(r) * cols + c] = FloatToBf16(row[c]);
   }
   return absl::OkStatus();
 }
 
-absl::Status AppendVectorBf16(const loader::Checkpoint& ckpt, const std::string& name, int64_t n,
-                              std::vector<uint16_t>* out) {
+absl::Status AppendVectorBf16(const worker::loader::Checkpoint& ckpt, const std::string& name,
+                              int64_t n, std::vector<uint16_t>* out) {
   absl::StatusOr<std::vector<float>> v = LoadVector(ckpt, name, n);
   if (!v.ok()) return v.status();
   for (float x : *v) out->push_back(FloatToBf16(x));
   return absl::OkStatus();
 }
 
-absl::Status BuildLayerBf16(const loader::Checkpoint& ckpt, int layer, LayerBf16* out) {
-  const loader::ModelConfig& c = ckpt.config();
+absl::Status BuildLayerBf16(const worker::loader::Checkpoint& ckpt, int layer, LayerBf16* out) {
+  const worker::loader::ModelConfig& c = ckpt.config();
   const int64_t h = c.hidden_size, qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim,
                 f = c.intermediate_size;
   const std::string p = absl::StrCat("blk.", layer, ".");

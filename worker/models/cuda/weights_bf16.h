@@ -22,12 +22,12 @@ float Bf16ToFloat(uint16_t b);
 
 // Appends the [rows][cols] matrix `name` (ggml ne = {cols, rows}) as bf16,
 // row-major, to *out. Errors name the tensor (shape mismatch, unsupported type).
-absl::Status AppendMatrixBf16(const loader::Checkpoint& ckpt, const std::string& name, int64_t rows,
-                              int64_t cols, std::vector<uint16_t>* out);
+absl::Status AppendMatrixBf16(const worker::loader::Checkpoint& ckpt, const std::string& name,
+                              int64_t rows, int64_t cols, std::vector<uint16_t>* out);
 
 // Appends the n-element vector `name` (norm weight, bias) as bf16 to *out.
-absl::Status AppendVectorBf16(const loader::Checkpoint& ckpt, const std::string& name, int64_t n,
-                              std::vector<uint16_t>* out);
+absl::Status AppendVectorBf16(const worker::loader::Checkpoint& ckpt, const std::string& name,
+                              int64_t n, std::vector<uint16_t>* out);
 
 // One decoder layer's weights as the CUDA forward uploads them.
 struct LayerBf16 {
@@ -40,7 +40,7 @@ struct LayerBf16 {
 };
 
 // Layer `layer` of a Llama-family checkpoint ("blk.N." names).
-absl::Status BuildLayerBf16(const loader::Checkpoint& ckpt, int layer, LayerBf16* out);
+absl::Status BuildLayerBf16(const worker::loader::Checkpoint& ckpt, int layer, LayerBf16* out);
 
 }  // namespace rill::worker
 

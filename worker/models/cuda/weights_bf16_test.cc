@@ -47,15 +47,16 @@ TEST(FloatToBf16, MatchesKernelReference) {
   for (int i = 0; i < 100000; ++i) {
     const float f = FromBits(rng());
     if (std::isnan(f)) continue;
-    ASSERT_EQ(FloatToBf16(f), cuda::ref::ToBf16(f)) << "bits " << std::hex << Bits(f);
+    ASSERT_EQ(FloatToBf16(f), kernels::cuda::ref::ToBf16(f)) << "bits " << std::hex << Bits(f);
   }
 }
 
-absl::StatusOr<std::unique_ptr<loader::Checkpoint>> Load(const std::string& name, bool bias) {
+absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> Load(const std::string& name,
+                                                                 bool bias) {
   const std::string path = TmpPath(name);
   absl::Status s = TinyLlamaGguf(2, bias).WriteFile(path);
   if (!s.ok()) return s;
-  return loader::LoadCheckpoint(path);
+  return worker::loader::LoadCheckpoint(path);
 }
 
 TEST(BuildLayerBf16, FusesQkvAndGateUpRowBlocks) {
