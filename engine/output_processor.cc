@@ -109,8 +109,14 @@ ProcessResult OutputProcessor::Process(const EngineCoreOutput& o) {
   result.known = true;
   result.request_id = request_id;
   if (sample.finished) return result;  // E.g. an abort racing a stop-string match.
+  const int64_t tokens_before = static_cast<int64_t>(sample.all.token_ids.size());
   result.stop_matched = Update(s, sample, o);
   result.state = result.stop_matched ? RequestState::kFinishedStopped : o.state;
+  if (metrics_ != nullptr) {
+    metrics_->OnSampleOutput(o, result.state, static_cast<int64_t>(s.prompt_token_ids.size()),
+                             tokens_before, sample.last_token);
+  }
+  if (!o.new_token_ids.empty()) sample.last_token = o.times.last_token;
   if (sample.finished) sample_of_.erase(sit);
   if (!o.prompt_logprobs.empty() && s.prompt_logprobs.empty()) {
     s.prompt_logprobs = o.prompt_logprobs;
@@ -127,6 +133,7 @@ ProcessResult OutputProcessor::Process(const EngineCoreOutput& o) {
 
   const bool finished = s.num_finished == static_cast<int>(s.samples.size());
   result.request_finished = finished;
+  if (finished && metrics_ != nullptr) metrics_->OnRequestFinished(result.state);
   const OutputKind kind = s.params.output_kind;
   if (kind == OutputKind::kFinalOnly && !finished) return result;
   RequestOutput out;

@@ -12,6 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "engine/engine_core.h"
+#include "engine/engine_metrics.h"
 #include "engine/output_stream.h"
 #include "engine/request_output.h"
 #include "engine/sample_text.h"
@@ -42,6 +43,8 @@ class OutputProcessor {
  public:
   // `text` may be empty: outputs then carry token ids only.
   explicit OutputProcessor(SampleTextFactory text = nullptr) : text_(std::move(text)) {}
+  // Every processed output is also counted there (null: not counted).
+  void SetMetrics(EngineMetrics* metrics) { metrics_ = metrics; }
 
   // Registers a request with params.n samples (ids from SampleRequestId).
   void AddRequest(const std::string& request_id, std::string prompt,
@@ -71,6 +74,7 @@ class OutputProcessor {
     size_t sent_tokens = 0;
     CompletionOutput all;  // Cumulative view (text filled on output).
     bool finished = false;
+    absl::Time last_token = absl::InfinitePast();  // For inter-token latency.
   };
   struct State {
     std::string prompt;
@@ -92,6 +96,7 @@ class OutputProcessor {
   CompletionOutput Cumulative(const Sample& sample) const;
 
   const SampleTextFactory text_;
+  EngineMetrics* metrics_ = nullptr;
   absl::flat_hash_map<std::string, State> requests_;
   absl::flat_hash_map<std::string, std::pair<std::string, int>> sample_of_;  // Sample id -> (request, index).
 };
