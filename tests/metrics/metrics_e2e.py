@@ -135,6 +135,21 @@ def check_families(families, expected, where):
                 fail("%s: %s has no +Inf bucket" % (where, name))
 
 
+def check_dashboard(path, families):
+    """Every metric the Grafana dashboard queries is one the processes export."""
+    import json
+    import re
+    dash = json.load(open(path))
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    names = set(re.findall(r"\b((?:vllm|rill):[a-z0-9_]+)", " ".join(exprs)))
+    if not names:
+        fail("the dashboard queries no metric")
+    for n in sorted(names):
+        base = re.sub(r"_(bucket|sum|count|total)$", "", n)
+        if n not in families and base not in families:
+            fail("dashboard %s queries %s, which neither process exports" % (path, n))
+
+
 def run_workload(pb, stub):
     outbox = queue.Queue()
 
@@ -191,6 +206,7 @@ def main():
     ap.add_argument("--engine_binary", required=True)
     ap.add_argument("--frontend_binary", required=True)
     ap.add_argument("--proto_dir", required=True)
+    ap.add_argument("--dashboard", required=True)
     args = ap.parse_args()
 
     import grpc
@@ -249,6 +265,7 @@ def main():
                     value(after_f, "rill:frontend_active_streams")))
             time.sleep(0.2)
         check_families(after_e, ENGINE_FAMILIES, "engine")
+        check_dashboard(args.dashboard, dict(after_e, **after_f))
 
         def delta(name, sample=None, **labels):
             return value(after_e, name, sample, **labels) - value(before_e, name, sample, **labels)
