@@ -117,12 +117,13 @@ TEST_F(EngineMetricsTest, CountsAKnownWorkloadAndGetStatsAgrees) {
 TEST_F(EngineMetricsTest, PreemptionsAndAbortsAreCounted) {
   FakeModelExecutor::Options fake;
   fake.num_blocks = 8;  // 32 tokens: two requests growing to 28 cannot both run.
+  fake.step_delay = absl::Milliseconds(5);  // c is still running when the abort lands.
   MakeEngine(fake);
   auto a = Start({1, 2, 3, 4, 5, 6, 7, 8}, 20, "a");
   auto b = Start({9, 10, 11, 12, 13, 14, 15, 16}, 20, "b");
   Drain(a.get());
   Drain(b.get());
-  auto c = Start({1, 2, 3}, 200 - 3, "c");
+  auto c = Start({1, 2, 3}, 29, "c");  // Fits the cache; aborted after its first token.
   ASSERT_TRUE(c->Next(absl::Seconds(60)).ok());
   ASSERT_TRUE(engine_->Abort("c").ok());
   Drain(c.get());
