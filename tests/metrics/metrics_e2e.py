@@ -25,7 +25,7 @@ import urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients"))
-from python_client import load_stubs  # noqa: E402
+from python_client import load_stubs, request_iterator  # noqa: E402
 
 # family name (as the parser names it) -> (type, labels besides le)
 ENGINE_FAMILIES = {
@@ -153,13 +153,6 @@ def check_dashboard(path, families):
 def run_workload(pb, stub):
     outbox = queue.Queue()
 
-    def requests():
-        while True:
-            item = outbox.get()
-            if item is None:
-                return
-            yield item
-
     def start(rid, max_tokens):
         return pb.GenerateRequest(start=pb.StartRequest(
             request_id=rid, token_ids=pb.TokenIds(ids=PROMPT),
@@ -176,7 +169,7 @@ def run_workload(pb, stub):
     finish = {}
     codes = {}
     aborted = set()
-    for resp in stub.Generate(requests(), timeout=300):
+    for resp in stub.Generate(request_iterator(outbox), timeout=300):
         rid = resp.request_id
         for c in resp.outputs:
             tokens[rid] = tokens.get(rid, 0) + len(c.token_ids)
@@ -342,7 +335,7 @@ def main():
         log = os.path.join(run_dir, "engine.log")
         if os.path.exists(log):
             lines = [l for l in open(log) if "finished: reason=" in l]
-            print("engine request log lines: %d" % len(lines))
+            print("engine request log lines: %d, e.g.\n%s" % (len(lines), lines[0] if lines else ""))
             if len(lines) < N + K:
                 print("".join(open(log).readlines()[-40:]))
                 fail("--log_requests wrote %d lines, want >= %d" % (len(lines), N + K))
