@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The cost of Prometheus metrics: `rill serve` with --metrics_port (scraped
 every --scrape_interval_s, far more often than Prometheus' usual 15 s) vs
-without, same workload through rill-bench-serve, alternating off/on
---rounds times on one machine. Prints output tokens/s per run and the
+without, same workload through rill-bench-serve, --rounds rounds of both
+(order alternating) on one machine. Prints output tokens/s per run and the
 on/off ratio of the medians; writes bench/out/metrics_overhead.json.
 
   bazel build //cli:rill //bench/serve_bench:rill-bench-serve //engine/service:rill-engine //frontend:rill-frontend
@@ -52,7 +52,9 @@ def main():
              f"--input_len={args.input_len}", f"--output_len={args.output_len}", "--progress=false"]
     runs = {"off": [], "on": []}
     for r in range(args.rounds):
-        for mode in ("off", "on"):
+        # Alternate which goes first, so a drift in the machine's load does
+        # not favour one side.
+        for mode in (("off", "on") if r % 2 == 0 else ("on", "off")):
             extra = [f"--metrics_port={args.metrics_port}"] if mode == "on" else []
             proc, address = start_rill(args, out_dir, extra)
             done, counts = threading.Event(), [0, 0]
