@@ -48,7 +48,7 @@ def stop(proc):
             proc.wait()
 
 
-def start_rill(args, out_dir):
+def start_rill(args, out_dir, extra_flags=()):
     ready = os.path.join(out_dir, "rill.ready")
     if os.path.exists(ready):
         os.remove(ready)
@@ -57,6 +57,7 @@ def start_rill(args, out_dir):
            "--log_to_files", f"--run_dir={out_dir}/rill-run"]
     for f in args.rill_engine_flag:
         cmd.append(f"--engine_flags={f}")
+    cmd += list(extra_flags)
     log = open(os.path.join(out_dir, "rill-serve.log"), "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     wait_until(lambda: os.path.exists(ready) or proc.poll() is not None, 600, "rill serve")

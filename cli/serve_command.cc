@@ -31,6 +31,9 @@ ABSL_FLAG(int, port, 50051,
           "Client port (all frontends share it); 0 picks a free one. A port another server "
           "holds fails at start-up (exit code 2).");
 ABSL_FLAG(int, frontends, 1, "Number of rill-frontend replicas.");
+ABSL_FLAG(int, metrics_port, 0,
+          "Prometheus /metrics: the engine's (vllm:...) on 127.0.0.1:<port>, frontend i's "
+          "(rill:frontend_...) on <--host>:<port + 1 + i>; 0 = off.");
 ABSL_FLAG(std::string, admin_token, "",
           "Enables the Admin service on the frontends and the engine, guarded by this bearer "
           "token (handed to them in a 0600 file in the run dir).");
@@ -309,6 +312,12 @@ int RunServe(int, char**) {
   opts.host = absl::GetFlag(FLAGS_host);
   opts.port = absl::GetFlag(FLAGS_port);
   opts.num_frontends = absl::GetFlag(FLAGS_frontends);
+  opts.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  if (opts.metrics_port < 0 || opts.metrics_port + opts.num_frontends > 65535) {
+    std::cerr << "rill serve: --metrics_port must be 0 (off) or a port with room for "
+              << opts.num_frontends << " frontend port(s) after it\n";
+    return 2;
+  }
   opts.run_dir = run_dir.path;
   opts.log_to_files = absl::GetFlag(FLAGS_log_to_files);
   opts.shutdown_grace = absl::Milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms));

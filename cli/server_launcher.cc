@@ -173,6 +173,9 @@ absl::Status ServerLauncher::Start(const std::function<bool()>& interrupted) {
     Stop(/*immediately=*/true);
     return s;
   }
+  if (options_.metrics_port > 0) {
+    engine_.argv.push_back(absl::StrCat("--metrics_port=", options_.metrics_port));
+  }
   for (const std::string& f : options_.engine_flags) engine_.argv.push_back(f);
   s = StartChild(&engine_);
   absl::StatusOr<int> engine_port = s.ok() ? WaitForPort(&engine_, interrupted)
@@ -199,6 +202,9 @@ absl::Status ServerLauncher::Start(const std::function<bool()>& interrupted) {
                absl::StrCat("--shutdown_grace_ms=",
                             absl::ToInt64Milliseconds(options_.shutdown_grace))};
     for (const std::string& f : frontend_credentials) fe.argv.push_back(f);
+    if (options_.metrics_port > 0) {
+      fe.argv.push_back(absl::StrCat("--metrics_port=", options_.metrics_port + 1 + i));
+    }
     for (const std::string& f : options_.frontend_flags) fe.argv.push_back(f);
     s = StartChild(&fe);
     absl::StatusOr<int> port = s.ok() ? WaitForPort(&fe, interrupted) : absl::StatusOr<int>(s);

@@ -30,6 +30,9 @@ struct LaunchOptions {
   std::string host = "127.0.0.1";
   int port = 50051;  // Client port; 0 picks a free one.
   int num_frontends = 1;
+  // > 0: Prometheus /metrics of the engine on 127.0.0.1:metrics_port and of
+  // frontend i on host:(metrics_port + 1 + i). 0: off.
+  int metrics_port = 0;
   std::string engine_binary;
   std::string frontend_binary;
   std::vector<std::string> engine_flags;    // Passed to rill-engine as given.

@@ -85,6 +85,8 @@ AsyncEngine::AsyncEngine(const EngineArgs& args, std::unique_ptr<ModelExecutor> 
   config_.lora.max_cpu_loras = args.max_cpu_loras;
   config_.lora.root = args.lora_root;
   config_.options = EngineOptionValues(args);
+  metrics_ = std::make_unique<EngineMetrics>(args, config_);
+  outputs_.SetMetrics(metrics_.get());
   core_->SetTransitionCallback(
       [this](const std::vector<std::pair<std::string, RequestState>>& t) { ApplyTransitions(t); });
   // A worker process that dies is pushed here by the executor (from its
@@ -403,27 +405,27 @@ absl::Status AsyncEngine::WakeUp() {
   });
 }
 
-EngineStats AsyncEngine::GetStats() const {
-  EngineStats s = stats_.Get();
-  // Live, so a request's count is in by the time its final output is seen.
-  const FinishedCounts counts = statuses_.finished_counts();
-  s.requests_finished = counts.finished;
-  s.requests_aborted = counts.aborted;
-  s.requests_failed = counts.failed;
-  return s;
-}
+// Request counts are counted as each final output is processed, before it
+// is delivered, so a reader of the final output sees its count.
+EngineStats AsyncEngine::GetStats() const { return metrics_->Read(); }
 
 void AsyncEngine::PublishStats() {
-  EngineStats s;
-  s.num_running = core_->scheduler().num_running();
-  s.num_waiting = core_->scheduler().num_waiting();
-  s.kv_usage = core_->block_manager().Usage();
-  s.prefix_cache_hit_rate = core_->block_manager().stats().HitRate();
-  s.prompt_tokens = core_->stats().prompt_tokens;
-  s.generation_tokens = core_->stats().generation_tokens;
-  s.steps = core_->stats().steps;
-  s.preemptions = core_->stats().preemptions;
-  stats_.Publish(s);
+  EngineStateNumbers n;
+  const Scheduler& scheduler = core_->scheduler();
+  n.num_running = scheduler.num_running();
+  n.num_waiting = scheduler.num_waiting();
+  n.kv_usage = core_->block_manager().Usage();
+  n.sleeping = sleeping_.load();
+  n.computed_prompt_tokens = core_->stats().prompt_tokens;
+  n.steps = core_->stats().steps;
+  n.preemptions = core_->stats().preemptions;
+  n.prefix_queried_tokens = core_->block_manager().stats().queried_tokens;
+  n.prefix_hit_tokens = core_->block_manager().stats().hit_tokens;
+  if (config_.lora.enabled) {
+    n.running_loras = scheduler.RunningLoraNames();
+    n.waiting_loras = scheduler.WaitingLoraNames();
+  }
+  metrics_->OnState(n);
 }
 
 void AsyncEngine::RunStep() {
@@ -453,6 +455,11 @@ void AsyncEngine::RunStep() {
                        core_->stats().prompt_tokens + core_->stats().generation_tokens -
                            tokens_before);
   if (outs.ok()) {
+    const StepReport& step = core_->last_step();
+    if (step.num_seqs > 0) {
+      metrics_->OnStep({absl::Now() - step_start, step.execute, step.sample, step.num_seqs,
+                        step.num_tokens});
+    }
     Deliver(*outs);
     return;
   }

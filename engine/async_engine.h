@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "engine/engine_args.h"
 #include "engine/engine_core.h"
+#include "engine/engine_metrics.h"
 #include "engine/engine_stats.h"
 #include "engine/lora_admin.h"
 #include "engine/model_executor.h"
@@ -129,7 +130,12 @@ class AsyncEngine {
   // since the last call), passes the numbers to the extra loggers and
   // returns them.
   EngineStats DoLogStats() { return stats_.Log(GetStats()); }
+  // Read from the metrics registry (Metrics()), so it agrees with /metrics.
   EngineStats GetStats() const;
+  // GetStats plus the token rates since the previous call (Admin.GetStats).
+  EngineStats GetStatsWithRates() { return stats_.WithRates(GetStats()); }
+  // The Prometheus families (vLLM's names); any thread may read them.
+  const EngineMetrics& Metrics() const { return *metrics_; }
   // Extra stat sinks (metrics exporters, tests) beside the glog line.
   // AlreadyExists / NotFound on a duplicate / unknown name.
   absl::Status AddLogger(const std::string& name, StatLogger logger) {
@@ -227,6 +233,7 @@ class AsyncEngine {
   LoraAdmin lora_;
   RequestStatusTable statuses_;
   EngineStatsReporter stats_;
+  std::unique_ptr<EngineMetrics> metrics_;  // Set in the constructor, never null.
   StepProfiler profiler_;
   // Loop-thread state.
   std::unique_ptr<EngineCore> core_;

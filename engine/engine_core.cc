@@ -7,6 +7,7 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "engine/logits_processor.h"
 #include "engine/max_model_len.h"
 #include "engine/structured_output/constraint_matcher.h"
@@ -28,6 +29,7 @@ EngineCoreOutput OutputFor(const Request& r) {
   o.times = r.times;
   o.num_cached_tokens = r.num_cached_prompt_tokens;
   o.num_preemptions = r.num_preemptions;
+  if (IsFinished(r.state)) o.lora_name = r.lora_name;
   return o;
 }
 
@@ -220,6 +222,7 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
       on_transitions_ && !t.empty()) {
     on_transitions_(t);
   }
+  last_step_ = StepReport();
   if (plan.empty()) return outputs;
 
   worker::ForwardBatch batch;
@@ -235,7 +238,12 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
                    c.start_pos + 1 < static_cast<int64_t>(c.request->prompt_token_ids.size());
   }
   worker::ForwardOutput& fwd = fwd_;  // Reused: its rows keep their capacity.
+  last_step_.num_seqs = static_cast<int>(plan.chunks.size());
+  last_step_.num_tokens = plan.num_batched_tokens;
+  const absl::Time execute_start = absl::Now();
   if (absl::Status s = ExecuteFillingMasks(plan, batch, &fwd); !s.ok()) return s;
+  const absl::Time sample_start = absl::Now();
+  last_step_.execute = sample_start - execute_start;
   if (fwd.logits.size() != plan.chunks.size()) {
     return absl::InternalError(absl::StrCat("executor returned ", fwd.logits.size(),
                                             " logits rows for ", plan.chunks.size(), " sequences"));
@@ -276,6 +284,7 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
     std::vector<float>& row = fwd.logits[i];
     sampled_[k] = SampleRow(plan.chunks[i].request, row.data() + row.size() - vocab_size_);
   });
+  last_step_.sample = absl::Now() - sample_start;
   for (size_t k = 0; k < sample_rows_.size(); ++k) {
     outputs.push_back(Advance(plan.chunks[sample_rows_[k]].request, std::move(sampled_[k])));
   }

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "engine/block_manager.h"
 #include "engine/model_executor.h"
 #include "engine/request.h"
@@ -39,6 +40,15 @@ struct EngineCoreOutput {
   RequestTimes times;
   int64_t num_cached_tokens = 0;
   int num_preemptions = 0;
+  std::string lora_name;  // Set on the final output only (request logs).
+};
+
+// What the last Step ran, for metrics.
+struct StepReport {
+  int num_seqs = 0;
+  int64_t num_tokens = 0;     // Scheduled tokens.
+  absl::Duration execute;     // The executor's forward.
+  absl::Duration sample;      // Logits processing + sampling.
 };
 
 struct EngineCoreStats {
@@ -94,6 +104,7 @@ class EngineCore {
   const Scheduler& scheduler() const { return scheduler_; }
   BlockManager& block_manager() { return blocks_; }
   const EngineCoreStats& stats() const { return stats_; }
+  const StepReport& last_step() const { return last_step_; }
   ModelExecutor* executor() { return executor_; }
   const std::vector<int32_t>& eos_token_ids() const { return eos_ids_; }
 
@@ -127,6 +138,7 @@ class EngineCore {
   std::vector<size_t> sample_rows_;  // Step scratch: plan indices to sample.
   std::vector<SampledRow> sampled_;  // Step scratch: their samples.
   EngineCoreStats stats_;
+  StepReport last_step_;
   std::vector<EngineCoreOutput> pending_;
   TransitionCallback on_transitions_;
 };

@@ -51,6 +51,9 @@
   X(bool, enable_prefix_caching, true, AnyValue(), "Reuse KV blocks of shared prompt prefixes.") \
   X(absl::Duration, log_stats_interval, absl::ZeroDuration(), AnyValue(),                         \
     "Log engine stats this often (e.g. 10s); 0 disables.")                                       \
+  X(bool, log_requests, false, AnyValue(),                                                        \
+    "Log one line per finished request (tokens, cached tokens, queue time, TTFT, e2e, finish "   \
+    "reason, LoRA).")                                                                             \
   X(::rill::engine::LoraAdapters, lora, {}, AnyValue(),                                           \
     "LoRA adapters to load at start-up: name=path,name=path (PEFT directories).")                 \
   X(std::string, lora_root, "", AnyValue(),                                                       \

@@ -9,14 +9,15 @@
 
 namespace rill::engine {
 
-void EngineStatsReporter::Publish(const EngineStats& stats) {
+EngineStats EngineStatsReporter::WithRates(EngineStats s) {
   absl::MutexLock lock(&mu_);
-  current_ = stats;
-}
-
-EngineStats EngineStatsReporter::Get() const {
-  absl::MutexLock lock(&mu_);
-  return current_;
+  const absl::Time now = absl::Now();
+  const double dt = std::max(1e-9, absl::ToDoubleSeconds(now - last_rated_time_));
+  s.prompt_tokens_per_second = (s.prompt_tokens - last_rated_.prompt_tokens) / dt;
+  s.generation_tokens_per_second = (s.generation_tokens - last_rated_.generation_tokens) / dt;
+  last_rated_ = s;
+  last_rated_time_ = now;
+  return s;
 }
 
 EngineStats EngineStatsReporter::Log(const EngineStats& s) {

@@ -1,6 +1,6 @@
-// The engine's numbers (EngineStats): the loop publishes a snapshot after
-// every step; readers (GetStats, the log line, extra loggers such as metrics
-// exporters) take it from here. Thread-safe.
+// The engine's numbers (EngineStats, read from the metrics registry by
+// AsyncEngine::GetStats) logged every --log_stats_interval and passed to
+// extra loggers. Thread-safe.
 #ifndef RILL_ENGINE_ENGINE_STATS_H_
 #define RILL_ENGINE_ENGINE_STATS_H_
 
@@ -30,6 +30,9 @@ struct EngineStats {
   int64_t requests_finished = 0;
   int64_t requests_aborted = 0;
   int64_t requests_failed = 0;
+  // Since the previous EngineStatsReporter::WithRates call (Admin.GetStats).
+  double prompt_tokens_per_second = 0.0;
+  double generation_tokens_per_second = 0.0;
 };
 
 // Receives the stats on every DoLogStats call (from the calling thread).
@@ -37,10 +40,8 @@ using StatLogger = std::function<void(const EngineStats&)>;
 
 class EngineStatsReporter {
  public:
-  // Engine loop: the latest step's numbers (request counts are added live
-  // by the caller of Get, from the request status table).
-  void Publish(const EngineStats& stats);
-  EngineStats Get() const;
+  // `stats` with the token rates since the previous WithRates call.
+  EngineStats WithRates(EngineStats stats);
 
   // Logs one line (running/waiting, KV usage, prefix hit rate, tokens/s since
   // the last call), passes `stats` to every logger and returns it.
@@ -52,7 +53,8 @@ class EngineStatsReporter {
 
  private:
   mutable absl::Mutex mu_;
-  EngineStats current_ ABSL_GUARDED_BY(mu_);
+  EngineStats last_rated_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_rated_time_ ABSL_GUARDED_BY(mu_) = absl::Now();
   std::vector<std::pair<std::string, StatLogger>> loggers_ ABSL_GUARDED_BY(mu_);
   EngineStats last_logged_ ABSL_GUARDED_BY(mu_);
   absl::Time last_logged_time_ ABSL_GUARDED_BY(mu_) = absl::Now();

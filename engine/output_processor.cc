@@ -137,9 +137,16 @@ ProcessResult OutputProcessor::Process(const EngineCoreOutput& o) {
   tokenizer::OutputShaper& shaper = *s.shaper;
   result.known = true;
   result.request_id = request_id;
+  Sample& sample = s.samples[index];
   if (shaper.finished(index)) return result;  // E.g. an abort racing a stop-string match.
+  const int64_t tokens_before = static_cast<int64_t>(sample.all.token_ids.size());
   result.stop_matched = Update(s, index, o);
   result.state = result.stop_matched ? RequestState::kFinishedStopped : o.state;
+  if (metrics_ != nullptr) {
+    metrics_->OnSampleOutput(o, result.state, static_cast<int64_t>(s.prompt_token_ids.size()),
+                             tokens_before, sample.last_token);
+  }
+  if (!o.new_token_ids.empty()) sample.last_token = o.times.last_token;
   if (shaper.finished(index)) sample_of_.erase(sit);
   if (!o.prompt_logprobs.empty() && s.prompt_logprobs.empty()) {
     s.prompt_logprobs = o.prompt_logprobs;
@@ -156,6 +163,7 @@ ProcessResult OutputProcessor::Process(const EngineCoreOutput& o) {
 
   const bool finished = shaper.all_finished();
   result.request_finished = finished;
+  if (finished && metrics_ != nullptr) metrics_->OnRequestFinished(result.state);
   if (!shaper.Emits()) return result;
   RequestOutput out;
   out.request_id = request_id;

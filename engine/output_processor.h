@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "engine/engine_core.h"
+#include "engine/engine_metrics.h"
 #include "engine/output_stream.h"
 #include "engine/request_output.h"
 #include "engine/sample_text.h"
@@ -44,6 +45,8 @@ class OutputProcessor {
  public:
   // `text` may be empty: outputs then carry token ids only.
   explicit OutputProcessor(SampleTextFactory text = nullptr) : text_(std::move(text)) {}
+  // Every processed output is also counted there (null: not counted).
+  void SetMetrics(EngineMetrics* metrics) { metrics_ = metrics; }
 
   // Registers a request with params.n samples (ids from SampleRequestId).
   void AddRequest(const std::string& request_id, std::string prompt,
@@ -70,6 +73,7 @@ class OutputProcessor {
   struct Sample {
     std::unique_ptr<SampleText> text;  // Null without a text factory.
     CompletionOutput all;  // Cumulative view (text filled on output).
+    absl::Time last_token = absl::InfinitePast();  // For inter-token latency.
   };
   struct State {
     std::string prompt;
@@ -91,6 +95,7 @@ class OutputProcessor {
   static const std::string& TextOf(const Sample& sample);
 
   const SampleTextFactory text_;
+  EngineMetrics* metrics_ = nullptr;
   absl::flat_hash_map<std::string, State> requests_;
   absl::flat_hash_map<std::string, std::pair<std::string, int>> sample_of_;  // Sample id -> (request, index).
 };

@@ -56,9 +56,6 @@ void RequestStatusTable::Set(const std::string& id, RequestStatus status) {
   it->second = status;
   if (!IsFinal(status)) return;
   --num_unfinished_;
-  ++(status == RequestStatus::kCompleted   ? counts_.finished
-     : status == RequestStatus::kCancelled ? counts_.aborted
-                                           : counts_.failed);
   finished_ids_.push_back(id);
   while (finished_ids_.size() > kFinishedStatusesKept) {
     auto old = status_.find(finished_ids_.front());
@@ -86,11 +83,6 @@ absl::Status RequestStatusTable::CheckUnfinished(const std::string& id) const {
 int RequestStatusTable::num_unfinished() const {
   absl::MutexLock lock(&mu_);
   return num_unfinished_;
-}
-
-FinishedCounts RequestStatusTable::finished_counts() const {
-  absl::MutexLock lock(&mu_);
-  return counts_;
 }
 
 }  // namespace rill::engine

@@ -1,5 +1,6 @@
 // The status of every request an AsyncEngine accepted (unfinished ones, and
-// the last 10,000 finished), with the counts of how requests ended.
+// the last 10,000 finished). How many ended which way is counted once, in
+// EngineMetrics (vllm:request_success_total).
 // Thread-safe: callers' threads check ids and read statuses while the engine
 // loop moves requests along.
 #ifndef RILL_ENGINE_REQUEST_STATUS_TABLE_H_
@@ -22,12 +23,6 @@ const char* RequestStatusName(RequestStatus status);
 // WAITING / RUNNING / COMPLETED (stop, length) / CANCELLED (abort) / FAILED (error).
 RequestStatus StatusOf(RequestState state);
 
-struct FinishedCounts {
-  int64_t finished = 0;  // Ended by stop or length.
-  int64_t aborted = 0;
-  int64_t failed = 0;    // Ended by an error.
-};
-
 class RequestStatusTable {
  public:
   // Registers a new request as WAITING; AlreadyExists if the id is unfinished.
@@ -38,14 +33,12 @@ class RequestStatusTable {
   // NotFound unless the request is unfinished.
   absl::Status CheckUnfinished(const std::string& request_id) const;
   int num_unfinished() const;
-  FinishedCounts finished_counts() const;
 
  private:
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, RequestStatus> status_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> finished_ids_ ABSL_GUARDED_BY(mu_);  // Oldest first, capped.
   int num_unfinished_ ABSL_GUARDED_BY(mu_) = 0;
-  FinishedCounts counts_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rill::engine

@@ -1,12 +1,14 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <set>
 #include <tuple>
 
 #include <glog/logging.h>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace rill::engine {
 
@@ -260,5 +262,21 @@ SchedulerOutput Scheduler::Schedule(absl::Time now) {
   out.num_batched_tokens = config_.max_num_batched_tokens - budget;
   return out;
 }
+
+namespace {
+
+template <typename Requests>
+std::string LoraNamesOf(const Requests& requests) {
+  std::set<std::string> names;
+  for (const Request* r : requests) {
+    if (!r->lora_name.empty()) names.insert(r->lora_name);
+  }
+  return absl::StrJoin(names, ",");
+}
+
+}  // namespace
+
+std::string Scheduler::RunningLoraNames() const { return LoraNamesOf(running_); }
+std::string Scheduler::WaitingLoraNames() const { return LoraNamesOf(waiting_); }
 
 }  // namespace rill::engine

@@ -87,6 +87,10 @@ class Scheduler {
   // since the last call, in order.
   std::vector<std::pair<std::string, RequestState>> TakeTransitions();
   std::vector<std::string> UnfinishedIds() const;
+  // The LoRA adapters of the running / waiting requests: sorted distinct
+  // names joined by ',' ("" for none). O(requests): call when LoRA is on.
+  std::string RunningLoraNames() const;
+  std::string WaitingLoraNames() const;
 
  private:
   // Strict weak order: the request that should run first compares less.

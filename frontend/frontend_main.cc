@@ -7,6 +7,7 @@
 #include <malloc.h>
 
 #include <csignal>
+#include <memory>
 #include <string>
 
 #include <glog/logging.h>
@@ -14,8 +15,10 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "base/flags_usage.h"
+#include "base/metrics/http_server.h"
 #include "base/port_file.h"
 #include "base/secret_file.h"
+#include "frontend/frontend_metrics.h"
 #include "frontend/frontend_server.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
@@ -27,6 +30,9 @@ ABSL_FLAG(bool, reuse_port, false,
 ABSL_FLAG(std::string, port_file, "",
           "If set, the bound port is written here once the server is up.");
 ABSL_FLAG(std::string, engine, "127.0.0.1:50052", "The engine's host:port.");
+ABSL_FLAG(int, metrics_port, 0,
+          "Serve Prometheus metrics (rill:frontend_...) at http://<--host>:<port>/metrics; "
+          "0 = off.");
 ABSL_FLAG(std::string, frontend_id, "0",
           "This replica's id: prefixes server-assigned request ids, reported by GetLoad.");
 ABSL_FLAG(std::string, admin_token, "",
@@ -154,6 +160,16 @@ int main(int argc, char** argv) {
     t->keepalive_time = absl::Milliseconds(absl::GetFlag(FLAGS_keepalive_time_ms));
     t->keepalive_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_keepalive_timeout_ms));
   }
+  rill::frontend::FrontendMetrics metrics(opts.frontend_id);
+  opts.session.metrics = &metrics;
+  std::unique_ptr<rill::base::metrics::MetricsHttpServer> metrics_server;
+  if (absl::Status s = rill::base::metrics::StartMetricsServerIfEnabled(
+          opts.host, absl::GetFlag(FLAGS_metrics_port), [&metrics] { return metrics.Exposition(); },
+          &metrics_server);
+      !s.ok()) {
+    LOG(ERROR) << s;
+    return 2;
+  }
   rill::frontend::FrontendServer server(opts);
   if (absl::Status s = server.Start(); !s.ok()) {
     LOG(ERROR) << s;
@@ -173,5 +189,6 @@ int main(int argc, char** argv) {
   LOG(INFO) << "signal " << sig << ": shutting down";
   server.Shutdown(absl::Milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms)));
   server.Wait();
+  if (metrics_server != nullptr) metrics_server->Stop();
   return 0;
 }

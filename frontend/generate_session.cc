@@ -12,6 +12,7 @@
 #include "base/message_text.h"
 #include "base/request_id.h"
 #include "base/strict_parse.h"
+#include "frontend/frontend_metrics.h"
 #include "frontend/request_validator.h"
 #include "tokenizer/input_processor.h"
 
@@ -69,11 +70,15 @@ rill::v1::RequestState FinalState(const GenerateResponse& final) {
 }
 
 void GenerateSession::Send(const GenerateResponse& resp) {
+  // Counted even when the client is gone: the request ended all the same.
+  if (resp.finished() && options_.metrics != nullptr) {
+    options_.metrics->RequestEnded(resp.status().code());
+  }
   absl::MutexLock l(&write_mu_);
   if (closed_ || !end_cause_.empty()) return;
   const size_t cap = static_cast<size_t>(std::max(1, options_.send_buffer_messages));
   const int64_t cap_bytes = std::max<int64_t>(1, options_.send_buffer_bytes);
-  out_bytes_ += static_cast<int64_t>(resp.ByteSizeLong());
+  SetQueuedBytesLocked(out_bytes_ + static_cast<int64_t>(resp.ByteSizeLong()));
   out_.push_back(resp);
   peak_out_bytes_ = std::max(peak_out_bytes_, out_bytes_);
   // Twice the soft cap is a hard bound on memory: the watchdog ends the
@@ -89,6 +94,11 @@ void GenerateSession::Send(const GenerateResponse& resp) {
   if ((out_.size() >= cap || out_bytes_ >= cap_bytes) && full_since_ == absl::InfiniteFuture()) {
     full_since_ = absl::Now();
   }
+}
+
+void GenerateSession::SetQueuedBytesLocked(int64_t bytes) {
+  if (options_.metrics != nullptr) options_.metrics->AddSendBufferBytes(bytes - out_bytes_);
+  out_bytes_ = bytes;
 }
 
 void GenerateSession::WriterLoop() {
@@ -114,7 +124,7 @@ void GenerateSession::WriterLoop() {
       if (out_.empty() || ended_) return;
       resp = std::move(out_.front());
       out_.pop_front();
-      out_bytes_ -= std::min<int64_t>(out_bytes_, resp.ByteSizeLong());
+      SetQueuedBytesLocked(out_bytes_ - std::min<int64_t>(out_bytes_, resp.ByteSizeLong()));
       if (out_.size() < cap && out_bytes_ < cap_bytes) full_since_ = absl::InfiniteFuture();
       write_since_ = absl::Now();
       writing_ = true;
@@ -125,7 +135,7 @@ void GenerateSession::WriterLoop() {
     if (!written) {
       closed_ = true;
       out_.clear();
-      out_bytes_ = 0;
+      SetQueuedBytesLocked(0);
       return;
     }
   }
@@ -165,8 +175,9 @@ void GenerateSession::WatchdogLoop() {
     ended_ = true;
     closed_ = true;
     out_.clear();
-    out_bytes_ = 0;
+    SetQueuedBytesLocked(0);
   }
+  if (options_.metrics != nullptr) options_.metrics->SlowClientTerminated();
   const std::string message =
       absl::StrCat("client was not reading its Generate stream: ", cause, "; requests aborted");
   LOG(WARNING) << "ending a Generate stream from " << peer_ << " RESOURCE_EXHAUSTED: " << message;
@@ -275,7 +286,13 @@ void GenerateSession::HandleStart(const rill::v1::StartRequest& start) {
     s = absl::UnimplementedError(
         "this model is an encoder (embeddings only): Generate is not supported; use Encode");
   }
-  if (s.ok()) s = BuildPrompt(engine_->tokenizer(), start, &ids, &text);
+  if (s.ok()) {
+    const absl::Time tokenize_start = absl::Now();
+    s = BuildPrompt(engine_->tokenizer(), start, &ids, &text);
+    if (options_.metrics != nullptr) {
+      options_.metrics->ObserveTokenization(absl::Now() - tokenize_start);
+    }
+  }
   if (s.ok() && ids.empty()) s = absl::InvalidArgumentError("prompt: no tokens");
   if (s.ok()) s = ValidatePromptLength(ids.size(), engine_->max_model_len(), options_.limits);
   if (!s.ok()) {
@@ -444,6 +461,7 @@ grpc::Status GenerateSession::Run() {
     peak = peak_out_bytes_;
     out_.clear();
     out_.shrink_to_fit();
+    SetQueuedBytesLocked(0);
   }
   if (peak >= kTrimAfterBytes) malloc_trim(0);
   if (ended) {

@@ -97,6 +97,8 @@ class GenerateSession : public std::enable_shared_from_this<GenerateSession> {
   void WatchdogLoop();
   // Why the client counts as not reading now, or "" (write_mu_ held).
   std::string StallCauseLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Sets out_bytes_, keeping the frontend's send-buffer gauge in step.
+  void SetQueuedBytesLocked(int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   EngineClient* const engine_;
   grpc::ServerContext* const ctx_;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/message_text.h"
 #include "base/request_id.h"
+#include "frontend/frontend_metrics.h"
 #include "frontend/request_validator.h"
 
 namespace rill::frontend {
@@ -52,6 +53,7 @@ InferenceService::InferenceService(EngineClient* engine, SessionOptions options)
 
 grpc::Status InferenceService::GenerateRaw(grpc::ServerContext* ctx, RawGenerateStream* stream) {
   ++open_streams_;
+  if (options_.metrics != nullptr) options_.metrics->StreamOpened();
   auto session = std::make_shared<GenerateSession>(engine_, ctx, stream, options_,
                                                    &pending_requests_, &registry_);
   {
@@ -66,6 +68,7 @@ grpc::Status InferenceService::GenerateRaw(grpc::ServerContext* ctx, RawGenerate
   // The last stream gone: give the heap that gRPC's and the sessions'
   // threads freed back to the kernel (glibc keeps it per arena otherwise, and
   // a frontend that served a burst would stay tens of MB larger after it).
+  if (options_.metrics != nullptr) options_.metrics->StreamClosed();
   if (--open_streams_ == 0) malloc_trim(0);
   return s;
 }

@@ -9,6 +9,8 @@
 
 namespace rill::frontend {
 
+class FrontendMetrics;  // frontend_metrics.h
+
 // Per-request limits checked before a request reaches the engine. 0 means
 // "no limit beyond the model context" where noted.
 struct RequestLimits {
@@ -47,6 +49,9 @@ struct SessionOptions {
   // Running requests over all streams of this frontend; 0: no limit.
   int max_pending_requests = 4096;
   RequestLimits limits;
+  // Where sessions count streams, requests and buffers; null: not counted.
+  // Outlives every session.
+  FrontendMetrics* metrics = nullptr;
 };
 
 }  // namespace rill::frontend

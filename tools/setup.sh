@@ -13,7 +13,7 @@ APT_PACKAGES=(
   bazel-bootstrap build-essential python3-venv python3-pip
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgoogle-glog-dev libgflags-dev libgtest-dev libgmock-dev
-  libre2-dev libgloo-dev openssl
+  libre2-dev libgloo-dev openssl libcpp-httplib-dev
 )
 
 log() { echo "[setup] $*" >&2; }

@@ -142,7 +142,7 @@ grpc::Status AdminServiceImpl::GetStats(grpc::ServerContext* context, const rill
                                         rill::v1::Stats* response) {
   if (grpc::Status s = base::CheckAdminToken(*context, token_); !s.ok()) return s;
   RILL_REQUIRE_ENGINE();
-  *response = ToStats(engine->GetStats());
+  *response = ToStats(engine->GetStatsWithRates());
   return grpc::Status::OK;
 }
 

@@ -23,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "base/exit_message.h"
 #include "base/flags_usage.h"
+#include "base/metrics/http_server.h"
 #include "base/port_file.h"
 #include "base/secret_file.h"
 #include "base/tls_credentials.h"
@@ -52,6 +53,9 @@ ABSL_FLAG(std::string, admin_token, "",
           "--admin_token_file): Admin is not served. Prefer --admin_token_file (`ps` shows flags).");
 ABSL_FLAG(std::string, admin_token_file, "",
           "File holding the admin token (see --admin_token); no file at that path: no Admin.");
+ABSL_FLAG(int, metrics_port, 0,
+          "Serve Prometheus metrics (vLLM's names, see deploy/README.md) at "
+          "http://<--host>:<port>/metrics; 0 = off.");
 ABSL_FLAG(std::string, profile_dir, "/tmp/rill-profile", "Default Admin.StartProfile dir.");
 // The engine options (--model, --kv_cache_mb, ...) are declared once in
 // engine/engine_options.h and defined as flags by //engine:engine_flags.
@@ -134,6 +138,18 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  // Empty until the engine has loaded (its families need the model's config).
+  std::unique_ptr<rill::base::metrics::MetricsHttpServer> metrics;
+  if (absl::Status s = rill::base::metrics::StartMetricsServerIfEnabled(
+          absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_metrics_port),
+          [&host]() -> std::string {
+            const rill::engine::AsyncEngine* engine = host.engine();
+            return engine == nullptr ? std::string() : engine->Metrics().Exposition();
+          },
+          &metrics);
+      !s.ok()) {
+    return CannotStart(std::string(s.message()));
+  }
   host.StartLoading();
 
   const absl::Duration dead_limit = absl::Seconds(absl::GetFlag(FLAGS_exit_when_dead_s));
@@ -166,6 +182,7 @@ int main(int argc, char** argv) {
   }
   if (g_signal != 0) LOG(INFO) << "signal " << g_signal << ": aborting requests and draining";
   (void)host.WaitLoaded();
+  if (metrics != nullptr) metrics->Stop();  // No scrape may outlive the engine.
   host.Shutdown();  // Unfinished requests end with finish_reason abort.
   server.Shutdown(absl::Seconds(1));
   LOG(INFO) << "rill-engine exiting with code " << exit_code;

@@ -33,6 +33,16 @@ def load_stubs(proto_dir):
     return mods
 
 
+def request_iterator(outbox):
+    """Yields the messages put in `outbox` (a queue.Queue) until None: a
+    Generate stream's request side that half-closes on None."""
+    while True:
+        item = outbox.get()
+        if item is None:
+            return
+        yield item
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", required=True)
@@ -51,13 +61,6 @@ def main():
 
     outbox = queue.Queue()
 
-    def requests():
-        while True:
-            item = outbox.get()
-            if item is None:
-                return
-            yield item
-
     def start(rid, max_tokens, ignore_eos=False):
         return pb.GenerateRequest(start=pb.StartRequest(
             request_id=rid, text=args.prompt,
@@ -70,7 +73,7 @@ def main():
     texts = {"py-full": "", "py-abort": ""}
     final = {}
     aborted_sent = False
-    for resp in stub.Generate(requests(), timeout=args.timeout):
+    for resp in stub.Generate(request_iterator(outbox), timeout=args.timeout):
         if resp.status.code != 0:
             raise RuntimeError("request %s failed: %s" % (resp.request_id, resp.status.message))
         for c in resp.outputs:

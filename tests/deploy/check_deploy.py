@@ -144,6 +144,15 @@ def cmd_manifests(overlay):
             p = main.get(probe, {})
             check(p.get("grpc", {}).get("port") == port, f"{wname}: {probe} is not grpc on {port}")
         check("livenessProbe" in main, f"{wname}: livenessProbe missing")
+        # Prometheus scrapes the port the process serves /metrics on.
+        ann = workload["spec"]["template"]["metadata"].get("annotations", {})
+        mport = flag(main.get("args", []), "metrics_port")
+        check(ann.get("prometheus.io/scrape") == "true" and mport is not None
+              and ann.get("prometheus.io/port") == mport
+              and any(p.get("name") == "metrics" and str(p["containerPort"]) == mport
+                      for p in main["ports"]),
+              f"{wname}: prometheus.io annotations, --metrics_port ({mport}) and a 'metrics' "
+              f"containerPort must agree")
     check("preStop" in pod_spec(fe)["containers"][0].get("lifecycle", {}), "frontend preStop missing")
     espec = pod_spec(en)
     check(any(v["name"] == "dshm" and v.get("emptyDir", {}).get("medium") == "Memory"
@@ -290,6 +299,20 @@ def cmd_launch(overlay, engine_bin, frontend_bin, worker_bin, model):
 
     run_dir = tempfile.mkdtemp(prefix="rill-run-")  # Stands in for the shared /run/rill volume.
 
+    metrics_ports = {}  # gRPC port -> the /metrics port given instead of the manifest's
+
+    def scrape(port, family):
+        """/metrics of the process on gRPC `port` names `family`."""
+        if port not in metrics_ports:
+            return
+        import urllib.request
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_ports[port]}/metrics", timeout=10) as r:
+                text = r.read().decode()
+        except OSError as e:
+            text = str(e)
+        check(f"# TYPE {family} " in text, f"/metrics on port {metrics_ports[port]} lacks {family}: {text[:200]}")
+
     def localize(args, port, extra_env):
         out = []
         for a in args:
@@ -299,6 +322,9 @@ def cmd_launch(overlay, engine_bin, frontend_bin, worker_bin, model):
             a = re.sub(r"\$\((\w+)\)", lambda m: extra_env.get(m.group(1), ""), a)
             if a.startswith("--port="):
                 a = f"--port={port}"
+            if a.startswith("--metrics_port="):
+                metrics_ports[port] = free_port()
+                a = f"--metrics_port={metrics_ports[port]}"
             if a.startswith("--host="):
                 a = "--host=127.0.0.1"
             if a.startswith("--engine="):  # The headless Service's DNS name, here.
@@ -344,10 +370,12 @@ def cmd_launch(overlay, engine_bin, frontend_bin, worker_bin, model):
         procs.append(subprocess.Popen([engine_bin] + localize(ec["args"], eport, eenv), env=eenv))
         state = health(eport, 240)
         check(state == "SERVING", f"engine health {state} with the manifest's args {ec['args']}")
+        scrape(eport, "vllm:num_requests_running")
         fenv = env_of(fc)
         procs.append(subprocess.Popen([frontend_bin] + localize(fc["args"], fport, fenv), env=fenv))
         state = health(fport, 120)
         check(state == "SERVING", f"frontend health {state} with the manifest's args {fc['args']}")
+        scrape(fport, "rill:frontend_active_streams")
         # Frontend, then engine, get SIGTERM; the workers end when the engine
         # closes their socket (as their containers would).
         for p in reversed(procs):
