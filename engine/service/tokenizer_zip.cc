@@ -110,8 +110,8 @@ absl::StatusOr<std::vector<ZipEntry>> TokenizerArtifacts(const std::string& mode
   std::error_code ec;
   if (!fs::is_directory(model_path, ec)) {
     return absl::FailedPreconditionError(
-        "GetTokenizer: the model is a single file (GGUF) without tokenizer.json; give the "
-        "gateway the tokenizer itself (smg --tokenizer-path)");
+        "GetTokenizer: the model is a single file without a tokenizer the engine can "
+        "describe; give the gateway the tokenizer itself (smg --tokenizer-path)");
   }
   std::vector<ZipEntry> entries;
   for (const char* name : {"tokenizer.json", "tokenizer_config.json", "config.json",

@@ -27,7 +27,7 @@ std::string Sha256Hex(const std::string& bytes);
 // The Hugging Face tokenizer files of the checkpoint at `model_path` (a
 // directory): tokenizer.json and tokenizer_config.json, plus config.json and
 // generation_config.json when present. FailedPrecondition naming what is
-// missing (a GGUF file carries no tokenizer.json).
+// missing (or when `model_path` is a file: see hf_tokenizer_files.h).
 absl::StatusOr<std::vector<ZipEntry>> TokenizerArtifacts(const std::string& model_path);
 
 }  // namespace rill::engine::service

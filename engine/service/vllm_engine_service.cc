@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/call_auth.h"
@@ -9,6 +11,7 @@
 #include "base/message_text.h"
 #include "base/request_id.h"
 #include "engine/model_path.h"
+#include "engine/service/hf_tokenizer_files.h"
 #include "engine/service/status_convert.h"
 #include "engine/service/tokenizer_zip.h"
 #include "engine/service/vllm_convert.h"
@@ -248,8 +251,15 @@ grpc::Status VllmEngineServiceImpl::GetTokenizer(
     grpc::ServerWriter<common::GetTokenizerChunk>* writer) {
   if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
+  // An HF checkpoint ships its own files; a GGUF file's are written from the
+  // tokenizer spec in its metadata.
+  const std::string model_path = engine::ResolveModelPath(host_->options().args.model);
+  std::error_code ec;
+  const tokenizer::TokenizerSpec* spec = host_->tokenizer_spec();
   absl::StatusOr<std::vector<ZipEntry>> files =
-      TokenizerArtifacts(engine::ResolveModelPath(host_->options().args.model));
+      std::filesystem::is_directory(model_path, ec) || spec == nullptr
+          ? TokenizerArtifacts(model_path)
+          : HfTokenizerFilesFromSpec(*spec, host_->engine()->GetEngineConfig().model.max_model_len);
   if (!files.ok()) return ToGrpcStatus(files.status());
   const std::string zip = ZipStored(*files);
   const std::string sha = Sha256Hex(zip);

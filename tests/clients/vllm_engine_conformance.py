@@ -11,12 +11,16 @@ prints PASS/FAIL; the exit code is the number of failures.
       --secret_file RUN_DIR/engine.secret --native 127.0.0.1:PORT
 """
 import argparse
+import hashlib
 import importlib
+import io
+import json
 import os
 import sys
 import tempfile
 import threading
 import time
+import zipfile
 
 import grpc
 
@@ -129,21 +133,40 @@ def test_auth_and_info(h):
     loads = h.stub.GetLoads(pb.GetLoadsRequest(), metadata=h.md, timeout=10)
     check("GetLoads reports rank 0", loads.dp_rank_count == 1 and len(loads.loads) == 1
           and loads.loads[0].max_running_requests > 0 and loads.timestamp, loads)
+    # Rill pools any model's final hidden states (a decoder's last token).
+    emb = h.stub.Embed(pb.EmbedRequest(request_id=h.rid("embed"),
+                                       tokenized=pb.TokenizedInput(input_ids=[1, 2, 3])),
+                       metadata=h.md, timeout=60)
+    check("Embed returns the pooled vector", emb.embedding_dim > 0
+          and len(emb.embedding) == emb.embedding_dim and emb.prompt_tokens == 3,
+          (emb.embedding_dim, len(emb.embedding), emb.prompt_tokens))
     embed_code = None
     try:
-        h.stub.Embed(pb.EmbedRequest(request_id="e1", tokenized=pb.TokenizedInput(input_ids=[1, 2])),
+        h.stub.Embed(pb.EmbedRequest(request_id=h.rid("embed"), tokenized=pb.TokenizedInput()),
                      metadata=h.md, timeout=10)
     except grpc.RpcError as e:
         embed_code = e.code()
-    check("Embed on a generative model is UNIMPLEMENTED", embed_code == grpc.StatusCode.UNIMPLEMENTED,
-          embed_code)
-    tok_code = None
-    try:
-        list(h.stub.GetTokenizer(common.GetTokenizerRequest(), metadata=h.md, timeout=10))
-    except grpc.RpcError as e:
-        tok_code = e.code()
-    check("GetTokenizer on a GGUF model is FAILED_PRECONDITION",
-          tok_code == grpc.StatusCode.FAILED_PRECONDITION, tok_code)
+    check("Embed of an empty prompt is INVALID_ARGUMENT",
+          embed_code == grpc.StatusCode.INVALID_ARGUMENT, embed_code)
+    chunks = list(h.stub.GetTokenizer(common.GetTokenizerRequest(), metadata=h.md, timeout=60))
+    blob = b"".join(c.data for c in chunks)
+    check("GetTokenizer: sha256 on the last chunk only",
+          chunks[-1].sha256 == hashlib.sha256(blob).hexdigest()
+          and all(not c.sha256 for c in chunks[:-1]), [c.sha256 for c in chunks])
+    with zipfile.ZipFile(io.BytesIO(blob)) as z:
+        names = set(z.namelist())
+        check("GetTokenizer: tokenizer.json + tokenizer_config.json",
+              {"tokenizer.json", "tokenizer_config.json"} <= names, names)
+        config = json.loads(z.read("tokenizer_config.json"))
+        check("GetTokenizer: the chat template is in tokenizer_config.json",
+              "{%" in config.get("chat_template", ""), config.keys())
+        from tokenizers import Tokenizer
+        hf = Tokenizer.from_str(z.read("tokenizer.json").decode())
+    texts = ["Hello, world!", "  leading spaces and 12345 digits", "I'm sure it's fine",
+             "<|im_start|>user\nHi<|im_end|>\n", "naïve café 你好 👋🏽", "tab\tand\nnewline  "]
+    same = [(t, hf.encode(t).ids, h.tokenize(t)) for t in texts]
+    check("GetTokenizer: the HF tokenizer encodes as Rill's own",
+          all(a == b for _, a, b in same), [x for x in same if x[1] != x[2]])
     p = h.stub.StartProfile(common.StartProfileRequest(), metadata=h.md, timeout=10)
     check("StartProfile", p.success, p.message)
     h.generate(h.request(h.tokenize("Profile me"), max_tokens=2))
@@ -280,7 +303,7 @@ def test_bad_inputs(h):
         ("n=1000", h.request(prompt, n=1000)),
         ("logprobs=50", h.request(prompt, logprobs=50)),
         ("logprobs=-1", h.request(prompt, logprobs=-1)),
-        ("empty request_id", h.request(prompt, rid="")),
+        ("empty request_id", pb.GenerateRequest(tokenized=pb.TokenizedInput(input_ids=prompt))),
         ("prompt over max_model_len", h.request([1] * (h.max_len + 10), max_tokens=1)),
         ("top_p=2", h.request(prompt, top_p=2.0)),
     ]

@@ -5,6 +5,9 @@
 // exits non-zero on any failed check.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 #include "tests/integration/service_stack.h"
 #include "tests/util/python_runner.h"
@@ -14,8 +17,13 @@ namespace {
 
 TEST(VllmEngineApiTest, ConformanceOfEveryRpc) {
   testing::ServiceStack stack;
+  // StartProfile writes where the engine says (its --profile_dir), never
+  // where a caller asks.
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string profile_dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/vllm_profile");
+  std::filesystem::create_directories(profile_dir);
   testing::StackOptions options;
-  options.engine_flags = {"--max_model_len=512"};
+  options.engine_flags = {"--max_model_len=512", "--profile_dir=" + profile_dir};
   absl::Status started = stack.Start(options);
   ASSERT_TRUE(started.ok()) << started;
   absl::StatusOr<testing::CommandResult> run = testing::RunPython(
