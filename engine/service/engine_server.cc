@@ -36,7 +36,8 @@ EngineServer::EngineServer(EngineHost* host, std::string address, std::string pr
                            EngineAuth auth, std::shared_ptr<grpc::ServerCredentials> credentials)
     : host_(host),
       engine_service_(host, auth.engine_secret),
-      vllm_service_(host, auth.engine_secret, profile_dir),
+      vllm_service_(host, auth.vllm_api_without_credentials ? "" : auth.engine_secret,
+                    profile_dir),
       admin_service_(host, std::move(profile_dir), auth.admin_token),
       serve_admin_(!auth.admin_token.empty()),
       address_(std::move(address)),

@@ -33,6 +33,10 @@ struct EngineAuth {
   std::string engine_secret;
   // rill.v1.Admin is served only when set, and every call must carry it.
   std::string admin_token;
+  // vllm.grpc.engine.VllmEngine takes calls without a credential: for a
+  // gateway on the same machine that sends none (smg 1.13 authenticates to
+  // no gRPC worker); rill-engine allows it only on a loopback address.
+  bool vllm_api_without_credentials = false;
 };
 
 class EngineServer {

@@ -23,9 +23,10 @@ namespace rill::engine::service {
 
 class VllmEngineServiceImpl final : public ::vllm::grpc::engine::VllmEngine::Service {
  public:
-  // `secret`: as EngineServiceImpl's (empty where the port requires client
-  // certificates). It may come as `rill-engine-secret` metadata or as
-  // `authorization: Bearer <secret>` (how the gateway sends a worker's key).
+  // `secret`: as EngineServiceImpl's; empty: no credential is checked (the
+  // port requires client certificates, or EngineAuth::
+  // vllm_api_without_credentials). It may come as `rill-engine-secret`
+  // metadata or as `authorization: Bearer <secret>` (a worker API key).
   // `profile_dir`: where StartProfile's traces go (callers cannot choose).
   VllmEngineServiceImpl(EngineHost* host, std::string secret, std::string profile_dir);
   ~VllmEngineServiceImpl() override;
