@@ -11,30 +11,22 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/port_reservation.h"
 
 namespace rill::cli {
 namespace {
 
 // A free loopback port for the gateway's Prometheus listener (its default,
-// 0.0.0.0:29000, would be shared by every gateway on the machine).
+// 0.0.0.0:29000, would be shared by every gateway on the machine); 0 if none.
 int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
+  absl::StatusOr<base::PortReservation> port = base::PortReservation::Reserve("127.0.0.1", 0);
+  return port.ok() ? port->port() : 0;  // Released here, for smg to bind.
 }
 
-// GET `path` from 127.0.0.1:`port` (HTTP/1.0); the raw response, or "".
-std::string HttpGet(int port, const std::string& path) {
+// `method` `path` (with a JSON `body` unless empty) to 127.0.0.1:`port`
+// (HTTP/1.0); the raw response, or "".
+std::string Http(int port, const std::string& method, const std::string& path,
+                 const std::string& body = "") {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return "";
   sockaddr_in addr{};
@@ -45,7 +37,12 @@ std::string HttpGet(int port, const std::string& path) {
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   std::string response;
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    std::string request = absl::StrCat(method, " ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n");
+    if (!body.empty()) {
+      absl::StrAppend(&request, "Content-Type: application/json\r\nContent-Length: ", body.size(),
+                      "\r\n");
+    }
+    absl::StrAppend(&request, "\r\n", body);
     if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
       char buf[4096];
       ssize_t n;
@@ -85,15 +82,23 @@ absl::Status OpenAiGateway::Start(const OpenAiGatewayOptions& options) {
   const absl::Time deadline = absl::Now() + options.start_timeout;
   while (absl::Now() < deadline) {
     if (absl::Status s = Check(); !s.ok()) return s;
-    const std::string models = HttpGet(options.port, "/v1/models");
-    if (absl::StrContains(models, " 200 ") && absl::StrContains(models, "\"id\"")) {
-      return absl::OkStatus();
+    // Ready once a one-token completion goes through: the engine is
+    // registered and the gateway has built its tokenizer (GetTokenizer).
+    const std::string models = Http(options.port, "GET", "/v1/models");
+    const size_t id = models.find("\"id\":\"");
+    if (absl::StrContains(models, " 200 ") && id != std::string::npos) {
+      const size_t start = id + 6;
+      const std::string model = models.substr(start, models.find('"', start) - start);
+      const std::string probe = Http(
+          options.port, "POST", "/v1/completions",
+          absl::StrCat("{\"model\":\"", model, "\",\"prompt\":\"ready?\",\"max_tokens\":1}"));
+      if (absl::StrContains(probe.substr(0, probe.find("\r\n")), " 200")) return absl::OkStatus();
     }
     absl::SleepFor(absl::Milliseconds(200));
   }
   Stop();
   return absl::DeadlineExceededError(absl::StrCat(
-      "the OpenAI gateway (smg) did not list the engine's model within ",
+      "the OpenAI gateway (smg) did not answer a completion within ",
       absl::FormatDuration(options.start_timeout),
       options.log_path.empty() ? "" : absl::StrCat("; see ", options.log_path)));
 }

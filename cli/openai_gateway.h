@@ -31,7 +31,7 @@ class OpenAiGateway {
  public:
   ~OpenAiGateway() { Stop(); }
 
-  // Starts smg and waits until GET /v1/models lists the engines' model.
+  // Starts smg and waits until a one-token completion goes through.
   // FailedPrecondition when smg is not installed or exits at once.
   absl::Status Start(const OpenAiGatewayOptions& options);
   // OK while the gateway runs; else why it stopped.

@@ -38,7 +38,6 @@ struct Sample {
 struct CallState {
   bool stream = false;
   bool want_logprobs = false;
-  int min_tokens = 0;
   uint32_t prompt_tokens = 0;
   absl::Mutex mu;
   std::vector<Sample> samples ABSL_GUARDED_BY(mu);
@@ -197,7 +196,6 @@ grpc::Status ServeVllmGenerate(EngineHost* host, const tokenizer::BpeTokenizer* 
   auto state = std::make_shared<CallState>();
   state->stream = request.stream();
   state->want_logprobs = request.sampling_params().has_logprobs();
-  state->min_tokens = params.min_tokens;
   state->prompt_tokens = static_cast<uint32_t>(prompt.size());
   std::vector<std::string> engine_ids;
   {

