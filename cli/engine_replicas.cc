@@ -9,8 +9,24 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include <grpcpp/grpcpp.h>
 
 namespace rill::cli {
+namespace {
+
+// The replica's overall grpc.health.v1 status is SERVING (model loaded).
+bool Serving(const std::string& address) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  grpc::health::v1::HealthCheckResponse resp;
+  return stub->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &resp).ok() &&
+         resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
+}  // namespace
 
 absl::Status EngineReplicas::Start(const EngineReplicaOptions& options) {
   std::vector<std::string> port_files;
@@ -47,6 +63,22 @@ absl::Status EngineReplicas::Start(const EngineReplicaOptions& options) {
       absl::SleepFor(absl::Milliseconds(50));
     }
     addresses_.push_back(absl::StrCat("127.0.0.1:", port));
+  }
+  // The gateway reads each engine's model (name, tokenizer) when it
+  // registers it: a replica still loading would be registered without one.
+  const absl::Time loaded_by = absl::Now() + absl::Seconds(120);
+  for (size_t i = 0; i < addresses_.size(); ++i) {
+    while (!Serving(addresses_[i])) {
+      if (processes_[i]->Wait(absl::ZeroDuration()).ok()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("engine replica ", i + 1, " exited while loading the model"));
+      }
+      if (absl::Now() > loaded_by) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("engine replica ", i + 1, " did not load the model within 120s"));
+      }
+      absl::SleepFor(absl::Milliseconds(100));
+    }
   }
   return absl::OkStatus();
 }

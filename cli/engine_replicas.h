@@ -28,8 +28,8 @@ struct EngineReplicaOptions {
 class EngineReplicas {
  public:
   ~EngineReplicas() { Stop(); }
-  // Starts the replicas and waits for their ports (they listen before the
-  // model is loaded; the gateway waits for their health).
+  // Starts the replicas and waits until each has loaded the model (health
+  // SERVING).
   absl::Status Start(const EngineReplicaOptions& options);
   // "127.0.0.1:port" of each replica.
   const std::vector<std::string>& addresses() const { return addresses_; }
