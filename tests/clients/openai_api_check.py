@@ -15,13 +15,7 @@ import tempfile
 import grpc
 import openai
 
-FAILURES = []
-
-
-def check(name, ok, detail=""):
-    print(("PASS " if ok else "FAIL ") + name + ("" if ok else ": " + str(detail)), flush=True)
-    if not ok:
-        FAILURES.append(name)
+from check_report import check, summary
 
 
 def native_stub(address, proto_dir):
@@ -122,8 +116,7 @@ def main():
     except openai.APIStatusError as e:
         check("temperature=-1 -> 400", False, (e.status_code, e.message))
 
-    print("%d failure(s)%s" % (len(FAILURES), (": " + ", ".join(FAILURES)) if FAILURES else ""))
-    return min(len(FAILURES), 100)
+    return summary()
 
 
 if __name__ == "__main__":

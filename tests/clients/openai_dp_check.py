@@ -15,13 +15,7 @@ import time
 import grpc
 import openai
 
-FAILURES = []
-
-
-def check(name, ok, detail=""):
-    print(("PASS " if ok else "FAIL ") + name + ("" if ok else ": " + str(detail)), flush=True)
-    if not ok:
-        FAILURES.append(name)
+from check_report import check, summary
 
 
 class StoredCounter:
@@ -62,7 +56,7 @@ def main():
                                           max_tokens=2, temperature=0)
             ok += r.choices[0].finish_reason in ("length", "stop")
         check("after an engine died the others serve every request", ok == 6, ok)
-        return len(FAILURES)
+        return summary()
 
     from grpc_tools import protoc
     out = tempfile.mkdtemp(prefix="vllm_stubs_")
@@ -100,7 +94,7 @@ def main():
     check("unrelated prompts spread over the engines", min(spread) > 0, spread)
     for c in counters:
         c.call.cancel()
-    return len(FAILURES)
+    return summary()
 
 
 if __name__ == "__main__":

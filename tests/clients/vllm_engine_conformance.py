@@ -24,13 +24,7 @@ import zipfile
 
 import grpc
 
-FAILURES = []
-
-
-def check(name, ok, detail=""):
-    print(("PASS " if ok else "FAIL ") + name + ("" if ok else ": " + str(detail)), flush=True)
-    if not ok:
-        FAILURES.append(name)
+from check_report import check, summary
 
 
 def load_stubs(smg_dir, rill_dir):
@@ -423,8 +417,7 @@ def main():
             import traceback
             traceback.print_exc()
             check(test.__name__ + " ran to the end", False, repr(e))
-    print("%d failure(s)%s" % (len(FAILURES), (": " + ", ".join(FAILURES)) if FAILURES else ""))
-    return min(len(FAILURES), 100)
+    return summary()
 
 
 if __name__ == "__main__":
