@@ -19,6 +19,8 @@
 #include "base/secret_file.h"
 #include "base/tls_credentials.h"
 #include "cli/common_flags.h"
+#include "cli/engine_replicas.h"
+#include "cli/openai_gateway.h"
 #include "cli/server_launcher.h"
 #include "engine/engine_flags.h"
 #include "engine/model_path.h"
@@ -53,6 +55,14 @@ ABSL_FLAG(int, shutdown_grace_ms, 30000,
           "a second signal stops at once.");
 ABSL_FLAG(std::string, ready_file, "",
           "Written with the client address once every frontend reports SERVING.");
+ABSL_FLAG(int, openai_port, 0,
+          "Also serve the OpenAI-compatible HTTP API on this port (0: off): the Shepherd Model "
+          "Gateway (smg, from the project venv) in front of the engine's VllmEngine service.");
+ABSL_FLAG(std::string, openai_host, "127.0.0.1", "Address the OpenAI API listens on.");
+ABSL_FLAG(int, engines, 1,
+          "With --openai_port: data-parallel rill-engine processes (each with its own KV cache "
+          "and threads) behind the gateway's cache-aware routing; the native gRPC frontends "
+          "use the first.");
 ABSL_FLAG(std::string, engine_binary, "", "Default: next to this binary or in bazel-bin.");
 ABSL_FLAG(std::string, frontend_binary, "", "Default: next to this binary or in bazel-bin.");
 ABSL_FLAG(std::string, tls_cert, "", "Frontends serve clients over TLS with this PEM certificate.");
@@ -207,6 +217,14 @@ int ExitCodeFor(const absl::Status& s) {
 // Serves until a stop signal or a fatal child failure; returns the exit
 // code. `stop_signals` are blocked and taken here with sigtimedwait.
 int Serve(LaunchOptions opts, const sigset_t& stop_signals) {
+  const std::string run_dir = opts.run_dir;
+  EngineReplicaOptions replica_options;
+  replica_options.engine_binary = opts.engine_binary;
+  replica_options.engine_flags = opts.engine_flags;
+  replica_options.secret_file = opts.run_dir + "/engine.secret";
+  replica_options.run_dir = opts.run_dir;
+  replica_options.log_to_files = opts.log_to_files;
+  replica_options.count = absl::GetFlag(FLAGS_engines) - 1;
   int stop_signal = 0;
   // Polled while starting, so Ctrl-C works while the model loads.
   auto take_signal = [&stop_signals, &stop_signal](absl::Duration wait) {
@@ -234,6 +252,30 @@ int Serve(LaunchOptions opts, const sigset_t& stop_signals) {
     launcher.Stop(/*immediately=*/true);
     return 2;
   }
+  EngineReplicas replicas;
+  if (replica_options.count > 0) {
+    if (absl::Status s = replicas.Start(replica_options); !s.ok()) {
+      std::cerr << "rill serve: " << s.message() << "\n";
+      launcher.Stop(/*immediately=*/true);
+      return ExitCodeFor(s);
+    }
+  }
+  OpenAiGateway gateway;
+  if (const int port = absl::GetFlag(FLAGS_openai_port); port > 0) {
+    OpenAiGatewayOptions g;
+    g.python = VenvPython();
+    g.host = absl::GetFlag(FLAGS_openai_host);
+    g.port = port;
+    g.engine_addresses = {absl::StrCat("127.0.0.1:", launcher.engine_port())};
+    for (const std::string& a : replicas.addresses()) g.engine_addresses.push_back(a);
+    if (absl::GetFlag(FLAGS_log_to_files)) g.log_path = run_dir + "/smg.log";
+    if (absl::Status s = gateway.Start(g); !s.ok()) {
+      std::cerr << "rill serve: " << s.message() << "\n";
+      launcher.Stop(/*immediately=*/true);
+      return ExitCodeFor(s);
+    }
+    std::cout << "OpenAI-compatible API on " << gateway.url() << std::endl;
+  }
   const bool probe_via_engine = !absl::GetFlag(FLAGS_tls_cert).empty();
 
   bool ready = false;
@@ -242,8 +284,17 @@ int Serve(LaunchOptions opts, const sigset_t& stop_signals) {
     if (take_signal(absl::Milliseconds(200))) break;
     if (absl::Status s = launcher.Supervise(); !s.ok()) {
       std::cerr << "rill serve: " << s.message() << "\n";
+      gateway.Stop();
       launcher.Stop(/*immediately=*/true);
       return ExitCodeFor(s);
+    }
+    replicas.Check();
+    if (absl::GetFlag(FLAGS_openai_port) > 0) {
+      if (absl::Status s = gateway.Check(); !s.ok()) {
+        std::cerr << "rill serve: " << s.message() << "\n";
+        launcher.Stop(/*immediately=*/true);
+        return 1;
+      }
     }
     if (!ready && IsServing(*probe)) {
       ready = true;
@@ -261,6 +312,7 @@ int Serve(LaunchOptions opts, const sigset_t& stop_signals) {
   const absl::Duration grace = absl::Milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms));
   std::cerr << "rill serve: " << strsignal(stop_signal) << ", draining (running requests get up to "
             << absl::FormatDuration(grace) << "; signal again to stop now)\n";
+  gateway.Stop();  // New HTTP requests are refused; the frontends drain.
   launcher.BeginDrain();
   bool immediately = false;
   // The frontends end what is left after the grace themselves; Stop kills
@@ -274,6 +326,7 @@ int Serve(LaunchOptions opts, const sigset_t& stop_signals) {
     }
   }
   launcher.Stop(immediately);
+  replicas.Stop();
   std::cerr << "rill serve: stopped\n";
   return 0;
 }
@@ -334,6 +387,17 @@ int RunServe(int, char**) {
     opts.engine_flags.push_back("--lora_registry_file=" + opts.run_dir + "/lora_registry.json");
   }
   for (const std::string& f : absl::GetFlag(FLAGS_engine_flags)) opts.engine_flags.push_back(f);
+  if (absl::GetFlag(FLAGS_engines) < 1 ||
+      (absl::GetFlag(FLAGS_engines) > 1 && absl::GetFlag(FLAGS_openai_port) <= 0)) {
+    std::cerr << "rill serve: --engines must be >= 1, and above 1 only with --openai_port (the "
+                 "gateway routes over them)\n";
+    return 2;
+  }
+  // smg 1.13 sends no credential to gRPC workers: the engine (on loopback)
+  // takes VllmEngine calls without one; its own API keeps the secret.
+  if (absl::GetFlag(FLAGS_openai_port) > 0) {
+    opts.engine_flags.push_back("--vllm_api_without_credentials");
+  }
   opts.admin_token = absl::GetFlag(FLAGS_admin_token);
   if (const std::string path = absl::GetFlag(FLAGS_admin_token_file); !path.empty()) {
     absl::StatusOr<std::string> token = base::ReadSecretFile(path);

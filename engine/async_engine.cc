@@ -389,6 +389,13 @@ absl::Status AsyncEngine::ResetPrefixCache() {
   });
 }
 
+absl::Status AsyncEngine::SetKvEventListener(KvEventListener listener) {
+  return RunOnLoop([this, listener = std::move(listener)]() mutable {
+    core_->block_manager().SetEventListener(std::move(listener));
+    return absl::OkStatus();
+  });
+}
+
 absl::Status AsyncEngine::Sleep(int level) {
   if (level < 0 || level > 2) return absl::InvalidArgumentError("sleep level must be 0, 1 or 2");
   return RunOnLoop([this, level] {

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "engine/block_manager.h"
 #include "engine/engine_args.h"
 #include "engine/engine_core.h"
 #include "engine/engine_metrics.h"
@@ -120,6 +121,9 @@ class AsyncEngine {
   absl::StatusOr<std::vector<std::string>> CollectiveRpc(const std::string& method);
 
   absl::Status ResetPrefixCache();
+  // Prefix-cache changes from now on go to `listener` (block_manager.h), on
+  // the loop thread; null stops them.
+  absl::Status SetKvEventListener(KvEventListener listener);
   // Stops scheduling; level >= 1 also preempts running requests and drops
   // the KV cache. New requests queue until WakeUp.
   absl::Status Sleep(int level = 1);

@@ -69,7 +69,10 @@ int32_t BlockManager::PopFree() {
   Block& block = blocks_[b];
   if (block.has_hash) {
     auto it = cached_.find(block.hash);
-    if (it != cached_.end() && it->second == b) cached_.erase(it);
+    if (it != cached_.end() && it->second == b) {
+      cached_.erase(it);
+      if (listener_) listener_({KvCacheEvent::Kind::kRemoved, block.hash, std::nullopt, {}});
+    }
     block.has_hash = false;
   }
   return b;
@@ -127,6 +130,12 @@ void BlockManager::CacheFullBlocks(int64_t seq_id, absl::Span<const int32_t> tok
     block.has_hash = true;
     block.hash = h;
     cached_[h] = seq.blocks[i];
+    if (listener_) {
+      absl::Span<const int32_t> block_tokens = tokens.subspan(i * block_size_, block_size_);
+      listener_({KvCacheEvent::Kind::kStored, h,
+                 i == 0 ? std::nullopt : std::optional<uint64_t>(parent),
+                 std::vector<int32_t>(block_tokens.begin(), block_tokens.end())});
+    }
   }
 }
 
@@ -159,6 +168,7 @@ void BlockManager::RecordQuery(int64_t queried_tokens, int64_t hit_tokens) {
 void BlockManager::ResetPrefixCache() {
   cached_.clear();
   for (Block& block : blocks_) block.has_hash = false;
+  if (listener_) listener_({KvCacheEvent::Kind::kCleared, 0, std::nullopt, {}});
   LOG(INFO) << "prefix cache reset";
 }
 

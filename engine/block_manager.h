@@ -16,7 +16,9 @@
 #define RILL_ENGINE_BLOCK_MANAGER_H_
 
 #include <cstdint>
+#include <functional>
 #include <list>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -32,6 +34,19 @@ struct PrefixCacheStats {
     return queried_tokens == 0 ? 0.0 : static_cast<double>(hit_tokens) / queried_tokens;
   }
 };
+
+// One change of the prefix cache (vLLM's KV cache events), for a watcher
+// outside the engine such as a cache-aware router. Hashes are the chain
+// hashes above: a block's hash names its whole prefix.
+struct KvCacheEvent {
+  enum class Kind { kStored, kRemoved, kCleared };
+  Kind kind = Kind::kStored;
+  uint64_t block_hash = 0;              // kStored, kRemoved.
+  std::optional<uint64_t> parent_hash;  // kStored: unset for a sequence's first block.
+  std::vector<int32_t> token_ids;       // kStored: the block's block_size tokens.
+};
+// Called on the engine loop thread, as the change happens; must be quick.
+using KvEventListener = std::function<void(const KvCacheEvent&)>;
 
 class BlockManager {
  public:
@@ -84,6 +99,10 @@ class BlockManager {
   // sequences, just no longer shareable).
   void ResetPrefixCache();
 
+  // Reports every block entering (kStored) or leaving (kRemoved: evicted for
+  // reuse) the prefix cache and every reset (kCleared). Null: none.
+  void SetEventListener(KvEventListener listener) { listener_ = std::move(listener); }
+
  private:
   struct Block {
     int ref_count = 0;
@@ -107,6 +126,7 @@ class BlockManager {
   absl::flat_hash_map<uint64_t, int32_t> cached_;
   absl::flat_hash_map<int64_t, Sequence> seqs_;
   PrefixCacheStats stats_;
+  KvEventListener listener_;
 };
 
 }  // namespace rill::engine

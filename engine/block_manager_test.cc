@@ -1,5 +1,6 @@
 #include "engine/block_manager.h"
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -167,6 +168,42 @@ TEST(BlockManagerTest, DisabledCachingNeverHits) {
   bm.CacheFullBlocks(1, p, 12, 0);
   EXPECT_EQ(bm.num_cached_blocks(), 0);
   EXPECT_TRUE(bm.FindCachedPrefix(p, 0).empty());
+}
+
+// The prefix-cache events a cache-aware router indexes: each newly cached
+// block once (tokens, chained parent hash), its eviction, and a reset.
+TEST(BlockManagerTest, EventsReportStoredEvictedAndClearedBlocks) {
+  BlockManager bm(3, 4, true);
+  std::vector<KvCacheEvent> events;
+  bm.SetEventListener([&events](const KvCacheEvent& e) { events.push_back(e); });
+  const std::vector<int32_t> prompt = Iota(9);  // 2 full blocks + 1 token.
+  ASSERT_TRUE(bm.Allocate(1, 9));
+  bm.CacheFullBlocks(1, prompt, 9, 0);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, KvCacheEvent::Kind::kStored);
+  EXPECT_EQ(events[0].token_ids, std::vector<int32_t>(prompt.begin(), prompt.begin() + 4));
+  EXPECT_FALSE(events[0].parent_hash.has_value());
+  EXPECT_EQ(events[1].token_ids, std::vector<int32_t>(prompt.begin() + 4, prompt.begin() + 8));
+  ASSERT_TRUE(events[1].parent_hash.has_value());
+  EXPECT_EQ(*events[1].parent_hash, events[0].block_hash);
+  EXPECT_EQ(events[1].block_hash, BlockManager::HashBlock(events[0].block_hash,
+                                                          events[1].token_ids, 0));
+  // Caching the same blocks again reports nothing new.
+  bm.CacheFullBlocks(1, prompt, 9, 0);
+  EXPECT_EQ(events.size(), 2u);
+  bm.Free(1);
+  // A new sequence takes every block: the cached ones are evicted.
+  ASSERT_TRUE(bm.Allocate(2, 12));
+  std::vector<uint64_t> removed;
+  for (const KvCacheEvent& e : events) {
+    if (e.kind == KvCacheEvent::Kind::kRemoved) removed.push_back(e.block_hash);
+  }
+  std::sort(removed.begin(), removed.end());
+  std::vector<uint64_t> stored = {events[0].block_hash, events[1].block_hash};
+  std::sort(stored.begin(), stored.end());
+  EXPECT_EQ(removed, stored);
+  bm.ResetPrefixCache();
+  EXPECT_EQ(events.back().kind, KvCacheEvent::Kind::kCleared);
 }
 
 }  // namespace

@@ -57,8 +57,14 @@ install_embed_model() {
   RILL_MODEL_DIR="$MODEL_DIR" bash "$ROOT/tools/fetch_embed_model.sh" "$VENV/bin/python" 2>&1 | sed 's/^\[fetch_embed_model\]/[setup]/' >&2
 }
 
+install_smg_protos() {
+  # vllm_engine.proto + common.proto (the gateway's engine protocol); pin in fetch_smg_protos.sh.
+  bash "$ROOT/tools/fetch_smg_protos.sh" "$VENV/bin/python" 2>&1 | sed 's/^\[fetch_smg_protos\]/[setup]/' >&2
+}
+
 install_apt
 install_venv
 install_xgrammar
+install_smg_protos
 install_model
 install_embed_model

@@ -56,6 +56,10 @@ ABSL_FLAG(std::string, admin_token_file, "",
 ABSL_FLAG(int, metrics_port, 0,
           "Serve Prometheus metrics (vLLM's names, see deploy/README.md) at "
           "http://<--host>:<port>/metrics; 0 = off.");
+ABSL_FLAG(bool, vllm_api_without_credentials, false,
+          "Serve vllm.grpc.engine.VllmEngine (the gateway protocol) without the engine "
+          "credential, for a gateway on this machine that sends none; only with a loopback "
+          "--host (rill.internal.Engine still needs the credential).");
 ABSL_FLAG(std::string, profile_dir, "/tmp/rill-profile", "Default Admin.StartProfile dir.");
 // The engine options (--model, --kv_cache_mb, ...) are declared once in
 // engine/engine_options.h and defined as flags by //engine:engine_flags.
@@ -118,6 +122,15 @@ int main(int argc, char** argv) {
         "frontends get the same file), or mutual TLS (--tls_cert, --tls_key, --tls_client_ca)");
   }
   auth.admin_token = absl::GetFlag(FLAGS_admin_token);
+  if (absl::GetFlag(FLAGS_vllm_api_without_credentials)) {
+    const std::string host = absl::GetFlag(FLAGS_host);
+    if (host != "127.0.0.1" && host != "localhost" && host != "::1" && host != "[::1]") {
+      return CannotStart(absl::StrCat("--vllm_api_without_credentials needs a loopback --host "
+                                      "(127.0.0.1, localhost or ::1), not '",
+                                      host, "'"));
+    }
+    auth.vllm_api_without_credentials = true;
+  }
   if (const std::string path = absl::GetFlag(FLAGS_admin_token_file); !path.empty()) {
     absl::StatusOr<std::string> token = rill::base::ReadOptionalSecretFile(path);
     if (!token.ok()) {

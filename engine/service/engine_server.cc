@@ -36,6 +36,8 @@ EngineServer::EngineServer(EngineHost* host, std::string address, std::string pr
                            EngineAuth auth, std::shared_ptr<grpc::ServerCredentials> credentials)
     : host_(host),
       engine_service_(host, auth.engine_secret),
+      vllm_service_(host, auth.vllm_api_without_credentials ? "" : auth.engine_secret,
+                    profile_dir),
       admin_service_(host, std::move(profile_dir), auth.admin_token),
       serve_admin_(!auth.admin_token.empty()),
       address_(std::move(address)),
@@ -56,6 +58,7 @@ absl::Status EngineServer::Start() {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetOption(std::make_unique<WithoutReflection>());
   builder.RegisterService(&engine_service_);
+  builder.RegisterService(&vllm_service_);
   if (serve_admin_) builder.RegisterService(&admin_service_);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
@@ -97,6 +100,7 @@ void EngineServer::PollHealth() {
 void EngineServer::SetServing(bool serving) {
   health_.Set("", serving);
   health_.Set("rill.internal.Engine", serving);
+  health_.Set("vllm.grpc.engine.VllmEngine", serving);
 }
 
 absl::Duration EngineServer::DeadFor() const {

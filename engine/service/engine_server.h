@@ -1,5 +1,6 @@
-// The gRPC server of a rill-engine process: rill.internal.Engine (engine
-// secret required), rill.v1.Admin (only with an admin token, and requiring
+// The gRPC server of a rill-engine process: rill.internal.Engine and
+// vllm.grpc.engine.VllmEngine (the gateway protocol; both need the engine
+// secret), rill.v1.Admin (only with an admin token, and requiring
 // it) and grpc.health.v1 (open to probes: overall and "rill.internal.Engine",
 // kept in step with the engine by a poller). No reflection: it would
 // advertise services an unauthenticated caller cannot use. Not
@@ -18,6 +19,7 @@
 #include "engine/service/admin_service.h"
 #include "engine/service/engine_host.h"
 #include "engine/service/engine_service.h"
+#include "engine/service/vllm_engine_service.h"
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/server_credentials.h>
 
@@ -31,6 +33,10 @@ struct EngineAuth {
   std::string engine_secret;
   // rill.v1.Admin is served only when set, and every call must carry it.
   std::string admin_token;
+  // vllm.grpc.engine.VllmEngine takes calls without a credential: for a
+  // gateway on the same machine that sends none (smg 1.13 authenticates to
+  // no gRPC worker); rill-engine allows it only on a loopback address.
+  bool vllm_api_without_credentials = false;
 };
 
 class EngineServer {
@@ -54,6 +60,7 @@ class EngineServer {
 
   EngineHost* const host_;
   EngineServiceImpl engine_service_;
+  VllmEngineServiceImpl vllm_service_;
   AdminServiceImpl admin_service_;
   const bool serve_admin_;
   base::HealthService health_;  // Outlives server_ (declared before it).
