@@ -6,7 +6,7 @@
 namespace rill::engine::service {
 namespace {
 
-using json::QuoteJsonString;
+using base::json::QuoteJsonString;
 
 constexpr int32_t kControl = static_cast<int32_t>(tokenizer::TokenType::kControl);
 constexpr int32_t kUserDefined = static_cast<int32_t>(tokenizer::TokenType::kUserDefined);
