@@ -9,9 +9,11 @@
 #include <grpc/grpc.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/message_text.h"
 #include "base/request_id.h"
 #include "base/strict_parse.h"
+#include "base/tracing/span_exporter.h"
 #include "frontend/frontend_metrics.h"
 #include "frontend/request_validator.h"
 #include "tokenizer/input_processor.h"
@@ -198,6 +200,13 @@ void GenerateSession::EraseLocked(const std::string& id, rill::v1::RequestState 
   idle_cv_.SignalAll();
 }
 
+void GenerateSession::EndTraceLocked(const std::string& id, const GenerateResponse& last) {
+  auto it = active_.find(id);
+  if (it == active_.end() || !it->second.trace.has_value()) return;
+  options_.tracer->Export(EndRequestTrace(std::move(*it->second.trace), last));
+  it->second.trace.reset();
+}
+
 void GenerateSession::SendError(const std::string& id, const absl::Status& s) {
   GenerateResponse resp;
   resp.set_request_id(id);
@@ -260,6 +269,7 @@ void GenerateSession::HandleMessage(const std::string& bytes) {
 }
 
 void GenerateSession::HandleStart(const rill::v1::StartRequest& start) {
+  const absl::Time received = absl::Now();
   if (absl::Status s = ValidateRequestIdLength(start.request_id()); !s.ok()) {
     SendMessageError("", s);
     return;
@@ -333,6 +343,11 @@ void GenerateSession::HandleStart(const rill::v1::StartRequest& start) {
   es.set_priority(start.priority());
   *es.mutable_trace_headers() = start.trace_headers();
   es.set_arrival_time(NowSeconds());
+  if (options_.tracer != nullptr) {
+    RequestTrace trace = BeginRequestTrace(id, start, *ctx_, received, &es);
+    absl::MutexLock l(&mu_);
+    if (auto it = active_.find(id); it != active_.end()) it->second.trace = std::move(trace);
+  }
   std::weak_ptr<GenerateSession> weak = weak_from_this();
   s = engine_->StartRequest(es, [weak, id, engine_id](const rill::internal::EngineOutput& out) {
     if (auto self = weak.lock()) self->OnEngineOutput(id, engine_id, out);
@@ -356,8 +371,12 @@ void GenerateSession::OnEngineOutput(const std::string& id, const std::string& e
   if (out.has_status() && out.status().code() == grpc::StatusCode::UNAVAILABLE) {
     saw_unavailable_ = true;
   }
+  const bool traced = it->second.trace.has_value();
+  const absl::Time detokenize_start = traced ? absl::Now() : absl::InfinitePast();
   CompletionStream::Result r = it->second.stream->OnOutput(out);
+  if (traced) it->second.trace->detokenize += absl::Now() - detokenize_start;
   if (r.abort_engine) engine_->AbortRequest(engine_id);
+  if (r.done) EndTraceLocked(id, r.response ? *r.response : GenerateResponse());
   // The id is free before the client can read the finished response.
   if (r.done) EraseLocked(id, r.response ? FinalState(*r.response) : rill::v1::REQUEST_STATE_COMPLETED);
   if (r.response) Send(*r.response);
@@ -368,6 +387,7 @@ void GenerateSession::AbortLocked(const std::string& id) {
   if (it == active_.end()) return;
   engine_->AbortRequest(it->second.engine_id);
   GenerateResponse resp = it->second.stream->Finish(rill::v1::FINISH_REASON_ABORT, 0, "");
+  EndTraceLocked(id, resp);
   EraseLocked(id, rill::v1::REQUEST_STATE_CANCELLED);
   Send(resp);
 }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -16,6 +17,7 @@
 #include "frontend/completion_stream.h"
 #include "frontend/engine_client.h"
 #include "frontend/request_registry.h"
+#include "frontend/request_trace.h"
 #include "frontend/session_options.h"
 #include "rill/v1/inference.pb.h"
 
@@ -69,6 +71,7 @@ class GenerateSession : public std::enable_shared_from_this<GenerateSession> {
   struct Active {
     std::string engine_id;
     std::unique_ptr<CompletionStream> stream;
+    std::optional<RequestTrace> trace;  // When tracing is on.
   };
   void HandleMessage(const std::string& bytes);
   void HandleStart(const rill::v1::StartRequest& start);
@@ -88,6 +91,9 @@ class GenerateSession : public std::enable_shared_from_this<GenerateSession> {
   void AbortLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Erases a running request, releasing its pending slot and its id.
   void EraseLocked(const std::string& id, rill::v1::RequestState final_state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Exports the span of running `id` (tracing on), `last` being its finished response.
+  void EndTraceLocked(const std::string& id, const rill::v1::GenerateResponse& last)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes queued responses to the client; the only caller of stream_->Write
   // so a client that does not read never blocks the engine reader thread.

@@ -7,6 +7,10 @@
 
 #include "absl/time/time.h"
 
+namespace rill::base::tracing {
+class SpanExporter;  // base/tracing/span_exporter.h
+}
+
 namespace rill::frontend {
 
 class FrontendMetrics;  // frontend_metrics.h
@@ -52,6 +56,9 @@ struct SessionOptions {
   // Where sessions count streams, requests and buffers; null: not counted.
   // Outlives every session.
   FrontendMetrics* metrics = nullptr;
+  // Where each request's span goes (--otlp_traces_endpoint); null: tracing
+  // off, no spans and no trace headers are made. Outlives every session.
+  base::tracing::SpanExporter* tracer = nullptr;
 };
 
 }  // namespace rill::frontend
