@@ -411,6 +411,11 @@ int RunServe(int, char**) {
     std::cerr << "rill serve: " << s.message() << "\n";
     return 2;
   }
+  // --otlp_traces_endpoint is an engine option; the frontends export their
+  // request spans (the engine spans' parents) to the same collector.
+  if (const std::string traces = engine::EngineArgsFromFlags().otlp_traces_endpoint; !traces.empty()) {
+    opts.frontend_flags.push_back("--otlp_traces_endpoint=" + traces);
+  }
   for (const std::string& f : absl::GetFlag(FLAGS_frontend_flags)) opts.frontend_flags.push_back(f);
   return Serve(std::move(opts), stop_signals);
 }

@@ -54,6 +54,10 @@
   X(bool, log_requests, false, AnyValue(),                                                        \
     "Log one line per finished request (tokens, cached tokens, queue time, TTFT, e2e, finish "   \
     "reason, LoRA).")                                                                             \
+  X(std::string, otlp_traces_endpoint, "", HttpUrlOrEmpty(),                                      \
+    "Export request spans (queue, prefill, decode; children of the frontend's llm_request) "    \
+    "over OTLP/HTTP JSON to <url>/v1/traces, e.g. http://127.0.0.1:4318; empty = off. "          \
+    "`rill serve` passes it to its frontends too.")                                               \
   X(::rill::engine::LoraAdapters, lora, {}, AnyValue(),                                           \
     "LoRA adapters to load at start-up: name=path,name=path (PEFT directories).")                 \
   X(std::string, lora_root, "", AnyValue(),                                                       \

@@ -40,6 +40,11 @@ struct Fraction {
   absl::Status operator()(absl::string_view flag, double value) const;
 };
 
+// Empty, or an http:// URL (an OTLP/HTTP collector).
+struct HttpUrlOrEmpty {
+  absl::Status operator()(absl::string_view flag, const std::string& value) const;
+};
+
 // One of a fixed set of names.
 class OneOf {
  public:

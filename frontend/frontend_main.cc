@@ -16,6 +16,7 @@
 #include "absl/flags/parse.h"
 #include "base/flags_usage.h"
 #include "base/metrics/http_server.h"
+#include "base/tracing/span_exporter.h"
 #include "base/port_file.h"
 #include "base/secret_file.h"
 #include "frontend/frontend_metrics.h"
@@ -33,6 +34,9 @@ ABSL_FLAG(std::string, engine, "127.0.0.1:50052", "The engine's host:port.");
 ABSL_FLAG(int, metrics_port, 0,
           "Serve Prometheus metrics (rill:frontend_...) at http://<--host>:<port>/metrics; "
           "0 = off.");
+ABSL_FLAG(std::string, otlp_traces_endpoint, "",
+          "Export a span per request (llm_request, a child of the client's W3C traceparent) "
+          "over OTLP/HTTP JSON to <url>/v1/traces, e.g. http://127.0.0.1:4318; empty = off.");
 ABSL_FLAG(std::string, frontend_id, "0",
           "This replica's id: prefixes server-assigned request ids, reported by GetLoad.");
 ABSL_FLAG(std::string, admin_token, "",
@@ -170,6 +174,14 @@ int main(int argc, char** argv) {
     LOG(ERROR) << s;
     return 2;
   }
+  absl::StatusOr<std::unique_ptr<rill::base::tracing::SpanExporter>> tracer =
+      rill::base::tracing::CreateExporterIfEnabled(absl::GetFlag(FLAGS_otlp_traces_endpoint),
+                                                   "rill-frontend");
+  if (!tracer.ok()) {
+    LOG(ERROR) << tracer.status();
+    return 2;
+  }
+  opts.session.tracer = tracer->get();
   rill::frontend::FrontendServer server(opts);
   if (absl::Status s = server.Start(); !s.ok()) {
     LOG(ERROR) << s;

@@ -259,6 +259,7 @@ grpc::Status InferenceService::GetServerConfig(grpc::ServerContext* ctx,
   ReportLimits(options_.limits, engine_->max_model_len(), resp->mutable_decoding());
   // The frontend, not the token-only engine, turns tokens into text.
   resp->mutable_decoding()->set_detokenizer("incremental");
+  if (options_.tracer != nullptr) resp->set_is_tracing_enabled(true);
   return s;
 }
 

@@ -18,6 +18,10 @@
 #include "engine/async_engine.h"
 #include "tokenizer/tokenizer_spec.h"
 
+namespace rill::base::tracing {
+class SpanExporter;  // base/tracing/span_exporter.h
+}
+
 namespace rill::engine::service {
 
 struct HostOptions {
@@ -25,6 +29,8 @@ struct HostOptions {
   std::string model_name = "default";  // As given on the command line.
   int max_waiting_requests = 0;        // 0 = no limit.
   absl::Duration load_delay;           // Tests: hold the loading state this long.
+  // Where request spans go (--otlp_traces_endpoint); null: tracing off.
+  base::tracing::SpanExporter* tracer = nullptr;
 };
 
 class EngineHost {

@@ -24,6 +24,7 @@
 #include "base/exit_message.h"
 #include "base/flags_usage.h"
 #include "base/metrics/http_server.h"
+#include "base/tracing/span_exporter.h"
 #include "base/port_file.h"
 #include "base/secret_file.h"
 #include "base/tls_credentials.h"
@@ -96,6 +97,12 @@ int main(int argc, char** argv) {
   options.model_name = options.args.model;
   options.max_waiting_requests = absl::GetFlag(FLAGS_max_waiting_requests);
   options.load_delay = absl::Seconds(absl::GetFlag(FLAGS_debug_load_delay_s));
+
+  // Declared before the host: callbacks export to it until the engine stops.
+  absl::StatusOr<std::unique_ptr<rill::base::tracing::SpanExporter>> tracer =
+      rill::base::tracing::CreateExporterIfEnabled(options.args.otlp_traces_endpoint, "rill-engine");
+  if (!tracer.ok()) return CannotStart(std::string(tracer.status().message()));
+  options.tracer = tracer->get();
 
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);

@@ -151,6 +151,7 @@ grpc::Status EngineServiceImpl::GetServerConfig(grpc::ServerContext* context,
   if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
   *response = ToServerConfig(host_->engine()->GetEngineConfig(),
                              host_->options().max_waiting_requests);
+  response->set_is_tracing_enabled(host_->options().tracer != nullptr);
   for (const engine::LoraInfo& l : host_->engine()->ListLoras()) {
     response->mutable_lora()->add_loaded(l.name);
   }

@@ -17,6 +17,7 @@
 #include "base/message_text.h"
 #include "base/request_id.h"
 #include "engine/service/proto_convert.h"
+#include "engine/service/request_spans.h"
 #include "engine/service/status_convert.h"
 
 namespace rill::engine::service {
@@ -133,9 +134,11 @@ absl::Status StartRequest(EngineHost* host, const std::shared_ptr<StreamState>& 
                            ? absl::UnixEpoch() + absl::Seconds(start.arrival_time())
                            : absl::Now();
   std::weak_ptr<StreamState> weak = state;
+  std::shared_ptr<RequestSpans> spans = RequestSpans::Begin(host->options().tracer, start);
   absl::Status status = engine->GenerateWithCallback(
       std::move(prompt), *params, base::ScopedRequestId(state->session, id),
-      [weak, id](const engine::RequestOutput& out) {
+      [weak, id, spans](const engine::RequestOutput& out) {
+        if (spans != nullptr) spans->OnOutput(out);  // Even when the stream is gone.
         std::shared_ptr<StreamState> s = weak.lock();
         if (s == nullptr) return;
         EngineOutput eo = ToEngineOutput(out);

@@ -1,0 +1,25 @@
+// OpenTelemetry traces of a real `rill serve` (engine + frontend processes)
+// exported to a recording OTLP/HTTP endpoint, checked by
+// tests/traces/traces_e2e.py: trace ids and the parent/child structure
+// (client span -> llm_request -> queue/prefill/decode), fresh traces without
+// a valid traceparent, and serving unaffected by a dead collector.
+#include <gtest/gtest.h>
+
+#include "tests/util/python_runner.h"
+#include "tests/util/subprocess.h"
+
+namespace rill {
+namespace {
+
+TEST(TracesE2eTest, RequestSpansReachTheCollectorWithTheClientsTraceId) {
+  absl::StatusOr<testing::CommandResult> run = testing::RunPython(
+      "tests/traces/traces_e2e.py",
+      {"--rill", testing::RunfilePath("cli/rill"), "--engine_binary",
+       testing::RunfilePath("engine/service/rill-engine"), "--frontend_binary",
+       testing::RunfilePath("frontend/rill-frontend"), "--proto_dir", "proto"});
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->exit_code, 0) << run->output;
+}
+
+}  // namespace
+}  // namespace rill
