@@ -12,8 +12,8 @@
 
 #include "absl/time/time.h"
 #include "base/tracing/span.h"
-#include "proto/rill/internal/engine.pb.h"
-#include "proto/rill/v1/inference.pb.h"
+#include "rill/internal/engine.pb.h"
+#include "rill/v1/inference.pb.h"
 
 namespace rill::frontend {
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "base/tracing/trace_context.h"
 
 namespace rill::engine::service {

@@ -14,7 +14,7 @@
 #include "base/tracing/span.h"
 #include "base/tracing/span_exporter.h"
 #include "engine/request_output.h"
-#include "proto/rill/internal/engine.pb.h"
+#include "rill/internal/engine.pb.h"
 
 namespace rill::engine::service {
 
