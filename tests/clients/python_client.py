@@ -33,6 +33,29 @@ def load_stubs(proto_dir):
     return mods
 
 
+def wait_for_serve(proc, ready_file, timeout_s=180):
+    """The client target a `rill serve --ready_file=...` process writes once
+    it serves; AssertionError if it exits or is not ready in time."""
+    deadline = time.time() + timeout_s
+    while not os.path.exists(ready_file):
+        if proc.poll() is not None or time.time() > deadline:
+            raise AssertionError("rill serve did not become ready (exit %s)" % proc.poll())
+        time.sleep(0.2)
+    time.sleep(0.1)
+    return open(ready_file).read().strip()
+
+
+def stop_serve(proc, timeout_s=60):
+    """SIGTERM (a graceful drain), then SIGKILL after `timeout_s`."""
+    import signal
+    import subprocess
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def request_iterator(outbox):
     """Yields the messages put in `outbox` (a queue.Queue) until None: a
     Generate stream's request side that half-closes on None."""

@@ -14,7 +14,6 @@ Exits non-zero with the reason on any mismatch.
 import argparse
 import os
 import queue
-import signal
 import socket
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients"))
-from python_client import load_stubs, request_iterator  # noqa: E402
+from python_client import load_stubs, request_iterator, stop_serve, wait_for_serve  # noqa: E402
 
 # family name (as the parser names it) -> (type, labels besides le)
 ENGINE_FAMILIES = {
@@ -219,13 +218,7 @@ def main():
          "--run_dir=" + run_dir, "--log_to_files",
          "--engine_binary=" + args.engine_binary, "--frontend_binary=" + args.frontend_binary])
     try:
-        deadline = time.time() + 180
-        while not os.path.exists(ready):
-            if serve.poll() is not None or time.time() > deadline:
-                fail("rill serve did not become ready (exit %s)" % serve.poll())
-            time.sleep(0.2)
-        time.sleep(0.1)
-        target = open(ready).read().strip()
+        target = wait_for_serve(serve, ready)
         engine_port = int(open(os.path.join(run_dir, "engine.port")).read().strip())
 
         before_e = scrape(mport)
@@ -327,11 +320,7 @@ def main():
             fail("GetStats counters did not count the workload: %s" % stats)
         print("metrics e2e: %d requests, %d generated tokens, all counters match" % (ended, generated))
     finally:
-        serve.send_signal(signal.SIGTERM)
-        try:
-            serve.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            serve.kill()
+        stop_serve(serve)
         log = os.path.join(run_dir, "engine.log")
         if os.path.exists(log):
             lines = [l for l in open(log) if "finished: reason=" in l]

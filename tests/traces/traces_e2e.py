@@ -20,7 +20,6 @@ import http.server
 import json
 import os
 import queue
-import signal
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients"))
-from python_client import load_stubs, request_iterator  # noqa: E402
+from python_client import load_stubs, request_iterator, stop_serve, wait_for_serve  # noqa: E402
 
 PROMPT = list(range(100, 111))  # 11 token ids
 MAX_TOKENS = 4
@@ -182,13 +181,8 @@ def main():
          "--ready_file=" + ready, "--run_dir=" + run_dir, "--log_to_files",
          "--engine_binary=" + args.engine_binary, "--frontend_binary=" + args.frontend_binary])
     try:
-        deadline = time.time() + 180
-        while not os.path.exists(ready):
-            if serve.poll() is not None or time.time() > deadline:
-                fail("rill serve did not become ready (exit %s)" % serve.poll())
-            time.sleep(0.2)
-        time.sleep(0.1)
-        stub = pbg.InferenceStub(grpc.insecure_channel(open(ready).read().strip()))
+        target = wait_for_serve(serve, ready)
+        stub = pbg.InferenceStub(grpc.insecure_channel(target))
 
         config = stub.GetServerConfig(pb.GetServerConfigRequest(), timeout=30)
         if not config.is_tracing_enabled:
@@ -232,11 +226,7 @@ def main():
             fail("3 requests took %.1fs with the collector down" % took)
         print("traces e2e: %d spans recorded; 3 requests in %.2fs with the collector down" % (total, took))
     finally:
-        serve.send_signal(signal.SIGTERM)
-        try:
-            serve.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            serve.kill()
+        stop_serve(serve)
     return 0
 
 
