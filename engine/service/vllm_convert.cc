@@ -1,9 +1,11 @@
 #include "engine/service/vllm_convert.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "engine/structured_output/constraint.h"
 
 namespace rill::engine::service {
 namespace {
@@ -15,14 +17,50 @@ void AppendTop(const engine::TopLogprobs& top, vllm_pb::TopLogProbs* out) {
   }
 }
 
+// The proto's constraint oneof, field for field (vLLM's
+// StructuredOutputsParams). Syntax and limits are the engine's to check.
+absl::StatusOr<structured_output::Constraint> ConstraintOf(const vllm_pb::SamplingParams& p) {
+  using structured_output::ConstraintKind;
+  structured_output::Constraint c;
+  switch (p.constraint_case()) {
+    case vllm_pb::SamplingParams::kJsonSchema:
+      c.kind = ConstraintKind::kJsonSchema;
+      c.text = p.json_schema();
+      break;
+    case vllm_pb::SamplingParams::kRegex:
+      c.kind = ConstraintKind::kRegex;
+      c.text = p.regex();
+      break;
+    case vllm_pb::SamplingParams::kGrammar:
+      c.kind = ConstraintKind::kGrammar;
+      c.text = p.grammar();
+      break;
+    case vllm_pb::SamplingParams::kStructuralTag:
+      c.kind = ConstraintKind::kStructuralTag;
+      c.text = p.structural_tag();
+      break;
+    case vllm_pb::SamplingParams::kJsonObject:
+      // false cannot mean "no constraint": the oneof was set on purpose.
+      if (!p.json_object()) return absl::InvalidArgumentError("json_object: must be true when set");
+      c.kind = ConstraintKind::kJsonObject;
+      break;
+    case vllm_pb::SamplingParams::kChoice:
+      c.kind = ConstraintKind::kChoice;
+      c.choices.assign(p.choice().choices().begin(), p.choice().choices().end());
+      break;
+    case vllm_pb::SamplingParams::CONSTRAINT_NOT_SET:
+      break;
+  }
+  return c;
+}
+
 }  // namespace
 
 absl::StatusOr<engine::SamplingParams> FromVllmSampling(const vllm_pb::SamplingParams& p,
                                                         int64_t prompt_len,
                                                         int64_t max_model_len) {
-  if (p.constraint_case() != vllm_pb::SamplingParams::CONSTRAINT_NOT_SET) {
-    return absl::InvalidArgumentError("structured outputs not supported yet");
-  }
+  absl::StatusOr<structured_output::Constraint> constraint = ConstraintOf(p);
+  if (!constraint.ok()) return constraint.status();
   if (p.has_logprobs() && p.logprobs() < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("logprobs: all-vocabulary logprobs (-1) are not supported; ask for at most ",
@@ -59,6 +97,7 @@ absl::StatusOr<engine::SamplingParams> FromVllmSampling(const vllm_pb::SamplingP
                           : static_cast<uint64_t>(absl::GetCurrentTimeNanos());
   for (const auto& [token, bias] : p.logit_bias()) out.logit_bias[token] = bias;
   out.output_kind = engine::OutputKind::kDelta;
+  out.constraint = std::move(*constraint);
   return out;
 }
 

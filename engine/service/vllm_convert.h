@@ -22,9 +22,10 @@ namespace vllm_pb = ::vllm::grpc::engine;
 // The engine's parameters for one sample of `p` (params.n is the number of
 // samples; the caller runs each as its own request with ForSample), the
 // prompt already truncated. InvalidArgument with a short message for what
-// the engine cannot do (a structured-output constraint, "all" logprobs);
-// value ranges are left to the engine's ValidateSamplingParams, whose
-// messages name the field.
+// the engine cannot do ("all" logprobs, json_object=false). The constraint
+// oneof maps field for field onto SamplingParams::constraint; its syntax and
+// size are left to the engine (InvalidArgument naming the constraint), as
+// are value ranges to ValidateSamplingParams, whose messages name the field.
 absl::StatusOr<engine::SamplingParams> FromVllmSampling(const vllm_pb::SamplingParams& p,
                                                         int64_t prompt_len,
                                                         int64_t max_model_len);

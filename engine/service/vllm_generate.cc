@@ -12,6 +12,7 @@
 #include "base/request_id.h"
 #include "engine/service/status_convert.h"
 #include "engine/service/vllm_convert.h"
+#include "engine/structured_output/constraint.h"
 #include "tokenizer/completion_text.h"
 
 namespace rill::engine::service {
@@ -193,6 +194,12 @@ grpc::Status ServeVllmGenerate(EngineHost* host, const tokenizer::BpeTokenizer* 
   }
   engine::AsyncEngine* engine = host->engine();
   const std::string& id = request.request_id();
+  if (params.constraint.active()) {
+    // Shows what the gateway turned response_format / tool_choice into.
+    VLOG(1) << "vllm Generate '" << ShortForMessage(id) << "' constrained by "
+            << structured_output::ConstraintKindName(params.constraint.kind) << ": "
+            << ShortForMessage(params.constraint.text, 200);
+  }
   auto state = std::make_shared<CallState>();
   state->stream = request.stream();
   state->want_logprobs = request.sampling_params().has_logprobs();

@@ -288,9 +288,7 @@ def test_bad_inputs(h):
     prompt = h.prompt
     cases = [
         ("temperature=-1", h.request(prompt, temperature=-1.0)),
-        ("structured-output constraint", pb.GenerateRequest(
-            request_id=h.rid("bad"), tokenized=pb.TokenizedInput(input_ids=prompt),
-            sampling_params=pb.SamplingParams(json_schema='{"type":"object"}'))),
+        ("json_object=false", h.request(prompt, json_object=False)),
         ("empty prompt", h.request([])),
         ("text prompt", pb.GenerateRequest(request_id=h.rid("bad"), text="hi")),
         ("token id outside the vocabulary", h.request([h.vocab + 5])),
@@ -307,7 +305,98 @@ def test_bad_inputs(h):
               code == grpc.StatusCode.INVALID_ARGUMENT and details and len(details) < 300,
               (code, details))
     code, details = h.code_of(cases[1][1])
-    check("constraint message", "structured outputs not supported" in details, details)
+    check("json_object=false message names the field", "json_object" in details, details)
+
+
+# Structured outputs: the proto's constraint oneof (vLLM's
+# StructuredOutputsParams) on the engine's grammar matcher.
+STRUCTURED_PROMPT = "Answer with the requested value only.\nValue: "
+PERSON_SCHEMA = {"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 10},
+    "age": {"type": "integer", "minimum": 0, "maximum": 120},
+    "city": {"enum": ["Paris", "Rome"]}},
+    "required": ["name", "age", "city"], "additionalProperties": False}
+
+
+def constrained_text(h, prompt, stream=False, n=1, **sampling):
+    """{index: (text, finish_reason)} of one constrained call."""
+    chunks, completes = h.generate(h.request(prompt, stream=stream, n=n, max_tokens=48,
+                                             **sampling))
+    ids = {}
+    for ch in chunks:
+        ids.setdefault(ch.index, []).extend(ch.token_ids)
+    for c in completes:
+        ids.setdefault(c.index, []).extend(c.output_ids)
+    finish = {c.index: c.finish_reason for c in completes}
+    return {i: (h.detokenize(ids[i]), finish.get(i)) for i in sorted(ids)}
+
+
+def test_structured_outputs(h):
+    import re
+    import jsonschema
+    prompt = h.tokenize(STRUCTURED_PROMPT)
+    for stream in (False, True):
+        out = constrained_text(h, prompt, stream=stream, n=2, temperature=1.0, seed=7,
+                               json_schema=json.dumps(PERSON_SCHEMA))
+        ok, why = len(out) == 2, out
+        for text, finish in out.values():
+            try:
+                jsonschema.validate(json.loads(text), PERSON_SCHEMA)
+                ok = ok and finish == "stop"
+            except (ValueError, jsonschema.ValidationError) as e:
+                ok, why = False, (text, repr(e))
+        check("json_schema (n=2, stream=%s): every sample validates, finish stop" % stream,
+              ok, why)
+    out = constrained_text(h, prompt, temperature=0.0, json_object=True)[0]
+    try:
+        parsed = json.loads(out[0])
+    except ValueError:
+        parsed = None
+    check("json_object: a JSON object", isinstance(parsed, dict) and out[1] == "stop", out)
+    pattern = r"[A-Z]{3}-[0-9]{2,4}"
+    out = constrained_text(h, prompt, temperature=1.0, seed=3, regex=pattern)[0]
+    check("regex: the output full-matches", re.fullmatch(pattern, out[0]) is not None
+          and out[1] == "stop", out)
+    choices = ["red", "green", "blue"]
+    out = constrained_text(h, prompt, temperature=1.0, seed=5,
+                           choice=h.pb.ChoiceConstraint(choices=choices))[0]
+    check("choice: the output is one of the choices", out[0] in choices and out[1] == "stop", out)
+    out = constrained_text(h, prompt, temperature=0.0,
+                           grammar='root ::= "yes" | "no"')[0]
+    check("grammar (EBNF): the output is in the language", out[0] in ("yes", "no"), out)
+
+    # Bad constraints fail their own request, naming the problem, while a
+    # free request running beside them finishes.
+    free = {}
+
+    def run_free():
+        free["completes"] = h.generate(h.request(h.prompt, max_tokens=24, temperature=0.0,
+                                                 ignore_eos=True))[1]
+    t = threading.Thread(target=run_free)
+    t.start()
+    bad = [
+        ("malformed json_schema", {"json_schema": '{"type": "object", "properties": {'},
+         "json_schema"),
+        ("json_schema of an unknown type", {"json_schema": '{"type": "no-such-type"}'},
+         "json_schema"),
+        ("invalid regex", {"regex": "([a-z"}, "regex"),
+        ("EBNF syntax error", {"grammar": 'root ::= "a" | '}, "grammar"),
+        ("json_schema with an unknown $ref", {"json_schema": '{"$ref": "#/$defs/missing"}'},
+         "json_schema"),
+        ("empty choice list", {}, "choice"),
+    ]
+    for name, constraint, word in bad:
+        req = h.request(prompt, max_tokens=8, **constraint)
+        if not constraint:
+            req.sampling_params.choice.SetInParent()  # Present, with no choices.
+        code, details = h.code_of(req)
+        check("bad constraint %s -> INVALID_ARGUMENT naming %s" % (name, word),
+              code == grpc.StatusCode.INVALID_ARGUMENT and word in details
+              and len(details) < 400, (code, details))
+    t.join(120)
+    c = free.get("completes")
+    check("a free request beside the bad constraints finishes",
+          c is not None and c[0].finish_reason == "length" and len(c[0].output_ids) == 24, c)
 
 
 def test_abort_and_cancel(h):
@@ -409,8 +498,8 @@ def main():
     ap.add_argument("--rill_proto_dir", default="proto")
     args = ap.parse_args()
     h = Harness(args, load_stubs(args.smg_proto_dir, args.rill_proto_dir))
-    for test in (test_auth_and_info, test_generate, test_bad_inputs, test_abort_and_cancel,
-                 test_kv_events):
+    for test in (test_auth_and_info, test_generate, test_bad_inputs, test_structured_outputs,
+                 test_abort_and_cancel, test_kv_events):
         try:
             test(h)
         except Exception as e:  # A crash in one section still runs the others.

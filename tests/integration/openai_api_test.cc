@@ -3,6 +3,8 @@
 // - The official openai SDK drives it (tests/clients/openai_api_check.py:
 //   chat and completions, streaming, logprobs, n=2, stop strings, length, a
 //   400) and the greedy text equals the native gRPC API's.
+// - tests/clients/openai_structured_check.py: response_format json_schema /
+//   json_object and tool_choice required / named give output that validates.
 // - With --engines=2, tests/clients/openai_dp_check.py sees in each engine's
 //   KV events that prompts sharing a long prefix stay on one engine while
 //   unrelated ones spread; after replica 1 is killed, every request is served.
@@ -122,6 +124,9 @@ TEST(OpenAiApiTest, OpenAiSdkThroughTheGatewayMatchesTheNativeApi) {
   serve.ExpectPasses("tests/clients/openai_api_check.py",
                      {"--base_url", serve.url(), "--native", serve.native(), "--proto_dir",
                       "proto"});
+  // Structured outputs: response_format and tool_choice become the proto's
+  // constraint, which the engine enforces.
+  serve.ExpectPasses("tests/clients/openai_structured_check.py", {"--base_url", serve.url()});
   serve.ExpectCleanStop();
 }
 
