@@ -117,6 +117,7 @@ void GrammarCompilerPool::Compile(const Constraint& constraint, CompileCallback 
       }
       if (!entry->done) {
         entry->waiters.push_back({absl::Now() + options_.timeout, std::move(done)});
+        ++waiters_added_;
         return;
       }
       cached = entry->result;
@@ -190,13 +191,17 @@ void GrammarCompilerPool::WorkerLoop() {
 void GrammarCompilerPool::TimeoutLoop() {
   absl::MutexLock lock(&mu_);
   while (!stop_) {
-    // Waiters are added with now + timeout, so waking on the earliest one
-    // (or every 100 ms when none waits) bounds every wait by timeout + 0.1 s.
+    // Sleeps until the earliest deadline, a new waiter (whose deadline may be
+    // earlier) or stop, so a wait ends at its timeout, not up to a tick later.
     absl::Time next = absl::Now() + absl::Milliseconds(100);
     for (const auto& [key, entry] : cache_) {
       for (const Waiter& w : entry->waiters) next = std::min(next, w.deadline);
     }
-    mu_.AwaitWithDeadline(absl::Condition(&stop_), next);
+    const uint64_t seen = waiters_added_;
+    auto woken = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stop_ || waiters_added_ != seen;
+    };
+    mu_.AwaitWithDeadline(absl::Condition(&woken), next);
     if (stop_) return;
     const absl::Time now = absl::Now();
     std::vector<std::pair<ConstraintKind, CompileCallback>> expired;

@@ -85,6 +85,9 @@ class GrammarCompilerPool {
 
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Bumped when a waiter is added, so the timeout thread re-reads the
+  // earliest deadline at once instead of on its next 100 ms tick.
+  uint64_t waiters_added_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, std::shared_ptr<Entry>> cache_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> cache_order_ ABSL_GUARDED_BY(mu_);  // Finished keys, oldest first.
   std::deque<std::shared_ptr<Entry>> queue_ ABSL_GUARDED_BY(mu_);
