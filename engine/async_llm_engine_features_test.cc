@@ -332,7 +332,11 @@ TEST_F(FeaturesTest, ThousandRandomAbortsLeakNothing) {
 }
 
 TEST_F(FeaturesTest, EachBadParamFailsOnlyItsRequest) {
-  MakeEngine();
+  // "good" must still run when its id is reused below (ALREADY_EXISTS): 8
+  // steps of 50 ms outlast the checks, which take microseconds.
+  FakeModelExecutor::Options o;
+  o.step_delay = absl::Milliseconds(50);
+  MakeEngine(o);
   auto good = engine_->Generate(MakePrompt(5, 1), Greedy(8), "good");
   ASSERT_TRUE(good.ok());
   auto expect = [&](SamplingParams p, absl::StatusCode code, const std::string& id = "bad",
