@@ -94,6 +94,32 @@ def model_specs():
     # query_pre_attn_scalar != head_dim (as Gemma 2 27B): HF form only, since
     # GGUF does not carry it.
     specs['gemma2_scalar'] = dict(gemma2, query_pre_attn_scalar=16)
+    # Mixture of experts: 4 experts, 2 per token, GQA, untied head.
+    # Mixtral renormalizes the top-2 weights.
+    moe = dict(LLAMA_BASE, tie_word_embeddings=False, output_router_logits=False,
+               router_aux_loss_coef=0.001)
+    specs['mixtral'] = dict(
+        moe, architectures=['MixtralForCausalLM'], model_type='mixtral',
+        num_local_experts=4, num_experts_per_tok=2, intermediate_size=64,
+        router_jitter_noise=0.0, sliding_window=None)
+    # Qwen2-MoE: q/k/v biases, a shared expert behind a sigmoid gate, top-2
+    # weights not renormalized.
+    specs['qwen2_moe'] = dict(
+        moe, architectures=['Qwen2MoeForCausalLM'], model_type='qwen2_moe',
+        num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+        shared_expert_intermediate_size=96, norm_topk_prob=False,
+        decoder_sparse_step=1, mlp_only_layers=[], rope_theta=1000000.0,
+        rms_norm_eps=1e-6, use_sliding_window=False)
+    # mlp_only_layers: layer 0 has the dense MLP (HF form only: GGUF
+    # qwen2moe has no dense layers).
+    specs['qwen2_moe_dense0'] = dict(specs['qwen2_moe'], mlp_only_layers=[0])
+    # Qwen3-MoE: per-head q/k norms, head_dim 24, renormalized top-2.
+    specs['qwen3_moe'] = dict(
+        moe, architectures=['Qwen3MoeForCausalLM'], model_type='qwen3_moe',
+        num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+        norm_topk_prob=True, head_dim=24, attention_bias=False,
+        decoder_sparse_step=1, mlp_only_layers=[], rope_theta=1000000.0,
+        rms_norm_eps=1e-6)
     specs['gpt2'] = dict(
         architectures=['GPT2LMHeadModel'], model_type='gpt2', n_embd=64,
         n_head=4, n_layer=2, n_positions=128, n_ctx=128, n_inner=None,
@@ -135,7 +161,7 @@ def llama_hf_weights(cfg, g: Gen):
     s = 1.0 / np.sqrt(h)
     w = {'model.embed_tokens.weight': g.normal((v, h), 1.0),
          'model.norm.weight': g.normal((h,), 0.2, 1.0)}
-    bias = cfg['model_type'] == 'qwen2'
+    bias = cfg['model_type'] in ('qwen2', 'qwen2_moe')
     for i in range(cfg['num_hidden_layers']):
         p = f'model.layers.{i}.'
         w[p + 'input_layernorm.weight'] = g.normal((h,), 0.2, 1.0)
@@ -144,13 +170,16 @@ def llama_hf_weights(cfg, g: Gen):
         w[p + 'self_attn.k_proj.weight'] = g.normal((nkv * hd, h), s)
         w[p + 'self_attn.v_proj.weight'] = g.normal((nkv * hd, h), s)
         w[p + 'self_attn.o_proj.weight'] = g.normal((h, nh * hd), s)
-        if cfg['model_type'] == 'qwen3':
+        if cfg['model_type'] in ('qwen3', 'qwen3_moe'):
             w[p + 'self_attn.q_norm.weight'] = g.normal((hd,), 0.2, 1.0)
             w[p + 'self_attn.k_norm.weight'] = g.normal((hd,), 0.2, 1.0)
         if bias:
             w[p + 'self_attn.q_proj.bias'] = g.normal((nh * hd,), 0.5)
             w[p + 'self_attn.k_proj.bias'] = g.normal((nkv * hd,), 0.5)
             w[p + 'self_attn.v_proj.bias'] = g.normal((nkv * hd,), 0.5)
+        if is_moe_layer(cfg, i):
+            w.update(moe_hf_weights(cfg, g, p))
+            continue
         w[p + 'mlp.gate_proj.weight'] = g.normal((f, h), s)
         w[p + 'mlp.up_proj.weight'] = g.normal((f, h), s)
         w[p + 'mlp.down_proj.weight'] = g.normal((h, f), 1.0 / np.sqrt(f))
@@ -165,6 +194,43 @@ def llama_hf_weights(cfg, g: Gen):
             w[p + 'post_feedforward_layernorm.weight'] = g.normal((h,), 0.2)
     if not cfg['tie_word_embeddings']:
         w['lm_head.weight'] = g.normal((v, h), 4.0 * s)
+    return w
+
+
+def is_moe_layer(cfg, i):
+    """transformers' rule: a MoE layer unless in mlp_only_layers or off the
+    decoder_sparse_step (Mixtral: every layer)."""
+    if cfg['model_type'] == 'mixtral':
+        return True
+    if cfg['model_type'] not in ('qwen2_moe', 'qwen3_moe'):
+        return False
+    return (i not in (cfg.get('mlp_only_layers') or [])
+            and (i + 1) % cfg.get('decoder_sparse_step', 1) == 0)
+
+
+def moe_hf_weights(cfg, g: Gen, p):
+    """One MoE layer's router, experts and shared expert, HF names."""
+    h = cfg['hidden_size']
+    s = 1.0 / np.sqrt(h)
+    if cfg['model_type'] == 'mixtral':
+        n, f = cfg['num_local_experts'], cfg['intermediate_size']
+        names, block = ('w1', 'w3', 'w2'), 'block_sparse_moe.'
+    else:
+        n, f = cfg['num_experts'], cfg['moe_intermediate_size']
+        names, block = ('gate_proj', 'up_proj', 'down_proj'), 'mlp.'
+    # The router's logits spread over a few units so routing is decisive.
+    w = {p + block + 'gate.weight': g.normal((n, h), 2.0 * s)}
+    for e in range(n):
+        q = f'{p}{block}experts.{e}.'
+        w[q + names[0] + '.weight'] = g.normal((f, h), s)
+        w[q + names[1] + '.weight'] = g.normal((f, h), s)
+        w[q + names[2] + '.weight'] = g.normal((h, f), 1.0 / np.sqrt(f))
+    fs = cfg.get('shared_expert_intermediate_size', 0)
+    if cfg['model_type'] == 'qwen2_moe':
+        w[p + 'mlp.shared_expert.gate_proj.weight'] = g.normal((fs, h), s)
+        w[p + 'mlp.shared_expert.up_proj.weight'] = g.normal((fs, h), s)
+        w[p + 'mlp.shared_expert.down_proj.weight'] = g.normal((h, fs), 1.0 / np.sqrt(fs))
+        w[p + 'mlp.shared_expert_gate.weight'] = g.normal((1, h), s)
     return w
 
 
@@ -371,7 +437,7 @@ def hf_to_gguf_tensors(cfg, hf):
 
     # llama.cpp converts Mistral as arch llama (permuted); qwen2 GGUF stays
     # unpermuted (NEOX).
-    permute = cfg['model_type'] in ('llama', 'mistral')
+    permute = cfg['model_type'] in ('llama', 'mistral', 'mixtral')
     nh, nkv = cfg['num_attention_heads'], cfg['num_key_value_heads']
     out['token_embd.weight'] = hf['model.embed_tokens.weight']
     out['output_norm.weight'] = hf['model.norm.weight']
@@ -403,9 +469,36 @@ def hf_to_gguf_tensors(cfg, hf):
                 if gemma and dst.endswith('norm'):
                     t = t + 1.0
                 out[f'blk.{i}.{dst}.{kind}'] = t
+    for i in range(cfg['num_hidden_layers']):
+        if is_moe_layer(cfg, i):
+            out.update(moe_gguf_tensors(cfg, hf, i))
     rs = resolved_rope(cfg)[1]
     if rs.get('rope_type', rs.get('type')) == 'llama3':
         out['rope_freqs.weight'] = llama3_rope_factors(cfg)
+    return out
+
+
+def moe_gguf_tensors(cfg, hf, i):
+    """Layer i's MoE tensors as llama.cpp's converter writes them: the
+    experts stacked into [experts, out, in] (ne [in, out, experts])."""
+    p = f'model.layers.{i}.'
+    q = f'blk.{i}.'
+    if cfg['model_type'] == 'mixtral':
+        n, block = cfg['num_local_experts'], 'block_sparse_moe.'
+        names = {'w1': 'ffn_gate_exps', 'w3': 'ffn_up_exps', 'w2': 'ffn_down_exps'}
+    else:
+        n, block = cfg['num_experts'], 'mlp.'
+        names = {'gate_proj': 'ffn_gate_exps', 'up_proj': 'ffn_up_exps',
+                 'down_proj': 'ffn_down_exps'}
+    out = {q + 'ffn_gate_inp.weight': hf[p + block + 'gate.weight']}
+    for src, dst in names.items():
+        out[q + dst + '.weight'] = np.stack(
+            [hf[f'{p}{block}experts.{e}.{src}.weight'] for e in range(n)])
+    if cfg['model_type'] == 'qwen2_moe':
+        for src, dst in (('gate_proj', 'ffn_gate_shexp'), ('up_proj', 'ffn_up_shexp'),
+                         ('down_proj', 'ffn_down_shexp')):
+            out[q + dst + '.weight'] = hf[f'{p}mlp.shared_expert.{src}.weight']
+        out[q + 'ffn_gate_inp_shexp.weight'] = hf[p + 'mlp.shared_expert_gate.weight'].reshape(-1)
     return out
 
 
@@ -420,7 +513,9 @@ def write_gguf(path, cfg, tensors, qtype_name, tokens, types, merges):
     is_gpt2 = cfg['model_type'] == 'gpt2'
     # 'llama', 'qwen2' or 'gpt2'; Mistral is written as llama.cpp does, as
     # llama with the window in attention.sliding_window.
-    arch = 'llama' if cfg['model_type'] == 'mistral' else cfg['model_type']
+    # Mixtral is llama with expert keys; qwen2_moe -> qwen2moe.
+    arch = ('llama' if cfg['model_type'] in ('mistral', 'mixtral')
+            else cfg['model_type'].replace('_', ''))
     w = gguf.GGUFWriter(path, arch)  # writes general.architecture
     w.add_string('general.name', f'rill-tiny-{arch}')
     w.add_uint32('general.file_type', file_type)
@@ -455,6 +550,16 @@ def write_gguf(path, cfg, tensors, qtype_name, tokens, types, merges):
         if hd != h // nh:
             w.add_uint32(f'{arch}.attention.key_length', hd)
             w.add_uint32(f'{arch}.attention.value_length', hd)
+        if cfg['model_type'] == 'mixtral':
+            w.add_uint32(f'{arch}.expert_count', cfg['num_local_experts'])
+            w.add_uint32(f'{arch}.expert_used_count', cfg['num_experts_per_tok'])
+        elif cfg['model_type'] in ('qwen2_moe', 'qwen3_moe'):
+            w.add_uint32(f'{arch}.expert_count', cfg['num_experts'])
+            w.add_uint32(f'{arch}.expert_used_count', cfg['num_experts_per_tok'])
+            w.add_uint32(f'{arch}.expert_feed_forward_length', cfg['moe_intermediate_size'])
+            if cfg['model_type'] == 'qwen2_moe':
+                w.add_uint32(f'{arch}.expert_shared_feed_forward_length',
+                             cfg['shared_expert_intermediate_size'])
         if rs.get('rope_type', rs.get('type')) == 'linear':
             w.add_string(f'{arch}.rope.scaling.type', 'linear')
             w.add_float32(f'{arch}.rope.scaling.factor', rs['factor'])
@@ -470,12 +575,14 @@ def write_gguf(path, cfg, tensors, qtype_name, tokens, types, merges):
 
     for name, arr in tensors.items():
         arr = np.ascontiguousarray(arr, np.float32)
-        # Like llama.cpp: 1-D tensors (norms, biases, rope_freqs) stay F32.
-        if arr.ndim == 2 and qtype != gguf.GGMLQuantizationType.F32:
+        # Like llama.cpp: 1-D tensors (norms, biases, rope_freqs) and MoE
+        # routers stay F32.
+        if (arr.ndim >= 2 and qtype != gguf.GGMLQuantizationType.F32
+                and not name.endswith('ffn_gate_inp.weight')):
             if qtype == gguf.GGMLQuantizationType.F16:
                 w.add_tensor(name, arr.astype(np.float16))
             else:
-                assert arr.shape[1] % 32 == 0, name
+                assert arr.shape[-1] % 32 == 0, name
                 w.add_tensor(name, gguf.quants.quantize(arr, qtype), raw_dtype=qtype)
         else:
             w.add_tensor(name, arr)
@@ -505,11 +612,13 @@ def generate(out_dir, seed):
             d = os.path.join(mdir, 'hf-f32-sharded')
             write_hf_dir(d, cfg, hf, 'F32', tokens, merges, shards=2)
             entry['hf']['f32_sharded'] = d
-        if cfg.get('use_sliding_window') or name == 'gemma2_scalar':
+        if cfg.get('use_sliding_window') or name in ('gemma2_scalar', 'qwen2_moe_dense0'):
             manifest['models'][name] = entry  # no GGUF form for these
             continue
         gt = hf_to_gguf_tensors(cfg, hf)
         for q in GGUF_TYPES:
+            if q == 'q4_1' and (name == 'mixtral' or 'moe' in name):
+                continue  # MoE forms: f32, f16 and q8_0 are enough
             p = os.path.join(mdir, f'model.{q}.gguf')
             write_gguf(p, cfg, gt, q, tokens, types, merges)
             entry['gguf'][q] = p

@@ -80,6 +80,16 @@ class Config:
     attn_scale: float = 0.0    # 0: 1 / sqrt(head_dim)
     attn_softcap: float = 0.0  # 0: none
     final_softcap: float = 0.0
+    # Mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE): a layer with a
+    # router (blk.N.ffn_gate_inp.weight [experts, hidden]) takes a softmax
+    # over the experts, keeps the n_experts_used largest probabilities
+    # (renormalized to sum 1 when moe_norm) and sums those experts' SwiGLU
+    # MLPs (blk.N.ffn_{gate,up,down}_exps.weight, [experts, out, in])
+    # weighted by them; Qwen2-MoE adds a shared expert scaled by
+    # sigmoid(blk.N.ffn_gate_inp_shexp.weight . x). Layers without a router
+    # have the dense MLP.
+    n_experts_used: int = 0
+    moe_norm: bool = False
 
     def layer_window(self, layer):
         if not self.sliding_window:
@@ -111,7 +121,7 @@ def load_gguf(path: str, dtype=np.float64):
 
     reader = gguf.GGUFReader(path)
     arch = _gguf_field(reader, 'general.architecture')
-    if arch not in ('llama', 'qwen2', 'qwen3', 'gemma2', 'gpt2'):
+    if arch not in ('llama', 'qwen2', 'qwen3', 'gemma2', 'gpt2', 'qwen2moe', 'qwen3moe'):
         raise ValueError(f'unsupported GGUF architecture {arch!r}')
 
     def key(name, default=None):
@@ -165,6 +175,11 @@ def load_gguf(path: str, dtype=np.float64):
         rope_scaling=scaling,
         sliding_window=int(key('attention.sliding_window', 0) or 0),
     )
+    if key('expert_count', 0):
+        # llama.cpp: Mixtral (llama) and Qwen3-MoE renormalize the top k,
+        # Qwen2-MoE does not.
+        cfg.n_experts_used = int(key('expert_used_count'))
+        cfg.moe_norm = bool(key('expert_weights_norm', arch != 'qwen2moe'))
     if arch == 'gemma2':
         # llama.cpp's converter stores the norms as w + 1 (offset 0 here),
         # every other layer slides (from layer 0), and scales queries by
@@ -225,6 +240,32 @@ def _hf_gemma_name(name: str) -> Optional[str]:
     if m and m.group(2) in _GEMMA_NORMS:
         return f'blk.{m.group(1)}.{_GEMMA_NORMS[m.group(2)]}'
     return _hf_llama_name(name)
+
+
+# Mixture-of-experts tensors: the router, expert E's matrices (stacked into
+# [experts, out, in] by load_hf) and Qwen2-MoE's shared expert.
+_HF_MOE = {'block_sparse_moe.gate.weight': 'ffn_gate_inp.weight',
+           'mlp.gate.weight': 'ffn_gate_inp.weight',
+           'mlp.shared_expert_gate.weight': 'ffn_gate_inp_shexp.weight',
+           'mlp.shared_expert.gate_proj.weight': 'ffn_gate_shexp.weight',
+           'mlp.shared_expert.up_proj.weight': 'ffn_up_shexp.weight',
+           'mlp.shared_expert.down_proj.weight': 'ffn_down_shexp.weight'}
+_HF_EXPERT = {'w1': 'ffn_gate_exps', 'w3': 'ffn_up_exps', 'w2': 'ffn_down_exps',
+              'gate_proj': 'ffn_gate_exps', 'up_proj': 'ffn_up_exps',
+              'down_proj': 'ffn_down_exps'}
+
+
+def _hf_moe_name(name: str):
+    """(canonical name, expert index or None) of an HF MoE tensor, or None."""
+    m = re.fullmatch(r'model\.layers\.(\d+)\.(.+)', name)
+    if not m:
+        return None
+    if m.group(2) in _HF_MOE:
+        return f'blk.{m.group(1)}.{_HF_MOE[m.group(2)]}', None
+    e = re.fullmatch(r'(?:block_sparse_moe|mlp)\.experts\.(\d+)\.(\w+)\.weight', m.group(2))
+    if e and e.group(2) in _HF_EXPERT:
+        return f'blk.{m.group(1)}.{_HF_EXPERT[e.group(2)]}.weight', int(e.group(1))
+    return None
 
 
 def _hf_llama_name(name: str) -> Optional[str]:
@@ -300,16 +341,28 @@ def load_hf(path: str, dtype=np.float64):
     archs = hf.get('architectures', [])
     is_gpt2 = model_type == 'gpt2' or 'GPT2LMHeadModel' in archs
     weights = {}
+    experts = {}  # canonical name -> {expert index: [out, in]}
     for name, arr in raw.items():
         is_gemma = model_type == 'gemma2'
         canon = (_hf_gpt2_name(name) if is_gpt2 else
                  _hf_gemma_name(name) if is_gemma else _hf_llama_name(name))
+        if canon is None and model_type in ('mixtral', 'qwen2_moe', 'qwen3_moe'):
+            moe = _hf_moe_name(name)
+            if moe is not None:
+                canon, expert = moe
+                if expert is not None:
+                    experts.setdefault(canon, {})[expert] = arr.astype(dtype)
+                    continue
+                if canon.endswith('_shexp.weight') and 'gate_inp' in canon:
+                    arr = arr.reshape(-1)  # [1, hidden] -> [hidden]
         if canon is None:
             continue
         arr = arr.astype(dtype)
         if is_gpt2 and canon.split('.', 2)[-1] in _GPT2_CONV1D:
             arr = np.ascontiguousarray(arr.T)
         weights[canon] = arr
+    for canon, per_expert in experts.items():
+        weights[canon] = np.stack([per_expert[e] for e in range(len(per_expert))])
 
     if is_gpt2:
         hidden = hf['n_embd']
@@ -355,12 +408,16 @@ def load_hf(path: str, dtype=np.float64):
         # on; an explicit layer_types list wins.
         window = hf.get('sliding_window') or 0
         layers = None
-        if model_type in ('qwen2', 'qwen3'):
+        if model_type in ('qwen2_moe', 'qwen3_moe'):
+            if hf.get('use_sliding_window', False):
+                raise ValueError('sliding windows on Qwen MoE models are not supported')
+            window = 0
+        elif model_type in ('qwen2', 'qwen3'):
             if not hf.get('use_sliding_window', False):
                 window = 0
             layers = [i >= hf.get('max_window_layers', 28)
                       for i in range(hf['num_hidden_layers'])]
-        elif model_type not in ('mistral', 'gemma2'):
+        elif model_type not in ('mistral', 'mixtral', 'gemma2'):
             if window:
                 raise ValueError(f'sliding_window on model_type {model_type!r}')
         elif model_type == 'gemma2':
@@ -390,6 +447,21 @@ def load_hf(path: str, dtype=np.float64):
                 raise ValueError('only gelu_pytorch_tanh Gemma 2 MLPs are supported')
         elif hf.get('hidden_act', 'silu') != 'silu':
             raise ValueError('only silu (SwiGLU) Llama MLPs are supported')
+        if model_type == 'mixtral':
+            cfg.n_experts_used = hf.get('num_experts_per_tok', 2)
+            cfg.moe_norm = True  # MixtralSparseMoeBlock renormalizes the top k
+        elif model_type in ('qwen2_moe', 'qwen3_moe'):
+            cfg.n_experts_used = hf['num_experts_per_tok']
+            cfg.moe_norm = bool(hf.get('norm_topk_prob', False))
+            # Dense layers: in mlp_only_layers, or (i + 1) % step != 0. Their
+            # weights are the dense MLP's names, so the forward pass tells
+            # them apart by the router's absence; check the file agrees.
+            step = hf.get('decoder_sparse_step', 1)
+            dense = hf.get('mlp_only_layers') or []
+            for i in range(cfg.n_layers):
+                sparse = i not in dense and (i + 1) % step == 0
+                if sparse != (f'blk.{i}.ffn_gate_inp.weight' in weights):
+                    raise ValueError(f'layer {i}: router presence disagrees with the config')
     return Model(cfg, weights), None
 
 
@@ -580,9 +652,12 @@ class Model:
                 x = x + linear(gelu_new(linear(h, w, p + 'ffn_up')), w, p + 'ffn_down')
             else:
                 h = rms_norm(x, w[p + 'ffn_norm.weight'] + cfg.norm_offset, cfg.norm_eps)
-                act = gelu_new if cfg.act == 'gelu_tanh' else silu
-                g = act(linear(h, w, p + 'ffn_gate')) * linear(h, w, p + 'ffn_up')
-                f = linear(g, w, p + 'ffn_down')
+                if p + 'ffn_gate_inp.weight' in w:
+                    f = self.moe(h, p)
+                else:
+                    act = gelu_new if cfg.act == 'gelu_tanh' else silu
+                    g = act(linear(h, w, p + 'ffn_gate')) * linear(h, w, p + 'ffn_up')
+                    f = linear(g, w, p + 'ffn_down')
                 if p + 'post_ffw_norm.weight' in w:  # Gemma 2
                     f = rms_norm(f, w[p + 'post_ffw_norm.weight'] + cfg.norm_offset, cfg.norm_eps)
                 x = x + f
@@ -598,6 +673,31 @@ class Model:
         if cfg.final_softcap:
             logits = cfg.final_softcap * np.tanh(logits / cfg.final_softcap)
         return logits
+
+    def moe(self, h, p):
+        """Mixture-of-experts MLP of layer prefix p over rows h [n, hidden]."""
+        cfg, w = self.cfg, self.w
+        logits = h @ w[p + 'ffn_gate_inp.weight'].T  # [n, experts]
+        probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        probs /= probs.sum(axis=-1, keepdims=True)
+        k = cfg.n_experts_used
+        # Top k by probability; a stable sort puts the lower index first on ties.
+        top = np.argsort(-probs, axis=-1, kind='stable')[:, :k]
+        weights = np.take_along_axis(probs, top, axis=-1)
+        if cfg.moe_norm:
+            weights = weights / weights.sum(axis=-1, keepdims=True)
+        gate, up, down = (w[p + f'ffn_{m}_exps.weight'] for m in ('gate', 'up', 'down'))
+        out = np.zeros_like(h)
+        for t in range(h.shape[0]):
+            for j in range(k):
+                e = top[t, j]
+                g = silu(gate[e] @ h[t]) * (up[e] @ h[t])
+                out[t] += weights[t, j] * (down[e] @ g)
+        if p + 'ffn_gate_inp_shexp.weight' in w:  # Qwen2-MoE's shared expert
+            g = silu(linear(h, w, p + 'ffn_gate_shexp')) * linear(h, w, p + 'ffn_up_shexp')
+            gate_shared = 1.0 / (1.0 + np.exp(-(h @ w[p + 'ffn_gate_inp_shexp.weight'])))
+            out = out + gate_shared[:, None] * linear(g, w, p + 'ffn_down_shexp')
+        return out
 
     def greedy(self, tokens: List[int], n_new: int, use_cache: bool = True):
         """(prompt logits, n_new argmax continuation tokens)."""

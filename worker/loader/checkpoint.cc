@@ -67,6 +67,11 @@ class Validator {
 
 }  // namespace
 
+absl::Status ExpectTensorShape(const Checkpoint& c, const std::string& name,
+                               const std::vector<int64_t>& ne) {
+  return Validator(c).Expect(name, ne);
+}
+
 absl::Status CheckpointBuilder::Validate(const Checkpoint& c) {
   const ModelConfig& m = c.config();
   auto positive = [&](const char* what, int64_t v) -> absl::Status {
@@ -134,9 +139,13 @@ absl::Status CheckpointBuilder::Validate(const Checkpoint& c) {
       RILL_RETURN_IF_ERROR(val.Expect(b + "attn_v", {h, kv}));
       RILL_RETURN_IF_ERROR(val.Expect(b + "attn_output", {q, h}));
       RILL_RETURN_IF_ERROR(val.Expect(b + "ffn_norm", {h}));
-      RILL_RETURN_IF_ERROR(val.Expect(b + "ffn_gate", {h, inter}));
-      RILL_RETURN_IF_ERROR(val.Expect(b + "ffn_up", {h, inter}));
-      RILL_RETURN_IF_ERROR(val.Expect(b + "ffn_down", {inter, h}));
+      if (m.IsMoeLayer(i)) {
+        RILL_RETURN_IF_ERROR(ValidateMoeLayer(c, i));
+      } else {
+        RILL_RETURN_IF_ERROR(val.Expect(b + "ffn_gate", {h, inter}));
+        RILL_RETURN_IF_ERROR(val.Expect(b + "ffn_up", {h, inter}));
+        RILL_RETURN_IF_ERROR(val.Expect(b + "ffn_down", {inter, h}));
+      }
       if (m.attention_bias) {
         RILL_RETURN_IF_ERROR(val.Expect(b + "attn_q.bias", {q}));
         RILL_RETURN_IF_ERROR(val.Expect(b + "attn_k.bias", {kv}));

@@ -10,6 +10,12 @@
 //   blk.N.ffn_up[.bias], blk.N.ffn_down[.bias], blk.N.attn_q_norm and
 //   blk.N.attn_k_norm (Qwen3), blk.N.post_attention_norm and blk.N.post_ffw_norm
 //   (Gemma 2; there blk.N.ffn_norm is HF's pre_feedforward_layernorm).
+// Mixture-of-experts layers (ModelConfig::expert_count) have, instead of
+//   ffn_gate/up/down: blk.N.ffn_gate_inp (router), blk.N.ffn_gate_exps.E,
+//   blk.N.ffn_up_exps.E, blk.N.ffn_down_exps.E (expert E's 2-D matrices; a
+//   GGUF file's 3-D expert tensors are split into these views), and with a
+//   shared expert blk.N.ffn_gate_inp_shexp, blk.N.ffn_gate_shexp,
+//   blk.N.ffn_up_shexp, blk.N.ffn_down_shexp.
 // BERT encoders (architecture "bert") use llama.cpp's BERT names:
 //   token_embd, pos_embd, token_types, token_embd_norm[.bias],
 //   blk.N.attn_q/k/v[.bias], blk.N.attn_output[.bias],
@@ -94,6 +100,30 @@ struct ModelConfig {
     return layer < static_cast<int64_t>(sliding_layers.size()) && sliding_layers[layer]
                ? sliding_window
                : 0;
+  }
+  // Mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE; worker/models/moe.h).
+  // expert_count == 0: every layer has the dense MLP. Otherwise a MoE
+  // layer's router (blk.N.ffn_gate_inp, [expert_count][hidden]) takes a
+  // softmax over the experts, keeps the expert_used_count largest
+  // probabilities (renormalized to sum 1 when expert_weights_norm) and sums
+  // those experts' SwiGLU MLPs (blk.N.ffn_{gate,up,down}_exps.E, of
+  // expert_intermediate_size features) weighted by them. With
+  // shared_expert_intermediate_size > 0 (Qwen2-MoE) a shared SwiGLU MLP
+  // (blk.N.ffn_{gate,up,down}_shexp) is added, scaled by
+  // sigmoid(blk.N.ffn_gate_inp_shexp . x).
+  int64_t expert_count = 0;
+  int64_t expert_used_count = 0;
+  int64_t expert_intermediate_size = 0;
+  int64_t shared_expert_intermediate_size = 0;
+  bool expert_weights_norm = false;
+  // Which layers are MoE when expert_count > 0: empty means every layer,
+  // else one flag per layer (Qwen2-MoE's mlp_only_layers and
+  // decoder_sparse_step); the others have the dense MLP of intermediate_size.
+  std::vector<bool> moe_layers;
+  bool IsMoeLayer(int64_t layer) const {
+    if (expert_count <= 0) return false;
+    if (moe_layers.empty()) return true;
+    return layer < static_cast<int64_t>(moe_layers.size()) && moe_layers[layer];
   }
   int64_t bos_token_id = -1;  // -1 when unknown.
   int64_t eos_token_id = -1;  // First of eos_token_ids.

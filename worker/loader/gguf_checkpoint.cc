@@ -49,13 +49,6 @@ absl::Status ReadLlamaFamilyExtras(const GgufFile& f, const std::string& p,
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", p, "attention.sliding_window ", m->sliding_window, " < 0"));
   }
-  int64_t experts;
-  ASSIGN_OR_RETURN_(experts, IntOr(f, p + "expert_count", 0));
-  if (experts > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": mixture-of-experts models (", p, "expert_count = ", experts,
-        ") are not supported"));
-  }
   int64_t rope_dim;
   ASSIGN_OR_RETURN_(rope_dim, IntOr(f, p + "rope.dimension_count", m->head_dim));
   if (rope_dim != m->head_dim) {
@@ -111,14 +104,15 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const st
   ASSIGN_OR_RETURN_(arch, f.GetString("general.architecture"));
   ModelConfig& m = c->config_;
   if (arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3" ||
-      arch == "gemma2") {
+      arch == "gemma2" || arch == "qwen2moe" || arch == "qwen3moe") {
     m.architecture = "llama";
   } else if (arch == "gpt2") {
     m.architecture = "gpt2";
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": unsupported GGUF architecture '", ShortForMessage(arch),
-                     "' (supported: llama, mistral, qwen2, qwen3, gemma2, gpt2)"));
+                     "' (supported: llama (incl. Mixtral), mistral, qwen2, qwen2moe, qwen3, qwen3moe, "
+                     "gemma2, gpt2)"));
   }
   const std::string p = arch + ".";
   ASSIGN_OR_RETURN_(m.hidden_size, f.GetInt(p + "embedding_length"));
@@ -136,6 +130,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const st
     if (absl::Status s = ReadLlamaFamilyExtras(f, p, path, arch == "gemma2", &m); !s.ok()) {
       return s;
     }
+    if (absl::Status s = ReadGgufMoeConfig(f, arch, path, &m); !s.ok()) return s;
   }
 
   // Rope scaling. Llama-3 style scaling is baked into a rope_freqs tensor by
@@ -170,6 +165,11 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const st
   for (const GgufTensorInfo& t : f.tensors()) {
     c->tensors_[CanonicalName(t.name)] = TensorRef{t.type, t.ne, t.data, t.nbytes};
   }
+  if (m.expert_count > 0) {
+    if (absl::Status s = SplitExpertTensors(path, m.expert_count, &c->tensors_); !s.ok()) {
+      return s;
+    }
+  }
   // Vocab: explicit key, else the token list, else the embedding rows.
   int64_t vocab = -1;
   ASSIGN_OR_RETURN_(vocab, IntOr(f, p + "vocab_size", -1));
@@ -184,7 +184,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const st
   m.vocab_size = vocab;
   m.tie_word_embeddings = c->Find("output") == nullptr;
   m.attention_bias = c->Find("blk.0.attn_q.bias") != nullptr;
-  m.qk_norm = arch == "qwen3" || c->Find("blk.0.attn_q_norm") != nullptr;
+  m.qk_norm = arch == "qwen3" || arch == "qwen3moe" || c->Find("blk.0.attn_q_norm") != nullptr;
   // llama.cpp permutes HF q/k rows only for the "llama" rope layout.
   m.rope_interleaved = arch == "llama" || arch == "mistral";
 

@@ -476,8 +476,10 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
                                      ? config->Find("model_type")->string_value()
                                      : "";
   std::optional<bool> tie;
+  const bool moe = model_type == "mixtral" || model_type == "qwen2_moe" ||
+                   model_type == "qwen3_moe";
   if (model_type == "llama" || model_type == "mistral" || model_type == "qwen2" ||
-      model_type == "qwen3" || model_type == "gemma2") {
+      model_type == "qwen3" || model_type == "gemma2" || moe) {
     m.architecture = "llama";
     ASSIGN_OR_RETURN_(m.vocab_size, r.Int("vocab_size"));
     ASSIGN_OR_RETURN_(m.hidden_size, r.Int("hidden_size"));
@@ -489,7 +491,13 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
     ASSIGN_OR_RETURN_(m.max_position_embeddings, r.Int("max_position_embeddings"));
     ASSIGN_OR_RETURN_(m.rms_norm_eps, r.Float("rms_norm_eps", 1e-6));
     if (absl::Status s = ReadRope(r, *config, model_type, &m); !s.ok()) return s;
-    if (absl::Status s = ReadSlidingWindow(r, *config, model_type, &m); !s.ok()) return s;
+    // Mixtral's attention is Mistral's; the Qwen MoE families refuse a
+    // window in ReadHfMoeConfig.
+    const std::string attention_type = model_type == "mixtral"     ? "mistral"
+                                       : model_type == "qwen2_moe" ? "qwen2"
+                                       : model_type == "qwen3_moe" ? "qwen3"
+                                                                   : model_type;
+    if (absl::Status s = ReadSlidingWindow(r, *config, attention_type, &m); !s.ok()) return s;
     if (model_type == "gemma2") {
       if (absl::Status s = ReadGemma2(r, *config, &m); !s.ok()) return s;
     } else if (absl::Status s = CheckLlamaFamilyKeys(r, *config); !s.ok()) {
@@ -498,6 +506,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
     std::optional<bool> bias;
     ASSIGN_OR_RETURN_(bias, r.Bool("attention_bias"));
     m.attention_bias = bias.value_or(model_type == "qwen2");
+    if (absl::Status s = ReadHfMoeConfig(*config, config_path, model_type, &m); !s.ok()) return s;
     ASSIGN_OR_RETURN_(tie, r.Bool("tie_word_embeddings"));
     if (model_type == "gemma2" && !tie.has_value()) tie = true;  // Gemma2Config's default
   } else if (model_type == "gpt2") {
@@ -541,7 +550,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(config_path, ": unsupported model_type '", ShortForMessage(model_type),
-                     "' (supported: llama, mistral, qwen2, qwen3, gemma2, gpt2, bert)"));
+                     "' (supported: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma2, "
+                     "gpt2, bert)"));
   }
   m.rope_interleaved = false;  // HF keeps the rotate_half layout.
 
@@ -575,6 +585,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
                         : m.architecture == "bert" ? MapBertName(name)
                         : model_type == "gemma2"   ? MapGemma2Name(name)
                                                    : MapLlamaName(name);
+    if (canon.empty() && moe) canon = MapHfMoeName(name);
     if (canon.empty()) continue;
     TensorRef ref{t->type, std::vector<int64_t>(t->shape.rbegin(), t->shape.rend()), t->data,
                   t->nbytes};
@@ -603,7 +614,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
   m.tie_word_embeddings = tie.value_or(!has_output);
   if (m.tie_word_embeddings) c->tensors_.erase("output");
   if (c->tensors_.count("blk.0.attn_q.bias") > 0) m.attention_bias = true;
-  m.qk_norm = model_type == "qwen3" || c->tensors_.count("blk.0.attn_q_norm") > 0;
+  m.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" ||
+              c->tensors_.count("blk.0.attn_q_norm") > 0;
 
   for (const auto& [field, file] :
        {std::pair<std::string*, const char*>{&c->tokenizer_.tokenizer_json, "tokenizer.json"},

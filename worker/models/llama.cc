@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "kernels/cpu/ops.h"
 #include "worker/lora/lora_apply.h"
 #include "worker/models/layers.h"
+#include "worker/models/moe.h"
 #include "worker/models/tp_plan.h"
 #include "worker/models/tp_slice.h"
 
@@ -23,6 +25,7 @@ struct LlamaLayer {
   std::vector<float> q_bias, k_bias, v_bias;  // empty unless attention_bias
   std::vector<float> q_norm, k_norm;          // [head_dim]; empty unless qk_norm (Qwen3)
   std::vector<float> post_attn_norm, post_ffw_norm;  // [hidden]; empty unless post_norms
+  std::unique_ptr<MoeFeedForward> moe;  // MoE layers only (gate/up/down stay unbound)
 };
 
 class Llama : public CausalLm {
@@ -66,9 +69,14 @@ class Llama : public CausalLm {
       bind.Matrix(p + "attn_k", kvd, h, &L.k);
       bind.Matrix(p + "attn_v", kvd, h, &L.v);
       bind.Matrix(p + "attn_output", h, qd, &L.o);
-      bind.Matrix(p + "ffn_gate", f, h, &L.gate);
-      bind.Matrix(p + "ffn_up", f, h, &L.up);
-      bind.Matrix(p + "ffn_down", h, f, &L.down);
+      if (c.IsMoeLayer(i)) {
+        L.moe = std::make_unique<MoeFeedForward>();
+        L.moe->Bind(&bind, c, i);
+      } else {
+        bind.Matrix(p + "ffn_gate", f, h, &L.gate);
+        bind.Matrix(p + "ffn_up", f, h, &L.up);
+        bind.Matrix(p + "ffn_down", h, f, &L.down);
+      }
       if (c.qk_norm) {
         bind.Vector(p + "attn_q_norm", c.head_dim, &L.q_norm);
         bind.Vector(p + "attn_k_norm", c.head_dim, &L.k_norm);
@@ -157,14 +165,20 @@ class Llama : public CausalLm {
     // A tied head: the embedding lookup reads the packed copy too.
     if (head_.data == embed_.data) embed_.packed = head_.packed;
     for (LlamaLayer& L : layers_) {
-      for (kernels::cpu::WeightMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down})
-        pack(w);
+      for (kernels::cpu::WeightMatrix* w : {&L.q, &L.k, &L.v, &L.o}) pack(w);
+      if (L.moe) {
+        L.moe->PackWith(pack);
+      } else {
+        for (kernels::cpu::WeightMatrix* w : {&L.gate, &L.up, &L.down}) pack(w);
+      }
     }
   }
 
-  // Adapters run unsharded only (their B/A would need the same slicing).
+  // Adapters run unsharded only (their B/A would need the same slicing),
+  // and not on mixture-of-experts models (no per-expert adapters).
   bool SupportsLora() const override {
-    return options_.comm == nullptr || options_.comm->world_size() == 1;
+    return (options_.comm == nullptr || options_.comm->world_size() == 1) &&
+           config().expert_count == 0;
   }
 
   // Sums the row-parallel partial outputs over the ranks (no-op alone).
@@ -255,7 +269,10 @@ class Llama : public CausalLm {
       // The MLP is per token, so it runs over slices of at most kFfnTokens
       // tokens (same results, MatMul being batch invariant): the two widest
       // buffers stay small however long the prefill.
-      for (int64_t t0 = 0; t0 < n; t0 += kFfnTokens) {
+      // A mixture-of-experts layer runs its experts instead (the loop below
+      // is the dense MLP's).
+      if (L.moe) L.moe->Forward(xn_.data(), n, tmp, pool_, pm, &moe_scratch_);
+      for (int64_t t0 = 0; !L.moe && t0 < n; t0 += kFfnTokens) {
         const int64_t m = std::min(kFfnTokens, n - t0);
         const kernels::cpu::MatMulTarget gate_up[] = {{&L.gate, gate_.data()}, {&L.up, up_.data()}};
         kernels::cpu::MatMulShared(gate_up, 2, xn_.data() + t0 * h, m, pool_, pm_from(t0));
@@ -300,6 +317,7 @@ class Llama : public CausalLm {
   // Scratch, reused across steps (sized to the largest batch seen), 64-byte
   // aligned for the matmul kernels.
   kernels::cpu::AlignedFloats x_, xn_, q_, k_, v_, gate_, up_;
+  MoeScratch moe_scratch_;
   // Tokens per MLP slice: large enough for the matmul tiles, and keeps
   // gate_/up_ at a few MiB.
   static constexpr int64_t kFfnTokens = 256;

@@ -177,6 +177,34 @@ INSTANTIATE_TEST_SUITE_P(
                       "gpt2/model.f32.gguf", "gpt2/model.q8_0.gguf"),
     rill::testing::TinyModelTestName);
 
+// Mixture of experts (Mixtral, Qwen2-MoE with its shared expert and a dense
+// layer from mlp_only_layers, Qwen3-MoE): 64-token prompts and 64 greedy
+// tokens on the exact path, in HF and GGUF forms (q8_0 included: the
+// reference dequantizes the same blocks).
+class MoeParityTest : public rill::testing::TinyModels<::testing::TestWithParam<std::string>> {};
+
+TEST_P(MoeParityTest, LogitsAndGreedyMatchReference) {
+  std::cout << "tiny model seed " << seed_ << "\n";
+  const std::string rel = GetParam();
+  std::mt19937 rng(seed_ ^ std::hash<std::string>{}(rel));
+  std::vector<int32_t> prompt = RandomPrompt(&rng, 64, 300);
+  bool passed = false;
+  std::string report =
+      CompareWithReference(absl::StrCat(dir_, "/", rel), prompt, 64, 1e-3, &passed);
+  EXPECT_TRUE(passed) << rel << ":\n" << report;
+  std::cout << rel << ": " << report << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    MoeForms, MoeParityTest,
+    ::testing::Values("mixtral/hf-f32", "mixtral/hf-bf16", "mixtral/model.f32.gguf",
+                      "mixtral/model.f16.gguf", "mixtral/model.q8_0.gguf", "qwen2_moe/hf-f32",
+                      "qwen2_moe/hf-bf16", "qwen2_moe/model.f32.gguf",
+                      "qwen2_moe/model.q8_0.gguf", "qwen2_moe_dense0/hf-f32",
+                      "qwen3_moe/hf-f32", "qwen3_moe/hf-bf16", "qwen3_moe/model.f32.gguf",
+                      "qwen3_moe/model.q8_0.gguf"),
+    rill::testing::TinyModelTestName);
+
 }  // namespace
 }  // namespace rill::worker
 

@@ -23,6 +23,11 @@ absl::StatusOr<TpPartition> PartitionForRank(const worker::loader::ModelConfig& 
     return absl::InvalidArgumentError(
         absl::StrCat("tensor-parallel rank ", rank, " outside a world of ", world_size));
   }
+  if (c.expert_count > 0 && world_size > 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "mixture-of-experts models (", c.expert_count,
+        " experts) run with tensor_parallel_size 1 only: their experts are not sharded"));
+  }
   if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat("cannot shard ", c.num_heads, " heads over ",
                                                    c.num_kv_heads, " K/V heads"));

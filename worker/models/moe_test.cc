@@ -1,0 +1,197 @@
+// Mixture-of-experts models (worker/models/moe.h) on the tiny random
+// Mixtral / Qwen2-MoE / Qwen3-MoE models: what the loader reads from each
+// form, batch invariance with experts shared across a step's sequences, and
+// the refusal of tensor parallelism. Parity with the float64 reference is in
+// reference_parity_test (MoeParityTest).
+#include <cctype>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/kernel_plan.h"
+#include "kernels/cpu/thread_pool.h"
+#include "tests/util/test_seed.h"
+#include "tests/util/tiny_models.h"
+#include "worker/loader/checkpoint.h"
+#include "worker/models/causal_lm.h"
+#include "worker/models/tp_plan.h"
+
+namespace rill::worker {
+namespace {
+
+using worker::loader::ModelConfig;
+
+class MoeConfigTest : public rill::testing::TinyModels<::testing::Test> {
+ protected:
+  ModelConfig Load(const std::string& rel) {
+    absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> c =
+        worker::loader::LoadCheckpoint(absl::StrCat(dir_, "/", rel));
+    EXPECT_TRUE(c.ok()) << rel << ": " << c.status();
+    return c.ok() ? (*c)->config() : ModelConfig{};
+  }
+};
+
+TEST_F(MoeConfigTest, EachFamilyIsReadFromBothForms) {
+  for (const char* rel : {"mixtral/hf-f32", "mixtral/model.q8_0.gguf"}) {
+    const ModelConfig m = Load(rel);
+    EXPECT_EQ(m.expert_count, 4) << rel;
+    EXPECT_EQ(m.expert_used_count, 2) << rel;
+    EXPECT_EQ(m.expert_intermediate_size, 64) << rel;
+    EXPECT_EQ(m.shared_expert_intermediate_size, 0) << rel;
+    EXPECT_TRUE(m.expert_weights_norm) << rel;
+    EXPECT_TRUE(m.IsMoeLayer(0) && m.IsMoeLayer(1)) << rel;
+  }
+  for (const char* rel : {"qwen2_moe/hf-bf16", "qwen2_moe/model.f32.gguf"}) {
+    const ModelConfig m = Load(rel);
+    EXPECT_EQ(m.expert_count, 4) << rel;
+    EXPECT_EQ(m.expert_intermediate_size, 32) << rel;
+    EXPECT_EQ(m.shared_expert_intermediate_size, 96) << rel;
+    EXPECT_FALSE(m.expert_weights_norm) << rel;
+    EXPECT_TRUE(m.attention_bias) << rel;
+  }
+  const ModelConfig dense0 = Load("qwen2_moe_dense0/hf-f32");  // mlp_only_layers: [0]
+  EXPECT_FALSE(dense0.IsMoeLayer(0));
+  EXPECT_TRUE(dense0.IsMoeLayer(1));
+  for (const char* rel : {"qwen3_moe/hf-f32", "qwen3_moe/model.q8_0.gguf"}) {
+    const ModelConfig m = Load(rel);
+    EXPECT_EQ(m.expert_used_count, 2) << rel;
+    EXPECT_TRUE(m.expert_weights_norm) << rel;
+    EXPECT_TRUE(m.qk_norm) << rel;
+    EXPECT_EQ(m.shared_expert_intermediate_size, 0) << rel;
+  }
+}
+
+TEST_F(MoeConfigTest, TensorParallelismIsRefused) {
+  const ModelConfig m = Load("mixtral/hf-f32");
+  absl::StatusOr<TpPartition> p = PartitionForRank(m, 0, 2);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("mixture-of-experts"), std::string::npos) << p.status();
+  EXPECT_TRUE(PartitionForRank(m, 0, 1).ok());
+}
+
+// The matmul paths, as in batch_invariance_test.
+enum class Path { kExact, kFast, kInt16 };
+
+class MoeBatchInvarianceTest
+    : public rill::testing::TinyModels<
+          ::testing::TestWithParam<std::tuple<std::string, Path>>> {};
+
+constexpr int kBlockSize = 16;
+constexpr int kBlocksPerSeq = 6;  // 96 positions per sequence
+constexpr int kSeqs = 32;
+
+double RelDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * double(a[i] - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / (den + 1e-30));
+}
+
+// A sequence's logits are the same alone, in a step with 31 others whose
+// tokens share its experts, and after its context was prefilled in chunks.
+TEST_P(MoeBatchInvarianceTest, AloneBatchedAndChunkedAgree) {
+  const auto& [rel, path] = GetParam();
+  kernels::cpu::KernelPlanOptions plan_options;
+  plan_options.matmul = path == Path::kFast ? "q8" : path == Path::kInt16 ? "int16" : "exact";
+  absl::StatusOr<kernels::cpu::KernelPlan> plan = kernels::cpu::ChooseKernelPlan(plan_options);
+  if (absl::IsFailedPrecondition(plan.status())) GTEST_SKIP() << plan.status();
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(absl::StrCat(dir_, "/", rel));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  kernels::cpu::ThreadPool pool(0);
+  absl::StatusOr<std::unique_ptr<CausalLm>> model =
+      CreateCausalLm(std::move(*ckpt), &pool, ModelOptions{.kernel_plan = *plan});
+  ASSERT_TRUE(model.ok()) << model.status();
+
+  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(0));
+  std::cout << "tiny model seed " << seed_ << ", prompt seed " << seed << "\n";
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> token(0, 299);
+  std::uniform_int_distribution<int> len(1, 40);
+  std::vector<std::vector<int32_t>> context(kSeqs), fresh(kSeqs);
+  for (int s = 0; s < kSeqs; ++s) {
+    const int ctx = s % 3 == 0 ? 0 : len(rng);
+    const int n = s % 2 == 0 ? 1 + len(rng) : 1;  // prefill chunk or decode
+    for (int i = 0; i < ctx; ++i) context[s].push_back(token(rng));
+    for (int i = 0; i < n; ++i) fresh[s].push_back(token(rng));
+  }
+  auto table = [](int s) {
+    std::vector<int32_t> t;
+    for (int i = 0; i < kBlocksPerSeq; ++i) t.push_back(i * kSeqs + s);
+    return t;
+  };
+  auto new_cache = [&] {
+    absl::StatusOr<PagedKvCache> c =
+        PagedKvCache::Create((*model)->CacheShape(kBlocksPerSeq * kSeqs, kBlockSize));
+    EXPECT_TRUE(c.ok());
+    return std::make_unique<PagedKvCache>(std::move(*c));
+  };
+  // Writes sequence s's context into `cache` in pieces of `piece` tokens.
+  auto prefill = [&](PagedKvCache* cache, int s, size_t piece) {
+    for (size_t done = 0; done < context[s].size();) {
+      const size_t n = std::min(piece, context[s].size() - done);
+      ForwardBatch b;
+      b.sequences.push_back({std::vector<int32_t>(context[s].begin() + done,
+                                                  context[s].begin() + done + n),
+                             static_cast<int32_t>(done), table(s), false});
+      ForwardOutput o;
+      ASSERT_TRUE((*model)->Forward(b, cache, &o).ok());
+      done += n;
+    }
+  };
+  auto step = [&](PagedKvCache* cache, const std::vector<int>& seqs) {
+    ForwardBatch b;
+    for (int s : seqs) {
+      b.sequences.push_back({fresh[s], static_cast<int32_t>(context[s].size()), table(s), true});
+    }
+    ForwardOutput o;
+    EXPECT_TRUE((*model)->Forward(b, cache, &o).ok());
+    return o.logits;
+  };
+
+  std::vector<std::vector<float>> alone(kSeqs);
+  for (int s = 0; s < kSeqs; ++s) {
+    auto cache = new_cache();
+    prefill(cache.get(), s, 1000);
+    alone[s] = step(cache.get(), {s})[0];
+  }
+  std::vector<int> all(kSeqs);
+  for (int s = 0; s < kSeqs; ++s) all[s] = s;
+  // Same cache contents, one step for all: bitwise the same logits.
+  auto whole = new_cache();
+  for (int s = 0; s < kSeqs; ++s) prefill(whole.get(), s, 1000);
+  std::vector<std::vector<float>> batched = step(whole.get(), all);
+  // Contexts prefilled in 7-token chunks: the same up to rounding.
+  auto chunked_cache = new_cache();
+  for (int s = 0; s < kSeqs; ++s) prefill(chunked_cache.get(), s, 7);
+  std::vector<std::vector<float>> chunked = step(chunked_cache.get(), all);
+  for (int s = 0; s < kSeqs; ++s) {
+    EXPECT_EQ(batched[s], alone[s]) << "sequence " << s << " (context " << context[s].size()
+                                    << ", new " << fresh[s].size() << ")";
+    EXPECT_LE(RelDiff(chunked[s], alone[s]), 1e-5) << "sequence " << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ModelsAndPaths, MoeBatchInvarianceTest,
+    ::testing::Combine(::testing::Values("mixtral/model.q8_0.gguf", "qwen2_moe/hf-f32",
+                                         "qwen2_moe_dense0/hf-bf16", "qwen3_moe/model.q8_0.gguf"),
+                       ::testing::Values(Path::kExact, Path::kFast, Path::kInt16)),
+    [](const ::testing::TestParamInfo<std::tuple<std::string, Path>>& i) {
+      std::string name = std::get<0>(i.param);
+      for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      const Path p = std::get<1>(i.param);
+      return name + (p == Path::kExact ? "_Exact" : p == Path::kFast ? "_Fast" : "_Int16");
+    });
+
+}  // namespace
+}  // namespace rill::worker
