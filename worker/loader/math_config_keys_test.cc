@@ -175,6 +175,49 @@ TEST(MathConfigKeysTest, OtherMathKeysAreRefused) {
   EXPECT_LT(c.status().message().size(), 400u) << c.status().message().size();
 }
 
+TEST(MathConfigKeysTest, MixtureOfExpertsKeysAreReadOrRefused) {
+  // MoE keys on a dense model type.
+  ExpectRefused(LoadHf("dense_experts", R"("model_type": "llama", "num_experts": 8)"),
+                {"num_experts", "'llama'", "dense model"});
+  ExpectRefused(LoadHf("dense_local", R"("model_type": "qwen2", "num_local_experts": 8)"),
+                {"num_local_experts"});
+  // Keys of another MoE family, or values that cannot run.
+  ExpectRefused(LoadHf("qwen3_shared", R"("model_type": "qwen3_moe", "num_experts": 4,
+      "num_experts_per_tok": 2, "moe_intermediate_size": 8,
+      "shared_expert_intermediate_size": 16)"),
+                {"shared_expert_intermediate_size", "'qwen3_moe'"});
+  ExpectRefused(LoadHf("mixtral_deepseek", R"("model_type": "mixtral", "num_local_experts": 4,
+      "n_shared_experts": 2)"),
+                {"n_shared_experts", "'mixtral'"});
+  ExpectRefused(LoadHf("mixtral_topk", R"("model_type": "mixtral", "num_local_experts": 2,
+      "num_experts_per_tok": 3)"),
+                {"experts used per token (3)", "experts (2)"});
+  ExpectRefused(LoadHf("qwen2moe_window", R"("model_type": "qwen2_moe", "use_sliding_window": true,
+      "sliding_window": 8)"),
+                {"use_sliding_window", "qwen2_moe"});
+  ExpectRefused(LoadHf("qwen2moe_layers", R"("model_type": "qwen2_moe", "mlp_only_layers": [3])"),
+                {"mlp_only_layers", "[0, 3)"});
+  ExpectRefused(LoadHf("qwen2moe_step", R"("model_type": "qwen2_moe", "decoder_sparse_step": 0)"),
+                {"decoder_sparse_step"});
+  // A MoE config over a dense checkpoint: the router is named as missing.
+  ExpectRefused(LoadHf("mixtral_dense_tensors", R"("model_type": "mixtral",
+      "num_local_experts": 2, "num_experts_per_tok": 1)"),
+                {"missing tensor 'blk.0.ffn_gate_inp'"});
+  // Every layer dense (mlp_only_layers lists them all): loads as a dense model.
+  auto c = LoadHf("qwen2moe_all_dense", R"("model_type": "qwen2_moe", "num_experts": 2,
+      "num_experts_per_tok": 1, "moe_intermediate_size": 8, "shared_expert_intermediate_size": 8,
+      "qkv_bias": false, "mlp_only_layers": [0, 1, 2])");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->config().expert_count, 2);
+  for (int l = 0; l < kLayers; ++l) EXPECT_FALSE((*c)->config().IsMoeLayer(l)) << l;
+  EXPECT_FALSE((*c)->config().attention_bias);
+  // decoder_sparse_step 2: layers 1 (and 3, ...) are sparse.
+  ExpectRefused(LoadHf("qwen2moe_step2", R"("model_type": "qwen2_moe", "num_experts": 2,
+      "num_experts_per_tok": 1, "moe_intermediate_size": 8, "shared_expert_intermediate_size": 8,
+      "qkv_bias": false, "decoder_sparse_step": 2)"),
+                {"missing tensor 'blk.1.ffn_gate_inp'"});
+}
+
 GgufWriter LlamaGguf() {
   GgufWriter w;
   w.AddString("general.architecture", "llama");
@@ -225,6 +268,37 @@ TEST(MathConfigKeysTest, GgufWindowIsReadAndUnsupportedKeysRefused) {
     ASSERT_TRUE(bad.WriteFile(p).ok());
     ExpectRefused(LoadCheckpoint(p), {k.needle});
   }
+}
+
+TEST(MathConfigKeysTest, GgufMixtureOfExpertsKeysAreReadOrRefused) {
+  auto load = [](const std::vector<std::pair<const char*, uint32_t>>& keys,
+                 int64_t stacked_experts = 0) {
+    GgufWriter w = LlamaGguf();
+    for (const auto& [key, value] : keys) w.AddUint32(key, value);
+    if (stacked_experts > 0) {
+      w.AddF32Tensor("blk.0.ffn_gate_exps.weight", {kH, kFfn, stacked_experts},
+                     Zeros(kH * kFfn * stacked_experts));
+    }
+    const std::string p = TmpPath("moe.gguf");
+    EXPECT_TRUE(w.WriteFile(p).ok());
+    return LoadCheckpoint(p);
+  };
+  ExpectRefused(load({{"llama.expert_count", 4}, {"llama.expert_used_count", 2},
+                      {"llama.expert_gating_func", 2}}),
+                {"expert_gating_func 2", "softmax"});
+  ExpectRefused(load({{"llama.expert_count", 4}, {"llama.expert_used_count", 2},
+                      {"llama.leading_dense_block_count", 1}}),
+                {"leading_dense_block_count"});
+  ExpectRefused(load({{"llama.expert_count", 4}, {"llama.expert_used_count", 2},
+                      {"llama.expert_shared_count", 1}}),
+                {"expert_shared_count 1"});
+  ExpectRefused(load({{"llama.expert_count", 4}, {"llama.expert_used_count", 5}}),
+                {"experts used per token (5)"});
+  ExpectRefused(load({{"llama.expert_count", 4}, {"llama.expert_used_count", 2}}),
+                {"missing tensor 'blk.0.ffn_gate_inp'"});
+  // A stacked expert tensor must hold expert_count experts.
+  ExpectRefused(load({{"llama.expert_count", 4}, {"llama.expert_used_count", 2}}, 3),
+                {"blk.0.ffn_gate_exps", "4 experts"});
 }
 
 }  // namespace
