@@ -102,6 +102,13 @@ def model_specs():
         moe, architectures=['MixtralForCausalLM'], model_type='mixtral',
         num_local_experts=4, num_experts_per_tok=2, intermediate_size=64,
         router_jitter_noise=0.0, sliding_window=None)
+    # As transformers 5 saves a Mixtral: rope_parameters, the router under
+    # mlp.gate, and the experts fused (mlp.experts.gate_up_proj / down_proj).
+    # HF form only.
+    tf5_moe = dict(specs['mixtral'])
+    del tf5_moe['rope_theta'], tf5_moe['rope_scaling']
+    tf5_moe['rope_parameters'] = {'rope_type': 'default', 'rope_theta': 10000.0}
+    specs['mixtral_tf5'] = tf5_moe
     # Qwen2-MoE: q/k/v biases, a shared expert behind a sigmoid gate, top-2
     # weights not renormalized.
     specs['qwen2_moe'] = dict(
@@ -232,6 +239,25 @@ def moe_hf_weights(cfg, g: Gen, p):
         w[p + 'mlp.shared_expert.down_proj.weight'] = g.normal((h, fs), 1.0 / np.sqrt(fs))
         w[p + 'mlp.shared_expert_gate.weight'] = g.normal((1, h), s)
     return w
+
+
+def fuse_experts(cfg, hf):
+    """transformers 5's Mixtral layout: the router renamed to mlp.gate and
+    each layer's experts fused into mlp.experts.gate_up_proj [experts,
+    2 ffn, hidden] (gate rows first) and mlp.experts.down_proj [experts,
+    hidden, ffn]."""
+    out = {}
+    n = cfg['num_local_experts']
+    for name, t in hf.items():
+        if '.block_sparse_moe.experts.' not in name:
+            out[name.replace('.block_sparse_moe.gate.', '.mlp.gate.')] = t
+    for i in range(cfg['num_hidden_layers']):
+        p = f'model.layers.{i}.'
+        e = [p + f'block_sparse_moe.experts.{j}.' for j in range(n)]
+        out[p + 'mlp.experts.gate_up_proj'] = np.stack(
+            [np.concatenate([hf[x + 'w1.weight'], hf[x + 'w3.weight']]) for x in e])
+        out[p + 'mlp.experts.down_proj'] = np.stack([hf[x + 'w2.weight'] for x in e])
+    return out
 
 
 def gpt2_hf_weights(cfg, g: Gen):
@@ -597,11 +623,16 @@ def generate(out_dir, seed):
     tokens, types, merges = tiny_vocab()
     manifest = {'seed': seed, 'vocab_size': VOCAB, 'models': {}}
     for idx, (name, cfg) in enumerate(model_specs().items()):
-        g = Gen(seed * 1000 + idx)
+        # mixtral_tf5 holds mixtral's weights in the fused layout, so the
+        # two forms can be compared (selftest.py).
+        same_as = list(model_specs()).index('mixtral') if name == 'mixtral_tf5' else idx
+        g = Gen(seed * 1000 + same_as)
         if cfg['model_type'] == 'gpt2':
             hf = gpt2_hf_weights(cfg, g)
         else:
             hf = llama_hf_weights(cfg, g)
+        if name == 'mixtral_tf5':
+            hf = fuse_experts(cfg, hf)
         mdir = os.path.join(out_dir, name)
         entry = {'config': cfg, 'hf': {}, 'gguf': {}}
         for dtype in ('F32', 'F16', 'BF16'):
@@ -612,7 +643,8 @@ def generate(out_dir, seed):
             d = os.path.join(mdir, 'hf-f32-sharded')
             write_hf_dir(d, cfg, hf, 'F32', tokens, merges, shards=2)
             entry['hf']['f32_sharded'] = d
-        if cfg.get('use_sliding_window') or name in ('gemma2_scalar', 'qwen2_moe_dense0'):
+        if cfg.get('use_sliding_window') or name in ('gemma2_scalar', 'qwen2_moe_dense0',
+                                                      'mixtral_tf5'):
             manifest['models'][name] = entry  # no GGUF form for these
             continue
         gt = hf_to_gguf_tensors(cfg, hf)

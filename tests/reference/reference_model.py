@@ -346,6 +346,19 @@ def load_hf(path: str, dtype=np.float64):
         is_gemma = model_type == 'gemma2'
         canon = (_hf_gpt2_name(name) if is_gpt2 else
                  _hf_gemma_name(name) if is_gemma else _hf_llama_name(name))
+        fused = re.fullmatch(r'model\.layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)', name)
+        if fused and model_type in ('mixtral', 'qwen2_moe', 'qwen3_moe'):
+            # transformers 5's fused experts: gate_up_proj [experts, 2 ffn,
+            # hidden] (gate rows first), down_proj [experts, hidden, ffn].
+            p = f'blk.{fused.group(1)}.'
+            arr = arr.astype(dtype)
+            if fused.group(2) == 'gate_up_proj':
+                f = arr.shape[1] // 2
+                weights[p + 'ffn_gate_exps.weight'] = arr[:, :f]
+                weights[p + 'ffn_up_exps.weight'] = arr[:, f:]
+            else:
+                weights[p + 'ffn_down_exps.weight'] = arr
+            continue
         if canon is None and model_type in ('mixtral', 'qwen2_moe', 'qwen3_moe'):
             moe = _hf_moe_name(name)
             if moe is not None:

@@ -136,6 +136,12 @@ def test_tiny_models(out_dir, seed):
         err = rel_err(np.array(step), full[8:])
         check(f'{name} kv-cache decode == recompute',
               cont_c == cont_r and err < 1e-12, f'greedy={cont_c} rel_l2={err:.1e}')
+    # transformers 5's fused expert layout holds the same Mixtral.
+    fused = rm.load(manifest['models']['mixtral_tf5']['hf']['f32'])[0].forward(tokens)
+    plain = rm.load(manifest['models']['mixtral']['hf']['f32'])[0].forward(tokens)
+    err = rel_err(fused, plain)
+    check('mixtral fused experts (transformers 5) == per-expert tensors', err < 1e-12,
+          f'rel_l2={err:.1e}')
     return manifest
 
 

@@ -42,8 +42,9 @@ std::string MapHfMoeName(const std::string& hf_name);
 absl::Status ReadGgufMoeConfig(const GgufFile& f, const std::string& arch,
                                const std::string& path, ModelConfig* m);
 // Replaces each 3-D blk.N.ffn_{gate,up,down}_exps tensor by its experts'
-// 2-D views (blk.N.ffn_gate_exps.E), and renames llama.cpp's early
-// per-expert names (blk.N.ffn_gate.E) the same way.
+// 2-D views (blk.N.ffn_gate_exps.E), splits transformers 5's fused
+// blk.N.ffn_gate_up_exps into gate and up views, and renames llama.cpp's
+// early per-expert names (blk.N.ffn_gate.E) the same way.
 absl::Status SplitExpertTensors(const std::string& path, int64_t expert_count,
                                 std::map<std::string, TensorRef>* tensors);
 // The router's, the experts' and the shared expert's presence and shapes.

@@ -610,6 +610,11 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
     }
     c->tensors_[canon] = std::move(ref);
   }
+  if (m.expert_count > 0) {
+    if (absl::Status st = SplitExpertTensors(dir, m.expert_count, &c->tensors_); !st.ok()) {
+      return st;
+    }
+  }
   bool has_output = c->tensors_.count("output") > 0;
   m.tie_word_embeddings = tie.value_or(!has_output);
   if (m.tie_word_embeddings) c->tensors_.erase("output");

@@ -204,14 +204,20 @@ absl::Status ReadHfMoeConfig(const base::json::JsonValue& config, const std::str
 
 std::string MapHfMoeName(const std::string& hf_name) {
   static const char* const kPrefix = "model.layers.";
-  if (!absl::StartsWith(hf_name, kPrefix) || !absl::EndsWith(hf_name, ".weight")) return "";
+  if (!absl::StartsWith(hf_name, kPrefix)) return "";
   std::string rest = hf_name.substr(strlen(kPrefix));
-  rest.resize(rest.size() - strlen(".weight"));
   const size_t dot = rest.find('.');
   int64_t layer;
   if (dot == std::string::npos || !absl::SimpleAtoi(rest.substr(0, dot), &layer)) return "";
-  const std::string tail = rest.substr(dot + 1);
+  std::string tail = rest.substr(dot + 1);
   const std::string blk = absl::StrCat("blk.", layer, ".");
+  // transformers 5's fused experts (parameters, no ".weight"):
+  // gate_up_proj [experts][2 * ffn][hidden] (gate rows first), down_proj
+  // [experts][hidden][ffn].
+  if (tail == "mlp.experts.gate_up_proj") return blk + "ffn_gate_up_exps";
+  if (tail == "mlp.experts.down_proj") return blk + "ffn_down_exps";
+  if (!absl::EndsWith(tail, ".weight")) return "";
+  tail.resize(tail.size() - strlen(".weight"));
   static const std::pair<const char*, const char*> kFixed[] = {
       {"block_sparse_moe.gate", "ffn_gate_inp"},     // Mixtral
       {"mlp.gate", "ffn_gate_inp"},                  // Qwen MoE
@@ -335,15 +341,17 @@ absl::Status SplitExpertTensors(const std::string& path, int64_t expert_count,
       out[absl::StrCat(layer_prefix, stem, "_exps.", expert)] = ref;
       continue;
     }
+    const bool fused = absl::StartsWith(name, "blk.") && absl::EndsWith(name, ".ffn_gate_up_exps");
     const bool stacked = absl::StartsWith(name, "blk.") &&
                          (absl::EndsWith(name, ".ffn_gate_exps") ||
                           absl::EndsWith(name, ".ffn_up_exps") ||
-                          absl::EndsWith(name, ".ffn_down_exps"));
+                          absl::EndsWith(name, ".ffn_down_exps") || fused);
     if (!stacked) {
       out[name] = ref;
       continue;
     }
-    if (ref.ne.size() != 3 || ref.ne[2] != expert_count || ref.nbytes % expert_count != 0) {
+    if (ref.ne.size() != 3 || ref.ne[2] != expert_count || ref.nbytes % expert_count != 0 ||
+        (fused && (ref.ne[1] % 2 != 0 || ref.nbytes % (2 * expert_count) != 0))) {
       std::string shape;
       for (int64_t d : ref.ne) absl::StrAppend(&shape, shape.empty() ? "" : ", ", d);
       return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", name, "' has shape [",
@@ -352,6 +360,17 @@ absl::Status SplitExpertTensors(const std::string& path, int64_t expert_count,
     }
     // Expert e's [rows][cols] matrix is the e-th of expert_count equal slabs.
     const size_t slab = ref.nbytes / expert_count;
+    if (fused) {  // each slab: the gate's rows, then the up projection's
+      const std::string stem = name.substr(0, name.size() - strlen("gate_up_exps"));
+      for (int64_t e = 0; e < expert_count; ++e) {
+        const uint8_t* base = static_cast<const uint8_t*>(ref.data) + e * slab;
+        const std::vector<int64_t> ne = {ref.ne[0], ref.ne[1] / 2};
+        out[absl::StrCat(stem, "gate_exps.", e)] = TensorRef{ref.type, ne, base, slab / 2};
+        out[absl::StrCat(stem, "up_exps.", e)] =
+            TensorRef{ref.type, ne, base + slab / 2, slab / 2};
+      }
+      continue;
+    }
     for (int64_t e = 0; e < expert_count; ++e) {
       out[absl::StrCat(name, ".", e)] =
           TensorRef{ref.type, {ref.ne[0], ref.ne[1]},

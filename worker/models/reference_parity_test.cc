@@ -177,8 +177,9 @@ INSTANTIATE_TEST_SUITE_P(
                       "gpt2/model.f32.gguf", "gpt2/model.q8_0.gguf"),
     rill::testing::TinyModelTestName);
 
-// Mixture of experts (Mixtral, Qwen2-MoE with its shared expert and a dense
-// layer from mlp_only_layers, Qwen3-MoE): 64-token prompts and 64 greedy
+// Mixture of experts (Mixtral, also in transformers 5's fused layout;
+// Qwen2-MoE with its shared expert, and with a dense layer from
+// mlp_only_layers; Qwen3-MoE): 64-token prompts and 64 greedy
 // tokens on the exact path, in HF and GGUF forms (q8_0 included: the
 // reference dequantizes the same blocks).
 class MoeParityTest : public rill::testing::TinyModels<::testing::TestWithParam<std::string>> {};
@@ -198,7 +199,9 @@ TEST_P(MoeParityTest, LogitsAndGreedyMatchReference) {
 INSTANTIATE_TEST_SUITE_P(
     MoeForms, MoeParityTest,
     ::testing::Values("mixtral/hf-f32", "mixtral/hf-bf16", "mixtral/model.f32.gguf",
-                      "mixtral/model.f16.gguf", "mixtral/model.q8_0.gguf", "qwen2_moe/hf-f32",
+                      "mixtral/model.f16.gguf", "mixtral/model.q8_0.gguf",
+                      // transformers 5's layout: fused experts, rope_parameters.
+                      "mixtral_tf5/hf-f32", "mixtral_tf5/hf-bf16", "qwen2_moe/hf-f32",
                       "qwen2_moe/hf-bf16", "qwen2_moe/model.f32.gguf",
                       "qwen2_moe/model.q8_0.gguf", "qwen2_moe_dense0/hf-f32",
                       "qwen3_moe/hf-f32", "qwen3_moe/hf-bf16", "qwen3_moe/model.f32.gguf",
