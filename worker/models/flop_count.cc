@@ -19,6 +19,16 @@ std::vector<const worker::loader::TensorRef*> MatMulWeights(
 int64_t MatMulMacsPerToken(const worker::loader::Checkpoint& checkpoint) {
   int64_t macs = 0;
   for (const worker::loader::TensorRef* t : MatMulWeights(checkpoint)) macs += t->ne[0] * t->ne[1];
+  // A mixture-of-experts token runs expert_used_count of the expert_count
+  // experts (blk.N.ffn_*_exps.E) of each MoE layer.
+  const worker::loader::ModelConfig& c = checkpoint.config();
+  if (c.expert_count > 0) {
+    int64_t expert_macs = 0;
+    for (const auto& [name, t] : checkpoint.tensors()) {
+      if (name.find("_exps.") != std::string::npos) expert_macs += t.ne[0] * t.ne[1];
+    }
+    macs -= expert_macs - expert_macs / c.expert_count * c.expert_used_count;
+  }
   return macs;
 }
 

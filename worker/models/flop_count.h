@@ -17,7 +17,7 @@ std::vector<const worker::loader::TensorRef*> MatMulWeights(
     const worker::loader::Checkpoint& checkpoint);
 
 // Weight multiply-adds per token over MatMulWeights (the embedding lookup is
-// free).
+// free), counting only the experts a token runs in mixture-of-experts layers.
 int64_t MatMulMacsPerToken(const worker::loader::Checkpoint& checkpoint);
 
 // Attention multiply-adds (q.k and p.v) for one token that sees `context`

@@ -20,6 +20,7 @@
 #include "tests/util/tiny_models.h"
 #include "worker/loader/checkpoint.h"
 #include "worker/models/causal_lm.h"
+#include "worker/models/flop_count.h"
 #include "worker/models/tp_plan.h"
 
 namespace rill::worker {
@@ -64,6 +65,21 @@ TEST_F(MoeConfigTest, EachFamilyIsReadFromBothForms) {
     EXPECT_TRUE(m.expert_weights_norm) << rel;
     EXPECT_TRUE(m.qk_norm) << rel;
     EXPECT_EQ(m.shared_expert_intermediate_size, 0) << rel;
+  }
+}
+
+// FLOPs count only the experts a token runs (plus the router).
+TEST_F(MoeConfigTest, FlopsCountTheExpertsUsed) {
+  for (const char* rel : {"mixtral/hf-f32", "mixtral/model.f32.gguf"}) {
+    absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> c =
+        worker::loader::LoadCheckpoint(absl::StrCat(dir_, "/", rel));
+    ASSERT_TRUE(c.ok()) << c.status();
+    const ModelConfig& m = (*c)->config();
+    const int64_t h = m.hidden_size, q = m.num_heads * m.head_dim,
+                  kv = m.num_kv_heads * m.head_dim;
+    const int64_t per_layer = h * q + 2 * h * kv + q * h + m.expert_count * h +
+                              m.expert_used_count * 3 * h * m.expert_intermediate_size;
+    EXPECT_EQ(MatMulMacsPerToken(**c), m.num_layers * per_layer + m.vocab_size * h) << rel;
   }
 }
 

@@ -77,6 +77,11 @@ absl::Status CudaLlama::Init() {
         path, ": Gemma-style layers (post norms, GeGLU, soft-capping, scaled embeddings) are "
               "not supported by the CUDA backend yet"));
   }
+  if (c.expert_count > 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        path, ": mixture-of-experts models (", c.expert_count,
+        " experts) are not supported by the CUDA backend yet"));
+  }
   if (c.qk_norm) {
     return absl::UnimplementedError(
         absl::StrCat(path, ": per-head q/k normalization (Qwen3) is not supported by the CUDA "
