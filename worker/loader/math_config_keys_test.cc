@@ -296,9 +296,64 @@ TEST(MathConfigKeysTest, GgufMixtureOfExpertsKeysAreReadOrRefused) {
                 {"experts used per token (5)"});
   ExpectRefused(load({{"llama.expert_count", 4}, {"llama.expert_used_count", 2}}),
                 {"missing tensor 'blk.0.ffn_gate_inp'"});
+  // Another architecture's expert_count.
+  GgufWriter qwen2;
+  qwen2.AddString("general.architecture", "qwen2");
+  qwen2.AddUint32("qwen2.embedding_length", kH);
+  qwen2.AddUint32("qwen2.block_count", kLayers);
+  qwen2.AddUint32("qwen2.attention.head_count", kHeads);
+  qwen2.AddUint32("qwen2.feed_forward_length", kFfn);
+  qwen2.AddUint32("qwen2.context_length", 128);
+  qwen2.AddUint32("qwen2.expert_count", 4);
+  ASSERT_TRUE(qwen2.WriteFile(TmpPath("qwen2_moe.gguf")).ok());
+  ExpectRefused(LoadCheckpoint(TmpPath("qwen2_moe.gguf")),
+                {"qwen2.expert_count", "'qwen2'", "qwen2moe, qwen3moe"});
   // A stacked expert tensor must hold expert_count experts.
   ExpectRefused(load({{"llama.expert_count", 4}, {"llama.expert_used_count", 2}}, 3),
                 {"blk.0.ffn_gate_exps", "4 experts"});
+}
+
+// llama.cpp's early Mixtral files name each expert's matrices
+// blk.N.ffn_gate.E (no stacked tensors): read as the same experts.
+TEST(MathConfigKeysTest, GgufPerExpertTensorNamesAreRead) {
+  constexpr int64_t kExperts = 2;
+  GgufWriter w;
+  w.AddString("general.architecture", "llama");
+  w.AddUint32("llama.embedding_length", kH);
+  w.AddUint32("llama.block_count", 1);
+  w.AddUint32("llama.attention.head_count", kHeads);
+  w.AddUint32("llama.attention.head_count_kv", kKv);
+  w.AddUint32("llama.feed_forward_length", kFfn);
+  w.AddUint32("llama.context_length", 128);
+  w.AddUint32("llama.expert_count", kExperts);
+  w.AddUint32("llama.expert_used_count", 1);
+  w.AddF32Tensor("token_embd.weight", {kH, kVocab}, Zeros(kH * kVocab));
+  w.AddF32Tensor("output_norm.weight", {kH}, Zeros(kH));
+  w.AddF32Tensor("blk.0.attn_norm.weight", {kH}, Zeros(kH));
+  w.AddF32Tensor("blk.0.attn_q.weight", {kH, kHeads * kHd}, Zeros(kH * kHeads * kHd));
+  w.AddF32Tensor("blk.0.attn_k.weight", {kH, kKv * kHd}, Zeros(kH * kKv * kHd));
+  w.AddF32Tensor("blk.0.attn_v.weight", {kH, kKv * kHd}, Zeros(kH * kKv * kHd));
+  w.AddF32Tensor("blk.0.attn_output.weight", {kHeads * kHd, kH}, Zeros(kH * kHeads * kHd));
+  w.AddF32Tensor("blk.0.ffn_norm.weight", {kH}, Zeros(kH));
+  w.AddF32Tensor("blk.0.ffn_gate_inp.weight", {kH, kExperts}, Zeros(kH * kExperts));
+  for (int e = 0; e < kExperts; ++e) {
+    w.AddF32Tensor(absl::StrCat("blk.0.ffn_gate.", e, ".weight"), {kH, kFfn}, Zeros(kH * kFfn));
+    w.AddF32Tensor(absl::StrCat("blk.0.ffn_up.", e, ".weight"), {kH, kFfn}, Zeros(kH * kFfn));
+    w.AddF32Tensor(absl::StrCat("blk.0.ffn_down.", e, ".weight"), {kFfn, kH}, Zeros(kH * kFfn));
+  }
+  const std::string path = TmpPath("per_expert.gguf");
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  auto c = LoadCheckpoint(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->config().expert_count, kExperts);
+  EXPECT_TRUE((*c)->config().expert_weights_norm);
+  EXPECT_EQ((*c)->config().expert_intermediate_size, kFfn);
+  for (int e = 0; e < kExperts; ++e) {
+    for (const char* stem : {"ffn_gate_exps.", "ffn_up_exps.", "ffn_down_exps."}) {
+      EXPECT_NE((*c)->Find(absl::StrCat("blk.0.", stem, e)), nullptr) << stem << e;
+    }
+  }
+  EXPECT_EQ((*c)->Find("blk.0.ffn_gate.0"), nullptr);
 }
 
 }  // namespace

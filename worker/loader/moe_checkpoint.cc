@@ -151,6 +151,14 @@ absl::Status ReadHfMoeConfig(const base::json::JsonValue& config, const std::str
     ASSIGN_OR_RETURN_(m->expert_used_count, r.Int("num_experts_per_tok", 2));
     m->expert_intermediate_size = m->intermediate_size;
     m->expert_weights_norm = true;  // MixtralSparseMoeBlock renormalizes the top k
+    // MixtralConfig's defaults where they differ from the Llama reader's.
+    auto absent = [&](const char* key) {
+      const base::json::JsonValue* v = config.Find(key);
+      return v == nullptr || v->is_null();
+    };
+    if (absent("rope_theta") && absent("rope_parameters")) m->rope_theta = 1e6;
+    if (absent("rms_norm_eps")) m->rms_norm_eps = 1e-5;
+    if (absent("num_key_value_heads")) m->num_kv_heads = 8;
   } else if (model_type == "qwen2_moe" || model_type == "qwen3_moe") {
     const bool qwen2 = model_type == "qwen2_moe";
     // The config classes' defaults (Qwen1.5-MoE-A2.7B, Qwen3-30B-A3B).
