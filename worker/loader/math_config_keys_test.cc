@@ -218,18 +218,21 @@ TEST(MathConfigKeysTest, MixtureOfExpertsKeysAreReadOrRefused) {
                 {"missing tensor 'blk.1.ffn_gate_inp'"});
 }
 
-GgufWriter LlamaGguf() {
+// A tiny llama-layout GGUF of architecture `arch` with `layers` layers,
+// without the dense MLP tensors unless dense_mlp.
+GgufWriter LlamaGguf(const std::string& arch = "llama", int64_t layers = kLayers,
+                     bool dense_mlp = true) {
   GgufWriter w;
-  w.AddString("general.architecture", "llama");
-  w.AddUint32("llama.embedding_length", kH);
-  w.AddUint32("llama.block_count", kLayers);
-  w.AddUint32("llama.attention.head_count", kHeads);
-  w.AddUint32("llama.attention.head_count_kv", kKv);
-  w.AddUint32("llama.feed_forward_length", kFfn);
-  w.AddUint32("llama.context_length", 128);
+  w.AddString("general.architecture", arch);
+  w.AddUint32(arch + ".embedding_length", kH);
+  w.AddUint32(arch + ".block_count", layers);
+  w.AddUint32(arch + ".attention.head_count", kHeads);
+  w.AddUint32(arch + ".attention.head_count_kv", kKv);
+  w.AddUint32(arch + ".feed_forward_length", kFfn);
+  w.AddUint32(arch + ".context_length", 128);
   w.AddF32Tensor("token_embd.weight", {kH, kVocab}, Zeros(kH * kVocab));
   w.AddF32Tensor("output_norm.weight", {kH}, Zeros(kH));
-  for (int l = 0; l < kLayers; ++l) {
+  for (int l = 0; l < layers; ++l) {
     const std::string b = absl::StrCat("blk.", l, ".");
     w.AddF32Tensor(b + "attn_norm.weight", {kH}, Zeros(kH));
     w.AddF32Tensor(b + "attn_q.weight", {kH, kHeads * kHd}, Zeros(kH * kHeads * kHd));
@@ -237,6 +240,7 @@ GgufWriter LlamaGguf() {
     w.AddF32Tensor(b + "attn_v.weight", {kH, kKv * kHd}, Zeros(kH * kKv * kHd));
     w.AddF32Tensor(b + "attn_output.weight", {kHeads * kHd, kH}, Zeros(kH * kHeads * kHd));
     w.AddF32Tensor(b + "ffn_norm.weight", {kH}, Zeros(kH));
+    if (!dense_mlp) continue;
     w.AddF32Tensor(b + "ffn_gate.weight", {kH, kFfn}, Zeros(kH * kFfn));
     w.AddF32Tensor(b + "ffn_up.weight", {kH, kFfn}, Zeros(kH * kFfn));
     w.AddF32Tensor(b + "ffn_down.weight", {kFfn, kH}, Zeros(kH * kFfn));
@@ -297,13 +301,7 @@ TEST(MathConfigKeysTest, GgufMixtureOfExpertsKeysAreReadOrRefused) {
   ExpectRefused(load({{"llama.expert_count", 4}, {"llama.expert_used_count", 2}}),
                 {"missing tensor 'blk.0.ffn_gate_inp'"});
   // Another architecture's expert_count.
-  GgufWriter qwen2;
-  qwen2.AddString("general.architecture", "qwen2");
-  qwen2.AddUint32("qwen2.embedding_length", kH);
-  qwen2.AddUint32("qwen2.block_count", kLayers);
-  qwen2.AddUint32("qwen2.attention.head_count", kHeads);
-  qwen2.AddUint32("qwen2.feed_forward_length", kFfn);
-  qwen2.AddUint32("qwen2.context_length", 128);
+  GgufWriter qwen2 = LlamaGguf("qwen2");
   qwen2.AddUint32("qwen2.expert_count", 4);
   ASSERT_TRUE(qwen2.WriteFile(TmpPath("qwen2_moe.gguf")).ok());
   ExpectRefused(LoadCheckpoint(TmpPath("qwen2_moe.gguf")),
@@ -317,24 +315,9 @@ TEST(MathConfigKeysTest, GgufMixtureOfExpertsKeysAreReadOrRefused) {
 // blk.N.ffn_gate.E (no stacked tensors): read as the same experts.
 TEST(MathConfigKeysTest, GgufPerExpertTensorNamesAreRead) {
   constexpr int64_t kExperts = 2;
-  GgufWriter w;
-  w.AddString("general.architecture", "llama");
-  w.AddUint32("llama.embedding_length", kH);
-  w.AddUint32("llama.block_count", 1);
-  w.AddUint32("llama.attention.head_count", kHeads);
-  w.AddUint32("llama.attention.head_count_kv", kKv);
-  w.AddUint32("llama.feed_forward_length", kFfn);
-  w.AddUint32("llama.context_length", 128);
+  GgufWriter w = LlamaGguf("llama", 1, /*dense_mlp=*/false);
   w.AddUint32("llama.expert_count", kExperts);
   w.AddUint32("llama.expert_used_count", 1);
-  w.AddF32Tensor("token_embd.weight", {kH, kVocab}, Zeros(kH * kVocab));
-  w.AddF32Tensor("output_norm.weight", {kH}, Zeros(kH));
-  w.AddF32Tensor("blk.0.attn_norm.weight", {kH}, Zeros(kH));
-  w.AddF32Tensor("blk.0.attn_q.weight", {kH, kHeads * kHd}, Zeros(kH * kHeads * kHd));
-  w.AddF32Tensor("blk.0.attn_k.weight", {kH, kKv * kHd}, Zeros(kH * kKv * kHd));
-  w.AddF32Tensor("blk.0.attn_v.weight", {kH, kKv * kHd}, Zeros(kH * kKv * kHd));
-  w.AddF32Tensor("blk.0.attn_output.weight", {kHeads * kHd, kH}, Zeros(kH * kHeads * kHd));
-  w.AddF32Tensor("blk.0.ffn_norm.weight", {kH}, Zeros(kH));
   w.AddF32Tensor("blk.0.ffn_gate_inp.weight", {kH, kExperts}, Zeros(kH * kExperts));
   for (int e = 0; e < kExperts; ++e) {
     w.AddF32Tensor(absl::StrCat("blk.0.ffn_gate.", e, ".weight"), {kH, kFfn}, Zeros(kH * kFfn));

@@ -4,12 +4,10 @@
 // the refusal of tensor parallelism. Parity with the float64 reference is in
 // reference_parity_test (MoeParityTest).
 #include <cctype>
-#include <cmath>
 #include <memory>
 #include <random>
 #include <string>
 #include <tuple>
-#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -19,6 +17,7 @@
 #include "tests/util/test_seed.h"
 #include "tests/util/tiny_models.h"
 #include "worker/loader/checkpoint.h"
+#include "worker/models/batch_invariance_harness.h"
 #include "worker/models/causal_lm.h"
 #include "worker/models/flop_count.h"
 #include "worker/models/tp_plan.h"
@@ -98,21 +97,9 @@ class MoeBatchInvarianceTest
     : public rill::testing::TinyModels<
           ::testing::TestWithParam<std::tuple<std::string, Path>>> {};
 
-constexpr int kBlockSize = 16;
-constexpr int kBlocksPerSeq = 6;  // 96 positions per sequence
-constexpr int kSeqs = 32;
-
-double RelDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * double(a[i] - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / (den + 1e-30));
-}
-
 // A sequence's logits are the same alone, in a step with 31 others whose
-// tokens share its experts, and after its context was prefilled in chunks.
+// tokens share its experts (bitwise), and after its context was prefilled
+// in chunks.
 TEST_P(MoeBatchInvarianceTest, AloneBatchedAndChunkedAgree) {
   const auto& [rel, path] = GetParam();
   kernels::cpu::KernelPlanOptions plan_options;
@@ -131,69 +118,12 @@ TEST_P(MoeBatchInvarianceTest, AloneBatchedAndChunkedAgree) {
   const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(0));
   std::cout << "tiny model seed " << seed_ << ", prompt seed " << seed << "\n";
   std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> token(0, 299);
-  std::uniform_int_distribution<int> len(1, 40);
-  std::vector<std::vector<int32_t>> context(kSeqs), fresh(kSeqs);
-  for (int s = 0; s < kSeqs; ++s) {
-    const int ctx = s % 3 == 0 ? 0 : len(rng);
-    const int n = s % 2 == 0 ? 1 + len(rng) : 1;  // prefill chunk or decode
-    for (int i = 0; i < ctx; ++i) context[s].push_back(token(rng));
-    for (int i = 0; i < n; ++i) fresh[s].push_back(token(rng));
-  }
-  auto table = [](int s) {
-    std::vector<int32_t> t;
-    for (int i = 0; i < kBlocksPerSeq; ++i) t.push_back(i * kSeqs + s);
-    return t;
-  };
-  auto new_cache = [&] {
-    absl::StatusOr<PagedKvCache> c =
-        PagedKvCache::Create((*model)->CacheShape(kBlocksPerSeq * kSeqs, kBlockSize));
-    EXPECT_TRUE(c.ok());
-    return std::make_unique<PagedKvCache>(std::move(*c));
-  };
-  // Writes sequence s's context into `cache` in pieces of `piece` tokens.
-  auto prefill = [&](PagedKvCache* cache, int s, size_t piece) {
-    for (size_t done = 0; done < context[s].size();) {
-      const size_t n = std::min(piece, context[s].size() - done);
-      ForwardBatch b;
-      b.sequences.push_back({std::vector<int32_t>(context[s].begin() + done,
-                                                  context[s].begin() + done + n),
-                             static_cast<int32_t>(done), table(s), false});
-      ForwardOutput o;
-      ASSERT_TRUE((*model)->Forward(b, cache, &o).ok());
-      done += n;
-    }
-  };
-  auto step = [&](PagedKvCache* cache, const std::vector<int>& seqs) {
-    ForwardBatch b;
-    for (int s : seqs) {
-      b.sequences.push_back({fresh[s], static_cast<int32_t>(context[s].size()), table(s), true});
-    }
-    ForwardOutput o;
-    EXPECT_TRUE((*model)->Forward(b, cache, &o).ok());
-    return o.logits;
-  };
-
-  std::vector<std::vector<float>> alone(kSeqs);
-  for (int s = 0; s < kSeqs; ++s) {
-    auto cache = new_cache();
-    prefill(cache.get(), s, 1000);
-    alone[s] = step(cache.get(), {s})[0];
-  }
-  std::vector<int> all(kSeqs);
-  for (int s = 0; s < kSeqs; ++s) all[s] = s;
-  // Same cache contents, one step for all: bitwise the same logits.
-  auto whole = new_cache();
-  for (int s = 0; s < kSeqs; ++s) prefill(whole.get(), s, 1000);
-  std::vector<std::vector<float>> batched = step(whole.get(), all);
-  // Contexts prefilled in 7-token chunks: the same up to rounding.
-  auto chunked_cache = new_cache();
-  for (int s = 0; s < kSeqs; ++s) prefill(chunked_cache.get(), s, 7);
-  std::vector<std::vector<float>> chunked = step(chunked_cache.get(), all);
-  for (int s = 0; s < kSeqs; ++s) {
-    EXPECT_EQ(batched[s], alone[s]) << "sequence " << s << " (context " << context[s].size()
-                                    << ", new " << fresh[s].size() << ")";
-    EXPECT_LE(RelDiff(chunked[s], alone[s]), 1e-5) << "sequence " << s;
+  const InvarianceRun run = RunAloneBatchedChunked(model->get(), &rng, 0, 299);
+  for (size_t s = 0; s < run.alone.size(); ++s) {
+    EXPECT_EQ(run.batched[s], run.alone[s]) << "sequence " << s << " (context "
+                                            << run.context[s].size() << ", new "
+                                            << run.fresh[s].size() << ")";
+    EXPECT_LE(RelativeL2(run.chunked[s], run.alone[s]), 1e-5) << "sequence " << s;
   }
 }
 
