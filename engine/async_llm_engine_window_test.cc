@@ -1,7 +1,8 @@
 // Sliding-window models through the whole engine: tiny random Mistral
 // (window 8 on every layer) and Qwen2 (window 6 on its second layer) give
 // the float64 reference's greedy continuation with the prompt prefilled in
-// 7-token chunks, several requests batched together, and a prefix-cache hit.
+// 7-token chunks, several requests batched together, and a prefix-cache hit;
+// so do tiny Mixtral, Qwen2-MoE and Qwen3-MoE models.
 #include <memory>
 #include <random>
 #include <string>
@@ -111,6 +112,14 @@ INSTANTIATE_TEST_SUITE_P(TinyWindowModels, WindowEngineTest,
                                            "mistral_window/model.f32.gguf",
                                            "qwen2_window/hf-f32", "gemma2/hf-f32",
                                            "gemma2/model.q8_0.gguf"),
+                         rill::testing::TinyModelTestName);
+
+// Mixture-of-experts models through the same engine path: a step's chunks
+// and decodes share experts, and each request still gets the reference's
+// continuation.
+INSTANTIATE_TEST_SUITE_P(TinyMoeModels, WindowEngineTest,
+                         ::testing::Values("mixtral/model.q8_0.gguf", "qwen2_moe/hf-f32",
+                                           "qwen3_moe/model.f32.gguf"),
                          rill::testing::TinyModelTestName);
 
 }  // namespace

@@ -111,8 +111,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const st
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": unsupported GGUF architecture '", ShortForMessage(arch),
-                     "' (supported: llama (incl. Mixtral), mistral, qwen2, qwen2moe, qwen3, qwen3moe, "
-                     "gemma2, gpt2)"));
+                     "' (supported: llama (incl. Mixtral), mistral, qwen2, qwen2moe, qwen3, "
+                     "qwen3moe, gemma2, gpt2)"));
   }
   const std::string p = arch + ".";
   ASSIGN_OR_RETURN_(m.hidden_size, f.GetInt(p + "embedding_length"));

@@ -550,8 +550,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(config_path, ": unsupported model_type '", ShortForMessage(model_type),
-                     "' (supported: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma2, "
-                     "gpt2, bert)"));
+                     "' (supported: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, "
+                     "qwen3_moe, gemma2, gpt2, bert)"));
   }
   m.rope_interleaved = false;  // HF keeps the rotate_half layout.
 

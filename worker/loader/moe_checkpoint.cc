@@ -24,11 +24,25 @@ bool IsHfMoeType(const std::string& model_type) {
 // MoE keys of the families transformers knows; a model type that does not
 // read one refuses it when it is set (non-null, non-zero, non-empty, true).
 constexpr const char* kMoeKeys[] = {
-    "num_local_experts",  "num_experts",       "num_experts_per_tok", "moe_intermediate_size",
-    "shared_expert_intermediate_size", "norm_topk_prob", "decoder_sparse_step",
-    "mlp_only_layers",    "n_routed_experts",  "n_shared_experts",    "first_k_dense_replace",
-    "moe_layer_freq",     "routed_scaling_factor", "scoring_func",    "topk_method",
-    "n_group",            "topk_group",        "num_experts_per_token", "moe_topk",
+    "num_local_experts",
+    "num_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "norm_topk_prob",
+    "decoder_sparse_step",
+    "mlp_only_layers",
+    "n_routed_experts",
+    "n_shared_experts",
+    "first_k_dense_replace",
+    "moe_layer_freq",
+    "routed_scaling_factor",
+    "scoring_func",
+    "topk_method",
+    "n_group",
+    "topk_group",
+    "num_experts_per_token",
+    "moe_topk",
 };
 
 bool IsSet(const base::json::JsonValue& v) {
@@ -79,8 +93,8 @@ class MoeKeyReader {
     for (const base::json::JsonValue& e : v->array_items()) {
       std::optional<int64_t> i = e.AsInt64();
       if (!i.has_value() || *i < 0 || *i >= num_layers) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path_, ": '", key, "' must list layer indices in [0, ", num_layers, ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path_, ": '", key, "' must list layer indices in [0, ", num_layers, ")"));
       }
       out.push_back(*i);
     }
@@ -106,19 +120,19 @@ class MoeKeyReader {
   std::vector<std::string> read_;
 };
 
-#define ASSIGN_OR_RETURN_(lhs, expr)   \
-  {                                    \
-    auto _v = (expr);                  \
-    if (!_v.ok()) return _v.status();  \
-    lhs = *_v;                         \
+#define ASSIGN_OR_RETURN_(lhs, expr)  \
+  {                                   \
+    auto _v = (expr);                 \
+    if (!_v.ok()) return _v.status(); \
+    lhs = *_v;                        \
   }
 
 absl::Status CheckExpertCounts(const std::string& path, const ModelConfig& m) {
   if (m.expert_count < 1 || m.expert_count > 4096 || m.expert_used_count < 1 ||
       m.expert_used_count > m.expert_count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": mixture-of-experts needs 1 <= experts used per token (", m.expert_used_count,
-        ") <= experts (", m.expert_count, ") <= 4096"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": mixture-of-experts needs 1 <= experts used per token (",
+                     m.expert_used_count, ") <= experts (", m.expert_count, ") <= 4096"));
   }
   if (m.expert_intermediate_size <= 0 || m.shared_expert_intermediate_size < 0) {
     return absl::InvalidArgumentError(
@@ -227,8 +241,8 @@ std::string MapHfMoeName(const std::string& hf_name) {
   if (!absl::EndsWith(tail, ".weight")) return "";
   tail.resize(tail.size() - strlen(".weight"));
   static const std::pair<const char*, const char*> kFixed[] = {
-      {"block_sparse_moe.gate", "ffn_gate_inp"},     // Mixtral
-      {"mlp.gate", "ffn_gate_inp"},                  // Qwen MoE
+      {"block_sparse_moe.gate", "ffn_gate_inp"},  // Mixtral
+      {"mlp.gate", "ffn_gate_inp"},               // Qwen MoE
       {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
       {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"},
       {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
@@ -261,8 +275,8 @@ std::string MapHfMoeName(const std::string& hf_name) {
   return "";
 }
 
-absl::Status ReadGgufMoeConfig(const GgufFile& f, const std::string& arch,
-                               const std::string& path, ModelConfig* m) {
+absl::Status ReadGgufMoeConfig(const GgufFile& f, const std::string& arch, const std::string& path,
+                               ModelConfig* m) {
   const std::string p = arch + ".";
   auto int_or = [&](const std::string& key, int64_t def) -> absl::StatusOr<int64_t> {
     if (f.Find(key) == nullptr) return def;
@@ -279,15 +293,15 @@ absl::Status ReadGgufMoeConfig(const GgufFile& f, const std::string& arch,
     return absl::OkStatus();
   }
   if (!moe_arch) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": mixture-of-experts models (", p, "expert_count = ", m->expert_count,
-        ") are not supported for GGUF architecture '", ShortForMessage(arch),
-        "' (supported: llama (Mixtral), qwen2moe, qwen3moe)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": mixture-of-experts models (", p, "expert_count = ", m->expert_count,
+                     ") are not supported for GGUF architecture '", ShortForMessage(arch),
+                     "' (supported: llama (Mixtral), qwen2moe, qwen3moe)"));
   }
   if (f.Find(p + "expert_used_count") == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": mixture-of-experts file (", p, "expert_count = ", m->expert_count,
-        ") has no ", p, "expert_used_count"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": mixture-of-experts file (", p,
+                                                   "expert_count = ", m->expert_count, ") has no ",
+                                                   p, "expert_used_count"));
   }
   ASSIGN_OR_RETURN_(m->expert_used_count, f.GetInt(p + "expert_used_count"));
   if (arch == "llama") {
@@ -315,8 +329,8 @@ absl::Status ReadGgufMoeConfig(const GgufFile& f, const std::string& arch,
   int64_t gating, dense_lead, shared_count;
   ASSIGN_OR_RETURN_(gating, int_or(p + "expert_gating_func", 1));
   if (gating != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": ", p, "expert_gating_func ", gating, " is not supported (only 1: softmax)"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", p, "expert_gating_func ", gating,
+                                                   " is not supported (only 1: softmax)"));
   }
   ASSIGN_OR_RETURN_(dense_lead, int_or(p + "leading_dense_block_count", 0));
   if (dense_lead != 0) {
@@ -325,15 +339,15 @@ absl::Status ReadGgufMoeConfig(const GgufFile& f, const std::string& arch,
   }
   ASSIGN_OR_RETURN_(shared_count, int_or(p + "expert_shared_count", arch == "qwen2moe" ? 1 : 0));
   if (shared_count != (arch == "qwen2moe" ? 1 : 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": ", p, "expert_shared_count ", shared_count, " is not supported for ", arch));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", p, "expert_shared_count ",
+                                                   shared_count, " is not supported for ", arch));
   }
   if (f.Find(p + "expert_weights_scale") != nullptr) {
     double scale;
     ASSIGN_OR_RETURN_(scale, f.GetFloat(p + "expert_weights_scale"));
     if (scale != 1.0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": ", p, "expert_weights_scale ", scale, " is not supported (only 1)"));
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", p, "expert_weights_scale ", scale,
+                                                     " is not supported (only 1)"));
     }
   }
   return CheckExpertCounts(path, *m);
@@ -350,10 +364,10 @@ absl::Status SplitExpertTensors(const std::string& path, int64_t expert_count,
       continue;
     }
     const bool fused = absl::StartsWith(name, "blk.") && absl::EndsWith(name, ".ffn_gate_up_exps");
-    const bool stacked = absl::StartsWith(name, "blk.") &&
-                         (absl::EndsWith(name, ".ffn_gate_exps") ||
-                          absl::EndsWith(name, ".ffn_up_exps") ||
-                          absl::EndsWith(name, ".ffn_down_exps") || fused);
+    const bool stacked =
+        absl::StartsWith(name, "blk.") &&
+        (absl::EndsWith(name, ".ffn_gate_exps") || absl::EndsWith(name, ".ffn_up_exps") ||
+         absl::EndsWith(name, ".ffn_down_exps") || fused);
     if (!stacked) {
       out[name] = ref;
       continue;
@@ -363,8 +377,8 @@ absl::Status SplitExpertTensors(const std::string& path, int64_t expert_count,
       std::string shape;
       for (int64_t d : ref.ne) absl::StrAppend(&shape, shape.empty() ? "" : ", ", d);
       return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", name, "' has shape [",
-                                                     shape, "], expected 3-D with ",
-                                                     expert_count, " experts last"));
+                                                     shape, "], expected 3-D with ", expert_count,
+                                                     " experts last"));
     }
     // Expert e's [rows][cols] matrix is the e-th of expert_count equal slabs.
     const size_t slab = ref.nbytes / expert_count;
@@ -374,15 +388,13 @@ absl::Status SplitExpertTensors(const std::string& path, int64_t expert_count,
         const uint8_t* base = static_cast<const uint8_t*>(ref.data) + e * slab;
         const std::vector<int64_t> ne = {ref.ne[0], ref.ne[1] / 2};
         out[absl::StrCat(stem, "gate_exps.", e)] = TensorRef{ref.type, ne, base, slab / 2};
-        out[absl::StrCat(stem, "up_exps.", e)] =
-            TensorRef{ref.type, ne, base + slab / 2, slab / 2};
+        out[absl::StrCat(stem, "up_exps.", e)] = TensorRef{ref.type, ne, base + slab / 2, slab / 2};
       }
       continue;
     }
     for (int64_t e = 0; e < expert_count; ++e) {
-      out[absl::StrCat(name, ".", e)] =
-          TensorRef{ref.type, {ref.ne[0], ref.ne[1]},
-                    static_cast<const uint8_t*>(ref.data) + e * slab, slab};
+      out[absl::StrCat(name, ".", e)] = TensorRef{
+          ref.type, {ref.ne[0], ref.ne[1]}, static_cast<const uint8_t*>(ref.data) + e * slab, slab};
     }
   }
   *tensors = std::move(out);
@@ -411,11 +423,9 @@ absl::Status ValidateMoeLayer(const Checkpoint& c, int64_t layer) {
   if (fs > 0) {
     // The shared expert's gate is one row: stored [h] (GGUF) or [1][h] (HF).
     const TensorRef* g = c.Find(b + "ffn_gate_inp_shexp");
-    if (g == nullptr || (g->ne != std::vector<int64_t>{h} &&
-                         g->ne != std::vector<int64_t>{h, 1})) {
+    if (g == nullptr || (g->ne != std::vector<int64_t>{h} && g->ne != std::vector<int64_t>{h, 1})) {
       return absl::InvalidArgumentError(absl::StrCat(
-          c.path(), ": tensor '", b, "ffn_gate_inp_shexp' is missing or not of ", h,
-          " elements"));
+          c.path(), ": tensor '", b, "ffn_gate_inp_shexp' is missing or not of ", h, " elements"));
     }
     for (const auto& [name, ne] :
          {std::pair<const char*, std::vector<int64_t>>{"ffn_gate_shexp", {h, fs}},

@@ -1,10 +1,10 @@
 #include "worker/models/batch_invariance_harness.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
-
-#include <gtest/gtest.h>
 
 namespace rill::worker {
 
@@ -37,8 +37,8 @@ InvarianceRun RunAloneBatchedChunked(CausalLm* model, std::mt19937* rng, int32_t
     return t;
   };
   auto new_cache = [&] {
-    absl::StatusOr<PagedKvCache> c = PagedKvCache::Create(
-        model->CacheShape(blocks_per_sequence * num_sequences, block_size));
+    absl::StatusOr<PagedKvCache> c =
+        PagedKvCache::Create(model->CacheShape(blocks_per_sequence * num_sequences, block_size));
     EXPECT_TRUE(c.ok()) << c.status();
     return std::make_unique<PagedKvCache>(std::move(*c));
   };

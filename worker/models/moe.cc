@@ -27,10 +27,9 @@ void RouteToken(const float* logits, int64_t experts, int64_t k, bool renormaliz
   for (int64_t e = 0; e < experts; ++e) sum += std::exp(static_cast<double>(logits[e]) - max);
   order->resize(experts);
   std::iota(order->begin(), order->end(), 0);
-  std::partial_sort(order->begin(), order->begin() + k, order->end(),
-                    [&](int32_t a, int32_t b) {
-                      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-                    });
+  std::partial_sort(order->begin(), order->begin() + k, order->end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
   double kept = 0.0;
   std::vector<double> p(k);
   for (int64_t j = 0; j < k; ++j) {
@@ -45,8 +44,7 @@ void RouteToken(const float* logits, int64_t experts, int64_t k, bool renormaliz
 
 }  // namespace
 
-void MoeFeedForward::Bind(TensorBinder* bind, const worker::loader::ModelConfig& c,
-                          int64_t layer) {
+void MoeFeedForward::Bind(TensorBinder* bind, const worker::loader::ModelConfig& c, int64_t layer) {
   const std::string p = absl::StrCat("blk.", layer, ".");
   const int64_t h = c.hidden_size, f = c.expert_intermediate_size;
   hidden_ = h;
@@ -88,8 +86,7 @@ void MoeFeedForward::RunExpert(const Expert& e, const float* x, int64_t m, float
   for (int64_t r0 = 0; r0 < m; r0 += kSliceRows) {
     const int64_t rows = std::min(kSliceRows, m - r0);
     const uint8_t* pm = precise ? precise + r0 : nullptr;
-    const kernels::cpu::MatMulTarget gate_up[] = {{&e.gate, s->gate.data()},
-                                                  {&e.up, s->up.data()}};
+    const kernels::cpu::MatMulTarget gate_up[] = {{&e.gate, s->gate.data()}, {&e.up, s->up.data()}};
     kernels::cpu::MatMulShared(gate_up, 2, x + r0 * h, rows, pool, pm);
     // Row by row, so each row's SwiGLU takes the same vector/tail path
     // however many rows the slice has.
@@ -104,9 +101,8 @@ void MoeFeedForward::RunExpert(const Expert& e, const float* x, int64_t m, float
   }
 }
 
-void MoeFeedForward::Forward(const float* x, int64_t n, float* out,
-                             kernels::cpu::ThreadPool* pool, const uint8_t* precise,
-                             MoeScratch* s) const {
+void MoeFeedForward::Forward(const float* x, int64_t n, float* out, kernels::cpu::ThreadPool* pool,
+                             const uint8_t* precise, MoeScratch* s) const {
   const int64_t h = hidden_, experts = static_cast<int64_t>(experts_.size()), k = top_k_;
   s->router_logits.resize(n * experts);
   kernels::cpu::MatMul(router_, x, n, s->router_logits.data(), pool);
@@ -142,15 +138,14 @@ void MoeFeedForward::Forward(const float* x, int64_t n, float* out,
     RunExpert(experts_[e], s->rows.data(), m, s->down.data(), pool,
               precise ? s->precise.data() : nullptr, s);
     // Rows of one expert are distinct tokens: no two writers share a row.
-    kernels::cpu::ParallelFor(pool, m, std::max<int64_t>(1, 8192 / h),
-                              [&](int64_t b, int64_t end) {
-                                for (int64_t i = b; i < end; ++i) {
-                                  float* o = out + rows[i] * h;
-                                  const float* y = s->down.data() + i * h;
-                                  const float wi = weights[e][i];
-                                  for (int64_t c = 0; c < h; ++c) o[c] += wi * y[c];
-                                }
-                              });
+    kernels::cpu::ParallelFor(pool, m, std::max<int64_t>(1, 8192 / h), [&](int64_t b, int64_t end) {
+      for (int64_t i = b; i < end; ++i) {
+        float* o = out + rows[i] * h;
+        const float* y = s->down.data() + i * h;
+        const float wi = weights[e][i];
+        for (int64_t c = 0; c < h; ++c) o[c] += wi * y[c];
+      }
+    });
   }
 
   if (!has_shared_) return;

@@ -57,8 +57,7 @@ class MoeFeedForward {
   };
   // y[r] = down(silu(gate(x[r])) * up(x[r])) for m rows, in slices.
   void RunExpert(const Expert& e, const float* x, int64_t m, float* y,
-                 kernels::cpu::ThreadPool* pool, const uint8_t* precise,
-                 MoeScratch* scratch) const;
+                 kernels::cpu::ThreadPool* pool, const uint8_t* precise, MoeScratch* scratch) const;
 
   int64_t hidden_ = 0;
   int64_t top_k_ = 0;

@@ -3,13 +3,13 @@
 // form, batch invariance with experts shared across a step's sequences, and
 // the refusal of tensor parallelism. Parity with the float64 reference is in
 // reference_parity_test (MoeParityTest).
+#include <gtest/gtest.h>
+
 #include <cctype>
 #include <memory>
 #include <random>
 #include <string>
 #include <tuple>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/kernel_plan.h"
@@ -74,8 +74,7 @@ TEST_F(MoeConfigTest, FlopsCountTheExpertsUsed) {
         worker::loader::LoadCheckpoint(absl::StrCat(dir_, "/", rel));
     ASSERT_TRUE(c.ok()) << c.status();
     const ModelConfig& m = (*c)->config();
-    const int64_t h = m.hidden_size, q = m.num_heads * m.head_dim,
-                  kv = m.num_kv_heads * m.head_dim;
+    const int64_t h = m.hidden_size, q = m.num_heads * m.head_dim, kv = m.num_kv_heads * m.head_dim;
     const int64_t per_layer = h * q + 2 * h * kv + q * h + m.expert_count * h +
                               m.expert_used_count * 3 * h * m.expert_intermediate_size;
     EXPECT_EQ(MatMulMacsPerToken(**c), m.num_layers * per_layer + m.vocab_size * h) << rel;
@@ -94,8 +93,7 @@ TEST_F(MoeConfigTest, TensorParallelismIsRefused) {
 enum class Path { kExact, kFast, kInt16 };
 
 class MoeBatchInvarianceTest
-    : public rill::testing::TinyModels<
-          ::testing::TestWithParam<std::tuple<std::string, Path>>> {};
+    : public rill::testing::TinyModels<::testing::TestWithParam<std::tuple<std::string, Path>>> {};
 
 // A sequence's logits are the same alone, in a step with 31 others whose
 // tokens share its experts (bitwise), and after its context was prefilled
@@ -120,9 +118,9 @@ TEST_P(MoeBatchInvarianceTest, AloneBatchedAndChunkedAgree) {
   std::mt19937 rng(seed);
   const InvarianceRun run = RunAloneBatchedChunked(model->get(), &rng, 0, 299);
   for (size_t s = 0; s < run.alone.size(); ++s) {
-    EXPECT_EQ(run.batched[s], run.alone[s]) << "sequence " << s << " (context "
-                                            << run.context[s].size() << ", new "
-                                            << run.fresh[s].size() << ")";
+    EXPECT_EQ(run.batched[s], run.alone[s])
+        << "sequence " << s << " (context " << run.context[s].size() << ", new "
+        << run.fresh[s].size() << ")";
     EXPECT_LE(RelativeL2(run.chunked[s], run.alone[s]), 1e-5) << "sequence " << s;
   }
 }
