@@ -5,7 +5,8 @@
 // engine, the two engines alternating per prompt so drift on a noisy
 // machine hits both. Decode tokens/s = (tokens - 1) / (last token - first
 // token), summed over a set's prompts. Also checks that both engines gave
-// the same tokens (greedy is lossless).
+// the same tokens (greedy is lossless), and counts the forward passes each
+// engine ran (the saving that does not depend on the machine's load).
 // Usage: bazel run //bench/spec_decode_bench:spec_decode_bench -- --k=4
 #include <cstdio>
 #include <memory>
@@ -118,12 +119,14 @@ int Main() {
   RunOne(off->get(), "Hello", "warm-off");
   RunOne(on->get(), "Hello", "warm-on");
 
-  std::printf("%-15s %8s %12s %12s %7s %10s %9s\n", "prompt set", "prompts", "off tok/s",
-              "ngram tok/s", "ratio", "accepted", "same ids");
+  std::printf("%-15s %8s %12s %12s %7s %12s %12s %9s\n", "prompt set", "prompts", "off tok/s",
+              "ngram tok/s", "ratio", "accepted", "forwards", "same ids");
+  const std::string kSteps = "rill:engine_steps_total";
   int n = 0;
   for (const auto& [name, prompts] :
        {std::make_pair("input-grounded", InputGrounded()), std::make_pair("plain chat", PlainChat())}) {
     const std::string before = (*on)->Metrics().Exposition();
+    const double off_steps_before = CounterValue((*off)->Metrics().Exposition(), kSteps);
     Result sum_off, sum_on;
     bool same = true;
     for (int rep = 0; rep < absl::GetFlag(FLAGS_repeats); ++rep) {
@@ -143,10 +146,16 @@ int Main() {
     const std::string kAccepted = "vllm:spec_decode_num_accepted_tokens_total";
     const double drafted = CounterValue(after, kDraft) - CounterValue(before, kDraft);
     const double accepted = CounterValue(after, kAccepted) - CounterValue(before, kAccepted);
+    // Forward passes (engine steps), prefill included: what speculation
+    // saves, whatever the machine's load.
+    const double on_steps = CounterValue(after, kSteps) - CounterValue(before, kSteps);
+    const double off_steps =
+        CounterValue((*off)->Metrics().Exposition(), kSteps) - off_steps_before;
     const double tps_off = sum_off.tokens / absl::ToDoubleSeconds(sum_off.decode);
     const double tps_on = sum_on.tokens / absl::ToDoubleSeconds(sum_on.decode);
-    std::printf("%-15s %8zu %12.1f %12.1f %7.2f %4.0f/%-5.0f %9s\n", name, prompts.size(), tps_off,
-                tps_on, tps_on / tps_off, accepted, drafted, same ? "yes" : "NO");
+    std::printf("%-15s %8zu %12.1f %12.1f %7.2f %5.0f/%-6.0f %5.0f/%-6.0f %9s\n", name,
+                prompts.size(), tps_off, tps_on, tps_on / tps_off, accepted, drafted, on_steps,
+                off_steps, same ? "yes" : "NO");
   }
   return 0;
 }
