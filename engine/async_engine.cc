@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "engine/max_model_len.h"
+#include "engine/spec_decode/spec_decode_config.h"
 #include "engine/structured_output/constraint_matcher.h"
 #include "worker/kv_cache.h"
 
@@ -23,6 +24,15 @@ SchedulerConfig SchedulerConfigOf(const EngineArgs& args) {
   return sched;
 }
 
+spec_decode::SpecDecodeConfig SpecDecodeConfigOf(const EngineArgs& args) {
+  spec_decode::SpecDecodeConfig spec;
+  spec.ngram_k = args.speculative_ngram_k;
+  spec.ngram_min_n = args.speculative_ngram_min_n;
+  spec.ngram_max_n = args.speculative_ngram_max_n;
+  spec.disable_batch_size = args.speculative_disable_batch_size;
+  return spec;
+}
+
 }  // namespace
 
 absl::StatusOr<EngineArgs> AsyncEngine::ResolveArgs(const EngineArgs& args,
@@ -33,6 +43,10 @@ absl::StatusOr<EngineArgs> AsyncEngine::ResolveArgs(const EngineArgs& args,
   EngineArgs resolved = args;
   resolved.max_model_len = *max_model_len;
   if (absl::Status s = ValidateSchedulerConfig(SchedulerConfigOf(resolved)); !s.ok()) return s;
+  if (absl::Status s = spec_decode::ValidateSpecDecodeConfig(SpecDecodeConfigOf(resolved));
+      !s.ok()) {
+    return s;
+  }
   if (args.max_loras < 1 || args.max_lora_rank < 1 || args.max_cpu_loras < args.max_loras) {
     return absl::InvalidArgumentError(absl::StrCat(
         "need max_loras >= 1 (got ", args.max_loras, "), max_lora_rank >= 1 (got ",
@@ -59,6 +73,7 @@ AsyncEngine::AsyncEngine(const EngineArgs& args, std::unique_ptr<ModelExecutor> 
       outputs_(std::move(text)) {
   core_ = std::make_unique<EngineCore>(executor_.get(), SchedulerConfigOf(args),
                                        args.enable_prefix_caching);
+  core_->SetSpeculation(SpecDecodeConfigOf(args));
   config_.model.path = args.model;
   config_.model.config = executor_->model_config();
   config_.model.max_model_len = core_->scheduler().config().max_model_len;
@@ -428,6 +443,7 @@ void AsyncEngine::PublishStats() {
   n.preemptions = core_->stats().preemptions;
   n.prefix_queried_tokens = core_->block_manager().stats().queried_tokens;
   n.prefix_hit_tokens = core_->block_manager().stats().hit_tokens;
+  n.spec_decode = core_->spec_stats();
   if (config_.lora.enabled) {
     n.running_loras = scheduler.RunningLoraNames();
     n.waiting_loras = scheduler.WaitingLoraNames();

@@ -153,6 +153,23 @@ void BlockManager::Free(int64_t seq_id) {
   seqs_.erase(it);
 }
 
+void BlockManager::Truncate(int64_t seq_id, int64_t num_tokens) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return;
+  Sequence& seq = it->second;
+  const size_t keep = static_cast<size_t>(BlocksFor(num_tokens));
+  while (seq.blocks.size() > keep) {
+    CHECK_LT(seq.hashes.size(), seq.blocks.size()) << "truncating a cached block";
+    Block& block = blocks_[seq.blocks.back()];
+    CHECK(block.ref_count == 1 && !block.has_hash) << "truncating a shared or cached block";
+    block.ref_count = 0;
+    // Unhashed: in front, taken first.
+    block.free_pos = free_.insert(free_.begin(), seq.blocks.back());
+    block.in_free = true;
+    seq.blocks.pop_back();
+  }
+}
+
 const std::vector<int32_t>& BlockManager::BlockTable(int64_t seq_id) const {
   static const std::vector<int32_t>* const kEmpty = new std::vector<int32_t>();
   auto it = seqs_.find(seq_id);

@@ -86,6 +86,13 @@ class BlockManager {
   void CacheFullBlocks(int64_t seq_id, absl::Span<const int32_t> tokens,
                        int64_t num_computed_tokens, uint64_t extra_key);
 
+  // Shrinks the sequence's table to the blocks covering its first
+  // num_tokens tokens, freeing the rest: speculative decoding rolls back the
+  // positions of rejected draft tokens. The freed blocks lie past every
+  // cached one (CacheFullBlocks registers only computed tokens). No-op for
+  // an unknown sequence or a table already that short.
+  void Truncate(int64_t seq_id, int64_t num_tokens);
+
   // Drops the sequence's references; no-op for an unknown sequence.
   void Free(int64_t seq_id);
   bool HasSequence(int64_t seq_id) const { return seqs_.contains(seq_id); }

@@ -47,6 +47,31 @@ TEST(BlockManagerTest, AllocateAndFree) {
   EXPECT_TRUE(bm.BlockTable(3).empty());
 }
 
+// Speculative decoding's rollback: blocks past the kept tokens go back to
+// the free queue, in front (taken first), and cached blocks stay.
+TEST(BlockManagerTest, TruncateFreesTrailingBlocksOnly) {
+  BlockManager bm(8, 4, /*enable_prefix_caching=*/true);
+  const std::vector<int32_t> tokens = Iota(9);
+  ASSERT_TRUE(bm.Allocate(1, 9 + 6));  // 4 blocks: 9 tokens + 6 draft positions.
+  bm.CacheFullBlocks(1, tokens, 9, 0);  // Blocks 0 and 1 cached.
+  EXPECT_EQ(bm.num_cached_blocks(), 2);
+  const std::vector<int32_t> table = bm.BlockTable(1);
+  bm.Truncate(1, 10);  // Keeps 3 blocks.
+  EXPECT_EQ(bm.BlockTable(1), std::vector<int32_t>(table.begin(), table.begin() + 3));
+  EXPECT_EQ(bm.num_free_blocks(), 5);
+  EXPECT_EQ(bm.ref_count(table[3]), 0);
+  bm.Truncate(1, 12);  // Already that short.
+  EXPECT_EQ(bm.BlockTable(1).size(), 3u);
+  // The freed block is the next one handed out.
+  ASSERT_TRUE(bm.Allocate(2, 1));
+  EXPECT_EQ(bm.BlockTable(2)[0], table[3]);
+  bm.Truncate(7, 0);  // Unknown sequence: no-op.
+  bm.Free(1);
+  bm.Free(2);
+  EXPECT_EQ(bm.num_free_blocks(), 8);
+  EXPECT_EQ(bm.num_cached_blocks(), 2);
+}
+
 TEST(BlockManagerTest, PrefixHitSharesBlocksAndCountsRefs) {
   BlockManager bm(16, 4, true);
   const std::vector<int32_t> prompt = Iota(10);  // 2 full blocks + 2 tokens.

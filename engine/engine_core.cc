@@ -224,6 +224,7 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
   }
   last_step_ = StepReport();
   if (plan.empty()) return outputs;
+  ProposeDrafts(plan, scheduler_.config().max_num_batched_tokens - plan.num_batched_tokens);
 
   worker::ForwardBatch batch;
   batch.sequences.reserve(plan.chunks.size());
@@ -236,10 +237,17 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
     s.lora = c.request->lora;
     s.all_logits = c.request->params.prompt_logprobs.has_value() &&
                    c.start_pos + 1 < static_cast<int64_t>(c.request->prompt_token_ids.size());
+    const std::vector<int32_t>& draft = drafts_[batch.sequences.size() - 1];
+    if (!draft.empty()) {
+      // Verification: the logits after the last token and after each draft token.
+      s.tokens.insert(s.tokens.end(), draft.begin(), draft.end());
+      s.all_logits = true;
+      last_step_.num_tokens += static_cast<int64_t>(draft.size());
+    }
   }
   worker::ForwardOutput& fwd = fwd_;  // Reused: its rows keep their capacity.
   last_step_.num_seqs = static_cast<int>(plan.chunks.size());
-  last_step_.num_tokens = plan.num_batched_tokens;
+  last_step_.num_tokens += plan.num_batched_tokens;
   const absl::Time execute_start = absl::Now();
   if (absl::Status s = ExecuteFillingMasks(plan, batch, &fwd); !s.ok()) return s;
   const absl::Time sample_start = absl::Now();
@@ -265,6 +273,13 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
       blocks_.CacheFullBlocks(r->seq_no, r->AllTokens(), r->num_computed_tokens, r->lora_key);
     }
     const std::vector<float>& row = fwd.logits[i];
+    if (!drafts_[i].empty()) {
+      if (static_cast<int64_t>(row.size()) != static_cast<int64_t>(1 + drafts_[i].size()) * vocab_size_) {
+        return absl::InternalError("executor ignored all_logits of a draft");
+      }
+      sample_rows_.push_back(i);
+      continue;
+    }
     if (batch.sequences[i].all_logits) {
       if (static_cast<int64_t>(row.size()) != c.num_tokens * vocab_size_) {
         return absl::InternalError("executor ignored all_logits");
@@ -282,11 +297,22 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
   executor_->ParallelFor(static_cast<int64_t>(sample_rows_.size()), [&](int64_t k) {
     const size_t i = sample_rows_[k];
     std::vector<float>& row = fwd.logits[i];
-    sampled_[k] = SampleRow(plan.chunks[i].request, row.data() + row.size() - vocab_size_);
+    Request* r = plan.chunks[i].request;
+    if (!drafts_[i].empty()) {
+      sampled_[k] = VerifyDraft(r, row.data(), drafts_[i]);
+    } else {
+      sampled_[k].assign(1, SampleRow(r, row.data() + row.size() - vocab_size_));
+    }
   });
   last_step_.sample = absl::Now() - sample_start;
   for (size_t k = 0; k < sample_rows_.size(); ++k) {
-    outputs.push_back(Advance(plan.chunks[sample_rows_[k]].request, std::move(sampled_[k])));
+    const size_t i = sample_rows_[k];
+    Request* r = plan.chunks[i].request;
+    if (!drafts_[i].empty()) {
+      outputs.push_back(AdvanceVerified(r, plan.chunks[i], drafts_[i], std::move(sampled_[k])));
+    } else {
+      outputs.push_back(Advance(r, std::move(sampled_[k][0])));
+    }
   }
   return outputs;
 }

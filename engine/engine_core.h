@@ -18,6 +18,7 @@
 #include "engine/model_executor.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/spec_decode/spec_decode_config.h"
 
 namespace rill::engine {
 
@@ -46,7 +47,7 @@ struct EngineCoreOutput {
 // What the last Step ran, for metrics.
 struct StepReport {
   int num_seqs = 0;
-  int64_t num_tokens = 0;     // Scheduled tokens.
+  int64_t num_tokens = 0;     // Scheduled tokens (draft tokens included).
   absl::Duration execute;     // The executor's forward.
   absl::Duration sample;      // Logits processing + sampling.
 };
@@ -67,6 +68,11 @@ class EngineCore {
   // Validates sampling params and token ids (InvalidArgument naming the
   // field), then the scheduler's admission checks.
   absl::Status AddRequest(std::unique_ptr<Request> request);
+  // Speculative decoding from the next Step on (off by default). The config
+  // must be valid (ValidateSpecDecodeConfig).
+  void SetSpeculation(const spec_decode::SpecDecodeConfig& config) { spec_ = config; }
+  const spec_decode::SpecDecodeStats& spec_stats() const { return spec_stats_; }
+
   // All admission checks except the duplicate id; thread-safe (reads only
   // immutable configuration).
   absl::Status Validate(const Request& request) const;
@@ -129,6 +135,22 @@ class EngineCore {
   // Records prompt logprobs from an all_logits row of chunk `c`.
   void RecordPromptLogprobs(const ScheduledChunk& c, const std::vector<float>& row);
 
+  // Speculative decoding (engine_core_spec.cc). Fills drafts_[i] for the
+  // plan's decode chunks that speculate this step, with KV blocks allocated
+  // for their draft positions; `budget`: tokens the step may still add.
+  void ProposeDrafts(const SchedulerOutput& plan, int64_t budget);
+  // Samples the rows of a chunk that verifies `draft` (row j predicts the
+  // token after draft[j - 1]) until a sample differs from the draft: the
+  // accepted draft tokens, then the differing (or bonus) token. Same
+  // threading as SampleRow.
+  std::vector<SampledRow> VerifyDraft(Request* r, float* rows,
+                                      const std::vector<int32_t>& draft) const;
+  // Advances r by the verified tokens (one output), rolls the KV cache back
+  // past the accepted ones and adapts r's draft length. Loop thread.
+  EngineCoreOutput AdvanceVerified(Request* r, const ScheduledChunk& c,
+                                   const std::vector<int32_t>& draft,
+                                   std::vector<SampledRow> tokens);
+
   ModelExecutor* executor_;
   BlockManager blocks_;
   Scheduler scheduler_;
@@ -136,7 +158,12 @@ class EngineCore {
   int64_t vocab_size_;
   worker::ForwardOutput fwd_;  // The last step's logits, reused across steps.
   std::vector<size_t> sample_rows_;  // Step scratch: plan indices to sample.
-  std::vector<SampledRow> sampled_;  // Step scratch: their samples.
+  // Step scratch: their samples (one, or a verified draft's tokens).
+  std::vector<std::vector<SampledRow>> sampled_;
+  // Step scratch: per plan chunk, the draft it verifies (mostly empty).
+  std::vector<std::vector<int32_t>> drafts_;
+  spec_decode::SpecDecodeConfig spec_;
+  spec_decode::SpecDecodeStats spec_stats_;
   EngineCoreStats stats_;
   StepReport last_step_;
   std::vector<EngineCoreOutput> pending_;

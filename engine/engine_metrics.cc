@@ -120,7 +120,21 @@ EngineMetrics::EngineMetrics(const EngineArgs& args, const EngineConfig& config)
                                    kStepBuckets)),
       batch_size_(NewHistogram("rill:engine_batch_size", "Sequences in one engine step.",
                                Buckets125(std::max(1, args.max_num_seqs)))),
-      sleeping_(NewGauge("rill:engine_sleeping", "1 while the engine sleeps (Admin.Sleep).")) {
+      sleeping_(NewGauge("rill:engine_sleeping", "1 while the engine sleeps (Admin.Sleep).")),
+      spec_drafts_(NewCounter("vllm:spec_decode_num_drafts_total",
+                              "Number of spec decoding drafts (one sequence's draft verified "
+                              "in one step).")),
+      spec_draft_tokens_(NewCounter("vllm:spec_decode_num_draft_tokens_total",
+                                    "Number of draft tokens.")),
+      spec_accepted_tokens_(NewCounter("vllm:spec_decode_num_accepted_tokens_total",
+                                       "Number of accepted tokens.")),
+      spec_accepted_per_pos_(registry_.AddCounter(
+          "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+          "Accepted tokens per draft (0-based) position.", {"model_name", "position"})) {
+  // Present (at 0) from the start for every position a draft can have.
+  for (int i = 0; i < args.speculative_ngram_k; ++i) {
+    spec_accepted_per_pos_.Labels({model_name_, absl::StrCat(i)});
+  }
   registry_
       .AddGauge("vllm:cache_config_info", "Information of the KV cache config (value 1).",
                 {"model_name", "block_size", "cache_dtype", "enable_prefix_caching",
@@ -206,6 +220,18 @@ void EngineMetrics::OnState(const EngineStateNumbers& n) {
   advance(preemptions_, n.preemptions, last_.preemptions);
   advance(prefix_queries_, n.prefix_queried_tokens, last_.prefix_queried_tokens);
   advance(prefix_hits_, n.prefix_hit_tokens, last_.prefix_hit_tokens);
+  const spec_decode::SpecDecodeStats& spec = n.spec_decode;
+  const spec_decode::SpecDecodeStats& spec_before = last_.spec_decode;
+  advance(spec_drafts_, spec.num_drafts, spec_before.num_drafts);
+  advance(spec_draft_tokens_, spec.num_draft_tokens, spec_before.num_draft_tokens);
+  advance(spec_accepted_tokens_, spec.num_accepted_tokens, spec_before.num_accepted_tokens);
+  for (size_t i = 0; i < spec.accepted_per_position.size(); ++i) {
+    const int64_t before =
+        i < spec_before.accepted_per_position.size() ? spec_before.accepted_per_position[i] : 0;
+    if (spec.accepted_per_position[i] == before) continue;
+    advance(spec_accepted_per_pos_.Labels({model_name_, absl::StrCat(i)}),
+            spec.accepted_per_position[i], before);
+  }
   if (n.running_loras != last_.running_loras || n.waiting_loras != last_.waiting_loras) {
     lora_info_.Remove({max_lora_, last_.running_loras, last_.waiting_loras});
     lora_info_.Labels({max_lora_, n.running_loras, n.waiting_loras})

@@ -19,6 +19,7 @@
 #include "engine/engine_core.h"
 #include "engine/engine_stats.h"
 #include "engine/request.h"
+#include "engine/spec_decode/spec_decode_config.h"
 
 namespace rill::engine {
 
@@ -34,6 +35,7 @@ struct EngineStateNumbers {
   int64_t preemptions = 0;
   int64_t prefix_queried_tokens = 0;   // PrefixCacheStats
   int64_t prefix_hit_tokens = 0;
+  spec_decode::SpecDecodeStats spec_decode;  // EngineCore::spec_stats()
   // Comma-separated adapter names; only set when LoRA is enabled.
   std::string running_loras;
   std::string waiting_loras;
@@ -114,6 +116,11 @@ class EngineMetrics {
   base::metrics::Histogram& sample_seconds_;
   base::metrics::Histogram& batch_size_;
   base::metrics::Gauge& sleeping_;
+  // Speculative decoding (vLLM's spec_decode_* names).
+  base::metrics::Counter& spec_drafts_;
+  base::metrics::Counter& spec_draft_tokens_;
+  base::metrics::Counter& spec_accepted_tokens_;
+  base::metrics::CounterFamily& spec_accepted_per_pos_;  // {model_name, position}
 
   // Loop thread: the totals already counted.
   EngineStateNumbers last_;

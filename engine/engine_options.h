@@ -78,7 +78,19 @@
   X(int64_t, structured_output_max_bytes, 65536, AtLeast(1),                                      \
     "Largest constraint (schema, regex, grammar, all choices together) in bytes.")               \
   X(int, structured_output_max_json_depth, 32, AtLeast(1),                                        \
-    "Deepest {} / [] nesting of a JSON schema or structural tag.")
+    "Deepest {} / [] nesting of a JSON schema or structural tag.")                              \
+  X(int, speculative_ngram_k, 0, AtLeast(0),                                                      \
+    "Speculative decoding by prompt lookup: up to this many draft tokens per decoding sequence " \
+    "and step, copied from where the sequence's last n tokens occurred before in its prompt "   \
+    "and output, verified in the same forward (outputs unchanged); 0 = off. Requests with a "   \
+    "structured-output constraint do not speculate.")                                           \
+  X(int, speculative_ngram_max_n, 3, AtLeast(1),                                                  \
+    "Longest n-gram looked up for a draft (tried first).")                                       \
+  X(int, speculative_ngram_min_n, 1, AtLeast(1),                                                  \
+    "Shortest n-gram looked up for a draft; at most --speculative_ngram_max_n.")                 \
+  X(int, speculative_disable_batch_size, 8, AtLeast(1),                                           \
+    "No speculation in a step while this many requests or more run (a large batch is "          \
+    "compute-bound, where drafts cost throughput).")
 // clang-format on
 
 #endif  // RILL_ENGINE_ENGINE_OPTIONS_H_

@@ -24,7 +24,10 @@ FakeModelExecutor::FakeModelExecutor(const Options& options)
 }
 
 int32_t FakeModelExecutor::NextToken(absl::Span<const int32_t> context) const {
-  const uint64_t h = ContextHash(context);
+  const size_t window = options_.context_window;
+  const uint64_t h = window > 0 && context.size() > window
+                         ? ContextHash(context.subspan(context.size() - window))
+                         : ContextHash(context);
   if (options_.eos_every > 0 && (h >> 32) % options_.eos_every == 0) return options_.eos_token_id;
   // Any id but eos.
   int32_t t = static_cast<int32_t>(h % (options_.vocab_size - 1));

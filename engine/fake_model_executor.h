@@ -27,6 +27,11 @@ class FakeModelExecutor : public ModelExecutor {
     // If > 0, NextToken returns eos when (hash % eos_every) == 0.
     int eos_every = 0;
     absl::Duration step_delay = absl::ZeroDuration();  // Sleep per Execute.
+    // If > 0, NextToken hashes only the last context_window tokens (not the
+    // position), so greedy outputs fall into cycles that n-gram drafts
+    // predict (speculative decoding tests). The whole context is still read
+    // back from the cache and must be written.
+    int context_window = 0;
   };
 
   explicit FakeModelExecutor(const Options& options);

@@ -93,6 +93,9 @@ struct Request {
   // Set iff params.constraint is: this sample's grammar state, following
   // output_token_ids (so it survives preemption and recompute).
   std::shared_ptr<structured_output::ConstraintMatcher> matcher;
+  // Speculative decoding: this sequence's next draft length (adapted to how
+  // many of its drafts are accepted); 0 until its first draft.
+  int draft_length = 0;
 
   int64_t num_tokens() const {
     return static_cast<int64_t>(prompt_token_ids.size() + output_token_ids.size());

@@ -1,0 +1,170 @@
+// Batch-1 decode speed with and without n-gram (prompt-lookup) speculative
+// decoding, in process over the real model. Two prompt sets: input-grounded
+// (repeat-with-changes, code edits, copying lists: the answer copies from
+// the prompt) and plain chat. Each prompt runs alone, greedy, once per
+// engine, the two engines alternating per prompt so drift on a noisy
+// machine hits both. Decode tokens/s = (tokens - 1) / (last token - first
+// token), summed over a set's prompts. Also checks that both engines gave
+// the same tokens (greedy is lossless), and counts the forward passes each
+// engine ran (the saving that does not depend on the machine's load).
+// Usage: bazel run //bench/spec_decode_bench:spec_decode_bench -- --k=4
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <glog/logging.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "engine/async_llm_engine.h"
+#include "engine/engine_factory.h"
+
+ABSL_FLAG(std::string, model, "default", "Model name or path.");
+ABSL_FLAG(int, threads, 0, "Model threads (0 = all cores).");
+ABSL_FLAG(int, k, 4, "--speculative_ngram_k of the speculating engine.");
+ABSL_FLAG(int, max_n, 3, "--speculative_ngram_max_n.");
+ABSL_FLAG(int, min_n, 1, "--speculative_ngram_min_n.");
+ABSL_FLAG(int, output_len, 128, "Generated tokens per prompt.");
+ABSL_FLAG(int, repeats, 1, "Runs of each prompt per engine.");
+
+namespace rill::engine {
+namespace {
+
+std::vector<std::string> InputGrounded() {
+  return {
+      "Repeat the following paragraph, replacing every 'cat' with 'dog':\n"
+      "The cat sat on the mat. The cat was happy because the mat was warm, and the cat "
+      "liked warm places. Every morning the cat walked to the window, looked at the garden, "
+      "and then went back to the mat to sleep.\n\nRewritten paragraph:\n",
+      "Fix the bug in this function and print the whole corrected function.\n"
+      "def average(values):\n    total = 0\n    for v in values:\n        total += v\n"
+      "    return total / len(value)\n\ndef median(values):\n    ordered = sorted(values)\n"
+      "    middle = len(ordered) // 2\n    return ordered[middle]\n\nCorrected code:\n"
+      "def average(values):\n",
+      "Copy this shopping list, adding quantities:\n- apples\n- bread\n- milk\n- eggs\n"
+      "- cheese\n- tomatoes\n- rice\n- coffee\n\nList with quantities:\n- 6 apples\n",
+      "Here is a JSON record: {\"name\": \"Ada\", \"age\": 36, \"city\": \"London\", "
+      "\"languages\": [\"English\", \"French\"], \"active\": true}. Write the same record "
+      "three times, changing only the name to Bob, Carol and Dan.\n",
+      "Summarize by quoting the key sentences of this text: Solar panels convert sunlight "
+      "into electricity. Solar panels work best in direct sunlight. The efficiency of solar "
+      "panels has improved every year. Many homes now use solar panels to lower their "
+      "electricity bills.\nKey sentences:\n",
+  };
+}
+
+std::vector<std::string> PlainChat() {
+  return {
+      "Write a short poem about the sea at night.",
+      "What are three good habits for staying healthy? Explain each briefly.",
+      "Tell me a story about a robot who learns to paint.",
+      "Why is the sky blue? Answer for a ten-year-old.",
+      "Give me some ideas for a weekend trip in the mountains.",
+  };
+}
+
+struct Result {
+  int64_t tokens = 0;
+  absl::Duration decode;
+  std::vector<int32_t> ids;
+};
+
+Result RunOne(AsyncLLMEngine* engine, const std::string& prompt, const std::string& id) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = absl::GetFlag(FLAGS_output_len);
+  p.ignore_eos = true;
+  auto stream = engine->Generate(prompt, p, id);
+  CHECK(stream.ok()) << stream.status();
+  RequestOutput last;
+  while (true) {
+    absl::StatusOr<RequestOutput> o = (*stream)->Next(absl::Seconds(600));
+    if (!o.ok()) break;
+    last = std::move(*o);
+  }
+  CHECK(last.finished && !last.outputs.empty()) << id;
+  Result r;
+  r.ids = last.outputs[0].token_ids;
+  r.tokens = static_cast<int64_t>(r.ids.size()) - 1;
+  r.decode = last.metrics.last_token_time - last.metrics.first_token_time;
+  return r;
+}
+
+double CounterValue(const std::string& exposition, const std::string& name) {
+  const size_t at = exposition.find(name + "{");
+  if (at == std::string::npos) return 0;
+  const size_t end = exposition.find('\n', at);
+  const size_t space = exposition.rfind(' ', end);
+  return std::stod(exposition.substr(space + 1, end - space - 1));
+}
+
+int Main() {
+  EngineArgs args;
+  args.model = absl::GetFlag(FLAGS_model);
+  args.threads = absl::GetFlag(FLAGS_threads);
+  args.max_model_len = 1024;
+  args.kv_cache_mb = 128;
+  args.enable_prefix_caching = false;  // Every run computes its prompt.
+  auto off = CreateAsyncLLMEngine(args);
+  CHECK(off.ok()) << off.status();
+  args.speculative_ngram_k = absl::GetFlag(FLAGS_k);
+  args.speculative_ngram_max_n = absl::GetFlag(FLAGS_max_n);
+  args.speculative_ngram_min_n = absl::GetFlag(FLAGS_min_n);
+  auto on = CreateAsyncLLMEngine(args);
+  CHECK(on.ok()) << on.status();
+  // Warm-up (first-touch of weights and caches).
+  RunOne(off->get(), "Hello", "warm-off");
+  RunOne(on->get(), "Hello", "warm-on");
+
+  std::printf("%-15s %8s %12s %12s %7s %12s %12s %9s\n", "prompt set", "prompts", "off tok/s",
+              "ngram tok/s", "ratio", "accepted", "forwards", "same ids");
+  const std::string kSteps = "rill:engine_steps_total";
+  int n = 0;
+  for (const auto& [name, prompts] :
+       {std::make_pair("input-grounded", InputGrounded()), std::make_pair("plain chat", PlainChat())}) {
+    const std::string before = (*on)->Metrics().Exposition();
+    const double off_steps_before = CounterValue((*off)->Metrics().Exposition(), kSteps);
+    Result sum_off, sum_on;
+    bool same = true;
+    for (int rep = 0; rep < absl::GetFlag(FLAGS_repeats); ++rep) {
+      for (const std::string& prompt : prompts) {
+        const Result a = RunOne(off->get(), prompt, absl::StrCat("off", ++n));
+        const Result b = RunOne(on->get(), prompt, absl::StrCat("on", n));
+        sum_off.tokens += a.tokens;
+        sum_off.decode += a.decode;
+        sum_on.tokens += b.tokens;
+        sum_on.decode += b.decode;
+        same = same && a.ids == b.ids;
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(50));  // The loop publishes counters after its iteration.
+    const std::string after = (*on)->Metrics().Exposition();
+    const std::string kDraft = "vllm:spec_decode_num_draft_tokens_total";
+    const std::string kAccepted = "vllm:spec_decode_num_accepted_tokens_total";
+    const double drafted = CounterValue(after, kDraft) - CounterValue(before, kDraft);
+    const double accepted = CounterValue(after, kAccepted) - CounterValue(before, kAccepted);
+    // Forward passes (engine steps), prefill included: what speculation
+    // saves, whatever the machine's load.
+    const double on_steps = CounterValue(after, kSteps) - CounterValue(before, kSteps);
+    const double off_steps =
+        CounterValue((*off)->Metrics().Exposition(), kSteps) - off_steps_before;
+    const double tps_off = sum_off.tokens / absl::ToDoubleSeconds(sum_off.decode);
+    const double tps_on = sum_on.tokens / absl::ToDoubleSeconds(sum_on.decode);
+    std::printf("%-15s %8zu %12.1f %12.1f %7.2f %5.0f/%-6.0f %5.0f/%-6.0f %9s\n", name,
+                prompts.size(), tps_off, tps_on, tps_on / tps_off, accepted, drafted, on_steps,
+                off_steps, same ? "yes" : "NO");
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace rill::engine
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  google::InitGoogleLogging(argv[0]);
+  return rill::engine::Main();
+}

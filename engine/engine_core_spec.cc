@@ -1,0 +1,108 @@
+// EngineCore's speculative decoding: n-gram drafts proposed after the
+// scheduler planned the step, verified in the same ragged forward, and the
+// KV cache rolled back past the rejected ones.
+//
+// Why sampling stays exact. A prompt-lookup draft is deterministic: its
+// proposal q is one-hot on the draft token x. Standard speculative sampling
+// accepts x with probability min(1, p(x) / q(x)) = p(x) and on rejection
+// draws from max(p - q, 0) normalised, which is p without x, renormalised.
+// Drawing y ~ p and accepting when y == x (else emitting y) gives exactly
+// that: P(accept) = p(x), and P(y | rejected) = p(y) / (1 - p(x)). So each
+// position is sampled by the request's own Sampler from the same processed
+// logits as without speculation (penalties, logit_bias and min_tokens see
+// the tokens accepted before that position), one draw per emitted token:
+// greedy outputs are identical, and so are seeded ones, draw for draw.
+#include <algorithm>
+#include <utility>
+
+#include "engine/engine_core.h"
+#include "engine/spec_decode/draft_length.h"
+#include "engine/spec_decode/ngram_proposer.h"
+
+namespace rill::engine {
+
+void EngineCore::ProposeDrafts(const SchedulerOutput& plan, int64_t budget) {
+  drafts_.resize(plan.chunks.size());
+  for (std::vector<int32_t>& d : drafts_) d.clear();
+  if (!spec_.enabled() || scheduler_.num_running() >= spec_.disable_batch_size) return;
+  const int64_t max_len = scheduler_.config().max_model_len;
+  for (size_t i = 0; i < plan.chunks.size() && budget > 0; ++i) {
+    const ScheduledChunk& c = plan.chunks[i];
+    Request* r = c.request;
+    // Decode steps only: the last token is computed now and a token was
+    // sampled before (so the request is past its prefill).
+    if (c.num_tokens != 1 || r->output_token_ids.empty() || c.start_pos + 1 != r->num_tokens()) {
+      continue;
+    }
+    // The grammar matcher follows accepted tokens only; constrained requests
+    // decode one token at a time.
+    if (r->matcher != nullptr) continue;
+    if (r->draft_length == 0) r->draft_length = spec_.ngram_k;
+    // The emitted tokens (accepted + 1) stay within max_tokens, the
+    // positions within max_model_len.
+    const int64_t outputs = static_cast<int64_t>(r->output_token_ids.size());
+    const int64_t room =
+        std::min<int64_t>(r->params.max_tokens - outputs, max_len - r->num_tokens()) - 1;
+    const int64_t k = std::min<int64_t>({r->draft_length, spec_.ngram_k, room, budget});
+    if (k <= 0) continue;
+    std::vector<int32_t> draft = spec_decode::ProposeNgramDraft(
+        r->AllTokens(), spec_.ngram_min_n, spec_.ngram_max_n, static_cast<int>(k));
+    if (draft.empty()) continue;
+    // A draft never preempts anyone: without free blocks it is dropped.
+    if (!blocks_.Allocate(r->seq_no, c.start_pos + 1 + static_cast<int64_t>(draft.size()))) {
+      continue;
+    }
+    budget -= static_cast<int64_t>(draft.size());
+    drafts_[i] = std::move(draft);
+  }
+}
+
+std::vector<EngineCore::SampledRow> EngineCore::VerifyDraft(
+    Request* r, float* rows, const std::vector<int32_t>& draft) const {
+  std::vector<SampledRow> out;
+  const size_t outputs_before = r->output_token_ids.size();
+  for (size_t j = 0; j <= draft.size(); ++j) {
+    out.push_back(SampleRow(r, rows + j * vocab_size_));
+    if (j == draft.size() || out.back().token != draft[j]) break;
+    // The next position's penalties and min_tokens count this token.
+    r->output_token_ids.push_back(draft[j]);
+  }
+  r->output_token_ids.resize(outputs_before);  // Advance appends them for real.
+  return out;
+}
+
+EngineCoreOutput EngineCore::AdvanceVerified(Request* r, const ScheduledChunk& c,
+                                             const std::vector<int32_t>& draft,
+                                             std::vector<SampledRow> tokens) {
+  const int proposed = static_cast<int>(draft.size());
+  const int accepted = static_cast<int>(tokens.size()) - 1;
+  spec_stats_.Record(proposed, accepted);
+  r->draft_length = spec_decode::NextDraftLength(r->draft_length, proposed, accepted, spec_.ngram_k);
+  // The last token's and the accepted draft tokens' K/V are valid; the slots
+  // of rejected ones are past num_computed_tokens, so no later step reads
+  // them before rewriting them, and their blocks beyond the next position go.
+  r->num_computed_tokens = c.start_pos + 1 + accepted;
+  blocks_.Truncate(r->seq_no, r->num_computed_tokens + 1);
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  std::vector<TopLogprobs> tops;
+  EngineCoreOutput last;
+  for (size_t j = 0; j < tokens.size(); ++j) {
+    if (j + 1 == tokens.size() && blocks_.prefix_caching()) {
+      // Every computed token is an output now: cache the full blocks among
+      // them (never a block past them, which may hold a rejected token).
+      blocks_.CacheFullBlocks(r->seq_no, r->AllTokens(), r->num_computed_tokens, r->lora_key);
+    }
+    last = Advance(r, std::move(tokens[j]));
+    ids.insert(ids.end(), last.new_token_ids.begin(), last.new_token_ids.end());
+    logprobs.insert(logprobs.end(), last.new_logprobs.begin(), last.new_logprobs.end());
+    for (TopLogprobs& t : last.new_top_logprobs) tops.push_back(std::move(t));
+    if (last.finished()) break;  // r is gone (EOS, a stop token or the length).
+  }
+  last.new_token_ids = std::move(ids);
+  last.new_logprobs = std::move(logprobs);
+  last.new_top_logprobs = std::move(tops);
+  return last;
+}
+
+}  // namespace rill::engine

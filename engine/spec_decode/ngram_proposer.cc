@@ -1,0 +1,37 @@
+#include "engine/spec_decode/ngram_proposer.h"
+
+#include <algorithm>
+
+namespace rill::engine::spec_decode {
+
+std::vector<int32_t> ProposeNgramDraft(absl::Span<const int32_t> tokens, int min_n, int max_n,
+                                       int k) {
+  const int64_t len = static_cast<int64_t>(tokens.size());
+  if (k <= 0) return {};
+  for (int64_t n = std::min<int64_t>(max_n, len - 1); n >= min_n; --n) {
+    const absl::Span<const int32_t> suffix = tokens.subspan(len - n, n);
+    int64_t best_start = -1;  // Where the best continuation starts.
+    int64_t best_len = 0;
+    // An occurrence at i ends before the suffix does, so it is followed by at
+    // least one token.
+    for (int64_t i = len - n - 1; i >= 0; --i) {
+      if (tokens[i + n - 1] != suffix[n - 1] ||
+          !std::equal(suffix.begin(), suffix.end(), tokens.begin() + i)) {
+        continue;
+      }
+      const int64_t follows = std::min<int64_t>(k, len - (i + n));
+      if (follows > best_len) {
+        best_start = i + n;
+        best_len = follows;
+        if (best_len == k) break;
+      }
+    }
+    if (best_len > 0) {
+      return std::vector<int32_t>(tokens.begin() + best_start,
+                                  tokens.begin() + best_start + best_len);
+    }
+  }
+  return {};
+}
+
+}  // namespace rill::engine::spec_decode

@@ -1,0 +1,25 @@
+// Prompt-lookup drafting: the tokens that followed the latest earlier
+// occurrence of the sequence's last n tokens are proposed as its next ones.
+// Costs no model: it pays off where the output copies from the input
+// (summaries, edits, code), and proposes nothing elsewhere.
+#ifndef RILL_ENGINE_SPEC_DECODE_NGRAM_PROPOSER_H_
+#define RILL_ENGINE_SPEC_DECODE_NGRAM_PROPOSER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+
+namespace rill::engine::spec_decode {
+
+// Up to `k` draft tokens continuing `tokens` (prompt + outputs so far). For n
+// from max_n down to min_n, the suffix of n tokens is looked up earlier in
+// `tokens`, latest occurrence first; the first occurrence followed by k
+// tokens wins, else the one followed by the most (at least 1). Empty when no
+// suffix recurs. O(len * max_n).
+std::vector<int32_t> ProposeNgramDraft(absl::Span<const int32_t> tokens, int min_n, int max_n,
+                                       int k);
+
+}  // namespace rill::engine::spec_decode
+
+#endif  // RILL_ENGINE_SPEC_DECODE_NGRAM_PROPOSER_H_

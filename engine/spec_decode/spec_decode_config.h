@@ -1,0 +1,45 @@
+// What speculative decoding does, from the engine options (speculative_*),
+// and what it has done so far (the spec_decode_* metrics).
+#ifndef RILL_ENGINE_SPEC_DECODE_SPEC_DECODE_CONFIG_H_
+#define RILL_ENGINE_SPEC_DECODE_SPEC_DECODE_CONFIG_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace rill::engine::spec_decode {
+
+struct SpecDecodeConfig {
+  // Most draft tokens per sequence and step; 0 turns speculation off.
+  int ngram_k = 0;
+  // The n-gram sizes looked up, longest first.
+  int ngram_min_n = 1;
+  int ngram_max_n = 3;
+  // No drafts in a step while this many requests or more run: a large batch
+  // is compute-bound, so verifying drafts costs more than it saves.
+  int disable_batch_size = 8;
+
+  bool enabled() const { return ngram_k > 0; }
+};
+
+// InvalidArgument naming the option when a value is out of range.
+absl::Status ValidateSpecDecodeConfig(const SpecDecodeConfig& config);
+
+// Running totals (vLLM's spec_decode_* counters). A draft is one sequence's
+// proposal verified in one step.
+struct SpecDecodeStats {
+  int64_t num_drafts = 0;
+  int64_t num_draft_tokens = 0;
+  int64_t num_accepted_tokens = 0;
+  // [i]: drafts whose token at position i (0-based) was accepted.
+  std::vector<int64_t> accepted_per_position;
+
+  // Counts one verified draft of `proposed` tokens of which the first
+  // `accepted` were accepted.
+  void Record(int proposed, int accepted);
+};
+
+}  // namespace rill::engine::spec_decode
+
+#endif  // RILL_ENGINE_SPEC_DECODE_SPEC_DECODE_CONFIG_H_
