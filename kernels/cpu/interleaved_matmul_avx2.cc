@@ -15,7 +15,10 @@
 //     se = fma chain over the even j (q_j * x_j, j ascending, from 0)
 //     so = the same over the odd j
 //     acc = fma(d, se + so, acc)
-//     4-bit only: acc = fma(m, SX_b, acc), SX_b = BlockSum(token's block b)
+//     formats with a min: acc = fma(m, SX_b, acc), SX_b = BlockSum(token's block b)
+// (Sub16 formats, Q6_K and Q3_K: q_j is the integer times its 16-column
+// scale, an exact float; the F32Scaled formats, Q4_K, Q5_K and Q5_1, read
+// d and m as f32.)
 // acc starts at 0 and is the output (no horizontal sum). The direct tiles
 // (weights widened in registers; 1 or 2 tokens) and the panel tiles (weights
 // expanded once per call to f32; 3 tokens and more) both follow it, so the
@@ -303,7 +306,7 @@ RILL_TARGET_AVX2 void InterleavedMatMul(const PackedWeights* const* ws, float* c
   if (n_tokens <= 0 || count <= 0) return;
   const int64_t cols = ws[0]->cols;
   const int64_t nb = cols / 32;
-  // Block sums of every token (only the 4-bit formats read them), computed
+  // Block sums of every token (only the formats with a min read them), computed
   // once for all the matrices.
   thread_local std::vector<float> sx_buf;
   sx_buf.resize(n_tokens * nb);
