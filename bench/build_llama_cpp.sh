@@ -50,7 +50,8 @@ esac
 readonly BIN_DIR="${BUILD_DIR}/bin"
 readonly JOBS="${LLAMA_CPP_JOBS:-2}"
 readonly VENV="${RILL_VENV:-${REPO_ROOT}/.venv}"
-readonly TARGETS=(llama-bench llama-batched-bench llama-server llama-cli)
+# llama-quantize makes the K-quant row's Q4_K_M file (model_runtime_bench.py).
+readonly TARGETS=(llama-bench llama-batched-bench llama-server llama-cli llama-quantize)
 
 all_built() {
   local t

@@ -9,6 +9,11 @@ Measures, for both runtimes:
   * peak RSS of the benchmark process (measured here via wait4, so both
     runtimes are measured the same way).
 
+A K-quant row follows (--skip-kquant to leave it out): the same model
+re-quantized to Q4_K_M with llama.cpp's own llama-quantize (cached under
+bench/.cache/models/), pp and tg at batch 1 for both runtimes on that file,
+same threads, same run.
+
 Aggregation: every number is the MEDIAN over repetitions (llama-bench's
 per-repetition samples_ts; Rill is run --rill-runs times). Medians are used
 rather than best-of-N so a single lucky run cannot flatter either side.
@@ -36,6 +41,8 @@ DEFAULT_LLAMA_BIN_DIR = os.path.join(BENCH_DIR, ".cache", "llama.cpp-build",
                                      "bin")
 DEFAULT_RILL_BIN = os.path.join(REPO_ROOT, "bazel-bin", "cli", "rill")
 DEFAULT_OUT = os.path.join(BENCH_DIR, "out", "model_runtime.json")
+KQUANT_CACHE_DIR = os.path.join(BENCH_DIR, ".cache", "models")
+KQUANT_TYPE = "Q4_K_M"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -277,6 +284,47 @@ def run_rill(args, batches):
   }
 
 
+# ------------------------------------------------------------------ K-quant
+
+
+def kquant_model(args):
+  """The model re-quantized to KQUANT_TYPE by llama-quantize (cached)."""
+  base = os.path.splitext(os.path.basename(args.model))[0]
+  for suffix in (".Q4_1", ".Q4_0", ".Q8_0", ".F16", ".F32"):
+    if base.endswith(suffix):
+      base = base[:-len(suffix)]
+  out = os.path.join(KQUANT_CACHE_DIR, "%s.%s.gguf" % (base, KQUANT_TYPE))
+  if os.path.exists(out):
+    return out
+  exe = args.llama_quantize or os.path.join(args.llama_bin_dir,
+                                            "llama-quantize")
+  if not os.path.exists(exe):
+    raise RuntimeError("%s missing; run bench/build_llama_cpp.sh" % exe)
+  os.makedirs(KQUANT_CACHE_DIR, exist_ok=True)
+  # The default model ships as Q4_1 only: re-quantizing it is what a user
+  # without the f16 checkpoint would do (llama.cpp needs the flag for it).
+  cmd = [exe, "--allow-requantize", args.model, out + ".tmp", KQUANT_TYPE,
+         str(args.threads)]
+  res = run_measured(cmd)
+  if res.returncode != 0:
+    raise RuntimeError("llama-quantize failed (rc=%d):\n%s" %
+                       (res.returncode, tail(res.stderr)))
+  os.replace(out + ".tmp", out)
+  return out
+
+
+def run_kquant(args):
+  """pp and tg at batch 1 for both runtimes on the K-quant file."""
+  kargs = argparse.Namespace(**vars(args))
+  kargs.model = kquant_model(args)
+  out = {"model": kargs.model, "type": KQUANT_TYPE}
+  if not args.skip_llama:
+    out["llama_cpp"] = run_llama_bench(kargs)
+  if not args.skip_rill:
+    out["rill"] = run_rill(kargs, [1])
+  return out
+
+
 # --------------------------------------------------------------------- table
 
 
@@ -328,6 +376,11 @@ def main():
   ap.add_argument("--skip-llama", action="store_true")
   ap.add_argument("--skip-llama-batched", action="store_true",
                   help="skip llama-batched-bench (the slowest part)")
+  ap.add_argument("--skip-kquant", action="store_true",
+                  help="skip the %s row (the model re-quantized by "
+                  "llama-quantize)" % KQUANT_TYPE)
+  ap.add_argument("--llama-quantize", default=None,
+                  help="llama-quantize binary (default: in --llama-bin-dir)")
   ap.add_argument("--out", default=DEFAULT_OUT)
   args = ap.parse_args()
 
@@ -387,6 +440,11 @@ def main():
       print("\nRILL: " + rill["error"], file=sys.stderr)
     result["rill"] = rill
 
+  kquant = None
+  if not args.skip_kquant:
+    kquant = run_kquant(args)
+    result["kquant"] = kquant
+
   def rill_batch(b, key):
     if not rill or "error" in rill:
       return None
@@ -411,6 +469,20 @@ def main():
        fmt(ratio(r_tg, l_tg), 2)],
       ["peak RSS MiB", fmt(r_rss), fmt(l_rss), fmt(ratio(r_rss, l_rss), 2)],
   ]
+  if kquant:
+    kr = kquant.get("rill") or {}
+    kr_b = {} if "error" in kr else kr.get("batches", {}).get("1", {})
+    kl = kquant.get("llama_cpp") or {}
+    k_pp = (kr_b.get("pp_tokens_per_s"),
+            kl.get("pp", {}).get("median_tokens_per_s"))
+    k_tg = (kr_b.get("tg_tokens_per_s"),
+            kl.get("tg", {}).get("median_tokens_per_s"))
+    rows.append(["%s pp%d tokens/s" % (KQUANT_TYPE, args.prompt_tokens),
+                 fmt(k_pp[0]), fmt(k_pp[1]), fmt(ratio(*k_pp), 2)])
+    rows.append(["%s tg%d tokens/s (batch 1)" % (KQUANT_TYPE, args.gen_tokens),
+                 fmt(k_tg[0]), fmt(k_tg[1]), fmt(ratio(*k_tg), 2)])
+    if "error" in kr:
+      print("\nRILL (%s): %s" % (KQUANT_TYPE, kr["error"]), file=sys.stderr)
   print_table(
       "Model runtime: %s, threads=%d (median of repetitions)" %
       (os.path.basename(args.model), args.threads),
@@ -454,6 +526,14 @@ def main():
       },
       "batched_scaling_%d_over_1" % top: {"rill": r_scale, "llama_cpp": l_scale},
   }
+  if kquant:
+    result["summary"]["kquant"] = {
+        "type": KQUANT_TYPE,
+        "pp_tokens_per_s": {"rill": k_pp[0], "llama_cpp": k_pp[1],
+                            "ratio": ratio(*k_pp)},
+        "tg_tokens_per_s": {"rill": k_tg[0], "llama_cpp": k_tg[1],
+                            "ratio": ratio(*k_tg)},
+    }
 
   result["host"]["loadavg_after"] = list(os.getloadavg())
   os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

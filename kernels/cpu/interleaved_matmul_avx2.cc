@@ -15,7 +15,10 @@
 //     se = fma chain over the even j (q_j * x_j, j ascending, from 0)
 //     so = the same over the odd j
 //     acc = fma(d, se + so, acc)
-//     4-bit only: acc = fma(m, SX_b, acc), SX_b = BlockSum(token's block b)
+//     formats with a min: acc = fma(m, SX_b, acc), SX_b = BlockSum(token's block b)
+// (Sub16 formats, Q6_K and Q3_K: q_j is the integer times its 16-column
+// scale, an exact float; the F32Scaled formats, Q4_K, Q5_K and Q5_1, read
+// d and m as f32.)
 // acc starts at 0 and is the output (no horizontal sum). The direct tiles
 // (weights widened in registers; 1 or 2 tokens) and the panel tiles (weights
 // expanded once per call to f32; 3 tokens and more) both follow it, so the
@@ -71,7 +74,7 @@ RILL_TARGET_AVX2 inline void StoreLanes(__m256 v, float* out, int valid) {
 }
 
 // R groups from group g x T tokens, weights widened in registers.
-template <bool kEight, int R, int T>
+template <Format F, int R, int T>
 RILL_TARGET_AVX2 void DirectTile(const Operands& o, int64_t g) {
   const uint8_t* gw[R];
 #pragma GCC unroll 4
@@ -113,7 +116,7 @@ RILL_TARGET_AVX2 void DirectTile(const Operands& o, int64_t g) {
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         __m256 qe, qo;
-        WidenPair<kEight>(gw[r] + off, p, &qe, &qo);
+        WidenPair<F>(gw[r] + off, p, &qe, &qo);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           se[r][t] = _mm256_fmadd_ps(qe, xe[t], se[r][t]);
@@ -124,13 +127,13 @@ RILL_TARGET_AVX2 void DirectTile(const Operands& o, int64_t g) {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = gw[r] + off;
-      const __m256 d = LoadHalves(blk + kDOffset<kEight>);
+      const __m256 d = LoadScales<F>(blk + InterleavedDOffset(F));
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         acc[r][t] = _mm256_fmadd_ps(d, _mm256_add_ps(se[r][t], so[r][t]), acc[r][t]);
       }
-      if constexpr (!kEight) {
-        const __m256 m = LoadHalves(blk + kDOffset<kEight> + 16);
+      if constexpr (InterleavedHasMin(F)) {
+        const __m256 m = LoadScales<F>(blk + InterleavedMOffset(F));
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           acc[r][t] =
@@ -149,18 +152,18 @@ RILL_TARGET_AVX2 void DirectTile(const Operands& o, int64_t g) {
 }
 
 // Groups [g0, g1) x T tokens in tiles of kDirectGroups, then smaller ones.
-template <bool kEight, int T>
+template <Format F, int T>
 RILL_TARGET_AVX2 void DirectGroups(const Operands& o, int64_t g0, int64_t g1) {
   constexpr int R = T == 1 ? kDirectGroups : kDirectGroups / 2;
   int64_t g = g0;
-  for (; g + R <= g1; g += R) DirectTile<kEight, R, T>(o, g);
-  for (; g + 2 <= g1; g += 2) DirectTile<kEight, 2, T>(o, g);
-  for (; g < g1; ++g) DirectTile<kEight, 1, T>(o, g);
+  for (; g + R <= g1; g += R) DirectTile<F, R, T>(o, g);
+  for (; g + 2 <= g1; g += 2) DirectTile<F, 2, T>(o, g);
+  for (; g < g1; ++g) DirectTile<F, 1, T>(o, g);
 }
 
 // Expands groups [g0, g0 + n) to the panel layout: per (group, block)
 // float(q) [32][8], d[8], m[8] (m = 0 for 8-bit).
-template <bool kEight>
+template <Format F>
 RILL_TARGET_AVX2 void ExpandPanel(const Operands& o, int64_t g0, int n, float* panel) {
   for (int i = 0; i < n; ++i) {
     const uint8_t* gw = o.data + (g0 + i) * o.group_bytes;
@@ -169,19 +172,22 @@ RILL_TARGET_AVX2 void ExpandPanel(const Operands& o, int64_t g0, int n, float* p
       float* dst = panel + (i * o.nb + b) * kPanelBlockFloats;
       for (int p = 0; p < 16; ++p) {
         __m256 qe, qo;
-        WidenPair<kEight>(blk, p, &qe, &qo);
+        WidenPair<F>(blk, p, &qe, &qo);
         _mm256_store_ps(dst + kLanes * (2 * p), qe);
         _mm256_store_ps(dst + kLanes * (2 * p + 1), qo);
       }
-      _mm256_store_ps(dst + 32 * kLanes, LoadHalves(blk + kDOffset<kEight>));
-      _mm256_store_ps(dst + 33 * kLanes, kEight ? _mm256_setzero_ps()
-                                                : LoadHalves(blk + kDOffset<kEight> + 16));
+      _mm256_store_ps(dst + 32 * kLanes, LoadScales<F>(blk + InterleavedDOffset(F)));
+      if constexpr (InterleavedHasMin(F)) {
+        _mm256_store_ps(dst + 33 * kLanes, LoadScales<F>(blk + InterleavedMOffset(F)));
+      } else {
+        _mm256_store_ps(dst + 33 * kLanes, _mm256_setzero_ps());
+      }
     }
   }
 }
 
 // R panel groups (the i-th at panel + i * nb blocks) x T tokens.
-template <bool kEight, int R, int T>
+template <Format F, int R, int T>
 RILL_TARGET_AVX2 void PanelTile(const Operands& o, const float* panel, int64_t g) {
   alignas(32) float acc[R][T][kLanes] = {};
   const float* pg[R];
@@ -231,7 +237,7 @@ RILL_TARGET_AVX2 void PanelTile(const Operands& o, const float* panel, int64_t g
       for (int t = 0; t < T; ++t) {
         __m256 a = _mm256_load_ps(acc[r][t]);
         a = _mm256_fmadd_ps(d, _mm256_add_ps(se[r][t], so[r][t]), a);
-        if constexpr (!kEight) {
+        if constexpr (InterleavedHasMin(F)) {
           a = _mm256_fmadd_ps(_mm256_load_ps(dm + kLanes), _mm256_broadcast_ss(o.sx + t * o.nb + b),
                               a);
         }
@@ -251,45 +257,45 @@ RILL_TARGET_AVX2 void PanelTile(const Operands& o, const float* panel, int64_t g
 }
 
 // T tokens of o against the n expanded groups from g0.
-template <bool kEight, int T>
+template <Format F, int T>
 RILL_TARGET_AVX2 void PanelGroups(const Operands& o, const float* panel, int64_t g0, int n) {
   int i = 0;
   for (; i + kPanelGroups <= n; i += kPanelGroups) {
-    PanelTile<kEight, kPanelGroups, T>(o, panel + i * o.nb * kPanelBlockFloats, g0 + i);
+    PanelTile<F, kPanelGroups, T>(o, panel + i * o.nb * kPanelBlockFloats, g0 + i);
   }
-  for (; i < n; ++i) PanelTile<kEight, 1, T>(o, panel + i * o.nb * kPanelBlockFloats, g0 + i);
+  for (; i < n; ++i) PanelTile<F, 1, T>(o, panel + i * o.nb * kPanelBlockFloats, g0 + i);
 }
 
 // nt tokens of o (any count) against groups [g0, g0 + n) through a panel.
-template <bool kEight>
+template <Format F>
 RILL_TARGET_AVX2 void PanelPiece(Operands o, int64_t g0, int n, int64_t nt) {
   thread_local std::vector<float, Aligned64Allocator<float>> panel_buf;
   panel_buf.resize(n * o.nb * kPanelBlockFloats);
   float* panel = panel_buf.data();
-  ExpandPanel<kEight>(o, g0, n, panel);
+  ExpandPanel<F>(o, g0, n, panel);
   int64_t t = 0;
   for (; t + kPanelTokens <= nt; t += kPanelTokens) {
-    PanelGroups<kEight, kPanelTokens>(o, panel, g0, n);
+    PanelGroups<F, kPanelTokens>(o, panel, g0, n);
     o.x += kPanelTokens * o.cols;
     o.sx += kPanelTokens * o.nb;
     o.y += kPanelTokens * o.rows;
   }
   switch (nt - t) {
-    case 2: return PanelGroups<kEight, 2>(o, panel, g0, n);
-    case 1: return PanelGroups<kEight, 1>(o, panel, g0, n);
+    case 2: return PanelGroups<F, 2>(o, panel, g0, n);
+    case 1: return PanelGroups<F, 1>(o, panel, g0, n);
     default: return;
   }
 }
 
-template <bool kEight>
+template <Format F>
 RILL_TARGET_AVX2 void Piece(const Operands& o, int64_t g0, int64_t g1, int64_t nt, bool avx512) {
   if (nt >= kPanelMinTokens) {
-    if (avx512) return InterleavedPanelPieceAvx512(kEight, o, g0, g1, nt);
-    return PanelPiece<kEight>(o, g0, static_cast<int>(g1 - g0), nt);
+    if (avx512) return InterleavedPanelPieceAvx512(F, o, g0, g1, nt);
+    return PanelPiece<F>(o, g0, static_cast<int>(g1 - g0), nt);
   }
-  if (avx512) return InterleavedDirectPieceAvx512(kEight, o, g0, g1, nt);
-  if (nt == 2) return DirectGroups<kEight, 2>(o, g0, g1);
-  return DirectGroups<kEight, 1>(o, g0, g1);
+  if (avx512) return InterleavedDirectPieceAvx512(F, o, g0, g1, nt);
+  if (nt == 2) return DirectGroups<F, 2>(o, g0, g1);
+  return DirectGroups<F, 1>(o, g0, g1);
 }
 
 }  // namespace
@@ -300,7 +306,7 @@ RILL_TARGET_AVX2 void InterleavedMatMul(const PackedWeights* const* ws, float* c
   if (n_tokens <= 0 || count <= 0) return;
   const int64_t cols = ws[0]->cols;
   const int64_t nb = cols / 32;
-  // Block sums of every token (only the 4-bit formats read them), computed
+  // Block sums of every token (only the formats with a min read them), computed
   // once for all the matrices.
   thread_local std::vector<float> sx_buf;
   sx_buf.resize(n_tokens * nb);
@@ -333,10 +339,23 @@ RILL_TARGET_AVX2 void InterleavedMatMul(const PackedWeights* const* ws, float* c
                          x + t0 * cols, cols, sx + t0 * nb, ys[i] + t0 * w.rows};
         const int64_t g0 = (c - first_piece[i]) * piece_groups;
         const int64_t g1 = std::min(w.groups, g0 + piece_groups);
-        if (w.format == PackedWeights::Format::k8BitInterleaved8) {
-          Piece<true>(o, g0, g1, nt, avx512);
-        } else {
-          Piece<false>(o, g0, g1, nt, avx512);
+        switch (w.format) {
+          case Format::k4BitInterleaved8:
+            Piece<Format::k4BitInterleaved8>(o, g0, g1, nt, avx512);
+            break;
+          case Format::k8BitInterleaved8:
+            Piece<Format::k8BitInterleaved8>(o, g0, g1, nt, avx512);
+            break;
+          case Format::k4BitF32ScaledInterleaved8:
+            Piece<Format::k4BitF32ScaledInterleaved8>(o, g0, g1, nt, avx512);
+            break;
+          case Format::k8BitF32ScaledInterleaved8:
+            Piece<Format::k8BitF32ScaledInterleaved8>(o, g0, g1, nt, avx512);
+            break;
+          case Format::k8BitSub16Interleaved8:
+            Piece<Format::k8BitSub16Interleaved8>(o, g0, g1, nt, avx512);
+            break;
+          default: break;  // not an interleaved format (MatMul never sends one)
         }
       }
     });

@@ -46,19 +46,40 @@ RILL_TARGET_AVX512 inline __m512 PairHalves(const uint8_t* a, const uint8_t* b) 
   return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
 }
 
+// The scales (d or m) at offset off of block a and block b (zero when
+// null): LoadScales' floats, 16 lanes.
+template <Format F>
+RILL_TARGET_AVX512 inline __m512 PairScales(const uint8_t* a, const uint8_t* b, size_t off) {
+  if constexpr (InterleavedF32Scales(F)) {
+    const __m256d lo = _mm256_loadu_pd(reinterpret_cast<const double*>(a + off));
+    const __m256d hi = b == nullptr ? _mm256_setzero_pd()
+                                    : _mm256_loadu_pd(reinterpret_cast<const double*>(b + off));
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(lo), hi, 1));
+  } else {
+    return PairHalves(a + off, b == nullptr ? nullptr : b + off);
+  }
+}
+
 // The 16 lanes' weights j = 2p and 2p + 1 of one block of group a (lanes
 // 0-7) and group b (8-15, zero when null): WidenPair's floats. 4-bit
 // nibbles become floats by a 16-entry table lookup (vpermps reads only the
 // low 4 bits of each index), which leaves the FMA port (p0) the conversions
 // would take to the tiles' fma.
-template <bool kEight>
+template <Format F>
 RILL_TARGET_AVX512 inline void Widen16(const uint8_t* a, const uint8_t* b, int p, __m512* qe,
                                        __m512* qo) {
-  if constexpr (kEight) {
+  if constexpr (InterleavedEightBit(F)) {
     const __m128i e = Pair8(a + 16 * p, b == nullptr ? nullptr : b + 16 * p);
     const __m128i o = Pair8(a + 16 * p + 8, b == nullptr ? nullptr : b + 16 * p + 8);
     *qe = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(e));
     *qo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(o));
+    if constexpr (InterleavedSub16(F)) {
+      const size_t so = InterleavedQBytes(F) + 8 * (p / 8);
+      const __m512 s =
+          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(Pair8(a + so, b == nullptr ? nullptr : b + so)));
+      *qe = _mm512_mul_ps(*qe, s);
+      *qo = _mm512_mul_ps(*qo, s);
+    }
   } else {
     const __m512 table =
         _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -71,7 +92,7 @@ RILL_TARGET_AVX512 inline void Widen16(const uint8_t* a, const uint8_t* b, int p
 // Blocks [b0, b0 + nbs) of groups [g0, g1) into slice zmm z = (g - g0) / 2,
 // half (g - g0) % 2: the same floats WidenPair and LoadHalves give, 16
 // lanes at a time. A missing second group leaves its half zero.
-template <bool kEight>
+template <Format F>
 RILL_TARGET_AVX512 void ExpandSlice(const Operands& o, int64_t g0, int64_t g1, int64_t b0,
                                     int64_t nbs, float* panel) {
   for (int64_t ga = g0; ga < g1; ga += 2) {
@@ -86,16 +107,13 @@ RILL_TARGET_AVX512 void ExpandSlice(const Operands& o, int64_t g0, int64_t g1, i
 #pragma GCC unroll 16
       for (int p = 0; p < 16; ++p) {
         __m512 qe, qo;
-        Widen16<kEight>(ba, bb, p, &qe, &qo);
+        Widen16<F>(ba, bb, p, &qe, &qo);
         _mm512_store_ps(dst + kZmmLanes * (2 * p), qe);
         _mm512_store_ps(dst + kZmmLanes * (2 * p + 1), qo);
       }
-      const size_t doff = kDOffset<kEight>;
-      _mm512_store_ps(dst + kZmmLanes * 32,
-                      PairHalves(ba + doff, bb == nullptr ? nullptr : bb + doff));
-      if constexpr (!kEight) {
-        _mm512_store_ps(dst + kZmmLanes * 33,
-                        PairHalves(ba + doff + 16, bb == nullptr ? nullptr : bb + doff + 16));
+      _mm512_store_ps(dst + kZmmLanes * 32, PairScales<F>(ba, bb, InterleavedDOffset(F)));
+      if constexpr (InterleavedHasMin(F)) {
+        _mm512_store_ps(dst + kZmmLanes * 33, PairScales<F>(ba, bb, InterleavedMOffset(F)));
       }
     }
   }
@@ -120,7 +138,7 @@ RILL_TARGET_AVX512 inline void ZeroTile(__m512 (&v)[Z][T]) {
 // from row0 (zmm z covers 16 of them). Each lane's running sum lives in y
 // between slices: read back (b0 > 0) and written after the slice, so the
 // chain of fma per lane is the one an unsliced tile would run.
-template <bool kEight, int Z, int T>
+template <Format F, int Z, int T>
 RILL_TARGET_AVX512 void Tile(const Operands& o, const float* panel, int64_t row0, int64_t b0,
                              int64_t nbs) {
   __mmask16 mask[Z];
@@ -184,7 +202,7 @@ RILL_TARGET_AVX512 void Tile(const Operands& o, const float* panel, int64_t row0
       for (int t = 0; t < T; ++t) {
         __m512 a = _mm512_load_ps(acc[z][t]);
         a = _mm512_fmadd_ps(d, _mm512_add_ps(se[z][t], so[z][t]), a);
-        if constexpr (!kEight) {
+        if constexpr (InterleavedHasMin(F)) {
           a = _mm512_fmadd_ps(_mm512_load_ps(dm + kZmmLanes), _mm512_set1_ps(o.sx[t * o.nb + b]),
                               a);
         }
@@ -205,7 +223,7 @@ RILL_TARGET_AVX512 void Tile(const Operands& o, const float* panel, int64_t row0
 // Z zmm (groups g, g + 1, ... from g0; a second group past g1 is absent)
 // x T tokens (1 or 2), weights widened in registers: the AVX2 DirectTile's
 // per-lane operations, 16 rows per vector.
-template <bool kEight, int Z, int T>
+template <Format F, int Z, int T>
 RILL_TARGET_AVX512 void DirectTile(const Operands& o, int64_t g0, int64_t g1) {
   const uint8_t* ga[Z];
   const uint8_t* gb[Z];
@@ -249,7 +267,7 @@ RILL_TARGET_AVX512 void DirectTile(const Operands& o, int64_t g0, int64_t g1) {
 #pragma GCC unroll 4
       for (int z = 0; z < Z; ++z) {
         __m512 qe, qo;
-        Widen16<kEight>(ga[z] + off, gb[z] == nullptr ? nullptr : gb[z] + off, p, &qe, &qo);
+        Widen16<F>(ga[z] + off, gb[z] == nullptr ? nullptr : gb[z] + off, p, &qe, &qo);
 #pragma GCC unroll 2
         for (int t = 0; t < T; ++t) {
           se[z][t] = _mm512_fmadd_ps(qe, xe[t], se[z][t]);
@@ -257,17 +275,17 @@ RILL_TARGET_AVX512 void DirectTile(const Operands& o, int64_t g0, int64_t g1) {
         }
       }
     }
-    const size_t doff = off + kDOffset<kEight>;
 #pragma GCC unroll 4
     for (int z = 0; z < Z; ++z) {
-      const __m512 d = PairHalves(ga[z] + doff, gb[z] == nullptr ? nullptr : gb[z] + doff);
+      const uint8_t* ba = ga[z] + off;
+      const uint8_t* bb = gb[z] == nullptr ? nullptr : gb[z] + off;
+      const __m512 d = PairScales<F>(ba, bb, InterleavedDOffset(F));
 #pragma GCC unroll 2
       for (int t = 0; t < T; ++t) {
         acc[z][t] = _mm512_fmadd_ps(d, _mm512_add_ps(se[z][t], so[z][t]), acc[z][t]);
       }
-      if constexpr (!kEight) {
-        const __m512 m =
-            PairHalves(ga[z] + doff + 16, gb[z] == nullptr ? nullptr : gb[z] + doff + 16);
+      if constexpr (InterleavedHasMin(F)) {
+        const __m512 m = PairScales<F>(ba, bb, InterleavedMOffset(F));
 #pragma GCC unroll 2
         for (int t = 0; t < T; ++t) {
           acc[z][t] = _mm512_fmadd_ps(m, _mm512_set1_ps(o.sx[t * o.nb + b]), acc[z][t]);
@@ -283,43 +301,49 @@ RILL_TARGET_AVX512 void DirectTile(const Operands& o, int64_t g0, int64_t g1) {
   }
 }
 
-template <bool kEight, int T>
-RILL_TARGET_AVX512 void Direct(const Operands& o, int64_t g0, int64_t g1) {
+template <Format F, int T>
+RILL_TARGET_AVX512 void DirectTokens(const Operands& o, int64_t g0, int64_t g1) {
   int64_t g = g0;
-  for (; g + 4 <= g1; g += 4) DirectTile<kEight, 2, T>(o, g, g1);
-  if (g < g1) DirectTile<kEight, 1, T>(o, g, g1);
-  if (g + 2 < g1) DirectTile<kEight, 1, T>(o, g + 2, g1);
+  for (; g + 4 <= g1; g += 4) DirectTile<F, 2, T>(o, g, g1);
+  if (g < g1) DirectTile<F, 1, T>(o, g, g1);
+  if (g + 2 < g1) DirectTile<F, 1, T>(o, g + 2, g1);
 }
 
-template <bool kEight, int T>
+template <Format F>
+RILL_TARGET_AVX512 void Direct(const Operands& o, int64_t g0, int64_t g1, int64_t nt) {
+  if (nt == 2) return DirectTokens<F, 2>(o, g0, g1);
+  return DirectTokens<F, 1>(o, g0, g1);
+}
+
+template <Format F, int T>
 RILL_TARGET_AVX512 void Tokens(const Operands& o, const float* panel, int zmm, int64_t row0,
                                int64_t b0, int64_t nbs) {
-  if (zmm == 2) return Tile<kEight, 2, T>(o, panel, row0, b0, nbs);
-  return Tile<kEight, 1, T>(o, panel, row0, b0, nbs);
+  if (zmm == 2) return Tile<F, 2, T>(o, panel, row0, b0, nbs);
+  return Tile<F, 1, T>(o, panel, row0, b0, nbs);
 }
 
-template <bool kEight>
+template <Format F>
 RILL_TARGET_AVX512 void Piece(const Operands& o, int64_t g0, int64_t g1, int64_t nt) {
   const int zmm = static_cast<int>((g1 - g0 + 1) / 2);
   alignas(64) static thread_local float panel[kTileZmm * kSliceBlocks * kBlockFloats];
   const int64_t row0 = g0 * kInterleavedLanes;
   for (int64_t b0 = 0; b0 < o.nb; b0 += kSliceBlocks) {
     const int64_t nbs = std::min(kSliceBlocks, o.nb - b0);
-    ExpandSlice<kEight>(o, g0, g1, b0, nbs, panel);
+    ExpandSlice<F>(o, g0, g1, b0, nbs, panel);
     Operands ot = o;
     int64_t t = 0;
     for (; t + kTileTokens <= nt; t += kTileTokens) {
-      Tokens<kEight, kTileTokens>(ot, panel, zmm, row0, b0, nbs);
+      Tokens<F, kTileTokens>(ot, panel, zmm, row0, b0, nbs);
       ot.x += kTileTokens * ot.cols;
       ot.sx += kTileTokens * ot.nb;
       ot.y += kTileTokens * ot.rows;
     }
     switch (nt - t) {
-      case 5: Tokens<kEight, 5>(ot, panel, zmm, row0, b0, nbs); break;
-      case 4: Tokens<kEight, 4>(ot, panel, zmm, row0, b0, nbs); break;
-      case 3: Tokens<kEight, 3>(ot, panel, zmm, row0, b0, nbs); break;
-      case 2: Tokens<kEight, 2>(ot, panel, zmm, row0, b0, nbs); break;
-      case 1: Tokens<kEight, 1>(ot, panel, zmm, row0, b0, nbs); break;
+      case 5: Tokens<F, 5>(ot, panel, zmm, row0, b0, nbs); break;
+      case 4: Tokens<F, 4>(ot, panel, zmm, row0, b0, nbs); break;
+      case 3: Tokens<F, 3>(ot, panel, zmm, row0, b0, nbs); break;
+      case 2: Tokens<F, 2>(ot, panel, zmm, row0, b0, nbs); break;
+      case 1: Tokens<F, 1>(ot, panel, zmm, row0, b0, nbs); break;
       default: break;
     }
   }
@@ -327,16 +351,34 @@ RILL_TARGET_AVX512 void Piece(const Operands& o, int64_t g0, int64_t g1, int64_t
 
 }  // namespace
 
-void InterleavedDirectPieceAvx512(bool eight, const Operands& o, int64_t g0, int64_t g1,
+void InterleavedDirectPieceAvx512(Format format, const Operands& o, int64_t g0, int64_t g1,
                                   int64_t nt) {
-  if (eight) return nt == 2 ? Direct<true, 2>(o, g0, g1) : Direct<true, 1>(o, g0, g1);
-  return nt == 2 ? Direct<false, 2>(o, g0, g1) : Direct<false, 1>(o, g0, g1);
+  switch (format) {
+    case Format::k4BitInterleaved8: return Direct<Format::k4BitInterleaved8>(o, g0, g1, nt);
+    case Format::k8BitInterleaved8: return Direct<Format::k8BitInterleaved8>(o, g0, g1, nt);
+    case Format::k4BitF32ScaledInterleaved8:
+      return Direct<Format::k4BitF32ScaledInterleaved8>(o, g0, g1, nt);
+    case Format::k8BitF32ScaledInterleaved8:
+      return Direct<Format::k8BitF32ScaledInterleaved8>(o, g0, g1, nt);
+    case Format::k8BitSub16Interleaved8:
+      return Direct<Format::k8BitSub16Interleaved8>(o, g0, g1, nt);
+    default: return;  // not an interleaved format
+  }
 }
 
-void InterleavedPanelPieceAvx512(bool eight, const Operands& o, int64_t g0, int64_t g1,
+void InterleavedPanelPieceAvx512(Format format, const Operands& o, int64_t g0, int64_t g1,
                                  int64_t nt) {
-  if (eight) return Piece<true>(o, g0, g1, nt);
-  return Piece<false>(o, g0, g1, nt);
+  switch (format) {
+    case Format::k4BitInterleaved8: return Piece<Format::k4BitInterleaved8>(o, g0, g1, nt);
+    case Format::k8BitInterleaved8: return Piece<Format::k8BitInterleaved8>(o, g0, g1, nt);
+    case Format::k4BitF32ScaledInterleaved8:
+      return Piece<Format::k4BitF32ScaledInterleaved8>(o, g0, g1, nt);
+    case Format::k8BitF32ScaledInterleaved8:
+      return Piece<Format::k8BitF32ScaledInterleaved8>(o, g0, g1, nt);
+    case Format::k8BitSub16Interleaved8:
+      return Piece<Format::k8BitSub16Interleaved8>(o, g0, g1, nt);
+    default: return;  // not an interleaved format
+  }
 }
 
 }  // namespace rill::kernels::cpu::internal

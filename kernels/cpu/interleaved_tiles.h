@@ -33,14 +33,24 @@ RILL_TARGET_AVX2 inline __m256 LoadHalves(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// The 8 lanes' weights j = 2p and 2p + 1 of a block, as floats.
-template <bool kEight>
+using Format = PackedWeights::Format;
+
+// The 8 lanes' weights j = 2p and 2p + 1 of a block, as floats (Sub16: the
+// integers times their 16-column scale, an exact product).
+template <Format F>
 RILL_TARGET_AVX2 inline void WidenPair(const uint8_t* blk, int p, __m256* qe, __m256* qo) {
-  if constexpr (kEight) {
+  if constexpr (InterleavedEightBit(F)) {
     const __m128i e = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 16 * p));
     const __m128i o = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 16 * p + 8));
     *qe = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(e));
     *qo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(o));
+    if constexpr (InterleavedSub16(F)) {
+      const __m128i sv = _mm_loadl_epi64(
+          reinterpret_cast<const __m128i*>(blk + InterleavedQBytes(F) + 8 * (p / 8)));
+      const __m256 s = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sv));
+      *qe = _mm256_mul_ps(*qe, s);
+      *qo = _mm256_mul_ps(*qo, s);
+    }
   } else {
     const __m256i b =
         _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 8 * p)));
@@ -49,9 +59,15 @@ RILL_TARGET_AVX2 inline void WidenPair(const uint8_t* blk, int p, __m256* qe, __
   }
 }
 
-// Where a block's d[8] (then, 4-bit, m[8]) f16 values start.
-template <bool kEight>
-constexpr size_t kDOffset = kEight ? kInterleaved8BitQBytes : kInterleaved4BitQBytes;
+// The 8 lanes' d (or m) at p: f16 or f32 as the format stores them.
+template <Format F>
+RILL_TARGET_AVX2 inline __m256 LoadScales(const uint8_t* p) {
+  if constexpr (InterleavedF32Scales(F)) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  } else {
+    return LoadHalves(p);
+  }
+}
 
 // Groups per AVX-512 panel piece (two zmm of 16 rows).
 inline constexpr int64_t kAvx512PanelGroups = 4;
@@ -59,13 +75,13 @@ inline constexpr int64_t kAvx512PanelGroups = 4;
 // nt >= 3 tokens of o against groups [g0, g1) (g1 - g0 <= kAvx512PanelGroups)
 // through a 16-lane panel, with the same per-lane operations as the AVX2
 // tiles. Needs UseAvx512().
-void InterleavedPanelPieceAvx512(bool eight, const Operands& o, int64_t g0, int64_t g1,
+void InterleavedPanelPieceAvx512(Format format, const Operands& o, int64_t g0, int64_t g1,
                                  int64_t nt);
 
 // nt = 1 or 2 tokens of o against groups [g0, g1) (g0 even; any count),
 // weights widened in registers 16 rows per zmm, the AVX2 direct tiles'
 // per-lane operations. Needs UseAvx512().
-void InterleavedDirectPieceAvx512(bool eight, const Operands& o, int64_t g0, int64_t g1,
+void InterleavedDirectPieceAvx512(Format format, const Operands& o, int64_t g0, int64_t g1,
                                   int64_t nt);
 
 }  // namespace rill::kernels::cpu::internal

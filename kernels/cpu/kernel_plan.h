@@ -53,14 +53,17 @@ struct KernelPlan {
   MatmulKind matmul = MatmulKind::kExact;
   bool avx2 = false;    // the AVX2/FMA kernels (else the scalar fallbacks)
   bool avx512 = false;  // the AVX-512 kernels where they exist
-  // Exact weights (Q4_0/Q4_1/Q8_0) repacked into 8-row interleaved groups
-  // (packed_matmul.h): against the row-major chunk kernels, batch-1 decode
-  // is 1.35-1.4x as fast and batches 8-32 as fast or faster, same numerics.
+  // Exact weights (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 and Q3_K-Q6_K) repacked into
+  // 8-row interleaved groups (packed_matmul.h): against the row-major chunk
+  // kernels, batch-1 decode is 1.35-1.4x as fast and batches 8-32 as fast or
+  // faster, same numerics (the types without chunk kernels, Q5_x and the
+  // K-quants, 7-17x their dequantize-then-dot fallback).
   bool interleaved = false;
 
   // Whether the activations stay f32 (WeightMatrix::float_activations).
   bool float_activations() const { return matmul != MatmulKind::kQ8; }
-  // Whether Q4_0/Q4_1/Q8_0 weights get repacked at load (int16 or interleaved).
+  // Whether quantized weights get repacked at load (int16: Q4_0/Q4_1/Q8_0;
+  // interleaved: those, Q5_0/Q5_1 and the K-quants but Q2_K).
   bool packs_weights() const {
     return matmul == MatmulKind::kInt16 || (matmul == MatmulKind::kExact && interleaved);
   }

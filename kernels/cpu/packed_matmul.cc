@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "kernels/cpu/sub_block_ints.h"
+
 namespace rill::kernels::cpu {
 namespace {
 
@@ -18,64 +20,42 @@ constexpr size_t k4BitBytes = 256 + 32 + 32;
 // d[16] f16, padded to a multiple of 64.
 constexpr size_t k8BitBytes = 512 + 64;
 
-// Q4_0's weights d (q - 8) as d q + m: m = -8 d, exact in f16 (a power of
-// two) for every d short of the f16 range's top.
-uint16_t MinusEightTimes(uint16_t d) { return F32ToF16(-8.0f * F16ToF32(d)); }
-
-// The row's 32 integers of block b (Q4: 0..15; Q8: -128..127), its d and,
-// for 4-bit, its m bits.
-void BlockInts(GgmlType type, const uint8_t* row, int64_t b, int8_t q[32], uint16_t* d,
-               uint16_t* m) {
-  switch (type) {
-    case GgmlType::kQ4_0: {
-      const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
-      for (int k = 0; k < 16; ++k) {
-        q[k] = static_cast<int8_t>(blk.qs[k] & 0x0F);
-        q[k + 16] = static_cast<int8_t>(blk.qs[k] >> 4);
-      }
-      *d = blk.d;
-      *m = MinusEightTimes(blk.d);
-      return;
-    }
-    case GgmlType::kQ4_1: {
-      const BlockQ4_1& blk = reinterpret_cast<const BlockQ4_1*>(row)[b];
-      for (int k = 0; k < 16; ++k) {
-        q[k] = static_cast<int8_t>(blk.qs[k] & 0x0F);
-        q[k + 16] = static_cast<int8_t>(blk.qs[k] >> 4);
-      }
-      *d = blk.d;
-      *m = blk.m;
-      return;
-    }
-    default: {
-      const BlockQ8_0& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
-      std::memcpy(q, blk.qs, 32);
-      *d = blk.d;
-      *m = 0;
-      return;
-    }
-  }
-}
-
 constexpr int kInterleavedRows = 8;
 
 // Lane `lane`'s 32 weights of one interleaved block, with the file's own
-// formulas (quant_types.cc), so the floats are DequantizeRow's.
+// formulas (quant_types.cc, sub_block_ints.h), so the floats are
+// DequantizeRow's.
 void DequantizeInterleavedBlock(const PackedWeights& w, const uint8_t* blk, int lane, float* y) {
-  if (w.format == PackedWeights::Format::k8BitInterleaved8) {
-    uint16_t dh;
-    std::memcpy(&dh, blk + kInterleaved8BitQBytes + 2 * lane, 2);
-    const float d = F16ToF32(dh);
-    for (int j = 0; j < 32; ++j) y[j] = static_cast<int8_t>(blk[8 * j + lane]) * d;
-    return;
-  }
-  uint16_t dh, mh;
-  std::memcpy(&dh, blk + kInterleaved4BitQBytes + 2 * lane, 2);
-  std::memcpy(&mh, blk + kInterleaved4BitQBytes + 16 + 2 * lane, 2);
-  const float d = F16ToF32(dh), m = F16ToF32(mh);
+  const PackedWeights::Format f = w.format;
+  int q[32];
   for (int j = 0; j < 32; ++j) {
-    const int q = (blk[8 * (j / 2) + lane] >> (4 * (j % 2))) & 0x0F;
-    y[j] = w.source_type == GgmlType::kQ4_0 ? (q - 8) * d : q * d + m;
+    q[j] = InterleavedEightBit(f) ? static_cast<int8_t>(blk[8 * j + lane])
+                                  : (blk[8 * (j / 2) + lane] >> (4 * (j % 2))) & 0x0F;
+  }
+  float d, m = 0.0f;
+  if (InterleavedF32Scales(f)) {
+    std::memcpy(&d, blk + InterleavedDOffset(f) + 4 * lane, 4);
+    std::memcpy(&m, blk + InterleavedMOffset(f) + 4 * lane, 4);
+  } else {
+    uint16_t h;
+    std::memcpy(&h, blk + InterleavedDOffset(f) + 2 * lane, 2);
+    d = F16ToF32(h);
+    if (InterleavedHasMin(f)) {
+      std::memcpy(&h, blk + InterleavedMOffset(f) + 2 * lane, 2);
+      m = F16ToF32(h);
+    }
+  }
+  for (int j = 0; j < 32; ++j) {
+    if (InterleavedSub16(f)) {
+      const int8_t s = static_cast<int8_t>(blk[InterleavedQBytes(f) + 8 * (j / 16) + lane]);
+      y[j] = d * s * q[j];
+    } else if (w.source_type == GgmlType::kQ4_0) {
+      y[j] = (q[j] - 8) * d;
+    } else if (InterleavedHasMin(f)) {
+      y[j] = q[j] * d + m;
+    } else {
+      y[j] = q[j] * d;
+    }
   }
 }
 
@@ -104,9 +84,10 @@ std::shared_ptr<const PackedWeights> PackWeights(GgmlType type, int64_t rows, in
       for (int r = 0; r < kGroupRows; ++r) {
         const int64_t row = g * kGroupRows + r;
         if (row >= rows) break;  // padding rows stay zero (d = 0)
-        int8_t q[32];
-        uint16_t d, m;
-        BlockInts(type, src + row * row_stride, b, q, &d, &m);
+        internal::SubBlockInts sub;
+        internal::ReadSubBlock(type, src + row * row_stride, b, &sub);
+        const int8_t* q = sub.q;
+        const uint16_t d = sub.d16, m = sub.m16;
         if (p->format == PackedWeights::Format::k4Bit) {
           for (int c = 0; c < 4; ++c) {
             uint16_t w0 = 0, w1 = 0;
@@ -136,41 +117,46 @@ std::shared_ptr<const PackedWeights> PackWeights(GgmlType type, int64_t rows, in
 std::shared_ptr<const PackedWeights> PackWeightsInterleaved(GgmlType type, int64_t rows,
                                                             int64_t cols, const void* data,
                                                             size_t row_stride) {
-  if (type != GgmlType::kQ4_0 && type != GgmlType::kQ4_1 && type != GgmlType::kQ8_0) {
-    return nullptr;
-  }
-  if (rows <= 0 || cols <= 0 || cols % 32 != 0 || data == nullptr) return nullptr;
+  PackedWeights::Format f;
+  if (!internal::InterleavedFormatFor(type, &f)) return nullptr;
+  if (rows <= 0 || cols <= 0 || cols % BlockElems(type) != 0 || data == nullptr) return nullptr;
   auto p = std::make_shared<PackedWeights>();
-  const bool eight = type == GgmlType::kQ8_0;
-  p->format = eight ? PackedWeights::Format::k8BitInterleaved8
-                    : PackedWeights::Format::k4BitInterleaved8;
+  p->format = f;
   p->source_type = type;
   p->rows = rows;
   p->cols = cols;
   p->groups = (rows + kInterleavedRows - 1) / kInterleavedRows;
-  const size_t q_bytes = eight ? kInterleaved8BitQBytes : kInterleaved4BitQBytes;
-  p->block_bytes = q_bytes + (eight ? 16 : 32);
+  p->block_bytes = InterleavedBlockBytes(f);
   const int64_t nb = cols / 32;
   p->data.assign(p->groups * nb * p->block_bytes, 0);
   const uint8_t* src = static_cast<const uint8_t*>(data);
+  const size_t d_off = InterleavedDOffset(f), m_off = InterleavedMOffset(f);
   for (int64_t g = 0; g < p->groups; ++g) {
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* out = p->data.data() + (g * nb + b) * p->block_bytes;
       for (int r = 0; r < kInterleavedRows; ++r) {
         const int64_t row = g * kInterleavedRows + r;
         if (row >= rows) break;  // padding rows stay zero (d = m = 0)
-        int8_t q[32];
-        uint16_t d, m;
-        BlockInts(type, src + row * row_stride, b, q, &d, &m);
-        if (eight) {
-          for (int j = 0; j < 32; ++j) out[8 * j + r] = static_cast<uint8_t>(q[j]);
+        internal::SubBlockInts sub;
+        internal::ReadSubBlock(type, src + row * row_stride, b, &sub);
+        if (InterleavedEightBit(f)) {
+          for (int j = 0; j < 32; ++j) out[8 * j + r] = static_cast<uint8_t>(sub.q[j]);
         } else {
           for (int s = 0; s < 16; ++s) {
-            out[8 * s + r] = static_cast<uint8_t>(q[2 * s] | (q[2 * s + 1] << 4));
+            out[8 * s + r] = static_cast<uint8_t>(sub.q[2 * s] | (sub.q[2 * s + 1] << 4));
           }
-          std::memcpy(out + q_bytes + 16 + 2 * r, &m, 2);
         }
-        std::memcpy(out + q_bytes + 2 * r, &d, 2);
+        if (InterleavedSub16(f)) {
+          out[InterleavedQBytes(f) + r] = static_cast<uint8_t>(sub.s[0]);
+          out[InterleavedQBytes(f) + 8 + r] = static_cast<uint8_t>(sub.s[1]);
+        }
+        if (InterleavedF32Scales(f)) {
+          std::memcpy(out + d_off + 4 * r, &sub.d, 4);
+          std::memcpy(out + m_off + 4 * r, &sub.m, 4);
+        } else {
+          std::memcpy(out + d_off + 2 * r, &sub.d16, 2);
+          if (InterleavedHasMin(f)) std::memcpy(out + m_off + 2 * r, &sub.m16, 2);
+        }
       }
     }
   }
@@ -179,8 +165,7 @@ std::shared_ptr<const PackedWeights> PackWeightsInterleaved(GgmlType type, int64
 
 void DequantizePackedRow(const PackedWeights& w, int64_t row, float* out) {
   const int64_t nb = w.cols / 32;
-  const bool interleaved = w.format == PackedWeights::Format::k4BitInterleaved8 ||
-                           w.format == PackedWeights::Format::k8BitInterleaved8;
+  const bool interleaved = IsInterleavedFormat(w.format);
   const int group_rows = interleaved ? kInterleavedRows : kGroupRows;
   const int64_t g = row / group_rows;
   const int lane = static_cast<int>(row % group_rows);

@@ -32,8 +32,13 @@ struct PackedWeights {
     k8Bit,  // Q8_0
     // The interleaved exact path's layout (PackWeightsInterleaved): 8 rows
     // per group, f32 activations, no int16 rounding.
-    k4BitInterleaved8,
-    k8BitInterleaved8,
+    k4BitInterleaved8,  // Q4_0, Q4_1
+    k8BitInterleaved8,  // Q8_0, Q5_0 (q - 16)
+    // The K-quants (and Q5_1) on the same 8-row, 32-column blocks, with
+    // scales that keep every weight's float exactly DequantizeRow's:
+    k4BitF32ScaledInterleaved8,  // Q4_K: d = super d * scale, m = -dmin * min, as f32
+    k8BitF32ScaledInterleaved8,  // Q5_K, Q5_1: int8 q, f32 d and m
+    k8BitSub16Interleaved8,      // Q6_K, Q3_K: int8 q, int8 scale per 16 columns, f16 d
   };
   Format format = Format::k4Bit;
   GgmlType source_type = GgmlType::kQ4_1;  // the file's type
@@ -56,11 +61,58 @@ std::shared_ptr<const PackedWeights> PackWeights(GgmlType type, int64_t rows, in
 // The 8-row interleaved layout of the exact path
 // (interleaved_matmul_avx2.cc). Per (group, 32-column block):
 // - 4-bit: 16 steps of 8 bytes, byte [p][r] = q[r][2p] | q[r][2p + 1] << 4,
-//   then d[8] and m[8] as f16 (Q4_0: m = -8 d, exact);
-// - 8-bit: 32 steps of 8 int8, [j][r] = q[r][j], then d[8] as f16.
-// The same bytes per weight as the file's blocks.
+//   then d[8] and m[8] as f16 (Q4_0: m = -8 d, exact); F32Scaled: as f32;
+// - 8-bit: 32 steps of 8 int8, [j][r] = q[r][j], then d[8] as f16
+//   (F32Scaled: d[8] and m[8] as f32; Sub16: s[2][8] int8, the scales of
+//   columns 0-15 and 16-31, then d[8] as f16, weight = d * s * q).
+// Q4_0/Q4_1/Q8_0 take the same bytes per weight as the file's blocks; the
+// others 1.2x (Q6_K) to 1.8x (Q5_K) as many, for 8-bit integers and
+// per-block f32 scales the kernels read without decoding.
+//
+// Why these scales are exact: a K-quant's sub-block scale d * sc (f16 d, a
+// 6-bit sc) has at most 17 significant bits, so the f32 product is exact,
+// and d * sc * q (q < 64) is exact too; Q6_K's and Q3_K's d * s * q likewise.
+// The kernels' d * sum(q x) + m * sum(x) is then the reference's sum of
+// (d q + m) x up to f32 rounding of the sums.
 inline constexpr size_t kInterleaved4BitQBytes = 128;
 inline constexpr size_t kInterleaved8BitQBytes = 256;
+
+// Whether the format is one of the interleaved exact path's.
+constexpr bool IsInterleavedFormat(PackedWeights::Format f) {
+  return f != PackedWeights::Format::k4Bit && f != PackedWeights::Format::k8Bit;
+}
+// Traits of the interleaved formats (the kernels' template parameters).
+constexpr bool InterleavedEightBit(PackedWeights::Format f) {
+  return f != PackedWeights::Format::k4BitInterleaved8 &&
+         f != PackedWeights::Format::k4BitF32ScaledInterleaved8;
+}
+constexpr bool InterleavedF32Scales(PackedWeights::Format f) {
+  return f == PackedWeights::Format::k4BitF32ScaledInterleaved8 ||
+         f == PackedWeights::Format::k8BitF32ScaledInterleaved8;
+}
+constexpr bool InterleavedHasMin(PackedWeights::Format f) {
+  return f != PackedWeights::Format::k8BitInterleaved8 &&
+         f != PackedWeights::Format::k8BitSub16Interleaved8;
+}
+constexpr bool InterleavedSub16(PackedWeights::Format f) {
+  return f == PackedWeights::Format::k8BitSub16Interleaved8;
+}
+// Byte offsets in a (group, block): the integers, Sub16's s[2][8], d[8],
+// then m[8] where the format has a min.
+constexpr size_t InterleavedQBytes(PackedWeights::Format f) {
+  return InterleavedEightBit(f) ? kInterleaved8BitQBytes : kInterleaved4BitQBytes;
+}
+constexpr size_t InterleavedDOffset(PackedWeights::Format f) {
+  return InterleavedQBytes(f) + (InterleavedSub16(f) ? 16 : 0);
+}
+constexpr size_t InterleavedMOffset(PackedWeights::Format f) {
+  return InterleavedDOffset(f) + (InterleavedF32Scales(f) ? 32 : 16);
+}
+constexpr size_t InterleavedBlockBytes(PackedWeights::Format f) {
+  return InterleavedMOffset(f) + (InterleavedHasMin(f) ? InterleavedMOffset(f) -
+                                                             InterleavedDOffset(f)
+                                                       : 0);
+}
 
 // The interleaved kernels need AVX2 (AVX-512 tiles where the CPU has it);
 // they are the exact path's default there (KernelPlan::interleaved): against
@@ -68,8 +120,11 @@ inline constexpr size_t kInterleaved8BitQBytes = 256;
 // step expanding blocks, decode at batch 1 is 1.35x (AVX-512 Xeon) to 1.4x
 // (AVX2) as fast, batches 8-32 as fast or faster (bench/README.md).
 
-// Repacks a [rows x cols] matrix of Q4_0, Q4_1 or Q8_0 rows into the
-// interleaved layout. nullptr for other types or cols not a multiple of 32.
+// Repacks a [rows x cols] matrix of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q3_K,
+// Q4_K, Q5_K or Q6_K rows into the interleaved layout (not Q2_K, whose
+// per-16 mins have no place in the recipe: it keeps the dequantizing
+// fallback). nullptr for other types or cols not a multiple of the
+// type's block.
 // Unlike the int16 layout, MatMul over it keeps the exact path's numerics
 // (f32 activations; ~1e-7 relative of the chunk kernels' result, and
 // bitwise batch invariant).

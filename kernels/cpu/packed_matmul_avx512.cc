@@ -215,8 +215,7 @@ void RunGroups(const PackedWeights& w, const BlockQ16* xq, int64_t n, float* y, 
 void PackedMatMul(const PackedWeights& w, const float* x, int64_t n_tokens, float* y,
                   ThreadPool* pool, const uint8_t* precise) {
   if (n_tokens <= 0) return;
-  if (w.format == PackedWeights::Format::k4BitInterleaved8 ||
-      w.format == PackedWeights::Format::k8BitInterleaved8) {
+  if (IsInterleavedFormat(w.format)) {
     const PackedWeights* ws[] = {&w};
     float* ys[] = {y};
     internal::InterleavedMatMul(ws, ys, 1, x, n_tokens, pool);

@@ -84,11 +84,6 @@ void ChunkMatMul(const MatMulTarget* targets, int count, const float* x, int64_t
   }
 }
 
-bool IsInterleaved(const PackedWeights& p) {
-  return p.format == PackedWeights::Format::k4BitInterleaved8 ||
-         p.format == PackedWeights::Format::k8BitInterleaved8;
-}
-
 }  // namespace
 
 WeightMatrix MakeWeightMatrix(GgmlType type, int64_t rows, int64_t cols, const void* data) {
@@ -152,7 +147,7 @@ void MatMulShared(const MatMulTarget* targets, int count, const float* x, int64_
     DCHECK(ValidateWeightMatrix(w).ok()) << ValidateWeightMatrix(w);
     const bool same_cols = w.cols == targets[0].w->cols;
     together = together && ChunkKernelFor(w) != nullptr && same_cols;
-    interleaved = interleaved && same_cols && w.packed && IsInterleaved(*w.packed);
+    interleaved = interleaved && same_cols && w.packed && IsInterleavedFormat(w.packed->format);
   }
   if (together) {
     ChunkMatMul(targets, count, x, n_tokens, pool);

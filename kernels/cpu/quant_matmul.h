@@ -42,9 +42,10 @@ WeightMatrix MakeWeightMatrix(GgmlType type, int64_t rows, int64_t cols, const v
 bool PackForCpu(WeightMatrix* w);
 
 // Repacks w into the 8-row interleaved layout (packed_matmul.h) when it
-// uses the exact path, its type is Q4_0, Q4_1 or Q8_0 and the CPU runs AVX2;
-// otherwise leaves it as it is. Returns whether it packed. The results keep
-// the exact path's numerics.
+// uses the exact path, its type has one (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and
+// the K-quants Q3_K to Q6_K) and the CPU runs AVX2; otherwise leaves it as
+// it is (Q2_K keeps the dequantize-then-dot fallback). Returns whether it
+// packed. The results keep the exact path's numerics.
 bool PackForInterleavedKernels(WeightMatrix* w);
 
 // Repacks w as `plan` says (PackForCpu for int16, PackForInterleavedKernels

@@ -92,7 +92,8 @@ void DequantQ2_K(const BlockQ2_K* x, float* y, int64_t nb) {
   }
 }
 
-// Unpacks Q3_K's 16 6-bit scales (stored biased by 32).
+}  // namespace
+
 void Q3KScales(const uint8_t* packed, int8_t* out) {
   constexpr uint32_t kmask1 = 0x03030303;
   constexpr uint32_t kmask2 = 0x0f0f0f0f;
@@ -105,6 +106,8 @@ void Q3KScales(const uint8_t* packed, int8_t* out) {
   aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
   std::memcpy(out, aux, 16);
 }
+
+namespace {
 
 void DequantQ3_K(const BlockQ3_K* x, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {

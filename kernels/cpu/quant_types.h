@@ -128,6 +128,9 @@ inline float BF16ToF32(uint16_t h) {
 // Round to nearest even; NaN stays NaN (quiet), like ggml_compute_fp32_to_bf16.
 uint16_t F32ToBF16(float f);
 
+// Unpacks Q3_K's 16 6-bit scales (stored biased by 32: subtract 32).
+void Q3KScales(const uint8_t* packed, int8_t* out);
+
 // Decodes the j-th (scale, min) pair of Q4_K/Q5_K packed 6-bit scales.
 inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
   if (j < 4) {

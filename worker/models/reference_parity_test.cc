@@ -8,6 +8,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -237,6 +238,71 @@ TEST(DefaultModelParityTest, LogitsAndGreedyMatchReference) {
     std::string report = CompareWithReference(path, prompt, 64, kDefaultModelThreshold, &passed);
     EXPECT_TRUE(passed) << "prompt " << absl::StrJoin(prompt, ",") << ":\n" << report;
   }
+}
+
+}  // namespace
+}  // namespace rill::worker
+
+namespace rill::worker {
+namespace {
+
+constexpr char kKQuantModels[] = "tests/reference/kquant_models.py";
+
+// The exact plan with the interleaved weights (this CPU's default) and
+// without them (K-quants then take the dequantize-then-dot fallback).
+std::vector<std::pair<std::string, ModelOptions>> ExactPlans() {
+  std::vector<std::pair<std::string, ModelOptions>> plans = {{"default", ModelOptions{}}};
+  kernels::cpu::KernelPlanOptions row_major;
+  row_major.interleaved = false;
+  absl::StatusOr<kernels::cpu::KernelPlan> plan = kernels::cpu::ChooseKernelPlan(row_major);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  if (plan.ok()) plans.push_back({"not interleaved", ModelOptions{.kernel_plan = *plan}});
+  return plans;
+}
+
+// A tiny random Llama whose matrices are Q4_K, Q5_K and Q6_K (every type on
+// every kind of matrix across its layers), fresh weights each run.
+TEST(KQuantParityTest, TinyMixedKModelMatchesReference) {
+  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(0));
+  std::cout << "tiny K-quant model seed " << seed << "\n";
+  const std::string dir = absl::StrCat(TestTempDir(), "/kquant_tiny");
+  absl::StatusOr<rill::testing::CommandResult> made =
+      RunPython(kKQuantModels, {"tiny", dir, "--seed", absl::StrCat(seed % 100000)});
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_EQ(made->exit_code, 0) << made->output;
+  std::mt19937 rng(seed);
+  const std::vector<int32_t> prompt = RandomPrompt(&rng, 24, 300);
+  for (const auto& [name, options] : ExactPlans()) {
+    bool passed = false;
+    const std::string report = CompareWithReference(absl::StrCat(dir, "/model.mixed_k.gguf"),
+                                                    prompt, 16, 1e-3, &passed, options);
+    EXPECT_TRUE(passed) << name << ":\n" << report;
+  }
+}
+
+// The default model re-quantized as llama.cpp's Q4_K_M (Q4_K, Q6_K, and Q5_0
+// / Q8_0 for its 576-wide rows): 64-token logits and a 64-token greedy
+// continuation against the reference reading the same file.
+TEST(KQuantParityTest, DefaultModelAsQ4KMMatchesReference) {
+  const std::string src = rill::testing::DefaultModelPath();
+  if (access(src.c_str(), R_OK) != 0) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  const std::string path = absl::StrCat(TestTempDir(), "/default.q4_k_m.gguf");
+  absl::StatusOr<rill::testing::CommandResult> made =
+      RunPython(kKQuantModels, {"requantize", src, path, "--scheme", "q4_k_m"});
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_EQ(made->exit_code, 0) << made->output;
+  EXPECT_NE(made->output.find("Q4_K"), std::string::npos) << made->output;
+  EXPECT_NE(made->output.find("Q6_K"), std::string::npos) << made->output;
+  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(1));
+  std::cout << "prompt seed " << seed << "\n";
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(200, 49000);
+  std::vector<int32_t> prompt(64);
+  for (int32_t& t : prompt) t = dist(rng);
+  bool passed = false;
+  const std::string report =
+      CompareWithReference(path, prompt, 64, kDefaultModelThreshold, &passed);
+  EXPECT_TRUE(passed) << "prompt " << absl::StrJoin(prompt, ",") << ":\n" << report;
 }
 
 }  // namespace

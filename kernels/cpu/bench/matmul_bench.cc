@@ -1,7 +1,8 @@
 // MatMul throughput for the default model's shapes (SmolLM2-135M: Q4_1
-// layers, Q8_0 tied embedding / output).
+// layers, Q8_0 tied embedding / output), or with --q4_k_m the types of its
+// Q4_K_M conversion (Q5_0 for the 576-wide rows, Q4_K / Q6_K ffn down).
 //
-//   bazel run //kernels/cpu/bench:matmul_bench -- [--threads=N] [--min_ms=M]
+//   bazel run //kernels/cpu/bench:matmul_bench -- [--threads=N] [--min_ms=M] [--q4_k_m]
 #include <time.h>
 
 #include <chrono>
@@ -38,10 +39,15 @@ std::vector<uint8_t> RandomMatrix(GgmlType type, int64_t rows, int64_t cols, std
   std::vector<uint8_t> data(RowBytes(type, cols) * rows);
   for (auto& b : data) b = static_cast<uint8_t>(rng());
   const size_t bb = BlockBytes(type);
+  // Normal f16 scales where the block keeps them (random bytes could be
+  // subnormal, which some CPUs run slowly).
+  const size_t d_off = type == GgmlType::kQ6_K ? 208 : 0;
+  const bool has_min = type == GgmlType::kQ4_1 || type == GgmlType::kQ5_1 ||
+                       type == GgmlType::kQ4_K || type == GgmlType::kQ5_K;
   for (size_t off = 0; off + bb <= data.size(); off += bb) {
     const uint16_t d = F32ToF16(0.01f);
-    std::memcpy(data.data() + off, &d, 2);  // Q4_1 / Q8_0 keep d (and m) first
-    if (type == GgmlType::kQ4_1) std::memcpy(data.data() + off + 2, &d, 2);
+    std::memcpy(data.data() + off + d_off, &d, 2);
+    if (has_min) std::memcpy(data.data() + off + 2, &d, 2);
   }
   return data;
 }
@@ -49,7 +55,7 @@ std::vector<uint8_t> RandomMatrix(GgmlType type, int64_t rows, int64_t cols, std
 int Main(int argc, char** argv) {
   int threads = 0;
   double min_ms = 200;
-  bool exact = false, interleaved = false;
+  bool exact = false, interleaved = false, q4_k_m = false;
   std::vector<int64_t> tokens = {1, 8, 32, 512};
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--threads=", 10) == 0) threads = std::atoi(argv[i] + 10);
@@ -61,6 +67,7 @@ int Main(int argc, char** argv) {
     // The exact path over 8-row interleaved weights (what models pack for
     // where the kernel plan says interleaved).
     if (std::strcmp(argv[i], "--interleaved") == 0) exact = interleaved = true;
+    if (std::strcmp(argv[i], "--q4_k_m") == 0) q4_k_m = true;
     if (std::strncmp(argv[i], "--tokens=", 9) == 0) {
       tokens.clear();
       for (const char* p = argv[i] + 9; *p;) {
@@ -75,7 +82,7 @@ int Main(int argc, char** argv) {
   printf("threads=%d path=%s%s\n", pool.num_threads(),
          UseAvx512() ? "avx512" : UseAvx2() ? "avx2" : "scalar",
          interleaved ? (UseAvx2() ? " interleaved" : " (interleaved needs AVX2)") : "");
-  const Shape shapes[] = {
+  const std::vector<Shape> default_shapes = {
       {576, 576, GgmlType::kQ4_1, "attn q/o"},
       {576, 192, GgmlType::kQ4_1, "attn k/v"},
       {576, 1536, GgmlType::kQ4_1, "ffn gate/up"},
@@ -84,6 +91,14 @@ int Main(int argc, char** argv) {
       {576, 576, GgmlType::kQ8_0, "q8_0 576"},
       {576, 1536, GgmlType::kQ8_0, "q8_0 ffn"},
   };
+  const std::vector<Shape> q4_k_m_shapes = {
+      {576, 576, GgmlType::kQ5_0, "attn q/o"},
+      {576, 1536, GgmlType::kQ5_0, "ffn gate/up"},
+      {1536, 576, GgmlType::kQ4_K, "ffn down"},
+      {1536, 576, GgmlType::kQ6_K, "ffn down"},
+      {576, 49152, GgmlType::kQ8_0, "lm head"},
+  };
+  const std::vector<Shape>& shapes = q4_k_m ? q4_k_m_shapes : default_shapes;
   printf("%-12s %-5s %6s %6s %6s %10s %9s %9s %10s %10s\n", "what", "type", "in", "out", "tokens",
          "us/call", "GFLOP/s", "GB/s(w)", "us/token", "cpu us");
   std::mt19937 rng(1);
