@@ -9,7 +9,7 @@
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
 
-namespace rill::testing {
+namespace rill::tests::deploy {
 namespace {
 
 void ExpectChecksPass(const std::vector<std::string>& args) {
@@ -62,4 +62,4 @@ TEST(DeployLaunch, SingleGpuOverlayCommandLinesServe) {
 }
 
 }  // namespace
-}  // namespace rill::testing
+}  // namespace rill::tests::deploy

@@ -9,13 +9,13 @@
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
 
-namespace rill {
+namespace rill::tests::integration {
 namespace {
 
 
 std::string RunBinary(const std::string& binary, const std::string& args, int* exit_code) {
-  testing::CommandResult r =
-      testing::RunCommand(testing::ShellQuote(testing::RunfilePath(binary)) + args + " 2>&1");
+  util::CommandResult r =
+      util::RunCommand(util::ShellQuote(util::RunfilePath(binary)) + args + " 2>&1");
   *exit_code = r.exit_code;
   return r.output;
 }
@@ -69,4 +69,4 @@ TEST(HelpFlagsTest, RillAloneListsItsCommands) {
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::integration

@@ -14,7 +14,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/util/subprocess.h"
 
-namespace rill::testing {
+namespace rill::tests::integration {
 
 absl::Status ServiceStack::Start(const StackOptions& options) {
   char tmpl[4096];
@@ -167,4 +167,4 @@ absl::StatusOr<Collected> GenerateOnce(v1::Inference::Stub* stub, const v1::Star
   return c;
 }
 
-}  // namespace rill::testing
+}  // namespace rill::tests::integration
