@@ -32,8 +32,6 @@ namespace rill::tests::integration {
 namespace {
 
 namespace wt = rill::worker::testing;
-using Collected;
-using GreedyText;
 
 constexpr int kTokens = 12;
 constexpr char kPrompt[] = "The capital of France is";

@@ -358,15 +358,18 @@ TEST(ServeCliTest, ServesAndShutsDownCleanlyOnSigterm) {
   }
 }
 
-// Engine options are flags of `rill serve` itself (declared once, shared
-// with rill-engine): what the user sets reaches the engine, which reports it.
-TEST(ServeCliTest, EngineOptionsAreFlagsOfServe) {
+// Engine and frontend options are flags of `rill serve` itself (each
+// declared once, shared with rill-engine or rill-frontend): what the user
+// sets reaches the engine or every frontend, which report it.
+// --frontend_flags still passes other frontend flags through.
+TEST(ServeCliTest, EngineAndFrontendOptionsAreFlagsOfServe) {
   const std::string dir = FreshDir("engine_options");
   const std::string ready = dir + "/serve.ready";
   util::Subprocess serve;
   ASSERT_TRUE(serve
                   .Start(ServeArgv({"--port=0", "--ready_file=" + ready, "--kv_cache_mb=256",
-                                    "--max_num_seqs=8"}),
+                                    "--max_num_seqs=8", "--max_n=3", "--max_logprobs=5",
+                                    "--frontend_flags=--max_stop_strings=7"}),
                          dir + "/serve.log")
                   .ok());
   absl::StatusOr<std::string> address = util::WaitForFile(ready, absl::Seconds(180), &serve);
@@ -384,6 +387,10 @@ TEST(ServeCliTest, EngineOptionsAreFlagsOfServe) {
   EXPECT_LE(config.cache().kv_cache_bytes(), int64_t{256} << 20);
   EXPECT_GT(config.cache().kv_cache_bytes(), int64_t{255} << 20);
   EXPECT_EQ(config.scheduler().max_num_seqs(), 8);
+  // The frontend's request limits, as it enforces them.
+  EXPECT_EQ(config.decoding().max_n(), 3);
+  EXPECT_EQ(config.decoding().max_logprobs(), 5);
+  EXPECT_EQ(config.decoding().max_stop_strings(), 7);
 
   kill(serve.pid(), SIGTERM);
   absl::StatusOr<int> code = serve.Wait(absl::Seconds(60));
@@ -398,6 +405,15 @@ TEST(ServeCliTest, BadEngineOptionExitsTwoNamingTheFlag) {
   util::CommandResult r = RunServe(tmpdir, {"--port=0", "--max_num_seqs=0"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--max_num_seqs must be at least 1"), std::string::npos) << r.output;
+}
+
+// So does a bad frontend option, before any child starts.
+TEST(ServeCliTest, BadFrontendOptionExitsTwoNamingTheFlag) {
+  const std::string tmpdir = FreshDir("bad_frontend_option");
+  util::CommandResult r = RunServe(tmpdir, {"--port=0", "--max_n=0"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--max_n must be at least 1"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("starting with"), std::string::npos) << r.output;
 }
 
 }  // namespace

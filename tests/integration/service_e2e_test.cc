@@ -21,9 +21,6 @@
 namespace rill::tests::integration {
 namespace {
 
-using Collected;
-using GreedyText;
-
 constexpr int kTokens = 24;
 const char* const kPrompts[] = {"The capital of France is", "def fibonacci(n):",
                                 "Once upon a time, in a small village,"};
