@@ -1,7 +1,7 @@
 #include "frontend/frontend_flags.h"
 
 #include "absl/flags/flag.h"
-#include "absl/flags/marshalling.h"
+#include "base/changed_flag.h"
 
 #define RILL_DEFINE_FRONTEND_FLAG(type, name, default_value, check, help) \
   ABSL_FLAG(type, name, default_value, help);
@@ -20,11 +20,8 @@ void ReadFrontendFlags(FrontendArgs* args) {
 std::vector<std::string> FrontendFlagsChangedFromDefault() {
   std::vector<std::string> flags;
   const FrontendArgs defaults;
-#define RILL_CHANGED_FRONTEND_FLAG(type, name, default_value, check, help)      \
-  if (std::string value = absl::UnparseFlag<type>(absl::GetFlag(FLAGS_##name)); \
-      value != absl::UnparseFlag<type>(defaults.name)) {                        \
-    flags.push_back("--" #name "=" + value);                                    \
-  }
+#define RILL_CHANGED_FRONTEND_FLAG(type, name, default_value, check, help) \
+  base::AppendIfChanged(#name, FLAGS_##name, defaults.name, &flags);
   RILL_FRONTEND_OPTIONS(RILL_CHANGED_FRONTEND_FLAG)
 #undef RILL_CHANGED_FRONTEND_FLAG
   return flags;
