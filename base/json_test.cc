@@ -96,7 +96,7 @@ TEST(JsonTest, RandomMutationsNeverCrash) {
   const std::string seed_doc =
       R"({"model": {"vocab": {"a": 0, "\u00e9": 1}, "merges": ["a b", "c d"]}, "x": [1.5e-3, -0, null, true]})";
   ASSERT_TRUE(ParseJson(seed_doc).ok());
-  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(0));
+  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(0));
   std::printf("JsonTest.RandomMutationsNeverCrash seed=%u\n", seed);
   std::mt19937 rng(seed);
   int accepted = 0;

@@ -21,9 +21,9 @@ namespace {
 class TlsCredentialsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto pki = testing::MakeTestPki(testing::TestTempDir() + "/pki");
+    auto pki = tests::util::MakeTestPki(tests::util::TestTempDir() + "/pki");
     ASSERT_TRUE(pki.ok()) << pki.status();
-    pki_ = new testing::TestPki(*pki);
+    pki_ = new tests::util::TestPki(*pki);
   }
   static void TearDownTestSuite() { delete pki_; }
 
@@ -59,11 +59,11 @@ class TlsCredentialsTest : public ::testing::Test {
     if (server_) server_->Shutdown(std::chrono::system_clock::now());
   }
 
-  static testing::TestPki* pki_;
+  static tests::util::TestPki* pki_;
   std::unique_ptr<grpc::Server> server_;
 };
 
-testing::TestPki* TlsCredentialsTest::pki_ = nullptr;
+tests::util::TestPki* TlsCredentialsTest::pki_ = nullptr;
 
 TEST_F(TlsCredentialsTest, BadFilesAreNamedInTheError) {
   auto missing = MakeServerCredentials({pki_->server_cert, pki_->dir + "/nope.key", ""});

@@ -15,6 +15,7 @@
 #include "cli/generate_command.h"
 #include "cli/serve_command.h"
 #include "engine/engine_flags.h"
+#include "frontend/frontend_flags.h"
 
 namespace {
 
@@ -34,9 +35,10 @@ const std::vector<std::string> kModelFlags = {"model", "threads", "backend", "kv
 const Command kCommands[] = {
     {"serve",
      "engine + workers + frontends on this machine (--port, --frontends, --tensor_parallel_size, "
-     "and every rill-engine option)",
+     "and every rill-engine and rill-frontend option)",
      rill::cli::RunServe,
-     {"cli/serve_command.cc", rill::engine::EngineFlagsFile()},
+     {"cli/serve_command.cc", rill::engine::EngineFlagsFile(),
+      rill::frontend::FrontendFlagsFile()},
      {}},
     {"generate", "stream a completion of --prompt (--chat, --max_tokens, --temperature, ...)",
      rill::cli::RunGenerate, {"cli/generate_command.cc", "cli/common_flags.cc"}, kModelFlags},

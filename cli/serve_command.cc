@@ -24,6 +24,8 @@
 #include "cli/server_launcher.h"
 #include "engine/engine_flags.h"
 #include "engine/model_path.h"
+#include "frontend/frontend_args.h"
+#include "frontend/frontend_flags.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "rill/internal/engine.grpc.pb.h"
 #include "rill/v1/inference.grpc.pb.h"
@@ -44,7 +46,9 @@ ABSL_FLAG(std::string, admin_token_file, "",
 ABSL_FLAG(std::vector<std::string>, engine_flags, {},
           "Other rill-engine flags, comma-separated (e.g. --max_waiting_requests=100). Engine "
           "options (--kv_cache_mb, --max_num_seqs, ...) are flags of rill serve itself.");
-ABSL_FLAG(std::vector<std::string>, frontend_flags, {}, "Extra rill-frontend flags.");
+ABSL_FLAG(std::vector<std::string>, frontend_flags, {},
+          "Other rill-frontend flags, comma-separated. Frontend options (--max_n, "
+          "--client_send_buffer, --tls_cert, ...) are flags of rill serve itself.");
 ABSL_FLAG(std::string, run_dir, "",
           "Port files and logs; default a fresh $TMPDIR/rill-serve.XXXXXX (/tmp), removed at "
           "exit (kept with --log_to_files).");
@@ -65,10 +69,9 @@ ABSL_FLAG(int, engines, 1,
           "use the first.");
 ABSL_FLAG(std::string, engine_binary, "", "Default: next to this binary or in bazel-bin.");
 ABSL_FLAG(std::string, frontend_binary, "", "Default: next to this binary or in bazel-bin.");
-ABSL_FLAG(std::string, tls_cert, "", "Frontends serve clients over TLS with this PEM certificate.");
-ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert.");
-ABSL_FLAG(std::string, tls_client_ca, "",
-          "Frontends require client certificates signed by this PEM CA (mutual TLS).");
+// The client TLS flags (--tls_cert, --tls_key, --tls_client_ca) are frontend
+// options, declared in frontend/frontend_options.h like every option passed
+// on to the frontends.
 ABSL_FLAG(std::string, engine_tls_cert, "",
           "Mutual TLS between frontends and engine: the engine's certificate, also the "
           "frontends' client certificate (one certificate for both is fine on loopback).");
@@ -105,16 +108,14 @@ bool IsServing(const ReadinessProbe& probe) {
          resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
 }
 
-// Translates the TLS flags into the children's flags; the files are checked
-// here too so a bad one fails `rill serve` at once, naming it.
+// Translates the frontend<->engine TLS flags into the children's flags. The
+// files are checked here, the clients' too (those reach the frontends as
+// frontend options), so a bad one fails `rill serve` at once, naming it.
 absl::Status AddTlsFlags(LaunchOptions* opts) {
   const base::TlsFiles client{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
                               absl::GetFlag(FLAGS_tls_client_ca)};
   if (!client.empty()) {
     if (absl::Status s = base::MakeServerCredentials(client).status(); !s.ok()) return s;
-    opts->frontend_flags.push_back("--tls_cert=" + client.cert);
-    opts->frontend_flags.push_back("--tls_key=" + client.key);
-    if (!client.ca.empty()) opts->frontend_flags.push_back("--tls_client_ca=" + client.ca);
   }
   const base::TlsFiles internal{absl::GetFlag(FLAGS_engine_tls_cert),
                                 absl::GetFlag(FLAGS_engine_tls_key),
@@ -340,6 +341,14 @@ int RunServe(int, char**) {
     std::cerr << "rill serve: " << s.message() << "\n";
     return 2;
   }
+  // The same for the frontend options (its launch options keep their
+  // defaults here: rill serve sets them per frontend).
+  frontend::FrontendArgs frontend_args;
+  frontend::ReadFrontendFlags(&frontend_args);
+  if (absl::Status s = frontend::ValidateFrontendArgs(frontend_args); !s.ok()) {
+    std::cerr << "rill serve: " << s.message() << "\n";
+    return 2;
+  }
   // Block the stop signals before any thread exists; they are taken by
   // sigtimedwait in Serve, so shutdown runs on this thread.
   sigset_t stop_signals;
@@ -407,6 +416,9 @@ int RunServe(int, char**) {
     }
     opts.admin_token = *token;
   }
+  // Every frontend option the user set here (this binary's flags too, from
+  // the same declaration) goes to each rill-frontend as given.
+  opts.frontend_flags = frontend::FrontendFlagsChangedFromDefault();
   if (absl::Status s = AddTlsFlags(&opts); !s.ok()) {
     std::cerr << "rill serve: " << s.message() << "\n";
     return 2;

@@ -50,7 +50,7 @@ int PidIn(const std::string& port_file) {
 }
 
 TEST(ServerLauncherTest, RestartedChildKeepsThePreviousLog) {
-  const std::string dir = absl::StrCat(testing::TestTempDir(), "/launcher");
+  const std::string dir = absl::StrCat(tests::util::TestTempDir(), "/launcher");
   mkdir(dir.c_str(), 0755);
   LaunchOptions o;
   o.port = 0;

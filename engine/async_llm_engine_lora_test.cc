@@ -73,7 +73,7 @@ std::vector<int32_t> RunOne(AsyncLLMEngine* e, const std::vector<int32_t>& promp
 class LoraEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    seed_ = static_cast<uint32_t>(rill::testing::StreamSeed(0));
+    seed_ = static_cast<uint32_t>(rill::tests::util::StreamSeed(0));
     std::cout << "seed " << seed_ << "\n";
     rng_.seed(seed_);
     root_ = absl::StrCat(wt::TempDir(), "/lora_engine_",

@@ -22,14 +22,14 @@
 namespace rill::engine {
 namespace {
 
-using rill::testing::RunPython;
+using rill::tests::util::RunPython;
 
 constexpr int kGreedyTokens = 24;
 constexpr int kPromptTokens = 40;  // five windows of 8
 
 // The reference's greedy continuation of `prompt` on the model at `path`.
 std::vector<int32_t> ReferenceGreedy(const std::string& path, const std::vector<int32_t>& prompt) {
-  absl::StatusOr<rill::testing::CommandResult> r =
+  absl::StatusOr<rill::tests::util::CommandResult> r =
       RunPython("tests/reference/reference_model.py",
                 {"--model", path, "--tokens", absl::StrJoin(prompt, ","), "--greedy",
                  absl::StrCat(kGreedyTokens)});
@@ -51,7 +51,7 @@ std::vector<int32_t> ReferenceGreedy(const std::string& path, const std::vector<
 }
 
 class WindowEngineTest
-    : public rill::testing::TinyModels<::testing::TestWithParam<std::string>> {};
+    : public rill::tests::util::TinyModels<::testing::TestWithParam<std::string>> {};
 
 TEST_P(WindowEngineTest, ChunkedBatchedAndCachedMatchReference) {
   std::cout << "tiny model seed " << seed_ << "\n";
@@ -108,11 +108,10 @@ TEST_P(WindowEngineTest, ChunkedBatchedAndCachedMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyWindowModels, WindowEngineTest,
-                         ::testing::Values("mistral_window/hf-f32",
-                                           "mistral_window/model.f32.gguf",
+                         ::testing::Values("mistral_window/hf-f32", "mistral_window/model.f32.gguf",
                                            "qwen2_window/hf-f32", "gemma2/hf-f32",
                                            "gemma2/model.q8_0.gguf"),
-                         rill::testing::TinyModelTestName);
+                         rill::tests::util::TinyModelTestName);
 
 // Mixture-of-experts models through the same engine path: a step's chunks
 // and decodes share experts, and each request still gets the reference's

@@ -1,7 +1,7 @@
 #include "engine/engine_flags.h"
 
 #include "absl/flags/flag.h"
-#include "absl/flags/marshalling.h"
+#include "base/changed_flag.h"
 
 #define RILL_DEFINE_ENGINE_FLAG(type, name, default_value, check, help) \
   ABSL_FLAG(type, name, default_value, help);
@@ -22,11 +22,8 @@ EngineArgs EngineArgsFromFlags() {
 std::vector<std::string> EngineFlagsChangedFromDefault() {
   std::vector<std::string> flags;
   const EngineArgs defaults;
-#define RILL_CHANGED_ENGINE_FLAG(type, name, default_value, check, help)           \
-  if (std::string value = absl::UnparseFlag<type>(absl::GetFlag(FLAGS_##name));     \
-      value != absl::UnparseFlag<type>(defaults.name)) {                            \
-    flags.push_back("--" #name "=" + value);                                        \
-  }
+#define RILL_CHANGED_ENGINE_FLAG(type, name, default_value, check, help) \
+  base::AppendIfChanged(#name, FLAGS_##name, defaults.name, &flags);
   RILL_ENGINE_OPTIONS(RILL_CHANGED_ENGINE_FLAG)
 #undef RILL_CHANGED_ENGINE_FLAG
   return flags;

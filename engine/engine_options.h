@@ -2,7 +2,7 @@
 //   X(type, name, default, check, help)
 // Types are spelled in full: the flags are declared at global scope.
 // `name` is both the EngineArgs field and the flag (--name) of rill-engine
-// and `rill serve`; `check` is a validator from option_checks.h, run by
+// and `rill serve`; `check` is a validator from base/option_checks.h, run by
 // ValidateEngineArgs; `help` is what --help prints. From this list come the
 // EngineArgs fields (engine_args.h), the absl flags and EngineArgs filled
 // from them (engine_flags.h), the validation and the options the config RPC
@@ -14,81 +14,81 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "base/option_checks.h"
 #include "engine/lora_adapters.h"
-#include "engine/option_checks.h"
 #include "kernels/cpu/kernel_plan.h"
 
 // clang-format off
-#define RILL_ENGINE_OPTIONS(X)                                                                    \
-  X(std::string, model, "default", AnyValue(),                                                    \
-    "Model: 'default' (SmolLM2-135M-Instruct Q4_1 from the model cache), a .gguf file, or a "     \
-    "Hugging Face directory (config.json + *.safetensors + tokenizer.json).")                     \
-  X(std::string, backend, "auto", OneOf("auto", "cpu", "cuda"),                                   \
-    "Where the model runs: cpu; cuda (the Llama family on GPU 0, bf16 weights and KV cache); "    \
-    "or auto (cuda when a device is usable and the model runs there, else cpu, with the reason " \
-    "logged).")                                                                                   \
-  X(int, threads, 0, AtLeast(0),                                                                  \
-    "Compute threads; 0 = all cores. cpu: kernel threads; cuda: host sampling threads.")         \
-  X(std::string, matmul, "auto", OneOf("auto", "exact", "int16", "q8"), rill::kernels::cpu::kMatmulHelp)  \
-  X(double, gpu_memory_utilization, 0.9, Fraction(),                                              \
-    "cuda: share of the GPU's memory for weights, activations and the KV cache, in (0, 1]; the " \
-    "KV cache gets what is left (--kv_cache_mb does not apply).")                                 \
-  X(int, tensor_parallel_size, 1, AtLeast(1),                                                     \
-    "> 1 runs the model in that many rill-worker processes (tensor-parallel ranks).")             \
-  X(std::string, worker_binary, "", AnyValue(),                                                   \
-    "Path of rill-worker; empty = next to the running binary.")                                   \
-  X(std::string, external_workers_dir, "", AnyValue(),                                            \
-    "Do not start workers: wait for --tensor_parallel_size rill-worker processes (e.g. "         \
-    "containers of this pod) on <dir>/control.sock.")                                             \
-  X(int, max_num_seqs, 64, AtLeast(1), "Most requests running at once.")                         \
-  X(int, max_num_batched_tokens, 2048, AtLeast(1), "Most tokens per engine step.")               \
-  X(int64_t, kv_cache_mb, 512, AtLeast(1), "CPU KV cache size in MiB.")                          \
-  X(std::string, kv_cache_dtype, "auto", AnyValue(),                                              \
-    "KV cache storage: auto (= float32 on the CPU, bfloat16 on cuda), float32, or float16 "      \
-    "(twice the tokens in the same --kv_cache_mb; logits move by ~1e-3 relative).")               \
-  X(int64_t, max_model_len, 0, AtLeast(0),                                                        \
-    "Longest sequence (prompt + output) in tokens; 0: the model's context length.")              \
-  X(bool, enable_prefix_caching, true, AnyValue(), "Reuse KV blocks of shared prompt prefixes.") \
-  X(absl::Duration, log_stats_interval, absl::ZeroDuration(), AnyValue(),                         \
-    "Log engine stats this often (e.g. 10s); 0 disables.")                                       \
-  X(bool, log_requests, false, AnyValue(),                                                        \
-    "Log one line per finished request (tokens, cached tokens, queue time, TTFT, e2e, finish "   \
-    "reason, LoRA).")                                                                             \
-  X(std::string, otlp_traces_endpoint, "", HttpUrlOrEmpty(),                                      \
-    "Export request spans (queue, prefill, decode; children of the frontend's llm_request) "    \
-    "over OTLP/HTTP JSON to <url>/v1/traces, e.g. http://127.0.0.1:4318; empty = off. "          \
-    "`rill serve` passes it to its frontends too.")                                               \
-  X(::rill::engine::LoraAdapters, lora, {}, AnyValue(),                                           \
-    "LoRA adapters to load at start-up: name=path,name=path (PEFT directories).")                 \
-  X(std::string, lora_root, "", AnyValue(),                                                       \
-    "Admin.AddLora paths must be under this directory; empty refuses AddLora.")                   \
-  X(std::string, lora_registry_file, "", AnyValue(),                                              \
-    "Adapters added with Admin.AddLora are listed in this file (rewritten on every "             \
-    "AddLora/RemoveLora) and registered again when the engine restarts; empty: not kept.")       \
-  X(int, max_loras, 4, AtLeast(1),                                                                \
-    "Most distinct LoRA adapters among running requests (one batch).")                            \
-  X(int, max_lora_rank, 64, AtLeast(1), "LoRA adapters of a higher rank are refused.")           \
-  X(int, max_cpu_loras, 16, AtLeast(1),                                                           \
-    "LoRA adapters kept in memory (LRU); others reload on use; at least --max_loras.")        \
-  X(int, structured_output_compile_threads, 1, AtLeast(1),                                        \
-    "Threads compiling structured-output constraints (JSON schema, regex, grammar, choice) "     \
-    "off the engine loop; compiled grammars are cached by constraint.")                           \
-  X(absl::Duration, structured_output_compile_timeout, absl::Seconds(10), AnyValue(),             \
-    "A request whose constraint takes longer to compile fails with INVALID_ARGUMENT.")           \
-  X(int64_t, structured_output_max_bytes, 65536, AtLeast(1),                                      \
-    "Largest constraint (schema, regex, grammar, all choices together) in bytes.")               \
-  X(int, structured_output_max_json_depth, 32, AtLeast(1),                                        \
+#define RILL_ENGINE_OPTIONS(X)                                                                      \
+  X(std::string, model, "default", base::AnyValue(),                                                \
+    "Model: 'default' (SmolLM2-135M-Instruct Q4_1 from the model cache), a .gguf file, or a "       \
+    "Hugging Face directory (config.json + *.safetensors + tokenizer.json).")                       \
+  X(std::string, backend, "auto", base::OneOf("auto", "cpu", "cuda"),                               \
+    "Where the model runs: cpu; cuda (the Llama family on GPU 0, bf16 weights and KV cache); "      \
+    "or auto (cuda when a device is usable and the model runs there, else cpu, with the reason "    \
+    "logged).")                                                                                     \
+  X(int, threads, 0, base::AtLeast(0),                                                              \
+    "Compute threads; 0 = all cores. cpu: kernel threads; cuda: host sampling threads.")            \
+  X(std::string, matmul, "auto", base::OneOf("auto", "exact", "int16", "q8"), rill::kernels::cpu::kMatmulHelp) \
+  X(double, gpu_memory_utilization, 0.9, base::Fraction(),                                          \
+    "cuda: share of the GPU's memory for weights, activations and the KV cache, in (0, 1]; the "    \
+    "KV cache gets what is left (--kv_cache_mb does not apply).")                                   \
+  X(int, tensor_parallel_size, 1, base::AtLeast(1),                                                 \
+    "> 1 runs the model in that many rill-worker processes (tensor-parallel ranks).")               \
+  X(std::string, worker_binary, "", base::AnyValue(),                                               \
+    "Path of rill-worker; empty = next to the running binary.")                                     \
+  X(std::string, external_workers_dir, "", base::AnyValue(),                                        \
+    "Do not start workers: wait for --tensor_parallel_size rill-worker processes (e.g. "            \
+    "containers of this pod) on <dir>/control.sock.")                                               \
+  X(int, max_num_seqs, 64, base::AtLeast(1), "Most requests running at once.")                      \
+  X(int, max_num_batched_tokens, 2048, base::AtLeast(1), "Most tokens per engine step.")            \
+  X(int64_t, kv_cache_mb, 512, base::AtLeast(1), "CPU KV cache size in MiB.")                       \
+  X(std::string, kv_cache_dtype, "auto", base::AnyValue(),                                          \
+    "KV cache storage: auto (= float32 on the CPU, bfloat16 on cuda), float32, or float16 "         \
+    "(twice the tokens in the same --kv_cache_mb; logits move by ~1e-3 relative).")                 \
+  X(int64_t, max_model_len, 0, base::AtLeast(0),                                                    \
+    "Longest sequence (prompt + output) in tokens; 0: the model's context length.")                 \
+  X(bool, enable_prefix_caching, true, base::AnyValue(), "Reuse KV blocks of shared prompt prefixes.") \
+  X(absl::Duration, log_stats_interval, absl::ZeroDuration(), base::AnyValue(),                     \
+    "Log engine stats this often (e.g. 10s); 0 disables.")                                          \
+  X(bool, log_requests, false, base::AnyValue(),                                                    \
+    "Log one line per finished request (tokens, cached tokens, queue time, TTFT, e2e, finish "      \
+    "reason, LoRA).")                                                                               \
+  X(std::string, otlp_traces_endpoint, "", base::HttpUrlOrEmpty(),                                  \
+    "Export request spans (queue, prefill, decode; children of the frontend's llm_request) "        \
+    "over OTLP/HTTP JSON to <url>/v1/traces, e.g. http://127.0.0.1:4318; empty = off. "             \
+    "`rill serve` passes it to its frontends too.")                                                 \
+  X(::rill::engine::LoraAdapters, lora, {}, base::AnyValue(),                                       \
+    "LoRA adapters to load at start-up: name=path,name=path (PEFT directories).")                   \
+  X(std::string, lora_root, "", base::AnyValue(),                                                   \
+    "Admin.AddLora paths must be under this directory; empty refuses AddLora.")                     \
+  X(std::string, lora_registry_file, "", base::AnyValue(),                                          \
+    "Adapters added with Admin.AddLora are listed in this file (rewritten on every "                \
+    "AddLora/RemoveLora) and registered again when the engine restarts; empty: not kept.")          \
+  X(int, max_loras, 4, base::AtLeast(1),                                                            \
+    "Most distinct LoRA adapters among running requests (one batch).")                              \
+  X(int, max_lora_rank, 64, base::AtLeast(1), "LoRA adapters of a higher rank are refused.")        \
+  X(int, max_cpu_loras, 16, base::AtLeast(1),                                                       \
+    "LoRA adapters kept in memory (LRU); others reload on use; at least --max_loras.")              \
+  X(int, structured_output_compile_threads, 1, base::AtLeast(1),                                    \
+    "Threads compiling structured-output constraints (JSON schema, regex, grammar, choice) "        \
+    "off the engine loop; compiled grammars are cached by constraint.")                             \
+  X(absl::Duration, structured_output_compile_timeout, absl::Seconds(10), base::AnyValue(),         \
+    "A request whose constraint takes longer to compile fails with INVALID_ARGUMENT.")              \
+  X(int64_t, structured_output_max_bytes, 65536, base::AtLeast(1),                                  \
+    "Largest constraint (schema, regex, grammar, all choices together) in bytes.")                  \
+  X(int, structured_output_max_json_depth, 32, base::AtLeast(1),                                    \
     "Deepest {} / [] nesting of a JSON schema or structural tag.")                              \
-  X(int, speculative_ngram_k, 0, AtLeast(0),                                                      \
+  X(int, speculative_ngram_k, 0, base::AtLeast(0),                                                \
     "Speculative decoding by prompt lookup: up to this many draft tokens per decoding sequence " \
     "and step, copied from where the sequence's last n tokens occurred before in its prompt "   \
     "and output, verified in the same forward (outputs unchanged); 0 = off. Requests with a "   \
     "structured-output constraint do not speculate.")                                           \
-  X(int, speculative_ngram_max_n, 3, AtLeast(1),                                                  \
+  X(int, speculative_ngram_max_n, 3, base::AtLeast(1),                                            \
     "Longest n-gram looked up for a draft (tried first).")                                       \
-  X(int, speculative_ngram_min_n, 1, AtLeast(1),                                                  \
+  X(int, speculative_ngram_min_n, 1, base::AtLeast(1),                                            \
     "Shortest n-gram looked up for a draft; at most --speculative_ngram_max_n.")                 \
-  X(int, speculative_disable_batch_size, 8, AtLeast(1),                                           \
+  X(int, speculative_disable_batch_size, 8, base::AtLeast(1),                                     \
     "No speculation in a step while this many requests or more run (a large batch is "          \
     "compute-bound, where drafts cost throughput).")
 // clang-format on

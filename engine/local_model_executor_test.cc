@@ -17,7 +17,7 @@
 namespace rill::engine {
 namespace {
 
-class LocalModelExecutorTest : public testing::TinyModels<::testing::Test> {
+class LocalModelExecutorTest : public tests::util::TinyModels<::testing::Test> {
  protected:
   // Q8_0 weights: the exact and the 8-bit-activation paths differ on them.
   static std::string Model() { return dir_ + "/llama_llama3/model.q8_0.gguf"; }

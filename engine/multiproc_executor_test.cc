@@ -36,7 +36,7 @@ bool HaveModel() {
 EngineArgs Args(int tp) {
   EngineArgs a;
   a.tensor_parallel_size = tp;
-  a.worker_binary = testing::RunfilePath("worker/rill-worker");
+  a.worker_binary = tests::util::RunfilePath("worker/rill-worker");
   a.kv_cache_mb = 64;
   a.threads = 2;
   return a;
@@ -147,7 +147,7 @@ TEST(MultiprocExecutorTest, F16KvCacheReachesTheWorkers) {
   if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
   MultiprocExecutorOptions o;
   o.model_path = ResolveModelPath("default");
-  o.worker_binary = testing::RunfilePath("worker/rill-worker");
+  o.worker_binary = tests::util::RunfilePath("worker/rill-worker");
   o.num_blocks = 32;
   o.threads = 2;
   worker::ForwardBatch batch;
@@ -185,7 +185,7 @@ TEST(MultiprocExecutorTest, SleepWakeAcrossProcessesAndCleanShutdown) {
   if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
   MultiprocExecutorOptions o;
   o.model_path = ResolveModelPath("default");
-  o.worker_binary = testing::RunfilePath("worker/rill-worker");
+  o.worker_binary = tests::util::RunfilePath("worker/rill-worker");
   o.num_blocks = 64;
   o.threads = 2;
   std::vector<pid_t> pids;
@@ -328,7 +328,7 @@ TEST(MultiprocExecutorTest, ExternalWorkersConnectAndServe) {
     const pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
-      const std::string bin = testing::RunfilePath("worker/rill-worker");
+      const std::string bin = tests::util::RunfilePath("worker/rill-worker");
       const std::string rank = absl::StrCat("--rank=", r);
       const std::string sock = absl::StrCat("--control_socket=", dir, "/control.sock");
       execl(bin.c_str(), bin.c_str(), rank.c_str(), sock.c_str(), "--connect_timeout_s=120",

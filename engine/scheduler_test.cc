@@ -101,7 +101,7 @@ SchedulerConfig Sched(int max_seqs = 8, int budget = 32) {
 }
 
 TEST(SchedulerTest, BudgetRespectedAndOutputsMatchReference) {
-  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(0));
+  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(0));
   std::cout << "seed " << seed << "\n";
   std::mt19937 rng(seed);
   Harness h(Fake(128), Sched(6, 24));

@@ -19,9 +19,9 @@ namespace rill::frontend::testing {
 namespace {
 
 using grpc::health::v1::HealthCheckResponse;
+using rill::tests::util::HealthWatch;
 using rill::v1::GenerateRequest;
 using rill::v1::GenerateResponse;
-using rill::testing::HealthWatch;
 
 class ApiContractTest : public FrontendFixture {
  protected:
@@ -47,11 +47,11 @@ class ApiContractTest : public FrontendFixture {
 TEST_F(ApiContractTest, MalformedUnaryRequestsAreInvalidArgumentOnEveryMethod) {
   // Bytes that are no protobuf message, and an unknown field: the same
   // answer from every unary method (Generate says the same per request).
-  EXPECT_EQ(rill::testing::ExpectStrictUnaryParsing(channel_, "rill.v1.Inference"), 9);
-  const rill::testing::Metadata token = {{"authorization", absl::StrCat("Bearer ", kToken)}};
-  EXPECT_EQ(rill::testing::ExpectStrictUnaryParsing(channel_, "rill.v1.Admin", token), 11);
+  EXPECT_EQ(rill::tests::util::ExpectStrictUnaryParsing(channel_, "rill.v1.Inference"), 9);
+  const rill::tests::util::Metadata token = {{"authorization", absl::StrCat("Bearer ", kToken)}};
+  EXPECT_EQ(rill::tests::util::ExpectStrictUnaryParsing(channel_, "rill.v1.Admin", token), 11);
   // Without the token, Admin refuses before it looks at the bytes.
-  grpc::Status s = rill::testing::RawUnaryCall(channel_, "/rill.v1.Admin/GetStats", "\xff\xff");
+  grpc::Status s = rill::tests::util::RawUnaryCall(channel_, "/rill.v1.Admin/GetStats", "\xff\xff");
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
   // Well-formed requests still work.
   grpc::ClientContext ctx;

@@ -23,15 +23,16 @@ namespace {
 // Starts rill-frontend with its real flags (plus `extra`) in front of
 // `engine` and returns its port once it listens.
 int StartFrontend(const FakeEngine& engine, const std::string& name,
-                  const std::vector<std::string>& extra, rill::testing::Subprocess* child) {
-  const std::string port_file = absl::StrCat(rill::testing::TestTempDir(), "/", name, ".port");
-  std::vector<std::string> argv = {rill::testing::RunfilePath("frontend/rill-frontend"),
+                  const std::vector<std::string>& extra, rill::tests::util::Subprocess* child) {
+  const std::string port_file = absl::StrCat(rill::tests::util::TestTempDir(), "/", name, ".port");
+  std::vector<std::string> argv = {rill::tests::util::RunfilePath("frontend/rill-frontend"),
                                    "--host=127.0.0.1", "--port=0", "--port_file=" + port_file,
                                    "--engine=" + engine.address()};
   argv.insert(argv.end(), extra.begin(), extra.end());
   absl::Status started = child->Start(argv);
   EXPECT_TRUE(started.ok()) << started;
-  absl::StatusOr<std::string> port = rill::testing::WaitForFile(port_file, absl::Seconds(60), child);
+  absl::StatusOr<std::string> port =
+      rill::tests::util::WaitForFile(port_file, absl::Seconds(60), child);
   EXPECT_TRUE(port.ok()) << port.status();
   int n = 0;
   return port.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*port), &n) ? n : 0;
@@ -53,7 +54,7 @@ TEST(FrontendProcessTest, BinaryServesGenerateAndPythonClient) {
   FakeEngine engine(*spec);
   ASSERT_NO_FATAL_FAILURE(StartScriptedEngine(&engine, 5));
 
-  rill::testing::Subprocess frontend;
+  rill::tests::util::Subprocess frontend;
   const int port = StartFrontend(engine, "fe", {"--frontend_id=p1"}, &frontend);
   ASSERT_GT(port, 0);
   const std::string target = absl::StrCat("127.0.0.1:", port);
@@ -80,7 +81,7 @@ TEST(FrontendProcessTest, BinaryServesGenerateAndPythonClient) {
     EXPECT_TRUE(finished);
     EXPECT_TRUE(stream->Finish().ok());
   }
-  const absl::StatusOr<std::string> py = rill::testing::VenvPython();
+  const absl::StatusOr<std::string> py = rill::tests::util::VenvPython();
   if (py.ok()) {
     std::string cmd = absl::StrCat(*py, " tests/clients/python_client.py --target ", target,
                                    " --proto_dir proto");
@@ -100,7 +101,7 @@ TEST(FrontendProcessTest, SigtermDrainsThenAborts) {
   FakeEngine engine(*spec);
   ASSERT_NO_FATAL_FAILURE(StartScriptedEngine(&engine, 50));
 
-  rill::testing::Subprocess frontend;
+  rill::tests::util::Subprocess frontend;
   const int port = StartFrontend(engine, "fe_term", {"--shutdown_grace_ms=3000"}, &frontend);
   ASSERT_GT(port, 0);
   auto stub = rill::v1::Inference::NewStub(

@@ -14,7 +14,7 @@ namespace rill::tokenizer {
 namespace {
 
 void CheckStreams(const Tokenizer& tok, const std::vector<std::string>& texts) {
-  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(0));
+  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(0));
   std::cout << "seed " << seed << std::endl;
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> any(0, tok.vocab_size() - 1);

@@ -128,7 +128,7 @@ std::string DefaultModelPath() {
 }
 
 int RunPython(const std::string& script, const std::string& args) {
-  const absl::StatusOr<std::string> py = rill::testing::VenvPython();
+  const absl::StatusOr<std::string> py = rill::tests::util::VenvPython();
   if (!py.ok()) {
     fprintf(stderr,
             "Python venv not found: set RILL_VENV to the project venv "

@@ -29,8 +29,8 @@ TEST(WordPieceParityTest, MatchesHfTokenizers) {
   const std::string json = base::DefaultEmbedModelPath() + "/tokenizer.json";
   ASSERT_TRUE(std::ifstream(json).good()) << json << " missing: run tools/setup.sh";
   const std::string out = std::string(std::getenv("TEST_TMPDIR")) + "/wordpiece_ref.tsv";
-  absl::StatusOr<testing::CommandResult> r = testing::RunPython(
-      "tokenizer/testdata/wordpiece_reference.py", {json, out, "1"});
+  absl::StatusOr<tests::util::CommandResult> r =
+      tests::util::RunPython("tokenizer/testdata/wordpiece_reference.py", {json, out, "1"});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->exit_code, 0) << r->output;
 

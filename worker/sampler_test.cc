@@ -34,7 +34,7 @@ TEST(SamplerTest, GreedyPicksArgmaxWithItsLogprob) {
 }
 
 TEST(SamplerTest, SameSeedSameTokensDifferentSeedDiffers) {
-  const uint64_t seed = rill::testing::StreamSeed(0);
+  const uint64_t seed = rill::tests::util::StreamSeed(0);
   std::cout << "seed " << seed << "\n";
   std::vector<float> logits = RandomLogits(1000, seed);
   SamplingConfig cfg{.temperature = 1.0f, .seed = 7};
@@ -84,7 +84,7 @@ TEST(SamplerTest, FrequenciesFollowTheDistribution) {
 // sort, then top_k, min_p and top_p in that order): every draw lies in the
 // reference's kept set and the most likely token's frequency matches.
 TEST(SamplerTest, LargeVocabularyFiltersMatchAFullSortReference) {
-  const uint64_t seed = rill::testing::StreamSeed(1);
+  const uint64_t seed = rill::tests::util::StreamSeed(1);
   std::cout << "seed " << seed << "\n";
   const int n = 49152;
   std::vector<float> logits = RandomLogits(n, seed);
@@ -152,7 +152,7 @@ TEST(SamplerTest, LargeVocabularyFiltersMatchAFullSortReference) {
 // the edge far from any rounding: with top_p 0.9 the nucleus is the 11 best
 // (mass 0.914; 10 hold 0.893).
 TEST(SamplerTest, TopPDrawsExactlyTheNucleus) {
-  const uint64_t seed = rill::testing::StreamSeed(2);
+  const uint64_t seed = rill::tests::util::StreamSeed(2);
   std::cout << "seed " << seed << "\n";
   std::mt19937_64 rng(seed);
   const int n = 49152;
@@ -181,7 +181,7 @@ TEST(SamplerTest, TopPDrawsExactlyTheNucleus) {
 // TopKIds against a full sort by (value desc, id asc), on rows with many
 // ties (values on a coarse grid) and NaNs (ordered as -inf).
 TEST(SamplerTest, TopKIdsIsTheFullSortPrefix) {
-  const uint64_t seed = rill::testing::StreamSeed(3);
+  const uint64_t seed = rill::tests::util::StreamSeed(3);
   std::cout << "seed " << seed << "\n";
   std::mt19937_64 rng(seed);
   for (int n : {1, 5, 64, 1000, 49152}) {

@@ -27,7 +27,7 @@ namespace {
 using grpc::health::v1::HealthCheckResponse;
 using rill::internal::EngineOutput;
 using rill::internal::EngineRequest;
-using rill::testing::HealthWatch;
+using rill::tests::util::HealthWatch;
 
 class EngineApiContractTest : public ::testing::Test {
  protected:
@@ -83,9 +83,9 @@ class EngineApiContractTest : public ::testing::Test {
 };
 
 TEST_F(EngineApiContractTest, MalformedUnaryRequestsAreInvalidArgumentOnEveryMethod) {
-  EXPECT_EQ(rill::testing::ExpectStrictUnaryParsing(channel_, "rill.internal.Engine"), 8);
-  EXPECT_EQ(rill::testing::ExpectStrictUnaryParsing(channel_, "rill.v1.Admin"), 11);
-  EXPECT_EQ(rill::testing::ExpectStrictUnaryParsing(channel_, "grpc.health.v1.Health"), 1);
+  EXPECT_EQ(rill::tests::util::ExpectStrictUnaryParsing(channel_, "rill.internal.Engine"), 8);
+  EXPECT_EQ(rill::tests::util::ExpectStrictUnaryParsing(channel_, "rill.v1.Admin"), 11);
+  EXPECT_EQ(rill::tests::util::ExpectStrictUnaryParsing(channel_, "grpc.health.v1.Health"), 1);
   // Nothing was slept by a malformed Sleep.
   grpc::ClientContext ctx;
   rill::v1::IsSleepingResponse sleeping;

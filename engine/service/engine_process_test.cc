@@ -36,21 +36,25 @@ class EngineProcessTest : public ::testing::Test {
   // Starts rill-engine with the engine secret in a file (and `extra` flags);
   // engine_ and admin_ send both credentials, health_ none.
   void StartEngine(std::vector<std::string> extra) {
-    const std::string dir = testing::TestTempDir();
+    const std::string dir = tests::util::TestTempDir();
     // Unique per test: a stale file from an earlier test would name a dead port.
     const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
     const std::string port_file = absl::StrCat(dir, "/engine_port_", name);
     std::remove(port_file.c_str());
     const std::string secret_file = absl::StrCat(dir, "/engine_secret_", name);
     ASSERT_TRUE(base::WriteSecretFile(secret_file, kSecret).ok());
-    std::vector<std::string> argv = {testing::RunfilePath("engine/service/rill-engine"),
-                                     "--host=127.0.0.1", "--port=0",
-                                     "--port_file=" + port_file, "--model=default",
-                                     "--threads=2", "--max_model_len=512",
+    std::vector<std::string> argv = {tests::util::RunfilePath("engine/service/rill-engine"),
+                                     "--host=127.0.0.1",
+                                     "--port=0",
+                                     "--port_file=" + port_file,
+                                     "--model=default",
+                                     "--threads=2",
+                                     "--max_model_len=512",
                                      "--engine_secret_file=" + secret_file};
     for (std::string& f : extra) argv.push_back(std::move(f));
     ASSERT_TRUE(child_.Start(argv, absl::StrCat(dir, "/engine_", name, ".log")).ok());
-    absl::StatusOr<std::string> port = testing::WaitForFile(port_file, absl::Seconds(60), &child_);
+    absl::StatusOr<std::string> port =
+        tests::util::WaitForFile(port_file, absl::Seconds(60), &child_);
     ASSERT_TRUE(port.ok()) << port.status();
     int p = 0;
     ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(*port), &p));
@@ -95,7 +99,7 @@ class EngineProcessTest : public ::testing::Test {
     return r;
   }
 
-  testing::Subprocess child_;
+  tests::util::Subprocess child_;
   std::string address_;
   std::unique_ptr<rill::internal::Engine::Stub> engine_;
   std::unique_ptr<rill::v1::Admin::Stub> admin_;
@@ -199,11 +203,11 @@ TEST_F(EngineProcessTest, AdminIsNotServedWithoutAToken) {
 }
 
 TEST(EngineProcessStartTest, RefusesToStartWithoutACredential) {
-  const std::string log = absl::StrCat(testing::TestTempDir(), "/engine_no_secret.log");
-  testing::Subprocess child;
+  const std::string log = absl::StrCat(tests::util::TestTempDir(), "/engine_no_secret.log");
+  tests::util::Subprocess child;
   ASSERT_TRUE(child
-                  .Start({testing::RunfilePath("engine/service/rill-engine"), "--host=127.0.0.1",
-                          "--port=0"},
+                  .Start({tests::util::RunfilePath("engine/service/rill-engine"),
+                          "--host=127.0.0.1", "--port=0"},
                          log)
                   .ok());
   absl::StatusOr<int> code = child.Wait(absl::Seconds(60));

@@ -16,7 +16,7 @@ namespace rill::kernels::cpu {
 namespace {
 
 // Seed() + k seeds case k; RILL_TEST_SEED replays them (tests/util/test_seed.h).
-unsigned Seed() { return static_cast<unsigned>(rill::testing::StreamSeed(0)); }
+unsigned Seed() { return static_cast<unsigned>(rill::tests::util::StreamSeed(0)); }
 
 std::vector<float> Randn(int64_t n, std::mt19937& rng, float scale = 1.0f) {
   std::normal_distribution<float> d(0.0f, scale);

@@ -22,7 +22,7 @@ namespace rill::kernels::cpu {
 namespace {
 
 // Seed() + k seeds case k; RILL_TEST_SEED replays them (tests/util/test_seed.h).
-unsigned Seed() { return static_cast<unsigned>(rill::testing::StreamSeed(0)); }
+unsigned Seed() { return static_cast<unsigned>(rill::tests::util::StreamSeed(0)); }
 
 // A packed random matrix and gaussian activations for n_tokens tokens.
 struct Problem {

@@ -22,7 +22,7 @@ constexpr int kHeads = 9, kKvHeads = 3, kHeadDim = 64, kBlock = 16;  // SmolLM2-
 constexpr int64_t kRow = int64_t{kKvHeads} * kHeadDim, kQRow = int64_t{kHeads} * kHeadDim;
 
 // Seed() + k seeds case k; RILL_TEST_SEED replays them (tests/util/test_seed.h).
-unsigned Seed() { return static_cast<unsigned>(rill::testing::StreamSeed(0)); }
+unsigned Seed() { return static_cast<unsigned>(rill::tests::util::StreamSeed(0)); }
 
 // One shared paged cache (shuffled blocks) and the sequences living in it.
 class SplitAttentionTest : public ::testing::TestWithParam<bool> {

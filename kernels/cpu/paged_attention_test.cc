@@ -20,7 +20,7 @@ namespace rill::kernels::cpu {
 namespace {
 
 // Seed() + k seeds case k; RILL_TEST_SEED replays them (tests/util/test_seed.h).
-unsigned Seed() { return static_cast<unsigned>(rill::testing::StreamSeed(0)); }
+unsigned Seed() { return static_cast<unsigned>(rill::tests::util::StreamSeed(0)); }
 
 struct Case {
   int num_heads, num_kv_heads, head_dim, block_size;

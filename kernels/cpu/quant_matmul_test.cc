@@ -113,7 +113,7 @@ Problem MakeProblem(const TypeCase& c, int64_t rows, int64_t cols, int64_t n_tok
 }
 
 // Seed() + k seeds case k; RILL_TEST_SEED replays them (tests/util/test_seed.h).
-unsigned Seed() { return static_cast<unsigned>(rill::testing::StreamSeed(0)); }
+unsigned Seed() { return static_cast<unsigned>(rill::tests::util::StreamSeed(0)); }
 
 class MatMulTest : public KernelPathTest {};
 

@@ -39,11 +39,11 @@ class GgufReference : public ::testing::Test {
     dir_ = std::string(tmp ? tmp : "/tmp") + "/gguf_ref";
     std::string mk = "mkdir -p '" + dir_ + "'";
     ASSERT_EQ(system(mk.c_str()), 0);
-    const absl::StatusOr<std::string> py = rill::testing::VenvPython();
+    const absl::StatusOr<std::string> py = rill::tests::util::VenvPython();
     ASSERT_TRUE(py.ok()) << "no python venv: set RILL_VENV to the project venv "
                             "(with numpy and gguf installed): "
                          << py.status();
-    const unsigned seed = static_cast<unsigned>(rill::testing::StreamSeed(0));
+    const unsigned seed = static_cast<unsigned>(rill::tests::util::StreamSeed(0));
     printf("gguf reference seed: %u\n", seed);
     const std::string cmd = "'" + *py + "' " + kScript + " '" + dir_ + "' " + std::to_string(seed);
     FILE* p = popen(cmd.c_str(), "r");

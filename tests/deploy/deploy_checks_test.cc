@@ -9,42 +9,45 @@
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
 
-namespace rill::testing {
+namespace rill::tests::deploy {
 namespace {
 
 void ExpectChecksPass(const std::vector<std::string>& args) {
-  absl::StatusOr<CommandResult> r = RunPython("tests/deploy/check_deploy.py", args);
+  absl::StatusOr<util::CommandResult> r = util::RunPython("tests/deploy/check_deploy.py", args);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->exit_code, 0) << r->output;
   EXPECT_NE(r->output.find("0 problem(s)"), std::string::npos) << r->output;
 }
 
 TEST(DeployManifests, CpuOverlayValidatesAndFollowsTheRules) {
-  ExpectChecksPass({"manifests", RunfilePath("deploy/k8s/overlays/cpu")});
+  ExpectChecksPass({"manifests", util::RunfilePath("deploy/k8s/overlays/cpu")});
 }
 
 TEST(DeployManifests, GpuOverlayValidatesAndFollowsTheRules) {
-  ExpectChecksPass({"manifests", RunfilePath("deploy/k8s/overlays/gpu")});
+  ExpectChecksPass({"manifests", util::RunfilePath("deploy/k8s/overlays/gpu")});
 }
 
 TEST(DeployManifests, SingleGpuOverlayValidatesAndFollowsTheRules) {
-  ExpectChecksPass({"manifests", RunfilePath("deploy/k8s/overlays/gpu-single")});
+  ExpectChecksPass({"manifests", util::RunfilePath("deploy/k8s/overlays/gpu-single")});
 }
 
-TEST(DeployDockerfile, LintsClean) { ExpectChecksPass({"lint", RunfilePath("deploy/docker/Dockerfile")}); }
+TEST(DeployDockerfile, LintsClean) {
+  ExpectChecksPass({"lint", util::RunfilePath("deploy/docker/Dockerfile")});
+}
 
 TEST(DeployDockerfile, RuntimeStageInstallsEveryLibraryTheBinariesLoad) {
-  std::vector<std::string> args = {"packages", RunfilePath("deploy/docker/Dockerfile")};
-  for (const char* b : RILL_DEPLOY_BINARIES) args.push_back(RunfilePath(b));
+  std::vector<std::string> args = {"packages", util::RunfilePath("deploy/docker/Dockerfile")};
+  for (const char* b : RILL_DEPLOY_BINARIES) args.push_back(util::RunfilePath(b));
   ExpectChecksPass(args);
 }
 
 // The binaries started with exactly the args and env of the manifests (paths
 // mapped to this machine), probed over grpc.health.v1, then shut down.
 void ExpectLaunchPasses(const std::string& overlay) {
-  ExpectChecksPass({"launch", RunfilePath(overlay), RunfilePath("engine/service/rill-engine"),
-                    RunfilePath("frontend/rill-frontend"), RunfilePath("worker/rill-worker"),
-                    DefaultModelPath()});
+  ExpectChecksPass({"launch", util::RunfilePath(overlay),
+                    util::RunfilePath("engine/service/rill-engine"),
+                    util::RunfilePath("frontend/rill-frontend"),
+                    util::RunfilePath("worker/rill-worker"), util::DefaultModelPath()});
 }
 
 TEST(DeployLaunch, CpuOverlayCommandLinesServe) { ExpectLaunchPasses("deploy/k8s/overlays/cpu"); }
@@ -62,4 +65,4 @@ TEST(DeployLaunch, SingleGpuOverlayCommandLinesServe) {
 }
 
 }  // namespace
-}  // namespace rill::testing
+}  // namespace rill::tests::deploy

@@ -12,13 +12,12 @@
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
 
-namespace rill {
+namespace rill::tests::integration {
 namespace {
 
 // Runs `rill device-info <flags>`; returns its combined output.
 std::string DeviceInfo(const std::string& flags, int* exit_code) {
-  testing::CommandResult r =
-      testing::RunCommand(testing::RunfilePath("cli/rill") + " device-info" + flags);
+  util::CommandResult r = util::RunCommand(util::RunfilePath("cli/rill") + " device-info" + flags);
   *exit_code = r.exit_code;
   return r.output;
 }
@@ -80,16 +79,16 @@ TEST(CudaFallbackTest, OfflineCommandsRunOnTheCpuUnderAuto) {
     GTEST_SKIP() << "default model absent";
   }
   const std::string generate =
-      testing::RunfilePath("cli/rill") + " generate --prompt=Hello --max_tokens=1 --threads=1";
-  testing::CommandResult r = testing::RunCommand(generate + " --backend=auto");
+      util::RunfilePath("cli/rill") + " generate --prompt=Hello --max_tokens=1 --threads=1";
+  util::CommandResult r = util::RunCommand(generate + " --backend=auto");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  r = testing::RunCommand(generate + " --backend=cuda");
+  r = util::RunCommand(generate + " --backend=cuda");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("rill serve --backend=cuda"), std::string::npos) << r.output;
-  r = testing::RunCommand(generate + " --backend=tpu");
+  r = util::RunCommand(generate + " --backend=tpu");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("unknown backend 'tpu'"), std::string::npos) << r.output;
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::integration

@@ -13,7 +13,7 @@
 #include "rill/v1/inference.grpc.pb.h"
 #include "tests/integration/service_stack.h"
 
-namespace rill {
+namespace rill::tests::integration {
 namespace {
 
 grpc::Status Encode(v1::Inference::Stub* stub, const v1::EncodeRequest& req, v1::EncodeResponse* resp) {
@@ -29,8 +29,8 @@ double Dot(const v1::EncodeResponse& a, const v1::EncodeResponse& b) {
 }
 
 TEST(EmbeddingsE2eTest, BertEncodeOverTheFrontend) {
-  testing::ServiceStack stack;
-  testing::StackOptions options;
+  ServiceStack stack;
+  StackOptions options;
   options.engine_flags = {"--model=" + base::DefaultEmbedModelPath()};
   absl::Status started = stack.Start(options);
   ASSERT_TRUE(started.ok()) << started;
@@ -93,4 +93,4 @@ TEST(EmbeddingsE2eTest, BertEncodeOverTheFrontend) {
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::integration

@@ -27,7 +27,7 @@
 #include "rill/v1/inference.grpc.pb.h"
 #include "tests/integration/service_stack.h"
 
-namespace rill {
+namespace rill::tests::integration {
 namespace {
 
 constexpr char kToken[] = "engine-port-auth-admin-token";
@@ -126,8 +126,8 @@ grpc::Status IsSleeping(const std::shared_ptr<grpc::Channel>& channel) {
 }
 
 TEST(EnginePortAuthTest, NothingAnswersWithoutACredentialAndTheFrontendsStillServe) {
-  testing::ServiceStack stack;
-  testing::StackOptions opts;
+  ServiceStack stack;
+  StackOptions opts;
   opts.tensor_parallel_size = 2;
   opts.admin_token = kToken;
   ASSERT_TRUE(stack.Start(opts).ok());
@@ -157,7 +157,7 @@ TEST(EnginePortAuthTest, NothingAnswersWithoutACredentialAndTheFrontendsStillSer
   ASSERT_TRUE(secret.ok()) << secret.status();
   EXPECT_EQ(Sleep(Channel(engine, base::EngineCallMetadata(*secret))).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_TRUE(testing::IsServing(stack.NewChannel()).value_or(false));  // Nothing slept.
+  EXPECT_TRUE(IsServing(stack.NewChannel()).value_or(false));  // Nothing slept.
 
   // With the credentials, the same calls work.
   EXPECT_TRUE(GetTokenizer(Channel(engine, base::EngineCallMetadata(*secret))).ok());
@@ -195,8 +195,8 @@ TEST(EnginePortAuthTest, NothingAnswersWithoutACredentialAndTheFrontendsStillSer
 
   // Through the frontend (which holds both): Generate, and Admin with the token.
   auto client = stack.NewChannel();
-  absl::StatusOr<testing::Collected> c = testing::GenerateOnce(
-      v1::Inference::NewStub(client).get(), testing::GreedyText("The capital of France is", 4));
+  absl::StatusOr<Collected> c =
+      GenerateOnce(v1::Inference::NewStub(client).get(), GreedyText("The capital of France is", 4));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->status.code(), 0) << c->status.message();
   EXPECT_EQ(c->token_ids.size(), 4u);
@@ -210,4 +210,4 @@ TEST(EnginePortAuthTest, NothingAnswersWithoutACredentialAndTheFrontendsStillSer
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::integration

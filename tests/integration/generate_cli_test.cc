@@ -20,11 +20,11 @@
 #include "tests/util/tiny_models.h"
 #include "tokenizer/tokenizer.h"
 
-namespace rill {
+namespace rill::tests::integration {
 namespace {
 
-using testing::CommandResult;
-using testing::ShellQuote;
+using util::CommandResult;
+using util::ShellQuote;
 
 // What `rill generate --print_ids` printed: the text line(s), then the ids.
 struct CliRun {
@@ -46,7 +46,7 @@ std::string ReadFile(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-class GenerateCliTest : public testing::TinyModels<::testing::Test> {
+class GenerateCliTest : public util::TinyModels<::testing::Test> {
  protected:
   // Untied input and output embeddings: random weights then give varied
   // tokens (the tied llama_gqa tends to repeat one token).
@@ -55,13 +55,13 @@ class GenerateCliTest : public testing::TinyModels<::testing::Test> {
   // `rill generate` with `flags` (greedy, 2 threads, ids printed), stdout
   // and stderr kept apart.
   static CliRun RunGenerate(const std::vector<std::string>& flags) {
-    const std::string err = testing::TestTempDir() + "/generate_stderr.txt";
+    const std::string err = util::TestTempDir() + "/generate_stderr.txt";
     // In braces: RunCommand sends the command's stderr to stdout, the
     // group's own redirection keeps it apart.
-    std::string cmd = "{ " + ShellQuote(testing::RunfilePath("cli/rill")) + " generate --threads=2";
+    std::string cmd = "{ " + ShellQuote(util::RunfilePath("cli/rill")) + " generate --threads=2";
     for (const std::string& f : flags) absl::StrAppend(&cmd, " ", ShellQuote(f));
     absl::StrAppend(&cmd, " 2>", ShellQuote(err), "; }");
-    CommandResult r = testing::RunCommand(cmd);
+    CommandResult r = util::RunCommand(cmd);
     CliRun run;
     run.exit_code = r.exit_code;
     run.stdout_text = r.output;
@@ -131,10 +131,10 @@ TEST_F(GenerateCliTest, WithoutPrintIdsStdoutIsTheTextAlone) {
   CliRun with_ids =
       RunGenerate({"--model=" + GgufModel(), "--prompt=" + prompt, "--max_tokens=16",
                    "--print_ids"});
-  CommandResult plain = testing::RunCommand(
-      "{ " + ShellQuote(testing::RunfilePath("cli/rill")) + " generate --threads=2 --max_tokens=16 " +
-      ShellQuote("--model=" + GgufModel()) + " " + ShellQuote("--prompt=" + prompt) +
-      " 2>/dev/null; }");
+  CommandResult plain = util::RunCommand("{ " + ShellQuote(util::RunfilePath("cli/rill")) +
+                                         " generate --threads=2 --max_tokens=16 " +
+                                         ShellQuote("--model=" + GgufModel()) + " " +
+                                         ShellQuote("--prompt=" + prompt) + " 2>/dev/null; }");
   ASSERT_EQ(with_ids.exit_code, 0) << with_ids.stderr_text;
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   EXPECT_EQ(plain.output, with_ids.text + "\n");
@@ -154,9 +154,9 @@ TEST_F(GenerateCliTest, IgnoreEosGeneratesMaxTokens) {
 
 TEST_F(GenerateCliTest, ChatRendersTheModelsTemplate) {
   // The HF form of the tiny model with a ChatML template beside it.
-  const std::string model = testing::TestTempDir() + "/chat_model";
-  ASSERT_EQ(testing::RunCommand("rm -rf " + ShellQuote(model) + " && cp -r " +
-                                ShellQuote(dir_ + "/llama_llama3/hf-f32") + " " + ShellQuote(model))
+  const std::string model = util::TestTempDir() + "/chat_model";
+  ASSERT_EQ(util::RunCommand("rm -rf " + ShellQuote(model) + " && cp -r " +
+                             ShellQuote(dir_ + "/llama_llama3/hf-f32") + " " + ShellQuote(model))
                 .exit_code,
             0);
   {
@@ -222,4 +222,4 @@ TEST_F(GenerateCliTest, BadSamplingFlagFailsCleanly) {
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::integration

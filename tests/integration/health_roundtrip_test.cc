@@ -16,7 +16,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/util/subprocess.h"
 
-namespace rill {
+namespace rill::tests::integration {
 namespace {
 
 using grpc::health::v1::Health;
@@ -28,27 +28,26 @@ class HealthRoundTripTest : public ::testing::Test {
   void SetUp() override {
     // The frontend needs an engine before it listens: a fake one (its own
     // process) serving the default model's tokenizer.
-    const std::string engine_port_file = absl::StrCat(testing::TestTempDir(), "/engine.port");
+    const std::string engine_port_file = absl::StrCat(util::TestTempDir(), "/engine.port");
     std::remove(engine_port_file.c_str());
     ASSERT_TRUE(engine_
-                    .Start({testing::RunfilePath("frontend/fake_engine_main"), "--port=0",
+                    .Start({util::RunfilePath("frontend/fake_engine_main"), "--port=0",
                             "--port_file=" + engine_port_file},
-                           absl::StrCat(testing::TestTempDir(), "/engine.log"))
+                           absl::StrCat(util::TestTempDir(), "/engine.log"))
                     .ok());
     absl::StatusOr<std::string> engine_port =
-        testing::WaitForFile(engine_port_file, absl::Seconds(60), &engine_);
+        util::WaitForFile(engine_port_file, absl::Seconds(60), &engine_);
     ASSERT_TRUE(engine_port.ok()) << engine_port.status();
-    port_file_ = absl::StrCat(testing::TestTempDir(), "/frontend.port");
+    port_file_ = absl::StrCat(util::TestTempDir(), "/frontend.port");
     std::remove(port_file_.c_str());
     ASSERT_TRUE(server_
-                    .Start({testing::RunfilePath("frontend/rill-frontend"), "--port=0",
+                    .Start({util::RunfilePath("frontend/rill-frontend"), "--port=0",
                             "--port_file=" + port_file_,
                             absl::StrCat("--engine=127.0.0.1:",
                                          std::string(absl::StripAsciiWhitespace(*engine_port)))},
-                           absl::StrCat(testing::TestTempDir(), "/frontend.log"))
+                           absl::StrCat(util::TestTempDir(), "/frontend.log"))
                     .ok());
-    absl::StatusOr<std::string> port =
-        testing::WaitForFile(port_file_, absl::Seconds(60), &server_);
+    absl::StatusOr<std::string> port = util::WaitForFile(port_file_, absl::Seconds(60), &server_);
     ASSERT_TRUE(port.ok()) << port.status();
     ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(*port), &port_));
     channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_),
@@ -56,8 +55,8 @@ class HealthRoundTripTest : public ::testing::Test {
   }
 
   std::string port_file_;
-  testing::Subprocess engine_;
-  testing::Subprocess server_;
+  util::Subprocess engine_;
+  util::Subprocess server_;
   int port_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
 };
@@ -101,4 +100,4 @@ TEST_F(HealthRoundTripTest, SigtermShutsDownCleanly) {
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::integration

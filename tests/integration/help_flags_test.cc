@@ -9,13 +9,13 @@
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
 
-namespace rill {
+namespace rill::tests::integration {
 namespace {
 
 
 std::string RunBinary(const std::string& binary, const std::string& args, int* exit_code) {
-  testing::CommandResult r =
-      testing::RunCommand(testing::ShellQuote(testing::RunfilePath(binary)) + args + " 2>&1");
+  util::CommandResult r =
+      util::RunCommand(util::ShellQuote(util::RunfilePath(binary)) + args + " 2>&1");
   *exit_code = r.exit_code;
   return r.output;
 }
@@ -28,16 +28,21 @@ TEST(HelpFlagsTest, EveryBinaryListsItsOwnFlagsAndExitsZero) {
     std::vector<std::string> not_listed;
   };
   const std::vector<Case> cases = {
+      // Frontend options too (frontend_options.h), but not a frontend's launch
+      // options, which rill serve sets for each frontend itself.
       {"cli/rill", " serve --help",
        {"--frontends", "--engine_flags", "--kv_cache_mb", "--max_num_seqs", "--backend",
-        "--tensor_parallel_size"},
-       {"--prompt", "--engine_secret_file"}},
+        "--tensor_parallel_size", "--frontend_flags", "--max_pending_requests",
+        "--client_send_buffer", "--max_n", "--tls_cert", "--engine_tls_cert"},
+       {"--prompt", "--engine_secret_file", "--frontend_id", "--reuse_port", "--port_file"}},
       {"cli/rill", " generate --help", {"--prompt", "--model", "--backend"}, {"--kv_cache_mb"}},
       {"engine/service/rill-engine", " --help",
        {"--kv_cache_mb", "--max_num_seqs", "--backend", "--engine_secret_file", "--port_file"},
        {"--frontends", "--engine_wait_s"}},
-      {"frontend/rill-frontend", " --help", {"--engine_wait_s", "--max_pending_requests"},
-       {"--kv_cache_mb"}},
+      {"frontend/rill-frontend", " --help",
+       {"--engine_wait_s", "--max_pending_requests", "--tls_cert", "--engine", "--frontend_id",
+        "--port_file", "--engine_tls_server_name"},
+       {"--kv_cache_mb", "--frontends"}},
       {"worker/rill-worker", " --help", {"--control_socket", "--rank"}, {"--port"}},
       {"bench/serve_bench/rill-bench-serve", " --help", {"--concurrency", "--out_json"},
        {"--kv_cache_mb"}},
@@ -69,4 +74,4 @@ TEST(HelpFlagsTest, RillAloneListsItsCommands) {
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::integration

@@ -15,19 +15,18 @@
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
 
-namespace rill {
+namespace rill::tests::integration {
 namespace {
 
 TEST(HostileClientsTest, ShortSoakKeepsTheStreamContractAndDrainsClean) {
-  const std::string out = absl::StrCat(testing::TestTempDir(), "/hostile");
-  absl::StatusOr<testing::CommandResult> r = testing::RunPython(
+  const std::string out = absl::StrCat(util::TestTempDir(), "/hostile");
+  absl::StatusOr<util::CommandResult> r = util::RunPython(
       "bench/soak/soak.py",
       {"--hostile", "--warmup=20", "--duration=70", "--hold_s=35", "--kill_every=30", "--clients=4",
        "--frontends=2", "--threads=2", "--max_tokens=48", "--port=0", "--drain_timeout=90",
-       "--rss_tolerance=1.0",
-       "--out=" + out, "--rill=" + testing::RunfilePath("cli/rill"),
-       "--serve_flag=--engine_binary=" + testing::RunfilePath("engine/service/rill-engine"),
-       "--serve_flag=--frontend_binary=" + testing::RunfilePath("frontend/rill-frontend")});
+       "--rss_tolerance=1.0", "--out=" + out, "--rill=" + util::RunfilePath("cli/rill"),
+       "--serve_flag=--engine_binary=" + util::RunfilePath("engine/service/rill-engine"),
+       "--serve_flag=--frontend_binary=" + util::RunfilePath("frontend/rill-frontend")});
   ASSERT_TRUE(r.ok()) << r.status();
   std::cout << r->output;
   EXPECT_EQ(r->exit_code, 0) << "soak failed; its log: " << out << "/rill-serve.log";
@@ -35,4 +34,4 @@ TEST(HostileClientsTest, ShortSoakKeepsTheStreamContractAndDrainsClean) {
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::integration

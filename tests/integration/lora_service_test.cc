@@ -28,12 +28,10 @@
 #include "tests/util/test_seed.h"
 #include "worker/lora/lora_test_util.h"
 
-namespace rill {
+namespace rill::tests::integration {
 namespace {
 
 namespace wt = rill::worker::testing;
-using testing::Collected;
-using testing::GreedyText;
 
 constexpr int kTokens = 12;
 constexpr char kPrompt[] = "The capital of France is";
@@ -60,7 +58,7 @@ std::vector<int32_t> InProcess(engine::AsyncLLMEngine* e, const std::string& lor
 class LoraServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(0));
+    const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(0));
     std::cout << "seed " << seed << "\n";
     std::mt19937 rng(seed);
     root_ = wt::TempDir() + "/lora_root";
@@ -98,7 +96,7 @@ class LoraServiceTest : public ::testing::Test {
     x_ = InProcess(eng->get(), "x");
     eng->reset();
 
-    testing::StackOptions o;
+    StackOptions o;
     o.engine_flags = {absl::StrCat("--lora_root=", root_),
                       absl::StrCat("--lora=boot=", root_, "/boot"), "--max_lora_rank=16",
                       "--lora_registry_file=" + registry_file_};
@@ -119,7 +117,7 @@ class LoraServiceTest : public ::testing::Test {
   Collected Generate(const std::string& lora, const std::string& id) {
     v1::StartRequest start = GreedyText(kPrompt, kTokens, id);
     start.set_lora_name(lora);
-    absl::StatusOr<Collected> c = testing::GenerateOnce(inference_.get(), start);
+    absl::StatusOr<Collected> c = GenerateOnce(inference_.get(), start);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? *c : Collected{};
   }
@@ -156,7 +154,7 @@ class LoraServiceTest : public ::testing::Test {
   wt::AdapterSpec adapter_spec_;
   std::mt19937 rng_;
   std::vector<int32_t> base_, boot_, x_;
-  testing::ServiceStack stack_;
+  ServiceStack stack_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Inference::Stub> inference_;
   std::unique_ptr<v1::Admin::Stub> admin_;
@@ -322,12 +320,12 @@ TEST_F(LoraServiceTest, RuntimeAdaptersSurviveAnEngineRestart) {
   const int engine = stack_.ChildPid("engine");
   ASSERT_GT(engine, 0);
   ASSERT_EQ(kill(engine, SIGKILL), 0);
-  ASSERT_TRUE(testing::WaitForHealth(channel_, false, absl::Seconds(30)).ok());
+  ASSERT_TRUE(WaitForHealth(channel_, false, absl::Seconds(30)).ok());
   const absl::Time deadline = absl::Now() + absl::Seconds(240);
   bool serving = false;
   while (absl::Now() < deadline && !serving) {
     ASSERT_TRUE(stack_.launcher()->Supervise().ok());
-    absl::StatusOr<bool> up = testing::IsServing(channel_);
+    absl::StatusOr<bool> up = IsServing(channel_);
     serving = up.ok() && *up;
     if (!serving) absl::SleepFor(absl::Milliseconds(250));
   }
@@ -344,4 +342,4 @@ TEST_F(LoraServiceTest, RuntimeAdaptersSurviveAnEngineRestart) {
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::integration

@@ -16,7 +16,7 @@
 #include "engine/engine_factory.h"
 #include "tests/integration/service_stack.h"
 
-namespace rill {
+namespace rill::tests::integration {
 namespace {
 
 constexpr int kTokens = 8;
@@ -61,8 +61,8 @@ TEST(MultiFrontendTest, TwoHundredStreamsOverTwoFrontendsCompleteOnceWithEngineO
     }
   }
 
-  testing::ServiceStack stack;
-  testing::StackOptions opts;
+  ServiceStack stack;
+  StackOptions opts;
   opts.frontends = 2;
   opts.engine_flags = {"--max_num_seqs=64"};
   absl::Status started = stack.Start(opts);
@@ -89,8 +89,7 @@ TEST(MultiFrontendTest, TwoHundredStreamsOverTwoFrontendsCompleteOnceWithEngineO
       auto stub = v1::Inference::NewStub(channels[i % kChannels]);
       const std::string& prompt = prompts[i % prompts.size()];
       const std::string id = absl::StrCat("mf-", i);
-      absl::StatusOr<testing::Collected> c =
-          testing::GenerateOnce(stub.get(), testing::GreedyText(prompt, kTokens, id));
+      absl::StatusOr<Collected> c = GenerateOnce(stub.get(), GreedyText(prompt, kTokens, id));
       std::string why;
       if (!c.ok()) {
         why = c.status().ToString();
@@ -121,4 +120,4 @@ TEST(MultiFrontendTest, TwoHundredStreamsOverTwoFrontendsCompleteOnceWithEngineO
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::integration

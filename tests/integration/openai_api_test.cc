@@ -29,7 +29,7 @@
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
 
-namespace rill {
+namespace rill::tests::integration {
 namespace {
 
 std::string ReadAll(const std::string& path) {
@@ -59,27 +59,31 @@ pid_t FindProcess(const std::string& needle) {
 class OpenAiServe {
  public:
   absl::Status Start(const std::string& name, const std::vector<std::string>& flags) {
-    absl::StatusOr<std::string> python = testing::VenvPython();
+    absl::StatusOr<std::string> python = util::VenvPython();
     if (!python.ok()) return python.status();
     // rill serve finds the gateway's Python through RILL_VENV (./rill sets it).
     setenv("RILL_VENV", python->substr(0, python->rfind("/bin/python")).c_str(), 1);
-    run_dir_ = absl::StrCat(testing::TestTempDir(), "/", name, "_run");
-    log_ = absl::StrCat(testing::TestTempDir(), "/", name, ".log");
-    const std::string ready = absl::StrCat(testing::TestTempDir(), "/", name, ".ready");
+    run_dir_ = absl::StrCat(util::TestTempDir(), "/", name, "_run");
+    log_ = absl::StrCat(util::TestTempDir(), "/", name, ".log");
+    const std::string ready = absl::StrCat(util::TestTempDir(), "/", name, ".ready");
     std::remove(ready.c_str());
     absl::StatusOr<base::PortReservation> port = base::PortReservation::Reserve("127.0.0.1", 0);
     if (!port.ok()) return port.status();
     url_ = absl::StrCat("http://127.0.0.1:", port->port(), "/v1");
     std::vector<std::string> argv = {
-        testing::RunfilePath("cli/rill"), "serve", "--port=0", "--max_model_len=1024",
-        absl::StrCat("--openai_port=", port->port()), "--run_dir=" + run_dir_,
+        util::RunfilePath("cli/rill"),
+        "serve",
+        "--port=0",
+        "--max_model_len=1024",
+        absl::StrCat("--openai_port=", port->port()),
+        "--run_dir=" + run_dir_,
         "--ready_file=" + ready,
-        "--engine_binary=" + testing::RunfilePath("engine/service/rill-engine"),
-        "--frontend_binary=" + testing::RunfilePath("frontend/rill-frontend")};
+        "--engine_binary=" + util::RunfilePath("engine/service/rill-engine"),
+        "--frontend_binary=" + util::RunfilePath("frontend/rill-frontend")};
     argv.insert(argv.end(), flags.begin(), flags.end());
     port->Release();  // For rill serve to bind.
     if (absl::Status s = serve_.Start(argv, log_); !s.ok()) return s;
-    absl::StatusOr<std::string> address = testing::WaitForFile(ready, absl::Seconds(240), &serve_);
+    absl::StatusOr<std::string> address = util::WaitForFile(ready, absl::Seconds(240), &serve_);
     if (!address.ok()) return address.status();
     native_ = std::string(absl::StripAsciiWhitespace(*address));
     return absl::OkStatus();
@@ -87,7 +91,7 @@ class OpenAiServe {
 
   // Runs a client script from tests/clients; its output on failure.
   void ExpectPasses(const std::string& script, const std::vector<std::string>& args) {
-    absl::StatusOr<testing::CommandResult> run = testing::RunPython(script, args);
+    absl::StatusOr<util::CommandResult> run = util::RunPython(script, args);
     ASSERT_TRUE(run.ok()) << run.status();
     EXPECT_EQ(run->exit_code, 0) << run->output << "\n" << log();
     std::printf("%s\n", run->output.c_str());
@@ -111,7 +115,7 @@ class OpenAiServe {
   const std::string& run_dir() const { return run_dir_; }
 
  private:
-  testing::Subprocess serve_;
+  util::Subprocess serve_;
   std::string run_dir_, log_, url_, native_;
 };
 
@@ -149,4 +153,4 @@ TEST(OpenAiApiTest, TwoEnginesPrefixAffinitySpreadAndFailover) {
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::integration

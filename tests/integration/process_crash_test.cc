@@ -21,7 +21,7 @@
 #include "rill/v1/inference.grpc.pb.h"
 #include "tests/integration/service_stack.h"
 
-namespace rill {
+namespace rill::tests::integration {
 namespace {
 
 using Stream = grpc::ClientReaderWriter<v1::GenerateRequest, v1::GenerateResponse>;
@@ -51,7 +51,7 @@ int PidByPortFile(const std::string& port_file) {
 
 v1::GenerateRequest StartMsg(const std::string& prompt, int max_tokens, const std::string& id) {
   v1::GenerateRequest r;
-  *r.mutable_start() = testing::GreedyText(prompt, max_tokens, id);
+  *r.mutable_start() = GreedyText(prompt, max_tokens, id);
   return r;
 }
 
@@ -78,8 +78,8 @@ v1::GenerateResponse LastResponse(Stream* stream) {
 }
 
 TEST(ProcessCrashTest, EngineKilledThenRestartedFrontendReconnects) {
-  testing::ServiceStack stack;
-  testing::StackOptions opts;
+  ServiceStack stack;
+  StackOptions opts;
   ASSERT_TRUE(stack.Start(opts).ok());
   auto channel = stack.NewChannel();
   auto stub = v1::Inference::NewStub(channel);
@@ -99,7 +99,7 @@ TEST(ProcessCrashTest, EngineKilledThenRestartedFrontendReconnects) {
   EXPECT_TRUE(last.finished());
   EXPECT_EQ(last.status().code(), grpc::StatusCode::UNAVAILABLE) << last.status().message();
   EXPECT_NE(last.status().message().find("engine"), std::string::npos) << last.status().message();
-  ASSERT_TRUE(testing::WaitForHealth(channel, false, absl::Seconds(30)).ok());
+  ASSERT_TRUE(WaitForHealth(channel, false, absl::Seconds(30)).ok());
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
 
@@ -110,21 +110,21 @@ TEST(ProcessCrashTest, EngineKilledThenRestartedFrontendReconnects) {
   bool serving = false;
   while (absl::Now() < deadline && !serving) {
     ASSERT_TRUE(stack.launcher()->Supervise().ok());
-    absl::StatusOr<bool> s = testing::IsServing(channel);
+    absl::StatusOr<bool> s = IsServing(channel);
     serving = s.ok() && *s;
     if (!serving) absl::SleepFor(absl::Milliseconds(250));
   }
   ASSERT_TRUE(serving) << "the frontend did not come back after the engine restart";
   EXPECT_EQ(PidByPortFile(stack.run_dir() + "/frontend-0.port"), frontend);
-  auto after = testing::GenerateOnce(stub.get(), testing::GreedyText("The capital of France is", 4));
+  auto after = GenerateOnce(stub.get(), GreedyText("The capital of France is", 4));
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->status.code(), 0) << after->status.message();
   EXPECT_EQ(after->token_ids.size(), 4u);
 }
 
 TEST(ProcessCrashTest, KilledFrontendsRequestsAreAbortedAndTheOtherFrontendServes) {
-  testing::ServiceStack stack;
-  testing::StackOptions opts;
+  ServiceStack stack;
+  StackOptions opts;
   opts.frontends = 2;
   opts.restart = false;  // Keep the killed frontend down.
   ASSERT_TRUE(stack.Start(opts).ok());
@@ -166,15 +166,15 @@ TEST(ProcessCrashTest, KilledFrontendsRequestsAreAbortedAndTheOtherFrontendServe
     if (unfinished != 0) absl::SleepFor(absl::Milliseconds(100));
   }
   EXPECT_EQ(unfinished, 0);
-  auto c = testing::GenerateOnce(other.get(), testing::GreedyText("The capital of France is", 4));
+  auto c = GenerateOnce(other.get(), GreedyText("The capital of France is", 4));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->status.code(), 0) << c->status.message();
   EXPECT_EQ(c->token_ids.size(), 4u);
 }
 
 TEST(ProcessCrashTest, StalledEngineIsDroppedByKeepaliveAndRecovers) {
-  testing::ServiceStack stack;
-  testing::StackOptions opts;
+  ServiceStack stack;
+  StackOptions opts;
   // Short keepalive so the stall is found in seconds (default 30 s + 10 s).
   opts.frontend_flags = {"--keepalive_time_ms=1000", "--keepalive_timeout_ms=2000"};
   ASSERT_TRUE(stack.Start(opts).ok());
@@ -194,9 +194,9 @@ TEST(ProcessCrashTest, StalledEngineIsDroppedByKeepaliveAndRecovers) {
   v1::GenerateResponse last = LastResponse(stream.get());
   const bool failed = last.finished() && last.status().code() == grpc::StatusCode::UNAVAILABLE;
   EXPECT_TRUE(failed) << last.DebugString();
-  EXPECT_FALSE(testing::IsServing(channel).value_or(true));
+  EXPECT_FALSE(IsServing(channel).value_or(true));
   // New requests during the stall are refused, not left hanging.
-  auto during = testing::GenerateOnce(stub.get(), testing::GreedyText("Hello", 4), absl::Seconds(60));
+  auto during = GenerateOnce(stub.get(), GreedyText("Hello", 4), absl::Seconds(60));
   ASSERT_TRUE(during.ok()) << during.status();
   EXPECT_EQ(during->status.code(), grpc::StatusCode::UNAVAILABLE) << during->status.message();
   ASSERT_EQ(kill(engine, SIGCONT), 0);
@@ -204,11 +204,11 @@ TEST(ProcessCrashTest, StalledEngineIsDroppedByKeepaliveAndRecovers) {
   EXPECT_TRUE(stream->Finish().ok());
 
   // The same engine process answers again: the frontend reconnects.
-  ASSERT_TRUE(testing::WaitForHealth(channel, true, absl::Seconds(60)).ok());
-  auto after = testing::GenerateOnce(stub.get(), testing::GreedyText("The capital of France is", 4));
+  ASSERT_TRUE(WaitForHealth(channel, true, absl::Seconds(60)).ok());
+  auto after = GenerateOnce(stub.get(), GreedyText("The capital of France is", 4));
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->status.code(), 0) << after->status.message();
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::integration

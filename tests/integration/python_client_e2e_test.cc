@@ -12,16 +12,16 @@
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
 
-namespace rill {
+namespace rill::tests::integration {
 namespace {
 
 TEST(PythonClientE2eTest, StreamsAbortsAndReadsConfigOverTensorParallelStack) {
-  testing::ServiceStack stack;
-  testing::StackOptions options;
+  ServiceStack stack;
+  StackOptions options;
   options.tensor_parallel_size = 2;
   absl::Status started = stack.Start(options);
   ASSERT_TRUE(started.ok()) << started;
-  absl::StatusOr<testing::CommandResult> run = testing::RunPython(
+  absl::StatusOr<util::CommandResult> run = util::RunPython(
       "tests/clients/python_client.py", {"--target", stack.address(), "--proto_dir", "proto"});
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->exit_code, 0) << run->output;
@@ -35,4 +35,4 @@ TEST(PythonClientE2eTest, StreamsAbortsAndReadsConfigOverTensorParallelStack) {
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::integration

@@ -15,7 +15,7 @@
 #include "rill/v1/inference.grpc.pb.h"
 #include "tests/integration/service_stack.h"
 
-namespace rill {
+namespace rill::tests::integration {
 namespace {
 
 using Stream = grpc::ClientReaderWriter<v1::GenerateRequest, v1::GenerateResponse>;
@@ -23,8 +23,8 @@ using Stream = grpc::ClientReaderWriter<v1::GenerateRequest, v1::GenerateRespons
 class RequestIdIsolationTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    stack_ = new testing::ServiceStack();
-    testing::StackOptions opts;
+    stack_ = new ServiceStack();
+    StackOptions opts;
     opts.frontends = 2;
     absl::Status started = stack_->Start(opts);
     ASSERT_TRUE(started.ok()) << started;
@@ -68,11 +68,11 @@ class RequestIdIsolationTest : public ::testing::Test {
     return resp.state();
   }
 
-  static testing::ServiceStack* stack_;
+  static ServiceStack* stack_;
   static std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;
 };
 
-testing::ServiceStack* RequestIdIsolationTest::stack_ = nullptr;
+ServiceStack* RequestIdIsolationTest::stack_ = nullptr;
 std::map<std::string, std::shared_ptr<grpc::Channel>> RequestIdIsolationTest::channels_;
 
 TEST_F(RequestIdIsolationTest, SameIdOnTwoFrontendsGivesEachItsOwnOutput) {
@@ -81,8 +81,7 @@ TEST_F(RequestIdIsolationTest, SameIdOnTwoFrontendsGivesEachItsOwnOutput) {
   std::vector<int32_t> reference[2];
   for (int i = 0; i < 2; ++i) {
     auto stub = v1::Inference::NewStub(Frontend(i));
-    auto c = testing::GenerateOnce(stub.get(),
-                                   testing::GreedyText(prompts[i], 12, absl::StrCat("ref-", i)));
+    auto c = GenerateOnce(stub.get(), GreedyText(prompts[i], 12, absl::StrCat("ref-", i)));
     ASSERT_TRUE(c.ok()) << c.status();
     ASSERT_EQ(c->status.code(), 0) << c->status.message();
     reference[i] = c->token_ids;
@@ -91,12 +90,12 @@ TEST_F(RequestIdIsolationTest, SameIdOnTwoFrontendsGivesEachItsOwnOutput) {
 
   // Several rounds of both at once under one id, so the two overlap.
   for (int round = 0; round < 3; ++round) {
-    absl::StatusOr<testing::Collected> got[2];
+    absl::StatusOr<Collected> got[2];
     std::thread threads[2];
     for (int i = 0; i < 2; ++i) {
       threads[i] = std::thread([&, i] {
         auto stub = v1::Inference::NewStub(Frontend(i));
-        got[i] = testing::GenerateOnce(stub.get(), testing::GreedyText(prompts[i], 12, "same-id"));
+        got[i] = GenerateOnce(stub.get(), GreedyText(prompts[i], 12, "same-id"));
       });
     }
     for (std::thread& t : threads) t.join();
@@ -118,8 +117,8 @@ TEST_F(RequestIdIsolationTest, AbortOnOneFrontendLeavesTheOtherRunning) {
     ctx[i].set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(300)));
     stream[i] = v1::Inference::NewStub(Frontend(i))->Generate(&ctx[i]);
     // Frontend 1's runs until we abort it at the end.
-    ASSERT_TRUE(stream[i]->Write(StartMsg(testing::GreedyText(
-        "Write a long story about a lighthouse.", i == 0 ? kTokens : 4000, "shared"))));
+    ASSERT_TRUE(stream[i]->Write(StartMsg(
+        GreedyText("Write a long story about a lighthouse.", i == 0 ? kTokens : 4000, "shared"))));
   }
   // Both are running once each has streamed a token.
   v1::GenerateResponse r;
@@ -134,8 +133,8 @@ TEST_F(RequestIdIsolationTest, AbortOnOneFrontendLeavesTheOtherRunning) {
 
   // Frontend 1 does not know frontend 0's other request ids.
   {
-    ASSERT_TRUE(stream[0]->Write(StartMsg(
-        testing::GreedyText("Count slowly to one hundred:", kTokens, "only-on-0"))));
+    ASSERT_TRUE(stream[0]->Write(
+        StartMsg(GreedyText("Count slowly to one hundred:", kTokens, "only-on-0"))));
     auto stub = v1::Inference::NewStub(Frontend(1));
     grpc::ClientContext actx;
     v1::AbortRequest a;
@@ -200,7 +199,7 @@ TEST_F(RequestIdIsolationTest, DuplicateIdOnOneFrontendIsAlreadyExists) {
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(300)));
   auto stub = v1::Inference::NewStub(Frontend(0));
   auto stream = stub->Generate(&ctx);
-  ASSERT_TRUE(stream->Write(StartMsg(testing::GreedyText("Tell me about owls.", 2000, "dup"))));
+  ASSERT_TRUE(stream->Write(StartMsg(GreedyText("Tell me about owls.", 2000, "dup"))));
   v1::GenerateResponse r;
   bool running = false;
   while (!running && stream->Read(&r)) {
@@ -211,8 +210,8 @@ TEST_F(RequestIdIsolationTest, DuplicateIdOnOneFrontendIsAlreadyExists) {
 
   // The same id again on the same stream, then on a second stream of the
   // same frontend (same channel): both refused while the first runs.
-  ASSERT_TRUE(stream->Write(StartMsg(testing::GreedyText("Tell me about cats.", 4, "dup"))));
-  auto other = testing::GenerateOnce(stub.get(), testing::GreedyText("Hello", 4, "dup"));
+  ASSERT_TRUE(stream->Write(StartMsg(GreedyText("Tell me about cats.", 4, "dup"))));
+  auto other = GenerateOnce(stub.get(), GreedyText("Hello", 4, "dup"));
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_EQ(other->status.code(), grpc::StatusCode::ALREADY_EXISTS) << other->status.message();
 
@@ -256,7 +255,7 @@ TEST_F(RequestIdIsolationTest, IdIsFreeAsSoonAsItsAbortIsSeen) {
   v1::GenerateRequest abort;
   abort.mutable_abort()->set_request_id("reuse");
   for (int round = 0; round < 12; ++round) {
-    ASSERT_TRUE(stream->Write(StartMsg(testing::GreedyText("Tell me about owls.", 2000, "reuse"))));
+    ASSERT_TRUE(stream->Write(StartMsg(GreedyText("Tell me about owls.", 2000, "reuse"))));
     ASSERT_TRUE(stream->Write(abort));
     v1::GenerateResponse r;
     int finished = 0;
@@ -270,7 +269,7 @@ TEST_F(RequestIdIsolationTest, IdIsFreeAsSoonAsItsAbortIsSeen) {
     }
     ASSERT_EQ(finished, 1) << "round " << round;
   }
-  ASSERT_TRUE(stream->Write(StartMsg(testing::GreedyText("Hello", 4, "reuse"))));
+  ASSERT_TRUE(stream->Write(StartMsg(GreedyText("Hello", 4, "reuse"))));
   stream->WritesDone();
   v1::GenerateResponse r;
   int finished = 0;
@@ -284,4 +283,4 @@ TEST_F(RequestIdIsolationTest, IdIsFreeAsSoonAsItsAbortIsSeen) {
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::integration

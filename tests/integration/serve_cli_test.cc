@@ -28,7 +28,7 @@
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
 
-namespace rill {
+namespace rill::tests::integration {
 namespace {
 
 // Every live process whose parent chain reaches `root`.
@@ -76,8 +76,8 @@ std::vector<std::string> List(const std::string& dir) {
 // A fresh empty directory for one test; `rill serve` makes its run dir in
 // $TMPDIR, so a test sees exactly what it leaves behind.
 std::string FreshDir(const std::string& name) {
-  const std::string dir = absl::StrCat(testing::TestTempDir(), "/", name);
-  testing::RunCommand("rm -rf '" + dir + "' && mkdir -p '" + dir + "'");
+  const std::string dir = absl::StrCat(util::TestTempDir(), "/", name);
+  util::RunCommand("rm -rf '" + dir + "' && mkdir -p '" + dir + "'");
   return dir;
 }
 
@@ -96,18 +96,18 @@ int Count(const std::string& text, const std::string& needle) {
 
 std::vector<std::string> ServeArgv(const std::vector<std::string>& flags) {
   std::vector<std::string> argv = {
-      testing::RunfilePath("cli/rill"), "serve", "--threads=2",
-      "--engine_binary=" + testing::RunfilePath("engine/service/rill-engine"),
-      "--frontend_binary=" + testing::RunfilePath("frontend/rill-frontend")};
+      util::RunfilePath("cli/rill"), "serve", "--threads=2",
+      "--engine_binary=" + util::RunfilePath("engine/service/rill-engine"),
+      "--frontend_binary=" + util::RunfilePath("frontend/rill-frontend")};
   argv.insert(argv.end(), flags.begin(), flags.end());
   return argv;
 }
 
 // `rill serve` with `flags`, to completion, through the shell.
-testing::CommandResult RunServe(const std::string& tmpdir, const std::vector<std::string>& flags) {
+util::CommandResult RunServe(const std::string& tmpdir, const std::vector<std::string>& flags) {
   std::string command = "TMPDIR='" + tmpdir + "'";
   for (const std::string& a : ServeArgv(flags)) command += " '" + a + "'";
-  return testing::RunCommand(command + " 2>&1");
+  return util::RunCommand(command + " 2>&1");
 }
 
 bool Serving(const std::string& address) {
@@ -128,11 +128,11 @@ TEST(ServeCliTest, BadModelsExitTwoWithinSecondsWithTheEnginesReason) {
   const std::string garbage = dir + "/garbage.gguf";
   const std::string bad_version = dir + "/bad_version.gguf";
   const std::string no_config = dir + "/no_config";
-  testing::RunCommand("head -c 1024 /dev/urandom > '" + garbage + "'");
+  util::RunCommand("head -c 1024 /dev/urandom > '" + garbage + "'");
   // The GGUF magic, then version 99.
-  testing::RunCommand("printf 'GGUF\\143\\000\\000\\000' > '" + bad_version +
-                      "' && head -c 256 /dev/zero >> '" + bad_version + "'");
-  testing::RunCommand("mkdir -p '" + no_config + "'");
+  util::RunCommand("printf 'GGUF\\143\\000\\000\\000' > '" + bad_version +
+                   "' && head -c 256 /dev/zero >> '" + bad_version + "'");
+  util::RunCommand("mkdir -p '" + no_config + "'");
   struct Case {
     std::string model;
     std::string reason;
@@ -148,18 +148,18 @@ TEST(ServeCliTest, BadModelsExitTwoWithinSecondsWithTheEnginesReason) {
   const std::string minilm = engine::ResolveModelPath("default");
   const std::string encoder =
       minilm.substr(0, minilm.rfind('/')) + "/all-MiniLM-L6-v2";
-  if (testing::RunCommand("test -f '" + encoder + "/config.json'").exit_code == 0) {
+  if (util::RunCommand("test -f '" + encoder + "/config.json'").exit_code == 0) {
     const std::string no_tokenizer = dir + "/no_tokenizer";
-    testing::RunCommand("mkdir -p '" + no_tokenizer + "' && for f in '" + encoder +
-                        "'/*; do [ \"$(basename \"$f\")\" = tokenizer.json ] || ln -s \"$f\" '" +
-                        no_tokenizer + "'/; done");
+    util::RunCommand("mkdir -p '" + no_tokenizer + "' && for f in '" + encoder +
+                     "'/*; do [ \"$(basename \"$f\")\" = tokenizer.json ] || ln -s \"$f\" '" +
+                     no_tokenizer + "'/; done");
     cases.push_back({no_tokenizer, "tokenizer.json"});
   }
   for (const Case& c : cases) {
     SCOPED_TRACE(c.model);
     const std::string tmpdir = FreshDir("bad_models_tmp");
     const absl::Time start = absl::Now();
-    testing::CommandResult r = RunServe(tmpdir, {"--port=0", "--model=" + c.model});
+    util::CommandResult r = RunServe(tmpdir, {"--port=0", "--model=" + c.model});
     const absl::Duration took = absl::Now() - start;
     EXPECT_EQ(r.exit_code, 2) << r.output;
     EXPECT_LT(took, absl::Seconds(30)) << r.output;  // ~1 s unloaded; was 120 s.
@@ -176,10 +176,10 @@ TEST(ServeCliTest, BadModelsExitTwoWithinSecondsWithTheEnginesReason) {
 TEST(ServeCliTest, CtrlCDuringStartupStopsAtOnceAndLeavesNothing) {
   const std::string tmpdir = FreshDir("ctrl_c_tmp");
   setenv("TMPDIR", tmpdir.c_str(), 1);
-  testing::Subprocess serve;
+  util::Subprocess serve;
   ASSERT_TRUE(serve
                   .Start(ServeArgv({"--port=0", "--engine_flags=--debug_load_delay_s=300"}),
-                         absl::StrCat(testing::TestTempDir(), "/ctrl_c.log"))
+                         absl::StrCat(util::TestTempDir(), "/ctrl_c.log"))
                   .ok());
   unsetenv("TMPDIR");
   // The engine listens and "loads" for 300 s; the frontend waits for it.
@@ -211,18 +211,18 @@ TEST(ServeCliTest, CtrlCDuringStartupStopsAtOnceAndLeavesNothing) {
 // and on SIGTERM lets a running generation finish (rolling upgrades).
 TEST(ServeCliTest, BusyPortFailsAndSigtermDrainsRunningRequests) {
   const std::string tmpdir = FreshDir("drain_tmp");
-  const std::string ready = absl::StrCat(testing::TestTempDir(), "/drain.ready");
-  const std::string log = absl::StrCat(testing::TestTempDir(), "/drain.log");
+  const std::string ready = absl::StrCat(util::TestTempDir(), "/drain.ready");
+  const std::string log = absl::StrCat(util::TestTempDir(), "/drain.log");
   std::remove(ready.c_str());
   setenv("TMPDIR", tmpdir.c_str(), 1);
-  testing::Subprocess serve;
+  util::Subprocess serve;
   // A long grace, so only a broken drain can end the request early.
   ASSERT_TRUE(
       serve.Start(ServeArgv({"--port=0", "--ready_file=" + ready, "--shutdown_grace_ms=120000"}),
                   log)
           .ok());
   unsetenv("TMPDIR");
-  absl::StatusOr<std::string> address = testing::WaitForFile(ready, absl::Seconds(180), &serve);
+  absl::StatusOr<std::string> address = util::WaitForFile(ready, absl::Seconds(180), &serve);
   ASSERT_TRUE(address.ok()) << address.status();
   const std::string addr(absl::StripAsciiWhitespace(*address));
   const std::string port = addr.substr(addr.rfind(':') + 1);
@@ -239,7 +239,7 @@ TEST(ServeCliTest, BusyPortFailsAndSigtermDrainsRunningRequests) {
 
   // A second server on the same port: exit 2 at once, the first untouched.
   const std::string tmpdir2 = FreshDir("drain_second_tmp");
-  testing::CommandResult second = RunServe(tmpdir2, {"--port=" + port});
+  util::CommandResult second = RunServe(tmpdir2, {"--port=" + port});
   EXPECT_EQ(second.exit_code, 2) << second.output;
   EXPECT_NE(second.output.find("port " + port + " on 127.0.0.1 is already in use"),
             std::string::npos)
@@ -256,7 +256,7 @@ TEST(ServeCliTest, BusyPortFailsAndSigtermDrainsRunningRequests) {
   auto stream = stub->Generate(&ctx);
   v1::GenerateRequest req;
   constexpr int kTokens = 200;
-  *req.mutable_start() = testing::GreedyText("Write a long essay about rivers.", kTokens, "drain");
+  *req.mutable_start() = GreedyText("Write a long essay about rivers.", kTokens, "drain");
   ASSERT_TRUE(stream->Write(req));
   // Running: its first tokens have arrived.
   v1::GenerateResponse resp;
@@ -311,19 +311,19 @@ TEST(ServeCliTest, BusyPortFailsAndSigtermDrainsRunningRequests) {
 
 // Past the grace (1 s here), what still runs ends with finish_reason ABORT.
 TEST(ServeCliTest, ServesAndShutsDownCleanlyOnSigterm) {
-  const std::string dir = testing::TestTempDir();
+  const std::string dir = util::TestTempDir();
   const std::string ready = absl::StrCat(dir, "/serve.ready");
   std::remove(ready.c_str());
-  testing::Subprocess serve;
+  util::Subprocess serve;
   ASSERT_TRUE(serve
-                  .Start({testing::RunfilePath("cli/rill"), "serve", "--port=0", "--threads=2",
+                  .Start({util::RunfilePath("cli/rill"), "serve", "--port=0", "--threads=2",
                           "--ready_file=" + ready, "--log_to_files", "--run_dir=" + dir,
                           "--shutdown_grace_ms=1000",
-                          "--engine_binary=" + testing::RunfilePath("engine/service/rill-engine"),
-                          "--frontend_binary=" + testing::RunfilePath("frontend/rill-frontend")},
+                          "--engine_binary=" + util::RunfilePath("engine/service/rill-engine"),
+                          "--frontend_binary=" + util::RunfilePath("frontend/rill-frontend")},
                          absl::StrCat(dir, "/serve.log"))
                   .ok());
-  absl::StatusOr<std::string> address = testing::WaitForFile(ready, absl::Seconds(180), &serve);
+  absl::StatusOr<std::string> address = util::WaitForFile(ready, absl::Seconds(180), &serve);
   ASSERT_TRUE(address.ok()) << address.status();
   const std::string addr(absl::StripAsciiWhitespace(*address));
   const std::set<pid_t> children = Descendants(serve.pid());
@@ -334,7 +334,7 @@ TEST(ServeCliTest, ServesAndShutsDownCleanlyOnSigterm) {
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
   auto stream = stub->Generate(&ctx);
   v1::GenerateRequest req;
-  *req.mutable_start() = testing::GreedyText("Write a long essay about rivers.", 4000, "inflight");
+  *req.mutable_start() = GreedyText("Write a long essay about rivers.", 4000, "inflight");
   ASSERT_TRUE(stream->Write(req));
   v1::GenerateResponse resp;
   ASSERT_TRUE(stream->Read(&resp));
@@ -358,18 +358,21 @@ TEST(ServeCliTest, ServesAndShutsDownCleanlyOnSigterm) {
   }
 }
 
-// Engine options are flags of `rill serve` itself (declared once, shared
-// with rill-engine): what the user sets reaches the engine, which reports it.
-TEST(ServeCliTest, EngineOptionsAreFlagsOfServe) {
+// Engine and frontend options are flags of `rill serve` itself (each
+// declared once, shared with rill-engine or rill-frontend): what the user
+// sets reaches the engine or every frontend, which report it.
+// --frontend_flags still passes other frontend flags through.
+TEST(ServeCliTest, EngineAndFrontendOptionsAreFlagsOfServe) {
   const std::string dir = FreshDir("engine_options");
   const std::string ready = dir + "/serve.ready";
-  testing::Subprocess serve;
+  util::Subprocess serve;
   ASSERT_TRUE(serve
                   .Start(ServeArgv({"--port=0", "--ready_file=" + ready, "--kv_cache_mb=256",
-                                    "--max_num_seqs=8"}),
+                                    "--max_num_seqs=8", "--max_n=3", "--max_logprobs=5",
+                                    "--frontend_flags=--max_stop_strings=7"}),
                          dir + "/serve.log")
                   .ok());
-  absl::StatusOr<std::string> address = testing::WaitForFile(ready, absl::Seconds(180), &serve);
+  absl::StatusOr<std::string> address = util::WaitForFile(ready, absl::Seconds(180), &serve);
   ASSERT_TRUE(address.ok()) << address.status() << "\n" << ReadAll(dir + "/serve.log");
   auto stub = v1::Inference::NewStub(grpc::CreateChannel(
       std::string(absl::StripAsciiWhitespace(*address)), grpc::InsecureChannelCredentials()));
@@ -384,6 +387,10 @@ TEST(ServeCliTest, EngineOptionsAreFlagsOfServe) {
   EXPECT_LE(config.cache().kv_cache_bytes(), int64_t{256} << 20);
   EXPECT_GT(config.cache().kv_cache_bytes(), int64_t{255} << 20);
   EXPECT_EQ(config.scheduler().max_num_seqs(), 8);
+  // The frontend's request limits, as it enforces them.
+  EXPECT_EQ(config.decoding().max_n(), 3);
+  EXPECT_EQ(config.decoding().max_logprobs(), 5);
+  EXPECT_EQ(config.decoding().max_stop_strings(), 7);
 
   kill(serve.pid(), SIGTERM);
   absl::StatusOr<int> code = serve.Wait(absl::Seconds(60));
@@ -395,10 +402,19 @@ TEST(ServeCliTest, EngineOptionsAreFlagsOfServe) {
 // the flag's name.
 TEST(ServeCliTest, BadEngineOptionExitsTwoNamingTheFlag) {
   const std::string tmpdir = FreshDir("bad_option");
-  testing::CommandResult r = RunServe(tmpdir, {"--port=0", "--max_num_seqs=0"});
+  util::CommandResult r = RunServe(tmpdir, {"--port=0", "--max_num_seqs=0"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--max_num_seqs must be at least 1"), std::string::npos) << r.output;
 }
 
+// So does a bad frontend option, before any child starts.
+TEST(ServeCliTest, BadFrontendOptionExitsTwoNamingTheFlag) {
+  const std::string tmpdir = FreshDir("bad_frontend_option");
+  util::CommandResult r = RunServe(tmpdir, {"--port=0", "--max_n=0"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--max_n must be at least 1"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("starting with"), std::string::npos) << r.output;
+}
+
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::integration

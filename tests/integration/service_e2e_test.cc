@@ -18,11 +18,8 @@
 #include "rill/v1/inference.grpc.pb.h"
 #include "tests/integration/service_stack.h"
 
-namespace rill {
+namespace rill::tests::integration {
 namespace {
-
-using testing::Collected;
-using testing::GreedyText;
 
 constexpr int kTokens = 24;
 const char* const kPrompts[] = {"The capital of France is", "def fibonacci(n):",
@@ -57,7 +54,7 @@ class ServiceE2eTest : public ::testing::Test {
       (*g_reference)[p] = last.outputs.at(0);
     }
     eng->reset();
-    stack_ = new testing::ServiceStack();
+    stack_ = new ServiceStack();
     absl::Status s = stack_->Start({});
     ASSERT_TRUE(s.ok()) << s;
   }
@@ -71,16 +68,16 @@ class ServiceE2eTest : public ::testing::Test {
     stub_ = v1::Inference::NewStub(channel_);
   }
 
-  static testing::ServiceStack* stack_;
+  static ServiceStack* stack_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Inference::Stub> stub_;
 };
 
-testing::ServiceStack* ServiceE2eTest::stack_ = nullptr;
+ServiceStack* ServiceE2eTest::stack_ = nullptr;
 
 TEST_F(ServiceE2eTest, StreamedGreedyOutputMatchesInProcessEngine) {
   for (const char* p : kPrompts) {
-    absl::StatusOr<Collected> c = testing::GenerateOnce(stub_.get(), GreedyText(p, kTokens));
+    absl::StatusOr<Collected> c = GenerateOnce(stub_.get(), GreedyText(p, kTokens));
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(c->status.code(), 0) << c->status.message();
     const engine::CompletionOutput& ref = g_reference->at(p);
@@ -174,10 +171,10 @@ TEST_F(ServiceE2eTest, ConfigLoadAndHealth) {
     ASSERT_TRUE(stub_->CheckHealth(&ctx, {}, &h).ok());
     EXPECT_TRUE(h.healthy()) << h.message();
   }
-  absl::StatusOr<bool> overall = testing::IsServing(channel_);
+  absl::StatusOr<bool> overall = IsServing(channel_);
   ASSERT_TRUE(overall.ok()) << overall.status();
   EXPECT_TRUE(*overall);
-  absl::StatusOr<bool> inference = testing::IsServing(channel_, "rill.v1.Inference");
+  absl::StatusOr<bool> inference = IsServing(channel_, "rill.v1.Inference");
   ASSERT_TRUE(inference.ok()) << inference.status();
   EXPECT_TRUE(*inference);
 }
@@ -388,4 +385,4 @@ TEST_F(ServiceE2eTest, UnaryAbortOnlyFromTheStartingConnection) {
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::integration

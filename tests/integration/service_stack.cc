@@ -14,11 +14,11 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/util/subprocess.h"
 
-namespace rill::testing {
+namespace rill::tests::integration {
 
 absl::Status ServiceStack::Start(const StackOptions& options) {
   char tmpl[4096];
-  snprintf(tmpl, sizeof(tmpl), "%s/stack.XXXXXX", TestTempDir().c_str());
+  snprintf(tmpl, sizeof(tmpl), "%s/stack.XXXXXX", util::TestTempDir().c_str());
   if (mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp failed");
   run_dir_ = tmpl;
   client_tls_ = options.client_tls;
@@ -26,11 +26,11 @@ absl::Status ServiceStack::Start(const StackOptions& options) {
   lo.host = "127.0.0.1";
   lo.port = 0;
   lo.num_frontends = options.frontends;
-  lo.engine_binary = RunfilePath("engine/service/rill-engine");
-  lo.frontend_binary = RunfilePath("frontend/rill-frontend");
+  lo.engine_binary = util::RunfilePath("engine/service/rill-engine");
+  lo.frontend_binary = util::RunfilePath("frontend/rill-frontend");
   lo.engine_flags = {"--model=default", "--threads=2",
                      absl::StrCat("--tensor_parallel_size=", options.tensor_parallel_size),
-                     absl::StrCat("--worker_binary=", RunfilePath("worker/rill-worker"))};
+                     absl::StrCat("--worker_binary=", util::RunfilePath("worker/rill-worker"))};
   for (const std::string& f : options.engine_flags) lo.engine_flags.push_back(f);
   lo.frontend_flags = options.frontend_flags;
   lo.admin_token = options.admin_token;
@@ -167,4 +167,4 @@ absl::StatusOr<Collected> GenerateOnce(v1::Inference::Stub* stub, const v1::Star
   return c;
 }
 
-}  // namespace rill::testing
+}  // namespace rill::tests::integration

@@ -17,7 +17,7 @@
 #include "cli/server_launcher.h"
 #include "rill/v1/inference.grpc.pb.h"
 
-namespace rill::testing {
+namespace rill::tests::integration {
 
 struct StackOptions {
   int frontends = 1;
@@ -84,6 +84,6 @@ v1::StartRequest GreedyText(const std::string& prompt, int max_tokens,
 absl::StatusOr<Collected> GenerateOnce(v1::Inference::Stub* stub, const v1::StartRequest& start,
                                        absl::Duration timeout = absl::Seconds(300));
 
-}  // namespace rill::testing
+}  // namespace rill::tests::integration
 
 #endif  // RILL_TESTS_INTEGRATION_SERVICE_STACK_H_

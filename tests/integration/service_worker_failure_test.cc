@@ -22,7 +22,7 @@
 #include "rill/v1/inference.grpc.pb.h"
 #include "tests/integration/service_stack.h"
 
-namespace rill {
+namespace rill::tests::integration {
 namespace {
 
 std::string ReadFile(const std::string& path) {
@@ -65,14 +65,14 @@ std::vector<int> WorkersOf(const std::string& run_dir) {
 }
 
 TEST(ServiceWorkerFailureTest, KilledWorkerGivesUnavailableAndRestartRecovers) {
-  testing::ServiceStack stack;
-  testing::StackOptions options;
+  ServiceStack stack;
+  StackOptions options;
   options.tensor_parallel_size = 2;
   options.engine_flags = {"--exit_when_dead_s=2"};
   ASSERT_TRUE(stack.Start(options).ok());
   auto channel = stack.NewChannel();
   auto stub = v1::Inference::NewStub(channel);
-  auto before = testing::GenerateOnce(stub.get(), testing::GreedyText("The capital of France is", 8));
+  auto before = GenerateOnce(stub.get(), GreedyText("The capital of France is", 8));
   ASSERT_TRUE(before.ok()) << before.status();
   ASSERT_EQ(before->token_ids.size(), 8u);
 
@@ -82,7 +82,7 @@ TEST(ServiceWorkerFailureTest, KilledWorkerGivesUnavailableAndRestartRecovers) {
   inflight_ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(300)));
   auto inflight = stub->Generate(&inflight_ctx);
   v1::GenerateRequest long_request;
-  *long_request.mutable_start() = testing::GreedyText("Once upon a time", 2000, "inflight");
+  *long_request.mutable_start() = GreedyText("Once upon a time", 2000, "inflight");
   ASSERT_TRUE(inflight->Write(long_request));
   v1::GenerateResponse resp;
   ASSERT_TRUE(inflight->Read(&resp));
@@ -105,9 +105,9 @@ TEST(ServiceWorkerFailureTest, KilledWorkerGivesUnavailableAndRestartRecovers) {
 
   // Health turns NOT_SERVING, and requests fail fast with UNAVAILABLE (as a
   // call status or a per-request status) naming the cause; no hang.
-  ASSERT_TRUE(testing::WaitForHealth(channel, false, absl::Seconds(30)).ok());
+  ASSERT_TRUE(WaitForHealth(channel, false, absl::Seconds(30)).ok());
   const absl::Time sent = absl::Now();
-  auto during = testing::GenerateOnce(stub.get(), testing::GreedyText("Hello", 8), absl::Seconds(60));
+  auto during = GenerateOnce(stub.get(), GreedyText("Hello", 8), absl::Seconds(60));
   EXPECT_LT(absl::Now() - sent, absl::Seconds(30));
   const int code = during.ok() ? during->status.code() : static_cast<int>(during.status().code());
   const std::string message =
@@ -120,16 +120,16 @@ TEST(ServiceWorkerFailureTest, KilledWorkerGivesUnavailableAndRestartRecovers) {
   bool serving = false;
   while (absl::Now() < deadline && !serving) {
     ASSERT_TRUE(stack.launcher()->Supervise().ok());
-    absl::StatusOr<bool> s = testing::IsServing(channel);
+    absl::StatusOr<bool> s = IsServing(channel);
     serving = s.ok() && *s;
     if (!serving) absl::SleepFor(absl::Milliseconds(250));
   }
   ASSERT_TRUE(serving) << "service did not recover after the engine restart";
-  auto after = testing::GenerateOnce(stub.get(), testing::GreedyText("The capital of France is", 8));
+  auto after = GenerateOnce(stub.get(), GreedyText("The capital of France is", 8));
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->token_ids, before->token_ids);
   EXPECT_EQ(WorkersOf(stack.run_dir()).size(), workers.size());
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::integration

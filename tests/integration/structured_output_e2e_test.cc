@@ -13,17 +13,17 @@
 #include "tests/integration/service_stack.h"
 #include "tests/util/python_runner.h"
 
-namespace rill {
+namespace rill::tests::integration {
 namespace {
 
 TEST(StructuredOutputE2eTest, ConstraintsHoldOverGrpc) {
-  testing::ServiceStack stack;
-  testing::StackOptions options;
+  ServiceStack stack;
+  StackOptions options;
   absl::Status started = stack.Start(options);
   ASSERT_TRUE(started.ok()) << started;
-  absl::StatusOr<testing::CommandResult> run = testing::RunPython(
-      "tests/clients/structured_output_check.py",
-      {"--target", stack.address(), "--proto_dir", "proto", "--samples", "8"});
+  absl::StatusOr<util::CommandResult> run =
+      util::RunPython("tests/clients/structured_output_check.py",
+                      {"--target", stack.address(), "--proto_dir", "proto", "--samples", "8"});
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->exit_code, 0) << run->output;
   std::cout << run->output << std::endl;
@@ -32,18 +32,18 @@ TEST(StructuredOutputE2eTest, ConstraintsHoldOverGrpc) {
 // Sampling (and so the mask) runs in the engine whatever runs the model: the
 // same constraints hold with two tensor-parallel rill-worker processes.
 TEST(StructuredOutputE2eTest, ConstraintsHoldWithTensorParallelWorkers) {
-  testing::ServiceStack stack;
-  testing::StackOptions options;
+  ServiceStack stack;
+  StackOptions options;
   options.tensor_parallel_size = 2;
   absl::Status started = stack.Start(options);
   ASSERT_TRUE(started.ok()) << started;
-  absl::StatusOr<testing::CommandResult> run = testing::RunPython(
-      "tests/clients/structured_output_check.py",
-      {"--target", stack.address(), "--proto_dir", "proto", "--samples", "2", "--phases",
-       "validity"});
+  absl::StatusOr<util::CommandResult> run =
+      util::RunPython("tests/clients/structured_output_check.py",
+                      {"--target", stack.address(), "--proto_dir", "proto", "--samples", "2",
+                       "--phases", "validity"});
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->exit_code, 0) << run->output;
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::integration

@@ -9,18 +9,19 @@
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
 
-namespace rill {
+namespace rill::tests::metrics {
 namespace {
 
 TEST(MetricsE2eTest, ServeExposesVllmMetricsThatCountAKnownWorkload) {
-  absl::StatusOr<testing::CommandResult> run = testing::RunPython(
-      "tests/metrics/metrics_e2e.py",
-      {"--rill", testing::RunfilePath("cli/rill"), "--engine_binary",
-       testing::RunfilePath("engine/service/rill-engine"), "--frontend_binary",
-       testing::RunfilePath("frontend/rill-frontend"), "--proto_dir", "proto", "--dashboard", "deploy/grafana/rill-dashboard.json"});
+  absl::StatusOr<util::CommandResult> run =
+      util::RunPython("tests/metrics/metrics_e2e.py",
+                      {"--rill", util::RunfilePath("cli/rill"), "--engine_binary",
+                       util::RunfilePath("engine/service/rill-engine"), "--frontend_binary",
+                       util::RunfilePath("frontend/rill-frontend"), "--proto_dir", "proto",
+                       "--dashboard", "deploy/grafana/rill-dashboard.json"});
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->exit_code, 0) << run->output;
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::metrics

@@ -8,18 +8,18 @@
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
 
-namespace rill {
+namespace rill::tests::traces {
 namespace {
 
 TEST(TracesE2eTest, RequestSpansReachTheCollectorWithTheClientsTraceId) {
-  absl::StatusOr<testing::CommandResult> run = testing::RunPython(
-      "tests/traces/traces_e2e.py",
-      {"--rill", testing::RunfilePath("cli/rill"), "--engine_binary",
-       testing::RunfilePath("engine/service/rill-engine"), "--frontend_binary",
-       testing::RunfilePath("frontend/rill-frontend"), "--proto_dir", "proto"});
+  absl::StatusOr<util::CommandResult> run =
+      util::RunPython("tests/traces/traces_e2e.py",
+                      {"--rill", util::RunfilePath("cli/rill"), "--engine_binary",
+                       util::RunfilePath("engine/service/rill-engine"), "--frontend_binary",
+                       util::RunfilePath("frontend/rill-frontend"), "--proto_dir", "proto"});
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->exit_code, 0) << run->output;
 }
 
 }  // namespace
-}  // namespace rill
+}  // namespace rill::tests::traces

@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-namespace rill::testing {
+namespace rill::tests::util {
 
 using grpc::health::v1::HealthCheckRequest;
 using grpc::health::v1::HealthCheckResponse;
@@ -125,4 +125,4 @@ grpc::Status HealthWatch::final_status() const {
   return final_;
 }
 
-}  // namespace rill::testing
+}  // namespace rill::tests::util

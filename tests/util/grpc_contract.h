@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
-namespace rill::testing {
+namespace rill::tests::util {
 
 using Metadata = std::multimap<std::string, std::string>;
 
@@ -58,6 +58,6 @@ class HealthWatch {
   grpc::Status final_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace rill::testing
+}  // namespace rill::tests::util
 
 #endif  // RILL_TESTS_UTIL_GRPC_CONTRACT_H_

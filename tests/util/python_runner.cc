@@ -12,7 +12,7 @@
 #include "base/model_dir.h"
 #include "tests/util/subprocess.h"
 
-namespace rill::testing {
+namespace rill::tests::util {
 
 // The workspace's .venv, found by resolving a runfile symlink back to the
 // source tree (Bazel runs tests outside it), for runs without RILL_VENV.
@@ -75,4 +75,4 @@ absl::StatusOr<CommandResult> RunPython(const std::string& script,
 
 std::string DefaultModelPath() { return base::DefaultModelFilePath(); }
 
-}  // namespace rill::testing
+}  // namespace rill::tests::util

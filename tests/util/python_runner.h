@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace rill::testing {
+namespace rill::tests::util {
 
 // $RILL_VENV/bin/python, or an error saying how to set it up.
 absl::StatusOr<std::string> VenvPython();
@@ -31,6 +31,6 @@ std::string ShellQuote(const std::string& s);
 // The default model's path (base::DefaultModelFilePath()); it may not exist.
 std::string DefaultModelPath();
 
-}  // namespace rill::testing
+}  // namespace rill::tests::util
 
 #endif  // RILL_TESTS_UTIL_PYTHON_RUNNER_H_

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
-namespace rill::testing {
+namespace rill::tests::util {
 
 absl::StatusOr<std::string> WaitForFile(const std::string& path, absl::Duration timeout,
                                         Subprocess* child) {
@@ -46,4 +46,4 @@ std::string RunfilePath(const std::string& workspace_relative) {
                       workspace_relative);
 }
 
-}  // namespace rill::testing
+}  // namespace rill::tests::util

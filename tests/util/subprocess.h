@@ -11,7 +11,7 @@
 #include "base/child_process.h"
 #include "absl/time/time.h"
 
-namespace rill::testing {
+namespace rill::tests::util {
 
 // Kept as the tests' name for base::ChildProcess.
 using Subprocess = base::ChildProcess;
@@ -28,6 +28,6 @@ std::string TestTempDir();
 // ("frontend/rill-frontend"), resolved through the Bazel runfiles tree.
 std::string RunfilePath(const std::string& workspace_relative);
 
-}  // namespace rill::testing
+}  // namespace rill::tests::util
 
 #endif  // RILL_TESTS_UTIL_SUBPROCESS_H_

@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "base/child_process.h"
 
-namespace rill::testing {
+namespace rill::tests::util {
 namespace {
 
 std::string FindOpenssl() {
@@ -123,4 +123,4 @@ absl::StatusOr<TestPki> MakeTestPki(const std::string& dir) {
   return pki;
 }
 
-}  // namespace rill::testing
+}  // namespace rill::tests::util

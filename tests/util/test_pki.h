@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace rill::testing {
+namespace rill::tests::util {
 
 struct TestPki {
   std::string dir;
@@ -26,6 +26,6 @@ struct TestPki {
 // when the command is missing or fails.
 absl::StatusOr<TestPki> MakeTestPki(const std::string& dir);
 
-}  // namespace rill::testing
+}  // namespace rill::tests::util
 
 #endif  // RILL_TESTS_UTIL_TEST_PKI_H_

@@ -5,7 +5,7 @@
 
 #include "absl/strings/numbers.h"
 
-namespace rill::testing {
+namespace rill::tests::util {
 namespace {
 
 constexpr char kSeedVariable[] = "RILL_TEST_SEED";
@@ -51,4 +51,4 @@ uint64_t StreamSeed(uint64_t stream) {
 
 std::mt19937_64 TestRng(uint64_t stream) { return std::mt19937_64(StreamSeed(stream)); }
 
-}  // namespace rill::testing
+}  // namespace rill::tests::util

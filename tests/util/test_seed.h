@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <random>
 
-namespace rill::testing {
+namespace rill::tests::util {
 
 // The process's seed; the same value on every call, from any thread.
 // Aborts with a message when $RILL_TEST_SEED is set but not a uint64.
@@ -23,6 +23,6 @@ uint64_t StreamSeed(uint64_t stream);
 // std::mt19937 seed one with StreamSeed(stream) instead.
 std::mt19937_64 TestRng(uint64_t stream);
 
-}  // namespace rill::testing
+}  // namespace rill::tests::util
 
 #endif  // RILL_TESTS_UTIL_TEST_SEED_H_

@@ -5,10 +5,10 @@
 #include "tests/util/test_seed.h"
 
 int main() {
-  std::mt19937_64 rng = rill::testing::TestRng(1);
+  std::mt19937_64 rng = rill::tests::util::TestRng(1);
   std::printf("seed=%llu stream0=%llu rng1=%llu\n",
-              static_cast<unsigned long long>(rill::testing::TestSeed()),
-              static_cast<unsigned long long>(rill::testing::StreamSeed(0)),
+              static_cast<unsigned long long>(rill::tests::util::TestSeed()),
+              static_cast<unsigned long long>(rill::tests::util::StreamSeed(0)),
               static_cast<unsigned long long>(rng()));
   return 0;
 }

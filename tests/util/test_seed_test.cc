@@ -9,7 +9,7 @@
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
 
-namespace rill::testing {
+namespace rill::tests::util {
 namespace {
 
 // Runs test_seed_print with `env` (shell assignments) in a fresh process.
@@ -74,4 +74,4 @@ TEST(TestSeedTest, MalformedSeedFailsLoudly) {
 }
 
 }  // namespace
-}  // namespace rill::testing
+}  // namespace rill::tests::util

@@ -6,7 +6,7 @@
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
 
-namespace rill::testing {
+namespace rill::tests::util {
 
 void MakeTinyModels(const std::string& dir, uint32_t seed) {
   absl::StatusOr<CommandResult> r = RunPython("tests/reference/make_tiny_models.py",
@@ -25,4 +25,4 @@ std::string TinyModelTestName(const ::testing::TestParamInfo<std::string>& info)
   return name;
 }
 
-}  // namespace rill::testing
+}  // namespace rill::tests::util

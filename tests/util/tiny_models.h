@@ -11,7 +11,7 @@
 
 #include "tests/util/test_seed.h"
 
-namespace rill::testing {
+namespace rill::tests::util {
 
 // Writes every tiny model under `dir` with weights drawn from `seed`;
 // records a gtest failure naming the cause when the generator fails.
@@ -41,6 +41,6 @@ class TinyModels : public Base {
 // INSTANTIATE_TEST_SUITE_P over model paths.
 std::string TinyModelTestName(const ::testing::TestParamInfo<std::string>& info);
 
-}  // namespace rill::testing
+}  // namespace rill::tests::util
 
 #endif  // RILL_TESTS_UTIL_TINY_MODELS_H_

@@ -48,7 +48,7 @@ TEST(GlooCommunicatorTest, AllReduceSumsIdenticallyOnEveryRank) {
   for (int world : {2, 3}) {
     const int64_t n = 100003;  // Odd size: uneven ring chunks.
     std::vector<std::vector<float>> inputs(world, std::vector<float>(n));
-    std::mt19937 rng(rill::testing::StreamSeed(world));
+    std::mt19937 rng(rill::tests::util::StreamSeed(world));
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     for (auto& v : inputs) {
       for (float& x : v) x = dist(rng);

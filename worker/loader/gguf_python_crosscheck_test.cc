@@ -53,7 +53,7 @@ TEST(GgufPythonCrossCheck, MatchesReferenceReader) {
   const std::string model = base::DefaultModelFilePath();
   if (!Exists(model)) GTEST_SKIP() << "default model not found at " << model;
   const std::string script = ScriptPath();
-  const absl::StatusOr<std::string> python = rill::testing::VenvPython();
+  const absl::StatusOr<std::string> python = rill::tests::util::VenvPython();
   ASSERT_TRUE(python.ok())
       << "no Python found: set RILL_VENV to the project venv (with the gguf package): "
       << python.status();

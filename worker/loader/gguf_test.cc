@@ -325,7 +325,7 @@ TEST(GgufTest, EveryTruncationFails) {
 
 TEST(GgufTest, RandomCorruptionNeverCrashes) {
   std::string good = SampleWriter().Build();
-  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(0));
+  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(0));
   std::printf("GgufTest.RandomCorruptionNeverCrashes seed=%u\n", seed);
   std::mt19937 rng(seed);
   int ok = 0;

@@ -103,7 +103,7 @@ TEST(SafetensorsTest, EveryTruncationFails) {
 
 TEST(SafetensorsTest, RandomCorruptionNeverCrashes) {
   std::string good = Sample().Build();
-  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(0));
+  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(0));
   std::printf("SafetensorsTest.RandomCorruptionNeverCrashes seed=%u\n", seed);
   std::mt19937 rng(seed);
   for (int iter = 0; iter < 20000; ++iter) {

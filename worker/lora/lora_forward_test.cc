@@ -94,7 +94,7 @@ class MergedEquivalenceTest : public ::testing::TestWithParam<MergeCase> {};
 
 TEST_P(MergedEquivalenceTest, AdapterEqualsOfflineMergedWeights) {
   const MergeCase& c = GetParam();
-  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(0));
+  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(0));
   std::cout << c.name << " seed " << seed << "\n";
   std::mt19937 rng(seed);
   const std::string dir = absl::StrCat(testing::TempDir(), "/merge_", c.name);
@@ -159,9 +159,9 @@ INSTANTIATE_TEST_SUITE_P(
 // The real default model (quantized weights) with a random adapter against
 // the same file with the targeted projections replaced by f32 W + scale B A.
 TEST(DefaultModelLoraTest, AdapterEqualsOfflineMergedWeights) {
-  const std::string path = rill::testing::DefaultModelPath();
+  const std::string path = rill::tests::util::DefaultModelPath();
   if (access(path.c_str(), R_OK) != 0) GTEST_FAIL() << "default model missing: run tools/setup.sh";
-  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(1));
+  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(1));
   std::cout << "seed " << seed << "\n";
   std::mt19937 rng(seed);
   kernels::cpu::ThreadPool pool(0);
@@ -206,7 +206,7 @@ TEST(DefaultModelLoraTest, AdapterEqualsOfflineMergedWeights) {
 // context and new tokens, against each sequence alone. More than 256 tokens
 // in the step, so the MLP's token slices cut through sequences.
 TEST(MixedLoraBatchTest, EverySequenceGetsWhatItGetsAlone) {
-  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(2));
+  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(2));
   std::cout << "seed " << seed << "\n";
   std::mt19937 rng(seed);
   const TinySpec spec = testing::DefaultArchitectureSpec(2, 1024);

@@ -42,7 +42,7 @@ enum class Path { kFast, kExact, kInt16, kExactF16Kv };
 class BatchInvarianceTest : public ::testing::TestWithParam<Path> {
  protected:
   void SetUp() override {
-    const std::string path = rill::testing::DefaultModelPath();
+    const std::string path = rill::tests::util::DefaultModelPath();
     ASSERT_EQ(access(path.c_str(), R_OK), 0) << "default model missing: run tools/setup.sh";
     absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
         worker::loader::LoadCheckpoint(path);
@@ -73,7 +73,7 @@ class BatchInvarianceTest : public ::testing::TestWithParam<Path> {
 };
 
 TEST_P(BatchInvarianceTest, AloneBatchedAndChunkedAgree) {
-  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(0));
+  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(0));
   std::cout << "seed " << seed << "\n";
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> token(100, 49000);
@@ -156,7 +156,7 @@ INSTANTIATE_TEST_SUITE_P(MatmulPaths, BatchInvarianceTest,
 // greedy decoding mostly picks the same tokens, while the cache takes half
 // the bytes.
 TEST(F16KvCacheTest, LogitsStayCloseToTheF32Cache) {
-  const std::string path = rill::testing::DefaultModelPath();
+  const std::string path = rill::tests::util::DefaultModelPath();
   ASSERT_EQ(access(path.c_str(), R_OK), 0) << "default model missing: run tools/setup.sh";
   absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
       worker::loader::LoadCheckpoint(path);
@@ -165,7 +165,7 @@ TEST(F16KvCacheTest, LogitsStayCloseToTheF32Cache) {
   absl::StatusOr<std::unique_ptr<CausalLm>> model =
       CreateCausalLm(std::move(*ckpt), &pool, ModelOptions{});
   ASSERT_TRUE(model.ok()) << model.status();
-  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(1));
+  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(1));
   std::cout << "seed " << seed << "\n";
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> token(100, 49000);
@@ -237,7 +237,7 @@ TEST(F16KvCacheTest, LogitsStayCloseToTheF32Cache) {
 }
 
 TEST(ForwardValidationTest, RejectsBadBatchesWithClearErrors) {
-  const std::string path = rill::testing::DefaultModelPath();
+  const std::string path = rill::tests::util::DefaultModelPath();
   absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
       worker::loader::LoadCheckpoint(path);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();

@@ -83,14 +83,14 @@ TEST_F(BertTest, ConfigIsMiniLm) {
 TEST_F(BertTest, MatchesFloat64ReferenceAndIsBatchInvariant) {
   const std::string tmp = std::getenv("TEST_TMPDIR");
   const std::string ids_path = tmp + "/ids.txt", emb_path = tmp + "/ref.bin";
-  absl::StatusOr<testing::CommandResult> r = testing::RunPython(
+  absl::StatusOr<tests::util::CommandResult> r = tests::util::RunPython(
       "tests/reference/bert_sentences.py",
       {base::DefaultEmbedModelPath() + "/tokenizer.json", ids_path, "100", "7"});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->exit_code, 0) << r->output;
-  r = testing::RunPython("tests/reference/reference_bert.py",
-                         {"--model", base::DefaultEmbedModelPath(), "--input", ids_path,
-                          "--out", emb_path});
+  r = tests::util::RunPython(
+      "tests/reference/reference_bert.py",
+      {"--model", base::DefaultEmbedModelPath(), "--input", ids_path, "--out", emb_path});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->exit_code, 0) << r->output;
 

@@ -36,7 +36,7 @@ double Cosine(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST(DecoderPoolingTest, MeanAndLastMatchReferenceInAnyBatch) {
-  const std::string path = rill::testing::DefaultModelPath();
+  const std::string path = rill::tests::util::DefaultModelPath();
   ASSERT_EQ(access(path.c_str(), R_OK), 0) << "default model missing: run tools/setup.sh";
   absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
       worker::loader::LoadCheckpoint(path);
@@ -80,9 +80,10 @@ TEST(DecoderPoolingTest, MeanAndLastMatchReferenceInAnyBatch) {
   for (const auto& [name, type] : {std::pair<std::string, PoolingType>{"mean", PoolingType::kMean},
                                    {"last", PoolingType::kLast}}) {
     const std::string out = tmp + "/" + name + ".bin";
-    absl::StatusOr<testing::CommandResult> r = testing::RunPython(
-        "tests/reference/reference_model.py",
-        {"--model", path, "--tokens", absl::StrJoin(prompt, ","), "--pool", name, "--pool-out", out});
+    absl::StatusOr<tests::util::CommandResult> r =
+        tests::util::RunPython("tests/reference/reference_model.py",
+                               {"--model", path, "--tokens", absl::StrJoin(prompt, ","), "--pool",
+                                name, "--pool-out", out});
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_EQ(r->exit_code, 0) << r->output;
     std::vector<float> ref(h);

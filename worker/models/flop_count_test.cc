@@ -11,7 +11,7 @@ namespace {
 // The count from tensor shapes must equal the Llama formula written out from
 // the config alone (q, k, v, o, gate, up, down per layer, tied head).
 TEST(FlopCountTest, DefaultModelMatchesTheLlamaFormula) {
-  const std::string path = rill::testing::DefaultModelPath();
+  const std::string path = rill::tests::util::DefaultModelPath();
   if (access(path.c_str(), R_OK) != 0) GTEST_FAIL() << "default model missing: run tools/setup.sh";
   auto ckpt = worker::loader::LoadCheckpoint(path);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();

@@ -27,8 +27,8 @@
 namespace rill::worker {
 namespace {
 
-using rill::testing::RunPython;
-using rill::testing::TestTempDir;
+using rill::tests::util::RunPython;
+using rill::tests::util::TestTempDir;
 
 constexpr char kReference[] = "tests/reference/reference_model.py";
 constexpr char kCompare[] = "tests/reference/compare_logits.py";
@@ -107,14 +107,14 @@ std::string CompareWithReference(const std::string& path, const std::vector<int3
   static int counter = 0;
   const std::string base = absl::StrCat(TestTempDir(), "/cmp", counter++);
   WriteLogits(base + ".ours.bin", ours.logits, (*model)->config().vocab_size, ours.greedy);
-  absl::StatusOr<rill::testing::CommandResult> ref =
+  absl::StatusOr<rill::tests::util::CommandResult> ref =
       RunPython(kReference, {"--model", path, "--tokens", absl::StrJoin(prompt, ","), "--greedy",
                              absl::StrCat(steps), "--out", base + ".ref.npy"});
   if (!ref.ok()) return ref.status().ToString();
   if (ref->exit_code != 0) return absl::StrCat("reference failed:\n", ref->output);
-  absl::StatusOr<rill::testing::CommandResult> cmp =
-      RunPython(kCompare, {base + ".ours.bin", base + ".ref.npy", "--threshold",
-                           absl::StrCat(threshold), "--quiet"});
+  absl::StatusOr<rill::tests::util::CommandResult> cmp = RunPython(
+      kCompare,
+      {base + ".ours.bin", base + ".ref.npy", "--threshold", absl::StrCat(threshold), "--quiet"});
   if (!cmp.ok()) return cmp.status().ToString();
   *passed = cmp->exit_code == 0;
   return cmp->output;
@@ -128,7 +128,7 @@ std::vector<int32_t> RandomPrompt(std::mt19937* rng, int n, int vocab) {
 }
 
 class TinyModelParityTest
-    : public rill::testing::TinyModels<::testing::TestWithParam<std::string>> {};
+    : public rill::tests::util::TinyModels<::testing::TestWithParam<std::string>> {};
 
 TEST_P(TinyModelParityTest, LogitsAndGreedyMatchReference) {
   std::cout << "tiny model seed " << seed_ << "\n";
@@ -153,30 +153,26 @@ TEST_P(TinyModelParityTest, LogitsAndGreedyMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllForms, TinyModelParityTest,
-    ::testing::Values("llama_gqa/hf-f32", "llama_gqa/hf-f16", "llama_gqa/hf-bf16",
-                      "llama_gqa/hf-f32-sharded", "llama_gqa/model.f32.gguf",
-                      "llama_gqa/model.f16.gguf", "llama_gqa/model.q8_0.gguf",
-                      "llama_gqa/model.q4_1.gguf", "llama_llama3/hf-f32",
-                      "llama_llama3/model.f32.gguf", "llama_linear/hf-f32",
-                      "llama_linear/model.f32.gguf", "qwen2_bias/hf-f32",
-                      "qwen2_bias/model.f32.gguf",
-                      // Sliding windows shorter than the prompt (8 of 24 + 16
-                      // positions; Qwen2's on its second layer only), and a
-                      // transformers 5 config (rope_parameters, no rope_theta).
-                      "mistral_window/hf-f32", "mistral_window/hf-bf16",
-                      "mistral_window/model.f32.gguf", "mistral_window/model.q8_0.gguf",
-                      "qwen2_window/hf-f32", "llama_tf5/hf-f32", "llama_tf5/hf-bf16",
-                      "llama_tf5/model.f32.gguf",
-                      // Qwen3: per-head q/k norms, head_dim 24 != hidden / heads.
-                      "qwen3/hf-f32", "qwen3/hf-bf16", "qwen3/model.f32.gguf",
-                      "qwen3/model.q8_0.gguf",
-                      // Gemma 2: (1 + w) norms, post norms, GeGLU, soft-caps,
-                      // alternating window; query_pre_attn_scalar != head_dim.
-                      "gemma2/hf-f32", "gemma2/hf-bf16", "gemma2/model.f32.gguf",
-                      "gemma2/model.q8_0.gguf", "gemma2_scalar/hf-f32",
-                      "gpt2/hf-f32", "gpt2/hf-bf16",
-                      "gpt2/model.f32.gguf", "gpt2/model.q8_0.gguf"),
-    rill::testing::TinyModelTestName);
+    ::testing::Values(
+        "llama_gqa/hf-f32", "llama_gqa/hf-f16", "llama_gqa/hf-bf16", "llama_gqa/hf-f32-sharded",
+        "llama_gqa/model.f32.gguf", "llama_gqa/model.f16.gguf", "llama_gqa/model.q8_0.gguf",
+        "llama_gqa/model.q4_1.gguf", "llama_llama3/hf-f32", "llama_llama3/model.f32.gguf",
+        "llama_linear/hf-f32", "llama_linear/model.f32.gguf", "qwen2_bias/hf-f32",
+        "qwen2_bias/model.f32.gguf",
+        // Sliding windows shorter than the prompt (8 of 24 + 16
+        // positions; Qwen2's on its second layer only), and a
+        // transformers 5 config (rope_parameters, no rope_theta).
+        "mistral_window/hf-f32", "mistral_window/hf-bf16", "mistral_window/model.f32.gguf",
+        "mistral_window/model.q8_0.gguf", "qwen2_window/hf-f32", "llama_tf5/hf-f32",
+        "llama_tf5/hf-bf16", "llama_tf5/model.f32.gguf",
+        // Qwen3: per-head q/k norms, head_dim 24 != hidden / heads.
+        "qwen3/hf-f32", "qwen3/hf-bf16", "qwen3/model.f32.gguf", "qwen3/model.q8_0.gguf",
+        // Gemma 2: (1 + w) norms, post norms, GeGLU, soft-caps,
+        // alternating window; query_pre_attn_scalar != head_dim.
+        "gemma2/hf-f32", "gemma2/hf-bf16", "gemma2/model.f32.gguf", "gemma2/model.q8_0.gguf",
+        "gemma2_scalar/hf-f32", "gpt2/hf-f32", "gpt2/hf-bf16", "gpt2/model.f32.gguf",
+        "gpt2/model.q8_0.gguf"),
+    rill::tests::util::TinyModelTestName);
 
 // Mixture of experts (Mixtral, also in transformers 5's fused layout;
 // Qwen2-MoE with its shared expert, and with a dense layer from
@@ -218,9 +214,9 @@ namespace {
 // The real default model (Q4_1 weights): logits over a 64-token prompt and a
 // 64-token greedy continuation, on several prompts.
 TEST(DefaultModelParityTest, LogitsAndGreedyMatchReference) {
-  const std::string path = rill::testing::DefaultModelPath();
+  const std::string path = rill::tests::util::DefaultModelPath();
   if (access(path.c_str(), R_OK) != 0) GTEST_FAIL() << "default model missing: run tools/setup.sh";
-  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(0));
+  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(0));
   std::cout << "prompt seed " << seed << "\n";
   std::mt19937 rng(seed);
   // Random ids from the ordinary part of the vocabulary and one fixed text prompt

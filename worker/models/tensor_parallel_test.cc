@@ -29,8 +29,8 @@
 namespace rill::worker {
 namespace {
 
-using rill::testing::RunPython;
-using rill::testing::TestTempDir;
+using rill::tests::util::RunPython;
+using rill::tests::util::TestTempDir;
 
 struct ModelRun {
   std::vector<float> logits;  // every prompt position, then each decode step's
@@ -142,7 +142,7 @@ void ExpectShardedMatches(const std::string& path, int world, const std::vector<
   }
 }
 
-class TinyTpTest : public rill::testing::TinyModels<::testing::Test> {};
+class TinyTpTest : public rill::tests::util::TinyModels<::testing::Test> {};
 
 TEST_F(TinyTpTest, ShardedLogitsMatchUnsharded) {
   std::cout << "tiny model seed " << seed_ << "\n";
@@ -200,9 +200,9 @@ TEST(TpPlanTest, SplitsHeadsByGroupsAndRejectsTooManyRanks) {
 }
 
 TEST(DefaultModelTpTest, UnevenTwoRanksAndThreeRanksMatchUnsharded) {
-  const std::string path = rill::testing::DefaultModelPath();
+  const std::string path = rill::tests::util::DefaultModelPath();
   if (access(path.c_str(), R_OK) != 0) GTEST_FAIL() << "default model missing: run tools/setup.sh";
-  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(0));
+  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(0));
   std::cout << "prompt seed " << seed << " (from the test seed)\n";
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> dist(200, 49000);

@@ -41,7 +41,7 @@ TEST(FloatToBf16, RoundsToNearestEven) {
 }
 
 TEST(FloatToBf16, MatchesKernelReference) {
-  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(0));
+  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(0));
   SCOPED_TRACE(seed);
   std::mt19937 rng(seed);
   for (int i = 0; i < 100000; ++i) {

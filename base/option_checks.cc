@@ -1,11 +1,11 @@
-#include "engine/option_checks.h"
+#include "base/option_checks.h"
 
 #include <algorithm>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 
-namespace rill::engine {
+namespace rill::base {
 
 absl::Status Fraction::operator()(absl::string_view flag, double value) const {
   if (value > 0 && value <= 1) return absl::OkStatus();
@@ -17,7 +17,8 @@ absl::Status HttpUrlOrEmpty::operator()(absl::string_view flag, const std::strin
   if (value.empty() || (absl::StartsWith(value, kScheme) && value.size() > kScheme.size())) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be an http://host:port URL (OTLP/HTTP), got '", value, "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, " must be an http://host:port URL (OTLP/HTTP), got '", value, "'"));
 }
 
 absl::Status OneOf::operator()(absl::string_view flag, const std::string& value) const {
@@ -26,4 +27,4 @@ absl::Status OneOf::operator()(absl::string_view flag, const std::string& value)
                                                  "' (one of ", absl::StrJoin(names_, ", "), ")"));
 }
 
-}  // namespace rill::engine
+}  // namespace rill::base

@@ -1,9 +1,10 @@
-// The validators an engine option names in its declaration
-// (engine_options.h). Each is called as check(flag_name, value) and returns
-// InvalidArgument naming the flag, so a bad value reads the same from
-// rill-engine, `rill serve` and code that builds EngineArgs itself.
-#ifndef RILL_ENGINE_OPTION_CHECKS_H_
-#define RILL_ENGINE_OPTION_CHECKS_H_
+// The validators an option names in its declaration (the X-macro lists
+// engine/engine_options.h and frontend/frontend_options.h). Each is called as
+// check(flag_name, value) and returns InvalidArgument naming the flag, so a
+// bad value reads the same from a binary's flags, `rill serve` and code that
+// fills the args struct itself.
+#ifndef RILL_BASE_OPTION_CHECKS_H_
+#define RILL_BASE_OPTION_CHECKS_H_
 
 #include <cstdint>
 #include <string>
@@ -13,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
-namespace rill::engine {
+namespace rill::base {
 
 // Every value is valid (or the component that reads it checks it).
 struct AnyValue {
@@ -56,6 +57,6 @@ class OneOf {
   std::vector<absl::string_view> names_;
 };
 
-}  // namespace rill::engine
+}  // namespace rill::base
 
-#endif  // RILL_ENGINE_OPTION_CHECKS_H_
+#endif  // RILL_BASE_OPTION_CHECKS_H_
