@@ -119,7 +119,7 @@ INSTANTIATE_TEST_SUITE_P(TinyWindowModels, WindowEngineTest,
 INSTANTIATE_TEST_SUITE_P(TinyMoeModels, WindowEngineTest,
                          ::testing::Values("mixtral/model.q8_0.gguf", "qwen2_moe/hf-f32",
                                            "qwen3_moe/model.f32.gguf"),
-                         rill::testing::TinyModelTestName);
+                         rill::tests::util::TinyModelTestName);
 
 }  // namespace
 }  // namespace rill::engine

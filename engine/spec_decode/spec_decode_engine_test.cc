@@ -339,7 +339,7 @@ TEST(SpecDecodeEngineTest, SeededSamplingEqualsNonSpeculative) {
 // resampling a rejected position from p instead of p without the draft
 // token, skews them far past the bound.
 TEST(SpecDecodeEngineTest, TemperatureOneDistributionMatchesTheModel) {
-  const uint64_t seed = rill::testing::StreamSeed(0);
+  const uint64_t seed = rill::tests::util::StreamSeed(0);
   std::cout << "seed " << seed << "\n";
   SamplingParams p;
   p.temperature = 1.0f;

@@ -27,7 +27,7 @@ namespace {
 
 using worker::loader::ModelConfig;
 
-class MoeConfigTest : public rill::testing::TinyModels<::testing::Test> {
+class MoeConfigTest : public rill::tests::util::TinyModels<::testing::Test> {
  protected:
   ModelConfig Load(const std::string& rel) {
     absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> c =
@@ -93,7 +93,7 @@ TEST_F(MoeConfigTest, TensorParallelismIsRefused) {
 enum class Path { kExact, kFast, kInt16 };
 
 class MoeBatchInvarianceTest
-    : public rill::testing::TinyModels<::testing::TestWithParam<std::tuple<std::string, Path>>> {};
+    : public rill::tests::util::TinyModels<::testing::TestWithParam<std::tuple<std::string, Path>>> {};
 
 // A sequence's logits are the same alone, in a step with 31 others whose
 // tokens share its experts (bitwise), and after its context was prefilled
@@ -113,7 +113,7 @@ TEST_P(MoeBatchInvarianceTest, AloneBatchedAndChunkedAgree) {
       CreateCausalLm(std::move(*ckpt), &pool, ModelOptions{.kernel_plan = *plan});
   ASSERT_TRUE(model.ok()) << model.status();
 
-  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(0));
+  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(0));
   std::cout << "tiny model seed " << seed_ << ", prompt seed " << seed << "\n";
   std::mt19937 rng(seed);
   const InvarianceRun run = RunAloneBatchedChunked(model->get(), &rng, 0, 299);

@@ -179,7 +179,7 @@ INSTANTIATE_TEST_SUITE_P(
 // mlp_only_layers; Qwen3-MoE): 64-token prompts and 64 greedy
 // tokens on the exact path, in HF and GGUF forms (q8_0 included: the
 // reference dequantizes the same blocks).
-class MoeParityTest : public rill::testing::TinyModels<::testing::TestWithParam<std::string>> {};
+class MoeParityTest : public rill::tests::util::TinyModels<::testing::TestWithParam<std::string>> {};
 
 TEST_P(MoeParityTest, LogitsAndGreedyMatchReference) {
   std::cout << "tiny model seed " << seed_ << "\n";
@@ -203,7 +203,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "qwen2_moe/model.q8_0.gguf", "qwen2_moe_dense0/hf-f32",
                       "qwen3_moe/hf-f32", "qwen3_moe/hf-bf16", "qwen3_moe/model.f32.gguf",
                       "qwen3_moe/model.q8_0.gguf"),
-    rill::testing::TinyModelTestName);
+    rill::tests::util::TinyModelTestName);
 
 }  // namespace
 }  // namespace rill::worker
@@ -259,10 +259,10 @@ std::vector<std::pair<std::string, ModelOptions>> ExactPlans() {
 // A tiny random Llama whose matrices are Q4_K, Q5_K and Q6_K (every type on
 // every kind of matrix across its layers), fresh weights each run.
 TEST(KQuantParityTest, TinyMixedKModelMatchesReference) {
-  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(0));
+  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(0));
   std::cout << "tiny K-quant model seed " << seed << "\n";
   const std::string dir = absl::StrCat(TestTempDir(), "/kquant_tiny");
-  absl::StatusOr<rill::testing::CommandResult> made =
+  absl::StatusOr<rill::tests::util::CommandResult> made =
       RunPython(kKQuantModels, {"tiny", dir, "--seed", absl::StrCat(seed % 100000)});
   ASSERT_TRUE(made.ok()) << made.status();
   ASSERT_EQ(made->exit_code, 0) << made->output;
@@ -280,16 +280,16 @@ TEST(KQuantParityTest, TinyMixedKModelMatchesReference) {
 // / Q8_0 for its 576-wide rows): 64-token logits and a 64-token greedy
 // continuation against the reference reading the same file.
 TEST(KQuantParityTest, DefaultModelAsQ4KMMatchesReference) {
-  const std::string src = rill::testing::DefaultModelPath();
+  const std::string src = rill::tests::util::DefaultModelPath();
   if (access(src.c_str(), R_OK) != 0) GTEST_FAIL() << "default model missing: run tools/setup.sh";
   const std::string path = absl::StrCat(TestTempDir(), "/default.q4_k_m.gguf");
-  absl::StatusOr<rill::testing::CommandResult> made =
+  absl::StatusOr<rill::tests::util::CommandResult> made =
       RunPython(kKQuantModels, {"requantize", src, path, "--scheme", "q4_k_m"});
   ASSERT_TRUE(made.ok()) << made.status();
   ASSERT_EQ(made->exit_code, 0) << made->output;
   EXPECT_NE(made->output.find("Q4_K"), std::string::npos) << made->output;
   EXPECT_NE(made->output.find("Q6_K"), std::string::npos) << made->output;
-  const uint32_t seed = static_cast<uint32_t>(rill::testing::StreamSeed(1));
+  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(1));
   std::cout << "prompt seed " << seed << "\n";
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> dist(200, 49000);
