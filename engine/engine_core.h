@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/block_manager.h"
+#include "engine/helper_thread.h"
 #include "engine/model_executor.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -122,8 +123,8 @@ class EngineCore {
   // Appends the sampled token and applies stop checks; returns the output.
   // Engine loop thread, serially.
   EngineCoreOutput Advance(Request* r, SampledRow tok);
-  // Execute, with the grammar bitmasks of the rows to sample filled on a
-  // helper thread meanwhile (structured outputs).
+  // Execute, with the grammar bitmasks of the rows to sample filled on
+  // mask_filler_ meanwhile (structured outputs).
   absl::Status ExecuteFillingMasks(const SchedulerOutput& plan, const worker::ForwardBatch& batch,
                                    worker::ForwardOutput* fwd);
   // Records prompt logprobs from an all_logits row of chunk `c`.
@@ -141,6 +142,9 @@ class EngineCore {
   StepReport last_step_;
   std::vector<EngineCoreOutput> pending_;
   TransitionCallback on_transitions_;
+  // Fills grammar bitmasks during the forward; its thread starts with the
+  // first constrained step and lives as long as the core.
+  HelperThread mask_filler_;
 };
 
 }  // namespace rill::engine
