@@ -244,6 +244,7 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
   if (absl::Status s = ExecuteFillingMasks(plan, batch, &fwd); !s.ok()) return s;
   const absl::Time sample_start = absl::Now();
   last_step_.execute = sample_start - execute_start;
+  last_step_.collective = executor_->last_collective_time();
   if (fwd.logits.size() != plan.chunks.size()) {
     return absl::InternalError(absl::StrCat("executor returned ", fwd.logits.size(),
                                             " logits rows for ", plan.chunks.size(), " sequences"));

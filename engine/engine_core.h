@@ -50,6 +50,7 @@ struct StepReport {
   int64_t num_tokens = 0;     // Scheduled tokens.
   absl::Duration execute;     // The executor's forward.
   absl::Duration sample;      // Logits processing + sampling.
+  absl::Duration collective;  // Of execute: tensor-parallel collectives (slowest rank).
 };
 
 struct EngineCoreStats {

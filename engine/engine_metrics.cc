@@ -120,7 +120,18 @@ EngineMetrics::EngineMetrics(const EngineArgs& args, const EngineConfig& config)
                                    kStepBuckets)),
       batch_size_(NewHistogram("rill:engine_batch_size", "Sequences in one engine step.",
                                Buckets125(std::max(1, args.max_num_seqs)))),
-      sleeping_(NewGauge("rill:engine_sleeping", "1 while the engine sleeps (Admin.Sleep).")) {
+      tensor_parallel_(config.parallel.tensor_parallel_size > 1),
+      tp_collective_seconds_(NewHistogram(
+          "rill:tp_collective_seconds",
+          "Wall time one engine step spent in tensor-parallel all-reduce (the slowest rank, "
+          "waiting for its peers included); no observations at tensor_parallel_size 1.",
+          kStepBuckets)),
+      sleeping_(NewGauge("rill:engine_sleeping", "1 while the engine sleeps (Admin.Sleep).")),
+      engine_restarts_(NewCounter(
+          "rill:engine_restarts_total",
+          "Times rill serve restarted a dead engine process (this one counts the ones before "
+          "it; 0 when not supervised).")) {
+  engine_restarts_.Increment(static_cast<double>(args.engine_restarts));
   registry_
       .AddGauge("vllm:cache_config_info", "Information of the KV cache config (value 1).",
                 {"model_name", "block_size", "cache_dtype", "enable_prefix_caching",
@@ -189,6 +200,7 @@ void EngineMetrics::OnStep(const StepTiming& t) {
   execute_seconds_.Observe(Seconds(t.execute));
   sample_seconds_.Observe(Seconds(t.sample));
   batch_size_.Observe(t.num_seqs);
+  if (tensor_parallel_) tp_collective_seconds_.Observe(Seconds(t.collective));
   iteration_tokens_.Observe(static_cast<double>(t.num_tokens));
 }
 
@@ -228,6 +240,8 @@ EngineStats EngineMetrics::Read() const {
   s.requests_finished = static_cast<int64_t>(success_stop_.Value() + success_length_.Value());
   s.requests_aborted = static_cast<int64_t>(success_abort_.Value());
   s.requests_failed = static_cast<int64_t>(success_error_.Value());
+  s.tp_collective_seconds = tp_collective_seconds_.Sum();
+  s.engine_restarts = static_cast<int64_t>(engine_restarts_.Value());
   return s;
 }
 

@@ -46,11 +46,13 @@ struct StepTiming {
   absl::Duration sample;   // Logits processing and sampling.
   int num_seqs = 0;
   int64_t num_tokens = 0;  // Scheduled tokens (prefill + decode).
+  absl::Duration collective;  // Of execute: TP all-reduce, slowest rank.
 };
 
 class EngineMetrics {
  public:
-  // `config`: the resolved engine (cache_config_info, lora_requests_info).
+  // `config`: the resolved engine (cache_config_info, lora_requests_info,
+  // tensor_parallel_size).
   EngineMetrics(const EngineArgs& args, const EngineConfig& config);
 
   // One output of one sample, which is `state` after it (a stop string may
@@ -113,7 +115,11 @@ class EngineMetrics {
   base::metrics::Histogram& execute_seconds_;
   base::metrics::Histogram& sample_seconds_;
   base::metrics::Histogram& batch_size_;
+  // Observed per step only with tensor parallelism (else empty).
+  const bool tensor_parallel_;
+  base::metrics::Histogram& tp_collective_seconds_;
   base::metrics::Gauge& sleeping_;
+  base::metrics::Counter& engine_restarts_;
 
   // Loop thread: the totals already counted.
   EngineStateNumbers last_;

@@ -27,6 +27,10 @@ class FakeModelExecutor : public ModelExecutor {
     // If > 0, NextToken returns eos when (hash % eos_every) == 0.
     int eos_every = 0;
     absl::Duration step_delay = absl::ZeroDuration();  // Sleep per Execute.
+    // What it reports as its tensor parallelism and each step's collective
+    // time (metrics tests; it runs no collectives).
+    int tensor_parallel_size = 1;
+    absl::Duration collective_per_step = absl::ZeroDuration();
   };
 
   explicit FakeModelExecutor(const Options& options);
@@ -40,6 +44,8 @@ class FakeModelExecutor : public ModelExecutor {
   int num_blocks() const override { return options_.num_blocks; }
   int block_size() const override { return options_.block_size; }
   const worker::loader::ModelConfig& model_config() const override { return config_; }
+  int tensor_parallel_size() const override { return options_.tensor_parallel_size; }
+  absl::Duration last_collective_time() const override { return options_.collective_per_step; }
   absl::Status CheckHealth() override;
 
   // Test hooks.
