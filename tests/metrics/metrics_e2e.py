@@ -17,7 +17,6 @@ import argparse
 import os
 import queue
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +25,8 @@ import urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients"))
-from python_client import load_stubs, request_iterator, stop_serve, wait_for_serve  # noqa: E402
+from python_client import (add_serve_args, load_stubs, request_iterator, start_serve,  # noqa: E402
+                           stop_serve, wait_for_serve)
 
 # family name (as the parser names it) -> (type, labels besides le)
 ENGINE_FAMILIES = {
@@ -241,10 +241,7 @@ def check_engine_restart(serve, engine_binary, mport):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rill", required=True)
-    ap.add_argument("--engine_binary", required=True)
-    ap.add_argument("--frontend_binary", required=True)
-    ap.add_argument("--proto_dir", required=True)
+    add_serve_args(ap)
     ap.add_argument("--dashboard", required=True)
     args = ap.parse_args()
 
@@ -257,13 +254,9 @@ def main():
 
     mport = free_port_pair()
     run_dir = tempfile.mkdtemp(prefix="rill_metrics_")
-    ready = os.path.join(run_dir, "ready")
     token = "metrics-test-token"
-    serve = subprocess.Popen(
-        [args.rill, "serve", "--port=0", "--threads=2", "--metrics_port=%d" % mport,
-         "--admin_token=" + token, "--log_requests", "--ready_file=" + ready,
-         "--run_dir=" + run_dir, "--log_to_files",
-         "--engine_binary=" + args.engine_binary, "--frontend_binary=" + args.frontend_binary])
+    serve, ready = start_serve(args, run_dir, "--metrics_port=%d" % mport, "--admin_token=" + token,
+                               "--log_requests")
     try:
         target = wait_for_serve(serve, ready)
         engine_port = int(open(os.path.join(run_dir, "engine.port")).read().strip())

@@ -24,14 +24,14 @@ import http.server
 import json
 import os
 import queue
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients"))
-from python_client import load_stubs, request_iterator, stop_serve, wait_for_serve  # noqa: E402
+from python_client import (add_serve_args, load_stubs, request_iterator, start_serve,  # noqa: E402
+                           stop_serve, wait_for_serve)
 
 PROMPT = list(range(100, 111))  # 11 token ids
 MAX_TOKENS = 4
@@ -205,10 +205,7 @@ def check_vllm_trace(rec, smg_proto_dir, proto_dir, run_dir):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rill", required=True)
-    ap.add_argument("--engine_binary", required=True)
-    ap.add_argument("--frontend_binary", required=True)
-    ap.add_argument("--proto_dir", required=True)
+    add_serve_args(ap)
     ap.add_argument("--smg_proto_dir", required=True, help="proto/smg (VllmEngine's .proto files)")
     args = ap.parse_args()
 
@@ -220,11 +217,7 @@ def main():
     threading.Thread(target=rec.serve_forever, daemon=True).start()
     endpoint = "http://127.0.0.1:%d" % rec.server_address[1]
     run_dir = tempfile.mkdtemp(prefix="rill_traces_")
-    ready = os.path.join(run_dir, "ready")
-    serve = subprocess.Popen(
-        [args.rill, "serve", "--port=0", "--threads=2", "--otlp_traces_endpoint=" + endpoint,
-         "--ready_file=" + ready, "--run_dir=" + run_dir, "--log_to_files",
-         "--engine_binary=" + args.engine_binary, "--frontend_binary=" + args.frontend_binary])
+    serve, ready = start_serve(args, run_dir, "--otlp_traces_endpoint=" + endpoint)
     try:
         target = wait_for_serve(serve, ready)
         stub = pbg.InferenceStub(grpc.insecure_channel(target))
