@@ -9,6 +9,7 @@
 
 #include <glog/logging.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -216,6 +217,17 @@ absl::Status ServerLauncher::Start(const std::function<bool()>& interrupted) {
   return absl::OkStatus();
 }
 
+void ServerLauncher::SetEngineRestarts(int n) {
+  const std::string flag = absl::StrCat("--engine_restarts=", n);
+  for (std::string& arg : engine_.argv) {
+    if (absl::StartsWith(arg, "--engine_restarts=")) {
+      arg = flag;
+      return;
+    }
+  }
+  engine_.argv.push_back(flag);  // After the user's flags, so it wins.
+}
+
 absl::Status ServerLauncher::Supervise() {
   if (draining_) return absl::OkStatus();  // Frontends exit on purpose now.
   std::vector<Child*> all = {&engine_};
@@ -239,6 +251,7 @@ absl::Status ServerLauncher::Supervise() {
     }
     recent.push_back(now);
     c->restarts = std::move(recent);
+    if (c == &engine_) SetEngineRestarts(++engine_restarts_);
     absl::SleepFor(absl::Milliseconds(200) * static_cast<int>(c->restarts.size()));
     if (absl::Status s = StartChild(
             c, absl::StrCat("the previous one exited (", base::DescribeExitCode(*exited), ")"));

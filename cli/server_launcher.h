@@ -101,6 +101,8 @@ class ServerLauncher {
   absl::StatusOr<int> WaitForPort(Child* child, const std::function<bool()>& interrupted);
   // Why `child` exited with `code`, for the user.
   absl::Status ExitError(const Child& child, int code, const std::string& when) const;
+  // The engine's --engine_restarts flag (for its next start) set to n.
+  void SetEngineRestarts(int n);
   // SIGTERM (unless already sent), up to `wait` for the exit, then SIGKILL.
   void StopChild(Child* child, bool send_sigterm, absl::Duration wait);
 
@@ -115,6 +117,9 @@ class ServerLauncher {
   std::vector<Child> frontends_;
   int engine_port_ = 0;
   int client_port_ = 0;
+  // Restarts of the engine so far; each new engine gets the count
+  // (--engine_restarts) and exports it as rill:engine_restarts_total.
+  int engine_restarts_ = 0;
   bool started_ = false;
   bool draining_ = false;
   absl::Time drain_deadline_;

@@ -38,6 +38,7 @@ std::string WriteChildScript(const std::string& dir) {
                          "for a in \"$@\"; do case \"$a\" in --port_file=*) f=\"${a#--port_file=}\";; "
                          "esac; done\n"
                          "echo \"child $$ started\"\n"
+                         "echo \"args: $*\"\n"
                          "echo $$ > \"$f.tmp\" && mv \"$f.tmp\" \"$f\"\n"
                          "exec sleep 600\n";
   chmod(path.c_str(), 0755);
@@ -91,6 +92,9 @@ TEST(ServerLauncherTest, RestartedChildKeepsThePreviousLog) {
   EXPECT_LT(a, marker);
   EXPECT_LT(marker, b);
   EXPECT_TRUE(absl::StrContains(text.substr(marker), "signal 9")) << text;
+  // The new engine is told it is the first restart (rill:engine_restarts_total).
+  EXPECT_FALSE(absl::StrContains(text.substr(0, marker), "--engine_restarts")) << text;
+  EXPECT_TRUE(absl::StrContains(text.substr(marker), "--engine_restarts=1")) << text;
   launcher.Stop(/*immediately=*/true);
 }
 

@@ -481,7 +481,7 @@ void AsyncEngine::RunStep() {
     const StepReport& step = core_->last_step();
     if (step.num_seqs > 0) {
       metrics_->OnStep({absl::Now() - step_start, step.execute, step.sample, step.num_seqs,
-                        step.num_tokens});
+                        step.num_tokens, step.collective});
     }
     Deliver(*outs);
     return;

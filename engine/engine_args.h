@@ -27,6 +27,9 @@ struct EngineArgs {
   int num_kv_blocks = 0;  // 0: as many as fit in kv_cache_mb.
   int block_size = 16;
   SchedulingPolicy scheduling_policy = SchedulingPolicy::kFcfs;
+  // Times a supervisor (rill serve, through rill-engine --engine_restarts)
+  // restarted a dead engine before this one: rill:engine_restarts_total.
+  int64_t engine_restarts = 0;
 };
 
 // OK, or InvalidArgument naming the first option (as its --flag) whose value

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
 #include <glog/logging.h>
 
@@ -195,21 +194,22 @@ absl::Status EngineCore::ExecuteFillingMasks(const SchedulerOutput& plan,
                                              const worker::ForwardBatch& batch,
                                              worker::ForwardOutput* fwd) {
   // A grammar's next-token bitmask depends only on the tokens accepted so
-  // far, so the rows about to be sampled get theirs on a helper thread while
-  // the model runs (the loop thread only waits in Execute meanwhile).
+  // far, so the rows about to be sampled get theirs on the core's helper
+  // thread while the model runs (the loop thread only waits in Execute
+  // meanwhile). Wait comes before any return: the task reads `masked`.
   std::vector<Request*> masked;
   for (const ScheduledChunk& c : plan.chunks) {
     Request* r = c.request;
     if (r->matcher != nullptr && c.start_pos + c.num_tokens >= r->num_tokens()) masked.push_back(r);
   }
   if (masked.empty()) return executor_->Execute(batch, fwd);
-  std::thread filler([&masked] {
+  mask_filler_.Start([&masked] {
     for (Request* r : masked) {
       if (r->matcher->Sync(r->output_token_ids).ok()) r->matcher->FillBitmask();
     }
   });
   absl::Status s = executor_->Execute(batch, fwd);
-  filler.join();
+  mask_filler_.Wait();
   return s;
 }
 
@@ -252,6 +252,7 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
   if (absl::Status s = ExecuteFillingMasks(plan, batch, &fwd); !s.ok()) return s;
   const absl::Time sample_start = absl::Now();
   last_step_.execute = sample_start - execute_start;
+  last_step_.collective = executor_->last_collective_time();
   if (fwd.logits.size() != plan.chunks.size()) {
     return absl::InternalError(absl::StrCat("executor returned ", fwd.logits.size(),
                                             " logits rows for ", plan.chunks.size(), " sequences"));

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/block_manager.h"
+#include "engine/helper_thread.h"
 #include "engine/model_executor.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -50,6 +51,7 @@ struct StepReport {
   int64_t num_tokens = 0;     // Scheduled tokens (draft tokens included).
   absl::Duration execute;     // The executor's forward.
   absl::Duration sample;      // Logits processing + sampling.
+  absl::Duration collective;  // Of execute: tensor-parallel collectives (slowest rank).
 };
 
 struct EngineCoreStats {
@@ -128,8 +130,8 @@ class EngineCore {
   // Appends the sampled token and applies stop checks; returns the output.
   // Engine loop thread, serially.
   EngineCoreOutput Advance(Request* r, SampledRow tok);
-  // Execute, with the grammar bitmasks of the rows to sample filled on a
-  // helper thread meanwhile (structured outputs).
+  // Execute, with the grammar bitmasks of the rows to sample filled on
+  // mask_filler_ meanwhile (structured outputs).
   absl::Status ExecuteFillingMasks(const SchedulerOutput& plan, const worker::ForwardBatch& batch,
                                    worker::ForwardOutput* fwd);
   // Records prompt logprobs from an all_logits row of chunk `c`.
@@ -168,6 +170,9 @@ class EngineCore {
   StepReport last_step_;
   std::vector<EngineCoreOutput> pending_;
   TransitionCallback on_transitions_;
+  // Fills grammar bitmasks during the forward; its thread starts with the
+  // first constrained step and lives as long as the core.
+  HelperThread mask_filler_;
 };
 
 }  // namespace rill::engine

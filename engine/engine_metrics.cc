@@ -120,7 +120,17 @@ EngineMetrics::EngineMetrics(const EngineArgs& args, const EngineConfig& config)
                                    kStepBuckets)),
       batch_size_(NewHistogram("rill:engine_batch_size", "Sequences in one engine step.",
                                Buckets125(std::max(1, args.max_num_seqs)))),
+      tensor_parallel_(config.parallel.tensor_parallel_size > 1),
+      tp_collective_seconds_(NewHistogram(
+          "rill:tp_collective_seconds",
+          "Wall time one engine step spent in tensor-parallel all-reduce (the slowest rank, "
+          "waiting for its peers included); no observations at tensor_parallel_size 1.",
+          kStepBuckets)),
       sleeping_(NewGauge("rill:engine_sleeping", "1 while the engine sleeps (Admin.Sleep).")),
+      engine_restarts_(NewCounter(
+          "rill:engine_restarts_total",
+          "Times rill serve restarted a dead engine process (this one counts the ones before "
+          "it; 0 when not supervised).")),
       spec_drafts_(NewCounter("vllm:spec_decode_num_drafts_total",
                               "Number of spec decoding drafts (one sequence's draft verified "
                               "in one step).")),
@@ -131,6 +141,7 @@ EngineMetrics::EngineMetrics(const EngineArgs& args, const EngineConfig& config)
       spec_accepted_per_pos_(registry_.AddCounter(
           "vllm:spec_decode_num_accepted_tokens_per_pos_total",
           "Accepted tokens per draft (0-based) position.", {"model_name", "position"})) {
+  engine_restarts_.Increment(static_cast<double>(args.engine_restarts));
   // Present (at 0) from the start for every position a draft can have.
   for (int i = 0; i < args.speculative_ngram_k; ++i) {
     spec_accepted_per_pos_.Labels({model_name_, absl::StrCat(i)});
@@ -203,6 +214,7 @@ void EngineMetrics::OnStep(const StepTiming& t) {
   execute_seconds_.Observe(Seconds(t.execute));
   sample_seconds_.Observe(Seconds(t.sample));
   batch_size_.Observe(t.num_seqs);
+  if (tensor_parallel_) tp_collective_seconds_.Observe(Seconds(t.collective));
   iteration_tokens_.Observe(static_cast<double>(t.num_tokens));
 }
 
@@ -254,6 +266,8 @@ EngineStats EngineMetrics::Read() const {
   s.requests_finished = static_cast<int64_t>(success_stop_.Value() + success_length_.Value());
   s.requests_aborted = static_cast<int64_t>(success_abort_.Value());
   s.requests_failed = static_cast<int64_t>(success_error_.Value());
+  s.tp_collective_seconds = tp_collective_seconds_.Sum();
+  s.engine_restarts = static_cast<int64_t>(engine_restarts_.Value());
   return s;
 }
 

@@ -48,11 +48,13 @@ struct StepTiming {
   absl::Duration sample;   // Logits processing and sampling.
   int num_seqs = 0;
   int64_t num_tokens = 0;  // Scheduled tokens (prefill + decode).
+  absl::Duration collective;  // Of execute: TP all-reduce, slowest rank.
 };
 
 class EngineMetrics {
  public:
-  // `config`: the resolved engine (cache_config_info, lora_requests_info).
+  // `config`: the resolved engine (cache_config_info, lora_requests_info,
+  // tensor_parallel_size).
   EngineMetrics(const EngineArgs& args, const EngineConfig& config);
 
   // One output of one sample, which is `state` after it (a stop string may
@@ -115,7 +117,11 @@ class EngineMetrics {
   base::metrics::Histogram& execute_seconds_;
   base::metrics::Histogram& sample_seconds_;
   base::metrics::Histogram& batch_size_;
+  // Observed per step only with tensor parallelism (else empty).
+  const bool tensor_parallel_;
+  base::metrics::Histogram& tp_collective_seconds_;
   base::metrics::Gauge& sleeping_;
+  base::metrics::Counter& engine_restarts_;
   // Speculative decoding (vLLM's spec_decode_* names).
   base::metrics::Counter& spec_drafts_;
   base::metrics::Counter& spec_draft_tokens_;

@@ -136,5 +136,32 @@ TEST_F(EngineMetricsTest, PreemptionsAndAbortsAreCounted) {
   EXPECT_EQ(Sample(text, M("vllm:request_success_total", ",finished_reason=\"length\"")), 2);
 }
 
+// Without tensor parallelism the collective family is there and empty.
+TEST_F(EngineMetricsTest, TpCollectiveTimeStaysZeroAtOneRank) {
+  MakeEngine({});
+  Drain(Start({1, 2, 3}, 4, "a").get());
+  const std::string text = IdleExposition();
+  EXPECT_NE(text.find("# TYPE rill:tp_collective_seconds histogram"), std::string::npos) << text;
+  EXPECT_EQ(Sample(text, M("rill:tp_collective_seconds_count")), 0);
+  EXPECT_EQ(Sample(text, M("rill:tp_collective_seconds_sum")), 0);
+  EXPECT_EQ(engine_->GetStats().tp_collective_seconds, 0);
+}
+
+// With tensor parallelism every step's collective time (what the executor
+// reports after Execute) is observed once, and GetStats sums the same.
+TEST_F(EngineMetricsTest, TpCollectiveTimeIsObservedPerStep) {
+  FakeModelExecutor::Options fake;
+  fake.tensor_parallel_size = 2;
+  fake.collective_per_step = absl::Milliseconds(2);
+  MakeEngine(fake);
+  Drain(Start({1, 2, 3}, 4, "a").get());
+  const std::string text = IdleExposition();
+  const double steps = Sample(text, M("rill:engine_steps_total"));
+  EXPECT_GT(steps, 0);
+  EXPECT_EQ(Sample(text, M("rill:tp_collective_seconds_count")), steps);
+  EXPECT_NEAR(Sample(text, M("rill:tp_collective_seconds_sum")), 0.002 * steps, 1e-9);
+  EXPECT_NEAR(engine_->GetStats().tp_collective_seconds, 0.002 * steps, 1e-9);
+}
+
 }  // namespace
 }  // namespace rill::engine

@@ -30,6 +30,9 @@ struct EngineStats {
   int64_t requests_finished = 0;
   int64_t requests_aborted = 0;
   int64_t requests_failed = 0;
+  // Seconds the steps spent in tensor-parallel collectives (0 without TP).
+  double tp_collective_seconds = 0.0;
+  int64_t engine_restarts = 0;  // Before this engine process (rill serve).
   // Since the previous EngineStatsReporter::WithRates call (Admin.GetStats).
   double prompt_tokens_per_second = 0.0;
   double generation_tokens_per_second = 0.0;

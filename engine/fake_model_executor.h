@@ -32,6 +32,10 @@ class FakeModelExecutor : public ModelExecutor {
     // predict (speculative decoding tests). The whole context is still read
     // back from the cache and must be written.
     int context_window = 0;
+    // What it reports as its tensor parallelism and each step's collective
+    // time (metrics tests; it runs no collectives).
+    int tensor_parallel_size = 1;
+    absl::Duration collective_per_step = absl::ZeroDuration();
   };
 
   explicit FakeModelExecutor(const Options& options);
@@ -45,6 +49,8 @@ class FakeModelExecutor : public ModelExecutor {
   int num_blocks() const override { return options_.num_blocks; }
   int block_size() const override { return options_.block_size; }
   const worker::loader::ModelConfig& model_config() const override { return config_; }
+  int tensor_parallel_size() const override { return options_.tensor_parallel_size; }
+  absl::Duration last_collective_time() const override { return options_.collective_per_step; }
   absl::Status CheckHealth() override;
 
   // Test hooks.

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "worker/forward_batch.h"
 #include "worker/loader/checkpoint.h"
 
@@ -42,6 +43,10 @@ class ModelExecutor {
   virtual int block_size() const = 0;
   virtual const worker::loader::ModelConfig& model_config() const = 0;
   virtual int tensor_parallel_size() const { return 1; }
+  // Wall time the last Execute spent in tensor-parallel collectives: the
+  // largest over the ranks (a rank's includes waiting for its peers). Zero
+  // without tensor parallelism. Engine loop thread only.
+  virtual absl::Duration last_collective_time() const { return absl::ZeroDuration(); }
   virtual int num_threads() const { return 1; }
   // Bytes of KV cache held (0 while asleep).
   virtual int64_t kv_cache_bytes() const { return 0; }

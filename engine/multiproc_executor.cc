@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -509,6 +510,7 @@ absl::Status MultiprocExecutor::Execute(const worker::ForwardBatch& batch,
     seq->set_all_logits(s.all_logits);
   }
   absl::MutexLock lock(&io_mu_);
+  last_collective_ = absl::ZeroDuration();
   absl::StatusOr<std::vector<WorkerReply>> replies = RoundTrip(std::move(cmd), &payload_);
   if (!replies.ok()) return replies.status();
   for (int r = 0; r < static_cast<int>(replies->size()); ++r) {
@@ -517,6 +519,8 @@ absl::Status MultiprocExecutor::Execute(const worker::ForwardBatch& batch,
       return DeadAfterFailure(r, reply.message());
     }
     if (absl::Status s = FromReply(reply, r); !s.ok()) return s;
+    last_collective_ =
+        std::max(last_collective_, absl::Seconds(std::max(0.0, reply.collective_seconds())));
   }
   const WorkerReply& r0 = (*replies)[0];
   const int64_t vocab = r0.vocab();

@@ -65,6 +65,7 @@ class MultiprocExecutor : public ModelExecutor {
   int block_size() const override { return options_.block_size; }
   const worker::loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
   int tensor_parallel_size() const override { return options_.tensor_parallel_size; }
+  absl::Duration last_collective_time() const override { return last_collective_; }
   int num_threads() const override { return threads_per_rank_ * options_.tensor_parallel_size; }
   int64_t kv_cache_bytes() const override;
   std::string kernel_plan() const override { return options_.kernel_plan.Describe(); }
@@ -129,6 +130,9 @@ class MultiprocExecutor : public ModelExecutor {
   std::vector<char> payload_ ABSL_GUARDED_BY(io_mu_);
   absl::Duration broadcast_total_ ABSL_GUARDED_BY(io_mu_);
   int64_t broadcasts_ ABSL_GUARDED_BY(io_mu_) = 0;
+  // Written by Execute under io_mu_, read by the engine loop (Execute's only
+  // caller) afterwards, so the reader needs no lock.
+  absl::Duration last_collective_;
 
   std::thread monitor_;
   int monitor_wake_[2] = {-1, -1};  // A pipe: a byte stops the monitor.

@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
@@ -104,6 +105,10 @@ TEST(MultiprocExecutorTest, TwoRanksMatchOneRankGreedyOnTenPrompts) {
     absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> one = CreateAsyncLLMEngine(Args(1));
     ASSERT_TRUE(one.ok()) << one.status();
     base = RunAll(one->get(), TenPrompts(), 24);
+    // One rank: no collectives, nothing observed.
+    EXPECT_EQ((*one)->GetStats().tp_collective_seconds, 0);
+    EXPECT_NE((*one)->Metrics().Exposition().find("rill:tp_collective_seconds_count{"),
+              std::string::npos);
   }
   std::vector<pid_t> pids;
   {
@@ -118,6 +123,20 @@ TEST(MultiprocExecutorTest, TwoRanksMatchOneRankGreedyOnTenPrompts) {
     EXPECT_EQ(lora.status().code(), absl::StatusCode::kUnimplemented) << lora.status();
     EXPECT_FALSE((*two)->GetEngineConfig().lora.enabled);
     tp = RunAll(two->get(), TenPrompts(), 24);
+    // The ranks timed their all-reduces and every step reported them.
+    const EngineStats stats = (*two)->GetStats();
+    EXPECT_GT(stats.tp_collective_seconds, 0);
+    EXPECT_LT(stats.tp_collective_seconds, 600);
+    const std::string text = (*two)->Metrics().Exposition();
+    const size_t count = text.find("rill:tp_collective_seconds_count{");
+    ASSERT_NE(count, std::string::npos) << text;
+    const std::string line = text.substr(count, text.find('\n', count) - count);
+    // Observed per step; the steps counter is published a little later (after
+    // the loop iteration), so it may trail by one.
+    int64_t observed = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(line.substr(line.rfind(' ') + 1), &observed)) << line;
+    EXPECT_GE(observed, stats.steps) << line;
+    EXPECT_GT(stats.steps, 0);
     absl::StatusOr<std::vector<std::string>> info = (*two)->CollectiveRpc("get_worker_info");
     ASSERT_TRUE(info.ok()) << info.status();
     ASSERT_EQ(info->size(), 2u);

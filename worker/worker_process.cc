@@ -15,6 +15,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "rill/internal/worker.pb.h"
 #include "worker/comm/gloo_communicator.h"
+#include "worker/comm/timed_communicator.h"
 #include "worker/ipc/frame.h"
 #include "worker/kv_cache.h"
 #include "worker/loader/checkpoint.h"
@@ -77,9 +78,9 @@ class Worker {
       g.timeout = std::chrono::seconds(std::max(1, config_.comm_timeout_s()));
       absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm = GlooCommunicator::Create(g);
       if (!comm.ok()) return comm.status();
-      comm_ = std::move(*comm);
+      comm_ = std::make_unique<TimedCommunicator>(std::move(*comm));
     } else {
-      comm_ = std::make_unique<SingleRankCommunicator>();
+      comm_ = std::make_unique<TimedCommunicator>(std::make_unique<SingleRankCommunicator>());
     }
     absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
         worker::loader::LoadCheckpoint(config_.model_path());
@@ -183,10 +184,12 @@ class Worker {
       seq.block_table.assign(in.block_table().begin(), in.block_table().end());
       seq.all_logits = in.all_logits();
     }
+    comm_->TakeElapsed();  // Only this step's collectives count.
     absl::Status s = cache_ == nullptr ? absl::FailedPreconditionError("worker is asleep")
                                        : model_->Forward(batch, cache_.get(), &out_);
     ++steps_;
     SetStatus(s, reply);
+    reply->set_collective_seconds(absl::ToDoubleSeconds(comm_->TakeElapsed()));
     if (!s.ok() || rank_ != 0) {
       (void)Send(fd_, *reply);
       return s;
@@ -226,7 +229,7 @@ class Worker {
   const int rank_;
   const rill::internal::WorkerConfig config_;
   const int fd_;
-  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<TimedCommunicator> comm_;
   std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
   TpPartition part_;
   std::unique_ptr<kernels::cpu::ThreadPool> pool_;

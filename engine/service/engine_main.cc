@@ -9,6 +9,7 @@
 // 3 after --exit_when_dead_s so a supervisor restarts it.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <optional>
@@ -62,6 +63,9 @@ ABSL_FLAG(bool, vllm_api_without_credentials, false,
           "credential, for a gateway on this machine that sends none; only with a loopback "
           "--host (rill.internal.Engine still needs the credential).");
 ABSL_FLAG(std::string, profile_dir, "/tmp/rill-profile", "Default Admin.StartProfile dir.");
+ABSL_FLAG(int, engine_restarts, 0,
+          "Set by rill serve: how many times it has restarted a dead engine before this one "
+          "(exported as rill:engine_restarts_total).");
 // The engine options (--model, --kv_cache_mb, ...) are declared once in
 // engine/engine_options.h and defined as flags by //engine:engine_flags.
 
@@ -94,6 +98,7 @@ int main(int argc, char** argv) {
   if (absl::Status s = rill::engine::ValidateEngineArgs(options.args); !s.ok()) {
     return CannotStart(std::string(s.message()));
   }
+  options.args.engine_restarts = std::max(0, absl::GetFlag(FLAGS_engine_restarts));
   options.model_name = options.args.model;
   options.max_waiting_requests = absl::GetFlag(FLAGS_max_waiting_requests);
   options.load_delay = absl::Seconds(absl::GetFlag(FLAGS_debug_load_delay_s));

@@ -273,6 +273,8 @@ rill::v1::Stats ToStats(const engine::EngineStats& s) {
   p.set_requests_finished_total(s.requests_finished);
   p.set_requests_aborted_total(s.requests_aborted);
   p.set_requests_failed_total(s.requests_failed);
+  p.set_tp_collective_seconds_total(s.tp_collective_seconds);
+  p.set_engine_restarts_total(s.engine_restarts);
   p.set_prompt_tokens_per_second(s.prompt_tokens_per_second);
   p.set_generation_tokens_per_second(s.generation_tokens_per_second);
   return p;

@@ -17,24 +17,33 @@ bool Known(absl::Time t) { return t != absl::InfinitePast(); }
 }  // namespace
 
 std::shared_ptr<RequestSpans> RequestSpans::Begin(base::tracing::SpanExporter* tracer,
-                                                  const rill::internal::EngineStart& start) {
+                                                  RequestSpanInfo info) {
   if (tracer == nullptr) return nullptr;
-  return std::shared_ptr<RequestSpans>(new RequestSpans(tracer, start));
+  return std::shared_ptr<RequestSpans>(new RequestSpans(tracer, std::move(info)));
 }
 
-RequestSpans::RequestSpans(base::tracing::SpanExporter* tracer, const rill::internal::EngineStart& start)
-    : tracer_(tracer),
-      request_id_(start.request_id()),
-      prompt_tokens_(start.prompt_token_ids_size()),
-      sampling_(start.sampling()) {
+std::shared_ptr<RequestSpans> RequestSpans::Begin(base::tracing::SpanExporter* tracer,
+                                                  const rill::internal::EngineStart& start) {
+  if (tracer == nullptr) return nullptr;
+  RequestSpanInfo info;
+  info.request_id = start.request_id();
+  info.prompt_tokens = start.prompt_token_ids_size();
+  if (start.sampling().has_max_tokens()) info.max_tokens = start.sampling().max_tokens();
+  info.n = start.sampling().has_n() ? start.sampling().n() : 1;
   const auto& headers = start.trace_headers();
-  auto tp = headers.find("traceparent");
+  if (auto tp = headers.find("traceparent"); tp != headers.end()) info.traceparent = tp->second;
+  if (auto ts = headers.find("tracestate"); ts != headers.end()) info.tracestate = ts->second;
+  return Begin(tracer, std::move(info));
+}
+
+RequestSpans::RequestSpans(base::tracing::SpanExporter* tracer, RequestSpanInfo info)
+    : tracer_(tracer), info_(std::move(info)) {
   std::optional<base::tracing::TraceContext> parent =
-      tp == headers.end() ? std::nullopt : base::tracing::ParseTraceparent(tp->second);
+      info_.traceparent.empty() ? std::nullopt : base::tracing::ParseTraceparent(info_.traceparent);
   if (parent.has_value()) {
     trace_id_ = parent->trace_id;
     parent_span_id_ = parent->span_id;
-    if (auto ts = headers.find("tracestate"); ts != headers.end()) trace_state_ = ts->second;
+    trace_state_ = info_.tracestate;
   } else {
     trace_id_ = base::tracing::NewTraceId();
   }
@@ -62,15 +71,13 @@ std::vector<Span> RequestSpans::Spans(const engine::RequestOutput& last) const {
     s.name = std::move(name);
     s.start = start;
     s.end = end;
-    s.Set("gen_ai.request.id", request_id_);
-    s.Set("gen_ai.usage.prompt_tokens", prompt_tokens_);
+    s.Set("gen_ai.request.id", info_.request_id);
+    s.Set("gen_ai.usage.prompt_tokens", info_.prompt_tokens);
     s.Set("gen_ai.usage.completion_tokens", generated_tokens_);
     s.Set("gen_ai.usage.num_cached_tokens", m.num_cached_tokens);
     s.Set("gen_ai.usage.num_preemptions", static_cast<int64_t>(m.num_preemptions));
-    if (sampling_.has_max_tokens()) {
-      s.Set("gen_ai.request.max_tokens", static_cast<int64_t>(sampling_.max_tokens()));
-    }
-    s.Set("gen_ai.request.n", static_cast<int64_t>(sampling_.has_n() ? sampling_.n() : 1));
+    if (info_.max_tokens.has_value()) s.Set("gen_ai.request.max_tokens", *info_.max_tokens);
+    s.Set("gen_ai.request.n", info_.n);
     s.Set("gen_ai.response.finish_reasons", absl::StrJoin(reasons, ","));
     s.Set("gen_ai.latency.duration", absl::ToDoubleSeconds(end - start));
     if (!last.error.ok()) {

@@ -84,5 +84,28 @@ TEST_F(RequestSpansTest, ARequestEndedWhileWaitingHasOnlyItsQueueSpan) {
   EXPECT_EQ(s[1].name, "prefill");
 }
 
+// VllmEngine/Generate's path: the trace context from the call metadata.
+TEST_F(RequestSpansTest, InfoFromAnyApiCarriesItsTraceContextAndAttributes) {
+  RequestSpanInfo info;
+  info.request_id = "v1";
+  info.prompt_tokens = 5;
+  info.n = 2;
+  info.traceparent = absl::StrCat("00-", kTrace, "-", kParent, "-01");
+  info.tracestate = "gw=1";
+  std::vector<base::tracing::Span> s = RequestSpans::Begin(tracer_.get(), info)->Spans(Finished(1, 2, 3));
+  ASSERT_EQ(s.size(), 3u);
+  for (const auto& span : s) {
+    EXPECT_EQ(span.trace_id, kTrace);
+    EXPECT_EQ(span.parent_span_id, kParent);
+    EXPECT_EQ(span.trace_state, "gw=1");
+  }
+  // Without a valid parent the tracestate is not kept either.
+  info.traceparent = "garbage";
+  s = RequestSpans::Begin(tracer_.get(), info)->Spans(Finished(1, 2, 3));
+  EXPECT_TRUE(s[0].parent_span_id.empty());
+  EXPECT_TRUE(s[0].trace_state.empty());
+  EXPECT_EQ(RequestSpans::Begin(nullptr, info), nullptr);
+}
+
 }  // namespace
 }  // namespace rill::engine::service

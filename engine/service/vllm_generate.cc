@@ -10,6 +10,7 @@
 #include "base/engine_session.h"
 #include "base/message_text.h"
 #include "base/request_id.h"
+#include "engine/service/request_spans.h"
 #include "engine/service/status_convert.h"
 #include "engine/service/vllm_convert.h"
 #include "engine/structured_output/constraint.h"
@@ -160,6 +161,30 @@ absl::Status Prepare(EngineHost* host, const tokenizer::BpeTokenizer* tokenizer,
   return absl::OkStatus();
 }
 
+// The first value of `key` in the call's metadata (gRPC keys are
+// lowercase), or "".
+std::string MetadataValue(const grpc::ServerContext& context, const std::string& key) {
+  const auto& md = context.client_metadata();
+  auto it = md.find(key);
+  return it == md.end() ? "" : std::string(it->second.data(), it->second.size());
+}
+
+// What the request's spans carry, with the caller's W3C trace context (a
+// gateway sends it as call metadata; VllmEngine's messages have no field).
+RequestSpanInfo SpanInfo(const grpc::ServerContext& context, const vllm_pb::GenerateRequest& request,
+                         int64_t prompt_tokens, int n) {
+  RequestSpanInfo info;
+  info.request_id = request.request_id();
+  info.prompt_tokens = prompt_tokens;
+  if (request.sampling_params().has_max_tokens()) {
+    info.max_tokens = request.sampling_params().max_tokens();
+  }
+  info.n = n;
+  info.traceparent = MetadataValue(context, "traceparent");
+  info.tracestate = MetadataValue(context, "tracestate");
+  return info;
+}
+
 }  // namespace
 
 absl::Status LiveVllmRequests::Add(const std::string& request_id,
@@ -220,13 +245,19 @@ grpc::Status ServeVllmGenerate(EngineHost* host, const tokenizer::BpeTokenizer* 
     }
   }
   if (absl::Status s = live->Add(id, engine_ids); !s.ok()) return ToGrpcStatus(s);
+  const RequestSpanInfo span_info =
+      SpanInfo(*context, request, static_cast<int64_t>(prompt.size()), params.n);
   for (int i = 0; i < params.n; ++i) {
     engine::SamplingParams one = params.ForSample(i);
     one.stop.clear();  // Matched here, on the detokenized sample.
     const std::string engine_id = engine_ids[i];
+    // Each sample is its own engine request, with its own queue / prefill /
+    // decode times: one set of spans per sample, all under the caller's span.
+    std::shared_ptr<RequestSpans> spans = RequestSpans::Begin(host->options().tracer, span_info);
     absl::Status s = engine->GenerateWithCallback(
         prompt, one, engine_id,
-        [state, i, engine, engine_id](const engine::RequestOutput& out) {
+        [state, i, engine, engine_id, spans](const engine::RequestOutput& out) {
+          if (spans != nullptr) spans->OnOutput(out);
           if (OnOutput(state.get(), i, out)) (void)engine->Abort(engine_id);
         });
     if (!s.ok()) {

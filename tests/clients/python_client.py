@@ -33,6 +33,27 @@ def load_stubs(proto_dir):
     return mods
 
 
+def add_serve_args(ap):
+    """The flags of a test that starts `rill serve` (see start_serve)."""
+    ap.add_argument("--rill", required=True, help="the rill binary")
+    ap.add_argument("--engine_binary", required=True)
+    ap.add_argument("--frontend_binary", required=True)
+    ap.add_argument("--proto_dir", required=True)
+
+
+def start_serve(args, run_dir, *flags):
+    """`rill serve` (args from add_serve_args) on a free port with 2 threads,
+    its files and child logs in `run_dir`, plus `flags`. Returns (process,
+    ready file) for wait_for_serve."""
+    import subprocess
+    ready = os.path.join(run_dir, "ready")
+    proc = subprocess.Popen(
+        [args.rill, "serve", "--port=0", "--threads=2"] + list(flags) +
+        ["--ready_file=" + ready, "--run_dir=" + run_dir, "--log_to_files",
+         "--engine_binary=" + args.engine_binary, "--frontend_binary=" + args.frontend_binary])
+    return proc, ready
+
+
 def wait_for_serve(proc, ready_file, timeout_s=180):
     """The client target a `rill serve --ready_file=...` process writes once
     it serves; AssertionError if it exits or is not ready in time."""

@@ -8,14 +8,15 @@ Starts `rill serve --metrics_port=P --admin_token=...`, then:
    length with max_tokens and ignore_eos, K aborted after their first
    token, one invalid) moves the counters and histogram counts by exactly
    what was sent; running, waiting and KV usage go back to 0;
-3. Admin.GetStats on the engine agrees with /metrics.
+3. Admin.GetStats on the engine agrees with /metrics;
+4. after the engine is killed, `rill serve` restarts it and the new one's
+   rill:engine_restarts_total is 1 (0 before).
 Exits non-zero with the reason on any mismatch.
 """
 import argparse
 import os
 import queue
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,7 +25,8 @@ import urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients"))
-from python_client import load_stubs, request_iterator, stop_serve, wait_for_serve  # noqa: E402
+from python_client import (add_serve_args, load_stubs, request_iterator, start_serve,  # noqa: E402
+                           stop_serve, wait_for_serve)
 
 # family name (as the parser names it) -> (type, labels besides le)
 ENGINE_FAMILIES = {
@@ -57,6 +59,8 @@ ENGINE_FAMILIES = {
     "rill:sampler_seconds": ("histogram", {"model_name"}),
     "rill:engine_batch_size": ("histogram", {"model_name"}),
     "rill:engine_sleeping": ("gauge", {"model_name"}),
+    "rill:tp_collective_seconds": ("histogram", {"model_name"}),
+    "rill:engine_restarts": ("counter", {"model_name"}),
 }
 FRONTEND_FAMILIES = {
     "rill:frontend_active_streams": ("gauge", {"frontend_id"}),
@@ -192,12 +196,52 @@ def run_workload(pb, stub):
     return sum(tokens.get("abort-%d" % i, 0) for i in range(K))
 
 
+def engine_pid(serve, engine_binary):
+    """The pid of `rill serve`'s rill-engine child."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv0 = f.read().split(b"\0")[0].decode()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == serve.pid and os.path.basename(argv0) == os.path.basename(engine_binary):
+            return int(pid)
+    fail("no rill-engine child of rill serve (pid %d)" % serve.pid)
+
+
+def check_engine_restart(serve, engine_binary, mport):
+    """Kills the engine; `rill serve` starts a new one, whose /metrics counts it."""
+    import signal
+    old = engine_pid(serve, engine_binary)
+    os.kill(old, signal.SIGKILL)
+    deadline = time.time() + 120
+    last = "no scrape yet"
+    while time.time() < deadline:
+        if serve.poll() is not None:
+            fail("rill serve exited (%s) after the engine was killed" % serve.returncode)
+        try:
+            families = scrape(mport)
+            if "rill:engine_restarts" in families:
+                restarts = value(families, "rill:engine_restarts")
+                if restarts == 1:
+                    print("engine restart: pid %d killed, rill:engine_restarts_total = 1" % old)
+                    return
+                last = "rill:engine_restarts_total = %s" % restarts
+            else:
+                last = "no rill:engine_restarts family"
+        except OSError as e:  # The new engine is not listening yet.
+            last = repr(e)
+        time.sleep(0.5)
+    fail("after killing the engine (pid %d): %s" % (old, last))
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rill", required=True)
-    ap.add_argument("--engine_binary", required=True)
-    ap.add_argument("--frontend_binary", required=True)
-    ap.add_argument("--proto_dir", required=True)
+    add_serve_args(ap)
     ap.add_argument("--dashboard", required=True)
     args = ap.parse_args()
 
@@ -210,13 +254,9 @@ def main():
 
     mport = free_port_pair()
     run_dir = tempfile.mkdtemp(prefix="rill_metrics_")
-    ready = os.path.join(run_dir, "ready")
     token = "metrics-test-token"
-    serve = subprocess.Popen(
-        [args.rill, "serve", "--port=0", "--threads=2", "--metrics_port=%d" % mport,
-         "--admin_token=" + token, "--log_requests", "--ready_file=" + ready,
-         "--run_dir=" + run_dir, "--log_to_files",
-         "--engine_binary=" + args.engine_binary, "--frontend_binary=" + args.frontend_binary])
+    serve, ready = start_serve(args, run_dir, "--metrics_port=%d" % mport, "--admin_token=" + token,
+                               "--log_requests")
     try:
         target = wait_for_serve(serve, ready)
         engine_port = int(open(os.path.join(run_dir, "engine.port")).read().strip())
@@ -312,13 +352,22 @@ def main():
             ("prompt_tokens_total", stats.prompt_tokens_total, value(now, "rill:prompt_tokens_computed")),
             ("preemptions_total", stats.preemptions_total, value(now, "vllm:num_preemptions")),
             ("steps_total", stats.steps_total, value(now, "rill:engine_steps")),
+            ("tp_collective_seconds_total", stats.tp_collective_seconds_total,
+             value(now, "rill:tp_collective_seconds", "rill:tp_collective_seconds_sum")),
+            ("engine_restarts_total", stats.engine_restarts_total, value(now, "rill:engine_restarts")),
         ]
         bad = ["%s: GetStats %s, /metrics %s" % (n, a, b) for n, a, b in pairs if a != b]
         if bad:
             fail("; ".join(bad))
         if stats.requests_finished_total < N or stats.generation_tokens_total < generated:
             fail("GetStats counters did not count the workload: %s" % stats)
+        # One rank: no collective is observed. Not restarted yet.
+        if value(now, "rill:tp_collective_seconds", "rill:tp_collective_seconds_count") != 0:
+            fail("rill:tp_collective_seconds observed steps at tensor_parallel_size 1")
+        if value(now, "rill:engine_restarts") != 0:
+            fail("rill:engine_restarts_total is %s before any restart" % value(now, "rill:engine_restarts"))
         print("metrics e2e: %d requests, %d generated tokens, all counters match" % (ended, generated))
+        check_engine_restart(serve, args.engine_binary, mport)
     finally:
         stop_serve(serve)
         log = os.path.join(run_dir, "engine.log")

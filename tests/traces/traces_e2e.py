@@ -12,7 +12,11 @@ then:
    the token counts as attributes;
 3. a request without a traceparent, and one with a malformed one, get a
    fresh trace (a root llm_request with the engine spans below it);
-4. with the endpoint gone, requests still finish normally and quickly.
+4. a VllmEngine/Generate call (the gateway's protocol, straight to the
+   engine) with n=2 and a traceparent in its gRPC metadata gives, per
+   sample, queue, prefill, decode spans (service rill-engine) in that trace
+   whose parent is the given span;
+5. with the endpoint gone, requests still finish normally and quickly.
 Exits non-zero with the reason on any mismatch.
 """
 import argparse
@@ -20,19 +24,20 @@ import http.server
 import json
 import os
 import queue
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients"))
-from python_client import load_stubs, request_iterator, stop_serve, wait_for_serve  # noqa: E402
+from python_client import (add_serve_args, load_stubs, request_iterator, start_serve,  # noqa: E402
+                           stop_serve, wait_for_serve)
 
 PROMPT = list(range(100, 111))  # 11 token ids
 MAX_TOKENS = 4
 TRACE_A, PARENT_A = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 TRACE_B, PARENT_B = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+TRACE_C, PARENT_C = "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174"
 ENGINE_SPANS = ("queue", "prefill", "decode")
 
 
@@ -109,13 +114,14 @@ def generate(pb, stub, rid, trace_headers=None, metadata=None, timeout=120):
         fail("%s: %s with %d tokens" % (rid, reason, tokens))
 
 
-def wait_for_trace(rec, want, deadline_s=20):
-    """Spans (service, span) matching predicate `want` once all 4 of a request are in."""
+def wait_for_trace(rec, want, deadline_s=20, count=4):
+    """Spans (service, span) matching predicate `want` once `count` are in
+    (4: a request's frontend span and its 3 engine spans)."""
     deadline = time.time() + deadline_s
     while True:
         with rec.lock:
             got = [(svc, s) for svc, s in rec.spans if want(svc, s)]
-        if len(got) >= 4 or time.time() > deadline:
+        if len(got) >= count or time.time() > deadline:
             return got
         time.sleep(0.1)
 
@@ -159,12 +165,48 @@ def check_request_trace(rec, trace_id, parent, what):
     return front
 
 
+def check_vllm_trace(rec, smg_proto_dir, proto_dir, run_dir):
+    """VllmEngine/Generate (n=2) with a traceparent in the call metadata."""
+    import grpc
+    from vllm_engine_conformance import load_stubs as load_vllm_stubs
+    m = load_vllm_stubs(smg_proto_dir, proto_dir)
+    vpb = m["vllm_engine_pb2"]
+    engine = "127.0.0.1:%s" % open(os.path.join(run_dir, "engine.port")).read().strip()
+    secret = open(os.path.join(run_dir, "engine.secret")).read().strip()
+    stub = m["vllm_engine_pb2_grpc"].VllmEngineStub(grpc.insecure_channel(engine))
+    req = vpb.GenerateRequest(
+        request_id="vllm-traced", tokenized=vpb.TokenizedInput(input_ids=PROMPT),
+        sampling_params=vpb.SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0, n=2,
+                                           ignore_eos=True))
+    md = (("rill-engine-secret", secret),
+          ("traceparent", "00-%s-%s-01" % (TRACE_C, PARENT_C)), ("tracestate", "gw=1"))
+    completes = [r.complete for r in stub.Generate(req, metadata=md, timeout=120)
+                 if r.WhichOneof("response") == "complete"]
+    if len(completes) != 2:
+        fail("VllmEngine/Generate n=2 gave %d completes" % len(completes))
+    spans = wait_for_trace(rec, lambda svc, s: s["traceId"] == TRACE_C, count=6)
+    if any(svc != "rill-engine" for svc, _ in spans):
+        fail("VllmEngine trace has spans of %s" % sorted({svc for svc, _ in spans}))
+    names = sorted(s["name"] for _, s in spans)
+    if names != sorted(ENGINE_SPANS * 2):
+        fail("VllmEngine trace: spans %s, want queue, prefill, decode per sample" % names)
+    for _, s in spans:
+        if s.get("parentSpanId") != PARENT_C or s.get("traceState") != "gw=1":
+            fail("VllmEngine span %s: parent %s state %s, want %s gw=1" % (
+                s["name"], s.get("parentSpanId"), s.get("traceState"), PARENT_C))
+        if attr(s, "gen_ai.request.id") != "vllm-traced" or attr(s, "gen_ai.request.n") != 2 or \
+                attr(s, "gen_ai.usage.prompt_tokens") != len(PROMPT):
+            fail("VllmEngine span %s attributes %s" % (s["name"], s["attributes"]))
+    for _, d in spans:
+        if d["name"] == "decode" and attr(d, "gen_ai.usage.completion_tokens") != MAX_TOKENS:
+            fail("VllmEngine decode span: completion tokens %s, want %d per sample" % (
+                attr(d, "gen_ai.usage.completion_tokens"), MAX_TOKENS))
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rill", required=True)
-    ap.add_argument("--engine_binary", required=True)
-    ap.add_argument("--frontend_binary", required=True)
-    ap.add_argument("--proto_dir", required=True)
+    add_serve_args(ap)
+    ap.add_argument("--smg_proto_dir", required=True, help="proto/smg (VllmEngine's .proto files)")
     args = ap.parse_args()
 
     import grpc
@@ -175,11 +217,7 @@ def main():
     threading.Thread(target=rec.serve_forever, daemon=True).start()
     endpoint = "http://127.0.0.1:%d" % rec.server_address[1]
     run_dir = tempfile.mkdtemp(prefix="rill_traces_")
-    ready = os.path.join(run_dir, "ready")
-    serve = subprocess.Popen(
-        [args.rill, "serve", "--port=0", "--threads=2", "--otlp_traces_endpoint=" + endpoint,
-         "--ready_file=" + ready, "--run_dir=" + run_dir, "--log_to_files",
-         "--engine_binary=" + args.engine_binary, "--frontend_binary=" + args.frontend_binary])
+    serve, ready = start_serve(args, run_dir, "--otlp_traces_endpoint=" + endpoint)
     try:
         target = wait_for_serve(serve, ready)
         stub = pbg.InferenceStub(grpc.insecure_channel(target))
@@ -209,6 +247,7 @@ def main():
             if trace_id in (TRACE_A, TRACE_B, "0" * 32) or len(trace_id) != 32:
                 fail("%s: not a fresh trace id: %s" % (rid, trace_id))
             check_request_trace(rec, trace_id, None, rid)
+        check_vllm_trace(rec, args.smg_proto_dir, args.proto_dir, run_dir)
         with rec.lock:
             if rec.errors:
                 fail("bad export requests: %s" % rec.errors)
