@@ -31,6 +31,13 @@ TEST(DeployManifests, SingleGpuOverlayValidatesAndFollowsTheRules) {
   ExpectChecksPass({"manifests", RunfilePath("deploy/k8s/overlays/gpu-single")});
 }
 
+// smg in front of the engines: discovery by label with its RBAC, a locked
+// control plane, and the NetworkPolicy that guards the engines' VllmEngine
+// port (smg 1.13 sends them no credential).
+TEST(DeployManifests, GatewayOverlayValidatesAndFollowsTheRules) {
+  ExpectChecksPass({"manifests", RunfilePath("deploy/k8s/overlays/gateway")});
+}
+
 TEST(DeployDockerfile, LintsClean) { ExpectChecksPass({"lint", RunfilePath("deploy/docker/Dockerfile")}); }
 
 TEST(DeployDockerfile, RuntimeStageInstallsEveryLibraryTheBinariesLoad) {
@@ -59,6 +66,12 @@ TEST(DeployLaunch, GpuOverlayWorkerContainersServe) {
 // without a GPU: the rest of the command line is the manifest's.
 TEST(DeployLaunch, SingleGpuOverlayCommandLinesServe) {
   ExpectLaunchPasses("deploy/k8s/overlays/gpu-single");
+}
+
+// The engine with the gateway overlay's flags (VllmEngine without a
+// credential behind the NetworkPolicy) serves, "liveness" included.
+TEST(DeployLaunch, GatewayOverlayCommandLinesServe) {
+  ExpectLaunchPasses("deploy/k8s/overlays/gateway");
 }
 
 }  // namespace
