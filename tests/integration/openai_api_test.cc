@@ -13,7 +13,7 @@
 //   and rill serve restarts it (a new pid on the same port) and the gateway
 //   routes to it again.
 // - With an embedding model (all-MiniLM-L6-v2), tests/clients/
-//   openai_embeddings_check.py: /v1/embeddings equals the native Encode.
+//   openai_embeddings_check.py: /v1/embeddings answers (smg 1.13 gaps printed).
 // SIGTERM then stops everything with exit code 0.
 #include <dirent.h>
 #include <signal.h>
