@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
@@ -9,11 +10,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "base/exit_message.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include <grpcpp/grpcpp.h>
 
 namespace rill::cli {
 namespace {
+
+// Restarts further back than this no longer lengthen the backoff.
+constexpr absl::Duration kBackoffMemory = absl::Minutes(10);
 
 // The replica's overall grpc.health.v1 status is SERVING (model loaded).
 bool Serving(const std::string& address) {
@@ -28,48 +33,61 @@ bool Serving(const std::string& address) {
 
 }  // namespace
 
+absl::Status EngineReplicas::Launch(Replica* r, bool restart) {
+  base::ChildOptions child;
+  child.log_path = r->log;
+  if (restart && !r->log.empty()) {
+    // The log of the process that died is the one worth reading: keep it.
+    child.append_log = true;
+    std::ofstream(r->log, std::ios::app)
+        << "\n==== rill serve: restarting engine replica " << r->index << " at "
+        << absl::FormatTime(absl::Now(), absl::UTCTimeZone()) << " UTC ====\n";
+  }
+  r->process = std::make_unique<base::ChildProcess>();
+  return r->process->Start(r->argv, child);
+}
+
 absl::Status EngineReplicas::Start(const EngineReplicaOptions& options) {
-  std::vector<std::string> port_files;
+  options_ = options;
   for (int i = 1; i <= options.count; ++i) {
-    const std::string port_file = absl::StrCat(options.run_dir, "/engine-", i, ".port");
-    std::remove(port_file.c_str());
-    std::vector<std::string> argv = {options.engine_binary, "--host=127.0.0.1", "--port=0",
-                                     "--port_file=" + port_file,
-                                     "--engine_secret_file=" + options.secret_file};
-    for (const std::string& f : options.engine_flags) argv.push_back(f);
-    auto process = std::make_unique<base::ChildProcess>();
-    const std::string log =
-        options.log_to_files ? absl::StrCat(options.run_dir, "/engine-", i, ".log") : "";
-    if (absl::Status s = process->Start(argv, log); !s.ok()) return s;
-    processes_.push_back(std::move(process));
-    port_files.push_back(port_file);
+    Replica& r = replicas_.emplace_back();
+    r.index = i;
+    r.port_file = absl::StrCat(options.run_dir, "/engine-", i, ".port");
+    std::remove(r.port_file.c_str());
+    r.argv = {options.engine_binary, "--host=127.0.0.1", "--port=0", "--port_file=" + r.port_file,
+              "--engine_secret_file=" + options.secret_file};
+    for (const std::string& f : options.engine_flags) r.argv.push_back(f);
+    if (options.log_to_files) r.log = absl::StrCat(options.run_dir, "/engine-", i, ".log");
+    if (absl::Status s = Launch(&r, /*restart=*/false); !s.ok()) return s;
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  for (size_t i = 0; i < port_files.size(); ++i) {
+  for (Replica& r : replicas_) {
     int port = 0;
     while (port == 0) {
-      std::ifstream in(port_files[i]);
+      std::ifstream in(r.port_file);
       std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &port)) port = 0;
       if (port != 0) break;
-      if (processes_[i]->Wait(absl::ZeroDuration()).ok()) {
+      if (r.process->Wait(absl::ZeroDuration()).ok()) {
         return absl::FailedPreconditionError(
-            absl::StrCat("engine replica ", i + 1, " exited before it listened"));
+            absl::StrCat("engine replica ", r.index, " exited before it listened"));
       }
       if (absl::Now() > deadline) {
         return absl::DeadlineExceededError(
-            absl::StrCat("engine replica ", i + 1, " did not listen within 60s"));
+            absl::StrCat("engine replica ", r.index, " did not listen within 60s"));
       }
       absl::SleepFor(absl::Milliseconds(50));
     }
     addresses_.push_back(absl::StrCat("127.0.0.1:", port));
+    // A restart listens where the gateway already sends this replica's requests.
+    r.argv[2] = absl::StrCat("--port=", port);
   }
   // The gateway reads each engine's model (name, tokenizer) when it
   // registers it: a replica still loading would be registered without one.
   const absl::Time loaded_by = absl::Now() + absl::Seconds(120);
-  for (size_t i = 0; i < addresses_.size(); ++i) {
+  for (size_t i = 0; i < replicas_.size(); ++i) {
     while (!Serving(addresses_[i])) {
-      if (processes_[i]->Wait(absl::ZeroDuration()).ok()) {
+      if (replicas_[i].process->Wait(absl::ZeroDuration()).ok()) {
         return absl::FailedPreconditionError(
             absl::StrCat("engine replica ", i + 1, " exited while loading the model"));
       }
@@ -83,22 +101,60 @@ absl::Status EngineReplicas::Start(const EngineReplicaOptions& options) {
   return absl::OkStatus();
 }
 
-void EngineReplicas::Check() {
-  for (size_t i = 0; i < processes_.size(); ++i) {
-    base::ChildProcess& p = *processes_[i];
-    if (!p.running()) continue;
-    absl::StatusOr<int> code = p.Wait(absl::ZeroDuration());
-    if (code.ok()) {
-      std::cerr << "rill serve: engine replica " << i + 1 << " (" << addresses_[i]
-                << ") exited with code " << *code
-                << "; the gateway routes around it" << std::endl;
+void EngineReplicas::OnExit(Replica* r, int code) {
+  const std::string& address = addresses_[r->index - 1];
+  if (code == base::kExitBadConfiguration) {
+    r->state = State::kGivenUp;
+    std::cerr << "rill serve: engine replica " << r->index << " (" << address
+              << ") cannot start with this configuration (exit code 2); left out" << std::endl;
+    return;
+  }
+  const absl::Time now = absl::Now();
+  r->restarts.erase(std::remove_if(r->restarts.begin(), r->restarts.end(),
+                                   [now](absl::Time t) { return now - t > kBackoffMemory; }),
+                    r->restarts.end());
+  absl::Duration backoff = options_.first_backoff;
+  for (size_t k = 0; k < r->restarts.size() && backoff < options_.max_backoff; ++k) backoff *= 2;
+  backoff = std::min(backoff, options_.max_backoff);
+  r->state = State::kWaitingToRestart;
+  r->restart_at = now + backoff;
+  std::cerr << "rill serve: engine replica " << r->index << " (" << address << ") exited ("
+            << base::DescribeExitCode(code) << "); the gateway routes around it; restarting in "
+            << absl::FormatDuration(backoff) << std::endl;
+}
+
+void EngineReplicas::Supervise() {
+  const absl::Time now = absl::Now();
+  for (Replica& r : replicas_) {
+    const std::string& address = addresses_[r.index - 1];
+    if (r.state == State::kServing || r.state == State::kLoading) {
+      absl::StatusOr<int> code = r.process->Wait(absl::ZeroDuration());
+      if (code.ok()) {
+        OnExit(&r, *code);
+        continue;
+      }
+    }
+    if (r.state == State::kWaitingToRestart && now >= r.restart_at) {
+      r.restarts.push_back(now);
+      if (absl::Status s = Launch(&r, /*restart=*/true); !s.ok()) {
+        std::cerr << "rill serve: restarting engine replica " << r.index << ": " << s.message()
+                  << std::endl;
+        OnExit(&r, 1);
+        continue;
+      }
+      r.state = State::kLoading;
+      std::cerr << "rill serve: restarted engine replica " << r.index << " (pid "
+                << r.process->pid() << ") on " << address << std::endl;
+    } else if (r.state == State::kLoading && Serving(address)) {
+      r.state = State::kServing;
+      std::cerr << "rill serve: engine replica " << r.index << " is serving again" << std::endl;
     }
   }
 }
 
 void EngineReplicas::Stop() {
-  for (auto& p : processes_) {
-    if (p->running()) (void)p->Stop(SIGTERM, absl::Seconds(10));
+  for (Replica& r : replicas_) {
+    if (r.process != nullptr && r.process->running()) (void)r.process->Stop(SIGTERM, absl::Seconds(10));
   }
 }
 

@@ -53,6 +53,23 @@ std::string Http(int port, const std::string& method, const std::string& path,
   return response;
 }
 
+bool StatusIs200(const std::string& response) {
+  return absl::StrContains(response.substr(0, response.find("\r\n")), " 200");
+}
+
+// Runs smg's own launcher with its one admin control-plane key read from
+// the file in argv[1] (smg takes keys only as flags, which `ps` shows);
+// smg's flags follow.
+constexpr char kLaunchWithAdminKey[] = R"py(
+import sys
+from smg.launch_router import launch_router, parse_router_args
+with open(sys.argv[1]) as f:
+    key = f.read().strip()
+args = parse_router_args(sys.argv[2:])
+args.control_plane_api_keys = [("rill-serve", "rill serve", key, "admin")]
+launch_router(args)
+)py";
+
 }  // namespace
 
 std::string VenvPython() {
@@ -68,7 +85,11 @@ absl::Status OpenAiGateway::Start(const OpenAiGatewayOptions& options) {
         "--openai_port needs the project venv with smg (run tools/setup.sh; RILL_VENV names "
         "it)");
   }
-  std::vector<std::string> argv = {options.python, "-m", "smg.launch_router",
+  if (options.admin_key_file.empty()) {
+    return absl::InvalidArgumentError("the gateway needs a control-plane key file");
+  }
+  std::vector<std::string> argv = {options.python, "-c", kLaunchWithAdminKey,
+                                   options.admin_key_file,
                                    "--host", options.host,
                                    "--port", std::to_string(options.port),
                                    "--backend", "vllm",
@@ -82,17 +103,22 @@ absl::Status OpenAiGateway::Start(const OpenAiGatewayOptions& options) {
   const absl::Time deadline = absl::Now() + options.start_timeout;
   while (absl::Now() < deadline) {
     if (absl::Status s = Check(); !s.ok()) return s;
-    // Ready once a one-token completion goes through: the engine is
-    // registered and the gateway has built its tokenizer (GetTokenizer).
+    // Ready once a one-token completion (or, for an embedding model, an
+    // embedding) goes through: the engine is registered and the gateway has
+    // built its tokenizer (GetTokenizer).
     const std::string models = Http(options.port, "GET", "/v1/models");
     const size_t id = models.find("\"id\":\"");
     if (absl::StrContains(models, " 200 ") && id != std::string::npos) {
       const size_t start = id + 6;
       const std::string model = models.substr(start, models.find('"', start) - start);
-      const std::string probe = Http(
+      const std::string completion = Http(
           options.port, "POST", "/v1/completions",
           absl::StrCat("{\"model\":\"", model, "\",\"prompt\":\"ready?\",\"max_tokens\":1}"));
-      if (absl::StrContains(probe.substr(0, probe.find("\r\n")), " 200")) return absl::OkStatus();
+      if (StatusIs200(completion)) return absl::OkStatus();
+      const std::string embedding =
+          Http(options.port, "POST", "/v1/embeddings",
+               absl::StrCat("{\"model\":\"", model, "\",\"input\":\"ready?\"}"));
+      if (StatusIs200(embedding)) return absl::OkStatus();
     }
     absl::SleepFor(absl::Milliseconds(200));
   }

@@ -4,7 +4,9 @@
 // OpenAI API (chat completions, completions, models, ...): it renders chat
 // templates, tokenizes (with the tokenizer the engine ships through
 // GetTokenizer) and streams, and routes over the engines with its
-// cache-aware policy. Thread: one owner thread.
+// cache-aware policy. Its control plane (worker registration, /flush_cache,
+// profiling) takes only the key in admin_key_file, as a Bearer token; the
+// key never goes on smg's command line. Thread: one owner thread.
 #ifndef RILL_CLI_OPENAI_GATEWAY_H_
 #define RILL_CLI_OPENAI_GATEWAY_H_
 
@@ -22,6 +24,9 @@ struct OpenAiGatewayOptions {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::vector<std::string> engine_addresses;  // host:port of each rill-engine.
+  // Holds the control-plane key (`Authorization: Bearer <key>` on /workers,
+  // /flush_cache, ...). Required.
+  std::string admin_key_file;
   std::string policy = "cache_aware";
   std::string log_path;  // Empty: inherit stderr.
   absl::Duration start_timeout = absl::Seconds(120);

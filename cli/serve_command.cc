@@ -63,6 +63,10 @@ ABSL_FLAG(int, openai_port, 0,
           "Also serve the OpenAI-compatible HTTP API on this port (0: off): the Shepherd Model "
           "Gateway (smg, from the project venv) in front of the engine's VllmEngine service.");
 ABSL_FLAG(std::string, openai_host, "127.0.0.1", "Address the OpenAI API listens on.");
+ABSL_FLAG(std::string, openai_admin_key_file, "",
+          "With --openai_port: file holding the key of the gateway's control plane (POST/DELETE "
+          "/workers, /flush_cache, profiling; sent as `Authorization: Bearer <key>`). Default: a "
+          "fresh random key in <run_dir>/smg-admin.key (0600).");
 ABSL_FLAG(int, engines, 1,
           "With --openai_port: data-parallel rill-engine processes (each with its own KV cache "
           "and threads) behind the gateway's cache-aware routing; the native gRPC frontends "
@@ -267,6 +271,17 @@ int Serve(LaunchOptions opts, const sigset_t& stop_signals) {
     g.python = VenvPython();
     g.host = absl::GetFlag(FLAGS_openai_host);
     g.port = port;
+    g.admin_key_file = absl::GetFlag(FLAGS_openai_admin_key_file);
+    if (g.admin_key_file.empty()) {
+      g.admin_key_file = run_dir + "/smg-admin.key";
+      absl::StatusOr<std::string> key = base::NewRandomSecret();
+      absl::Status s = key.ok() ? base::WriteSecretFile(g.admin_key_file, *key) : key.status();
+      if (!s.ok()) {
+        std::cerr << "rill serve: the gateway's control-plane key: " << s.message() << "\n";
+        launcher.Stop(/*immediately=*/true);
+        return 1;
+      }
+    }
     g.engine_addresses = {absl::StrCat("127.0.0.1:", launcher.engine_port())};
     for (const std::string& a : replicas.addresses()) g.engine_addresses.push_back(a);
     if (absl::GetFlag(FLAGS_log_to_files)) g.log_path = run_dir + "/smg.log";
@@ -275,7 +290,8 @@ int Serve(LaunchOptions opts, const sigset_t& stop_signals) {
       launcher.Stop(/*immediately=*/true);
       return ExitCodeFor(s);
     }
-    std::cout << "OpenAI-compatible API on " << gateway.url() << std::endl;
+    std::cout << "OpenAI-compatible API on " << gateway.url() << " (control-plane key in "
+              << g.admin_key_file << ")" << std::endl;
   }
   const bool probe_via_engine = !absl::GetFlag(FLAGS_tls_cert).empty();
 
@@ -289,7 +305,7 @@ int Serve(LaunchOptions opts, const sigset_t& stop_signals) {
       launcher.Stop(/*immediately=*/true);
       return ExitCodeFor(s);
     }
-    replicas.Check();
+    replicas.Supervise();
     if (absl::GetFlag(FLAGS_openai_port) > 0) {
       if (absl::Status s = gateway.Check(); !s.ok()) {
         std::cerr << "rill serve: " << s.message() << "\n";
@@ -401,6 +417,12 @@ int RunServe(int, char**) {
     std::cerr << "rill serve: --engines must be >= 1, and above 1 only with --openai_port (the "
                  "gateway routes over them)\n";
     return 2;
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_openai_admin_key_file); !path.empty()) {
+    if (absl::StatusOr<std::string> key = base::ReadSecretFile(path); !key.ok()) {
+      std::cerr << "rill serve: --openai_admin_key_file: " << key.status().message() << "\n";
+      return 2;
+    }
   }
   // smg 1.13 sends no credential to gRPC workers: the engine (on loopback)
   // takes VllmEngine calls without one; its own API keeps the secret.

@@ -7,7 +7,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 REGISTRY="${REGISTRY:-ghcr.io/rill}"
 TAG="${TAG:-latest}"
 DOCKER="${DOCKER:-docker}"
-for target in frontend engine engine-gpu model-fetch; do
+for target in frontend engine engine-gpu model-fetch smg; do
   image="$REGISTRY/rill-$target:$TAG"
   echo "building $image" >&2
   "$DOCKER" build -f "$ROOT/deploy/docker/Dockerfile" --target "$target" -t "$image" "$ROOT"

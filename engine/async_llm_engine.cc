@@ -13,7 +13,8 @@ class TokenizerSampleText : public SampleText {
  public:
   TokenizerSampleText(const tokenizer::BpeTokenizer* tokenizer, const SamplingParams& params)
       : text_(tokenizer, params.skip_special_tokens,
-              tokenizer::StopStringOptions{params.stop, params.include_stop_str_in_output}) {}
+              tokenizer::StopStringOptions{params.stop, params.include_stop_str_in_output,
+                                           params.min_tokens}) {}
   bool Push(int32_t token_id) override { return text_.Push(token_id); }
   void Finish() override { text_.Finish(); }
   const std::string& text() const override { return text_.text(); }

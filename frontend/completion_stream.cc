@@ -47,7 +47,7 @@ CompletionStream::CompletionStream(const tokenizer::Tokenizer* tok,
       arrival_time_(NowSeconds()) {
   const tokenizer::StopStringOptions stop{
       {start.sampling().stop().begin(), start.sampling().stop().end()},
-      start.sampling().include_stop_str_in_output()};
+      start.sampling().include_stop_str_in_output(), start.sampling().min_tokens()};
   bool skip = start.sampling().has_skip_special_tokens()
                   ? start.sampling().skip_special_tokens()
                   : true;

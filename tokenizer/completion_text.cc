@@ -11,16 +11,25 @@ CompletionText::CompletionText(const BpeTokenizer* tokenizer, bool skip_special_
 
 bool CompletionText::Push(int32_t token_id) {
   if (finished_) return false;
+  ++num_tokens_;
   absl::StatusOr<std::string> piece = detokenizer_.Push(token_id);
   if (!piece.ok() || piece->empty()) return false;
+  const size_t old_size = held_.size();
   held_ += *piece;
+  if (num_tokens_ <= stop_.min_tokens) {
+    Release();
+    return false;
+  }
   // A match cannot start in text_ (Release keeps every tail that could
-  // start one), so searching held_ finds every new match; take the earliest.
+  // start one), so searching held_ finds every new match. Only a match
+  // that ends in this token's text counts (one before min_tokens may still
+  // sit in the held tail); take the earliest-starting.
   size_t best = std::string::npos;
   const std::string* which = nullptr;
   for (const std::string& s : stop_.stop) {
     if (s.empty()) continue;
-    const size_t pos = held_.find(s);
+    const size_t from = old_size >= s.size() ? old_size - s.size() + 1 : 0;
+    const size_t pos = held_.find(s, from);
     if (pos != std::string::npos && pos < best) {
       best = pos;
       which = &s;

@@ -21,13 +21,18 @@ struct StopStringOptions {
   std::vector<std::string> stop;
   // Keep the matched stop string at the end of the text (else cut before it).
   bool include_stop_str_in_output = false;
+  // Stop strings are not honoured until more than this many tokens were
+  // pushed (vLLM's min_tokens): a match must end in the text of a later
+  // token. The engine likewise masks EOS and stop token ids until then.
+  int min_tokens = 0;
 };
 
 // Invariants: text() only grows; it never holds a byte that could still turn
 // out to start a stop string (that tail waits in the hold-back until the
 // next token decides or Finish releases it), so a streamed prefix of the text
 // is never taken back. The first (earliest-starting) stop-string match ends
-// the completion. Not thread-safe: one per completion. The tokenizer must
+// the completion; a match that ended in an earlier token's text (possible
+// only within the first min_tokens tokens) never counts. Not thread-safe: one per completion. The tokenizer must
 // outlive it.
 class CompletionText {
  public:
@@ -57,6 +62,7 @@ class CompletionText {
   const StopStringOptions stop_;
   std::string text_;
   std::string held_;
+  int num_tokens_ = 0;  // Pushed so far, text or not.
   bool finished_ = false;
   std::optional<std::string> stop_string_;
 };

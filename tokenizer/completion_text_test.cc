@@ -22,9 +22,9 @@ class CompletionTextTest : public ::testing::Test {
     }
     return -1;
   }
-  CompletionText Make(std::vector<std::string> stop, bool include = false) {
+  CompletionText Make(std::vector<std::string> stop, bool include = false, int min_tokens = 0) {
     return CompletionText(tok_.get(), /*skip_special_tokens=*/true,
-                          StopStringOptions{std::move(stop), include});
+                          StopStringOptions{std::move(stop), include, min_tokens});
   }
 
   std::unique_ptr<BpeTokenizer> tok_ = TinyTestTokenizer();
@@ -98,6 +98,36 @@ TEST_F(CompletionTextTest, UnknownTokenAddsNoText) {
   EXPECT_FALSE(c.Push(1 << 20));
   EXPECT_EQ(PushText(c, "ab"), 1);
   EXPECT_EQ(c.text(), "a");
+}
+
+TEST_F(CompletionTextTest, StopStringsWaitForMinTokens) {
+  // vLLM: "c" in the first 3 tokens does not stop; the next one does.
+  CompletionText c = Make({"c"}, /*include=*/false, /*min_tokens=*/3);
+  EXPECT_EQ(PushText(c, "acbxc"), 4);
+  EXPECT_EQ(c.text(), "acbx");
+  EXPECT_EQ(c.stop_string(), "c");
+}
+
+TEST_F(CompletionTextTest, MatchMustEndAfterMinTokens) {
+  // "ab" ends in token 2 (within min_tokens = 2) and stays unmatched even
+  // though it still sits in the held tail as a prefix of "abz"; "bz" ends in
+  // token 3 and stops.
+  CompletionText c = Make({"ab", "abz", "bz"}, /*include=*/false, /*min_tokens=*/2);
+  EXPECT_EQ(PushText(c, "abz"), 2);
+  EXPECT_EQ(c.stop_string(), "abz");  // Earliest start wins among matches ending now.
+  EXPECT_EQ(c.text(), "");
+  CompletionText d = Make({"ab", "abq"}, /*include=*/false, /*min_tokens=*/2);
+  EXPECT_EQ(PushText(d, "abxab"), 4);
+  EXPECT_EQ(d.text(), "abx");
+  EXPECT_EQ(d.stop_string(), "ab");
+}
+
+TEST_F(CompletionTextTest, MinTokensCountsTokensWithoutText) {
+  CompletionText c = Make({"a"}, /*include=*/false, /*min_tokens=*/2);
+  EXPECT_FALSE(c.Push(-5));  // Token 1: no text.
+  EXPECT_FALSE(c.Push(*tok_->TokenToId("a")));  // Token 2: still within min_tokens.
+  EXPECT_EQ(PushText(c, "ba"), 1);
+  EXPECT_EQ(c.text(), "ab");
 }
 
 }  // namespace

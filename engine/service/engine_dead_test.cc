@@ -41,16 +41,19 @@ TEST(EngineDeadTest, DeadEngineIsNotServingAndRejectsRequests) {
                                                  base::EngineCallMetadata("dead-test-secret"));
   auto stub = rill::internal::Engine::NewStub(channel);
   auto health = grpc::health::v1::Health::NewStub(channel);
-  auto status = [&]() {
+  auto status = [&](const std::string& service = "") {
     grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(service);
     grpc::health::v1::HealthCheckResponse resp;
-    (void)health->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &resp);
+    (void)health->Check(&ctx, req, &resp);
     return resp.status();
   };
   for (int i = 0; i < 300 && status() != grpc::health::v1::HealthCheckResponse::SERVING; ++i) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   ASSERT_EQ(status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(status(kLivenessHealthService), grpc::health::v1::HealthCheckResponse::SERVING);
 
   fake->SetFailure(absl::InternalError("injected device fault"));
   grpc::ClientContext ctx;
@@ -75,6 +78,13 @@ TEST(EngineDeadTest, DeadEngineIsNotServingAndRejectsRequests) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   EXPECT_EQ(status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  // The liveness probe's service turns NOT_SERVING with it: the kubelet
+  // restarts a dead engine.
+  for (int i = 0; i < 300 && status(kLivenessHealthService) !=
+                                 grpc::health::v1::HealthCheckResponse::NOT_SERVING; ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(status(kLivenessHealthService), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   start.mutable_start()->set_request_id("after");
   ASSERT_TRUE(stream->Write(start));
   ASSERT_TRUE(stream->Read(&out));

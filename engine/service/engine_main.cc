@@ -61,7 +61,13 @@ ABSL_FLAG(int, metrics_port, 0,
 ABSL_FLAG(bool, vllm_api_without_credentials, false,
           "Serve vllm.grpc.engine.VllmEngine (the gateway protocol) without the engine "
           "credential, for a gateway on this machine that sends none; only with a loopback "
-          "--host (rill.internal.Engine still needs the credential).");
+          "--host (rill.internal.Engine still needs the credential), or with "
+          "--vllm_api_network_restricted.");
+ABSL_FLAG(bool, vllm_api_network_restricted, false,
+          "The operator states that the network lets only the gateway (and Rill's frontends) "
+          "reach --port (e.g. a Kubernetes NetworkPolicy, see deploy/k8s/overlays/gateway): "
+          "then --vllm_api_without_credentials may serve on a non-loopback --host. For "
+          "gateways that send no credential (smg 1.13).");
 ABSL_FLAG(std::string, profile_dir, "/tmp/rill-profile", "Default Admin.StartProfile dir.");
 ABSL_FLAG(int, engine_restarts, 0,
           "Set by rill serve: how many times it has restarted a dead engine before this one "
@@ -136,10 +142,18 @@ int main(int argc, char** argv) {
   auth.admin_token = absl::GetFlag(FLAGS_admin_token);
   if (absl::GetFlag(FLAGS_vllm_api_without_credentials)) {
     const std::string host = absl::GetFlag(FLAGS_host);
-    if (host != "127.0.0.1" && host != "localhost" && host != "::1" && host != "[::1]") {
+    const bool loopback =
+        host == "127.0.0.1" || host == "localhost" || host == "::1" || host == "[::1]";
+    if (!loopback && !absl::GetFlag(FLAGS_vllm_api_network_restricted)) {
       return CannotStart(absl::StrCat("--vllm_api_without_credentials needs a loopback --host "
                                       "(127.0.0.1, localhost or ::1), not '",
-                                      host, "'"));
+                                      host,
+                                      "', unless --vllm_api_network_restricted says a network "
+                                      "policy lets only the gateway reach the port"));
+    }
+    if (!loopback) {
+      LOG(WARNING) << "VllmEngine serves without a credential on " << host
+                   << " (--vllm_api_network_restricted): only the network policy guards it";
     }
     auth.vllm_api_without_credentials = true;
   }

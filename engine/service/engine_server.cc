@@ -76,6 +76,8 @@ absl::Status EngineServer::Start() {
 void EngineServer::PollHealth() {
   bool last = false;
   bool first = true;
+  bool last_dead = false;
+  bool first_liveness = true;
   absl::MutexLock lock(&mu_);
   while (!stop_) {
     mu_.Unlock();
@@ -90,6 +92,12 @@ void EngineServer::PollHealth() {
                 << (serving.ok() ? "" : ")");
       last = serving.ok();
       first = false;
+    }
+    if (first_liveness || dead != last_dead) {
+      // A sleeping or loading engine is alive; only a dead one is not.
+      health_.Set(kLivenessHealthService, !dead);
+      last_dead = dead;
+      first_liveness = false;
     }
     if (dead && dead_since_ == absl::InfiniteFuture()) dead_since_ = absl::Now();
     if (!dead) dead_since_ = absl::InfiniteFuture();

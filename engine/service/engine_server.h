@@ -2,7 +2,8 @@
 // vllm.grpc.engine.VllmEngine (the gateway protocol; both need the engine
 // secret), rill.v1.Admin (only with an admin token, and requiring
 // it) and grpc.health.v1 (open to probes: overall and "rill.internal.Engine",
-// kept in step with the engine by a poller). No reflection: it would
+// kept in step with the engine by a poller; "liveness" is SERVING unless the
+// engine is dead, so a sleeping or loading engine passes a liveness probe). No reflection: it would
 // advertise services an unauthenticated caller cannot use. Not
 // frontend::HealthServer: shutdown here needs a deadline so open Generate
 // streams get cancelled.
@@ -35,9 +36,13 @@ struct EngineAuth {
   std::string admin_token;
   // vllm.grpc.engine.VllmEngine takes calls without a credential: for a
   // gateway on the same machine that sends none (smg 1.13 authenticates to
-  // no gRPC worker); rill-engine allows it only on a loopback address.
+  // no gRPC worker); rill-engine allows it only on a loopback address or
+  // with --vllm_api_network_restricted.
   bool vllm_api_without_credentials = false;
 };
+
+// The grpc.health.v1 service name a liveness probe asks for.
+inline constexpr char kLivenessHealthService[] = "liveness";
 
 class EngineServer {
  public:

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/json.h"
 
 namespace rill::engine::service {
 namespace {
@@ -105,6 +106,70 @@ std::string Sha256Hex(const std::string& bytes) {
   return hex;
 }
 
+namespace {
+
+namespace json = ::rill::base::json;
+
+void WriteJson(const json::JsonValue& v, std::string* out) {
+  switch (v.type()) {
+    case json::JsonValue::Type::kNull:
+      out->append("null");
+      return;
+    case json::JsonValue::Type::kBool:
+      out->append(v.bool_value() ? "true" : "false");
+      return;
+    case json::JsonValue::Type::kNumber:
+      out->append(v.number_literal());
+      return;
+    case json::JsonValue::Type::kString:
+      out->append(json::QuoteJsonString(v.string_value()));
+      return;
+    case json::JsonValue::Type::kArray:
+      out->push_back('[');
+      for (size_t i = 0; i < v.array_items().size(); ++i) {
+        if (i > 0) out->push_back(',');
+        WriteJson(v.array_items()[i], out);
+      }
+      out->push_back(']');
+      return;
+    case json::JsonValue::Type::kObject:
+      out->push_back('{');
+      for (size_t i = 0; i < v.object_members().size(); ++i) {
+        if (i > 0) out->push_back(',');
+        out->append(json::QuoteJsonString(v.object_members()[i].first));
+        out->push_back(':');
+        WriteJson(v.object_members()[i].second, out);
+      }
+      out->push_back('}');
+      return;
+  }
+}
+
+// A tokenizer.json without its padding and truncation settings. The gateway
+// tokenizes one text per request and sends its ids: sentence-transformers'
+// files pad every text to 128 [PAD] tokens (and cut it there), which the
+// engine would then embed, unlike Rill's own tokenizer (the native Encode).
+// A file that does not parse as a JSON object is left as it is.
+std::string WithoutPaddingOrTruncation(const std::string& text) {
+  absl::StatusOr<json::JsonValue> doc = json::ParseJson(text);
+  if (!doc.ok() || !doc->is_object()) return text;
+  const json::JsonValue* padding = doc->Find("padding");
+  const json::JsonValue* truncation = doc->Find("truncation");
+  if ((padding == nullptr || padding->is_null()) && (truncation == nullptr || truncation->is_null())) {
+    return text;
+  }
+  std::vector<json::JsonValue::Member> members;
+  for (const json::JsonValue::Member& m : doc->object_members()) {
+    const bool drop = m.first == "padding" || m.first == "truncation";
+    members.push_back({m.first, drop ? json::JsonValue() : m.second});
+  }
+  std::string out;
+  WriteJson(json::JsonValue::Object(std::move(members)), &out);
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<ZipEntry>> TokenizerArtifacts(const std::string& model_path) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -130,7 +195,9 @@ absl::StatusOr<std::vector<ZipEntry>> TokenizerArtifacts(const std::string& mode
     if (!in.good() && !in.eof()) {
       return absl::UnavailableError(absl::StrCat("GetTokenizer: cannot read ", path.string()));
     }
-    entries.push_back({name, data.str()});
+    entries.push_back({name, std::string(name) == "tokenizer.json"
+                                 ? WithoutPaddingOrTruncation(data.str())
+                                 : data.str()});
   }
   return entries;
 }

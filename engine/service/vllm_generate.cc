@@ -240,7 +240,8 @@ grpc::Status ServeVllmGenerate(EngineHost* host, const tokenizer::BpeTokenizer* 
       if (!params.stop.empty()) {
         sample.text = std::make_unique<tokenizer::CompletionText>(
             tokenizer, params.skip_special_tokens,
-            tokenizer::StopStringOptions{params.stop, params.include_stop_str_in_output});
+            tokenizer::StopStringOptions{params.stop, params.include_stop_str_in_output,
+                                         params.min_tokens});
       }
     }
   }

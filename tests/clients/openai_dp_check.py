@@ -2,8 +2,10 @@
 """`rill serve --engines=2 --openai_port` through the openai SDK: the gateway's
 cache-aware routing keeps requests that share a long prefix on the engine
 that holds it and spreads unrelated ones (seen in each engine's KV events,
-VllmEngine/SubscribeKvEvents), and after an engine is killed the others
-serve (--phase failover). Exit code: the number of failed checks.
+VllmEngine/SubscribeKvEvents), after an engine is killed the others serve
+(--phase failover), and once rill serve has restarted it the gateway routes
+to it again (--phase recovered: requests land on it, seen in its KV events).
+Exit code: the number of failed checks.
 """
 import argparse
 import importlib
@@ -44,7 +46,8 @@ def main():
     ap.add_argument("--base_url", required=True)
     ap.add_argument("--engines", required=True, help="comma-separated host:port")
     ap.add_argument("--smg_proto_dir", default="proto/smg")
-    ap.add_argument("--phase", choices=["affinity", "failover"], required=True)
+    ap.add_argument("--phase", choices=["affinity", "failover", "recovered"], required=True)
+    ap.add_argument("--restarted", help="host:port of the restarted engine (--phase recovered)")
     args = ap.parse_args()
     client = openai.OpenAI(base_url=args.base_url, api_key="unused", timeout=120, max_retries=0)
     model = client.models.list().data[0].id
@@ -64,6 +67,27 @@ def main():
                  "--grpc_python_out=" + out, "common.proto", "vllm_engine.proto"])
     sys.path.insert(0, out)
     m = {n: importlib.import_module(n) for n in ["common_pb2", "vllm_engine_pb2_grpc"]}
+
+    if args.phase == "recovered":
+        # The gateway takes the engine back once it answers its KV-event
+        # subscription and health checks again: give it a while.
+        counter = StoredCounter(args.restarted, m)
+        sent = ok = 0
+        deadline = time.time() + 120
+        while counter.count == 0 and time.time() < deadline:
+            r = client.completions.create(
+                model=model, max_tokens=1, temperature=0,
+                prompt="Recovery probe %d: %s" % (sent, " ".join("r%d_%d" % (sent, k) for k in range(40))))
+            sent += 1
+            ok += r.choices[0].finish_reason in ("length", "stop")
+            time.sleep(0.5)
+        time.sleep(0.5)
+        print("requests until the restarted engine stored blocks: %d (%d blocks)"
+              % (sent, counter.count), flush=True)
+        check("every request succeeded while the engine came back", ok == sent, (ok, sent))
+        check("the gateway routes to the restarted engine again", counter.count > 0, sent)
+        counter.call.cancel()
+        return summary()
     counters = [StoredCounter(a, m) for a in args.engines.split(",")]
     time.sleep(1.0)
 

@@ -264,6 +264,8 @@ def test_generate(h):
               c.finish_reason == "stop" and c.matched_stop_str == stop and len(ids) < 12
               and text.startswith(full[:at]) and stop in text, (stop, c, text))
 
+    test_stop_string_min_tokens(h, prompt)
+
     # logit_bias, penalties, seed.
     _, completes = h.generate(h.request(prompt, max_tokens=3, temperature=0.0, ignore_eos=True,
                                         logit_bias={ref[0]: -100.0}))
@@ -281,6 +283,68 @@ def test_generate(h):
     check("truncate_prompt_tokens keeps the last tokens", completes[0].prompt_tokens == len(prompt),
           completes[0].prompt_tokens)
     h.prompt = prompt
+
+
+def expected_stop(h, ref, stop, min_tokens):
+    """vLLM's rule: (tokens kept, text) of a greedy run over `ref` whose stop
+    string must end in the text of a token after the first min_tokens."""
+    for j in range(min_tokens + 1, len(ref) + 1):
+        prev, cur = h.detokenize(ref[:j - 1]), h.detokenize(ref[:j])
+        pos = cur.find(stop, max(0, len(prev) - len(stop) + 1))
+        if pos >= 0:
+            return j, cur[:pos]
+    return None
+
+
+def native_stop_run(h, ids, stop, min_tokens, max_tokens):
+    """(token ids, text, finish reason, stop string) of a greedy native call."""
+    start = h.npb.StartRequest(
+        request_id=h.rid("native-stop"), token_ids=h.npb.TokenIds(ids=ids),
+        sampling=h.npb.SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True,
+                                      stop=[stop], min_tokens=min_tokens))
+    toks, text, finish, stop_str = [], "", None, None
+    for resp in h.native.Generate(iter([h.npb.GenerateRequest(start=start)]), timeout=120):
+        for c in resp.outputs:
+            toks.extend(c.token_ids)
+            text += c.text
+            if c.finish_reason:
+                finish = h.npb.FinishReason.Name(c.finish_reason)
+                stop_str = c.stop_string if c.WhichOneof("stop_reason") == "stop_string" else None
+    return toks, text, finish, stop_str
+
+
+def test_stop_string_min_tokens(h, prompt):
+    """A stop string found in the first min_tokens tokens does not stop the
+    sample (vLLM), in the VllmEngine API and in the native frontend alike."""
+    # The stop string is a character of the first two tokens' text that
+    # comes back later: without min_tokens it stops at once, with it later.
+    ref = h.native_greedy(prompt, 24)
+    head = [ch for ch in h.detokenize(ref[:2]) if not ch.isspace()]
+    later = [ch for ch in head if expected_stop(h, ref, ch, 6)]
+    stop = (later or head)[0]
+    early = expected_stop(h, ref, stop, 0)
+    check("min_tokens: the stop string occurs in the first tokens", early and early[0] <= 2,
+          (stop, early))
+    for min_tokens in (0, 3, 6):
+        want = expected_stop(h, ref, stop, min_tokens)
+        want_ids = ref[:want[0]] if want else ref
+        for stream in (False, True):
+            chunks, completes = h.generate(h.request(
+                prompt, stream=stream, max_tokens=len(ref), temperature=0.0, ignore_eos=True,
+                stop=[stop], min_tokens=min_tokens))
+            c = completes[0]
+            ids = [t for ch in chunks for t in ch.token_ids] if stream else list(c.output_ids)
+            ok = ids == want_ids and (
+                (c.finish_reason == "stop" and c.matched_stop_str == stop) if want
+                else c.finish_reason == "length")
+            check("VllmEngine stop %r min_tokens=%d stream=%s: ends where vLLM does"
+                  % (stop, min_tokens, stream), ok and len(ids) > min_tokens,
+                  (ids, want_ids, c.finish_reason, c.matched_stop_str))
+        toks, text, finish, stop_str = native_stop_run(h, prompt, stop, min_tokens, len(ref))
+        ok = (toks == want_ids and text == want[1] and finish == "FINISH_REASON_STOP"
+              and stop_str == stop) if want else (toks == ref and finish == "FINISH_REASON_LENGTH")
+        check("native stop %r min_tokens=%d: ends where vLLM does" % (stop, min_tokens), ok,
+              (toks, want_ids, text, want, finish, stop_str))
 
 
 def test_bad_inputs(h):

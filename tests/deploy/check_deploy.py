@@ -93,6 +93,110 @@ def check_credentials(fe, en):
           f"frontend and engine credentials differ: {sides}")
 
 
+def multi_flag(args, name):
+    """The values after `--name` up to the next flag (argparse nargs='+')."""
+    if f"--{name}" not in args:
+        return []
+    out = []
+    for a in args[args.index(f"--{name}") + 1:]:
+        if a.startswith("--"):
+            break
+        out.append(a)
+    return out
+
+
+def allows_only(policy, port, names):
+    """Every ingress rule of `policy` that opens `port` admits only pods named
+    (app.kubernetes.io/name) in `names`."""
+    opened = False
+    for rule in policy["spec"].get("ingress", []):
+        ports = [p.get("port") for p in rule.get("ports", [])]
+        if ports and port not in ports:
+            continue
+        opened = True
+        peers = rule.get("from")
+        if not peers:
+            return False  # Any source.
+        for peer in peers:
+            labels = peer.get("podSelector", {}).get("matchLabels", {})
+            if set(peer) != {"podSelector"} or labels.get("app.kubernetes.io/name") not in names:
+                return False
+    return opened
+
+
+def check_gateway(by_kind, smg, en):
+    """smg in front of the engines: discovery by the engines' labels on their
+    port with the RBAC it needs, a locked control plane, and, since smg 1.13
+    sends the engines no credential, a NetworkPolicy that lets only smg and
+    the frontends reach the engine port."""
+    if not check(smg is not None, "engines serve VllmEngine without credentials but no smg Deployment"):
+        return
+    spec = pod_spec(smg)
+    c = spec["containers"][0]
+    args = c.get("args", [])
+    espec = pod_spec(en)
+    eargs = espec["containers"][0]["args"]
+    eport = int(flag(eargs, "port"))
+    check("--service-discovery" in args, "smg: --service-discovery missing")
+    selector = dict(kv.split("=", 1) for kv in multi_flag(args, "selector"))
+    labels = en["spec"]["template"]["metadata"]["labels"]
+    check(selector and all(labels.get(k) == v for k, v in selector.items()),
+          f"smg: --selector {selector} does not match the engine pods' labels {labels}")
+    check(flag(args, "service-discovery-port") == str(eport),
+          f"smg: --service-discovery-port is not the engine port {eport}")
+    check(flag(args, "service-discovery-namespace") is not None,
+          "smg: --service-discovery-namespace missing (it would need cluster-wide RBAC)")
+    # RBAC: the ServiceAccount may list and watch pods.
+    sa = spec.get("serviceAccountName")
+    roles = {name: r for name, r in by_kind.get("Role", {}).items()
+             if any("pods" in rule.get("resources", []) and {"list", "watch"} <= set(rule.get("verbs", []))
+                    for rule in r.get("rules", []))}
+    bound = [b for b in by_kind.get("RoleBinding", {}).values()
+             if b["roleRef"]["name"] in roles
+             and any(s_["kind"] == "ServiceAccount" and s_["name"] == sa for s_ in b.get("subjects", []))]
+    check(sa is not None and sa in by_kind.get("ServiceAccount", {}) and bound,
+          f"smg: ServiceAccount {sa} is not bound to a Role that lists and watches pods")
+    # The control plane takes a key from a Secret.
+    keys = [a for a in args if a.startswith("--control-plane-api-keys")]
+    env = {e["name"]: e for e in c.get("env", [])}
+    key_vars = re.findall(r"\$\((\w+)\)", " ".join(keys))
+    check(keys and key_vars and all("secretKeyRef" in env.get(v, {}).get("valueFrom", {}) for v in key_vars),
+          "smg: --control-plane-api-keys is not taken from a Secret (its /workers would be open)")
+    for e in c.get("env", []):
+        if re.search(r"TOKEN|PASSWORD|SECRET|KEY", e["name"]):
+            check("value" not in e, f"smg: secret {e['name']} given as a literal")
+    check(spec.get("securityContext", {}).get("runAsNonRoot") is True, "smg: runAsNonRoot missing")
+    sc = c.get("securityContext", {})
+    check(sc.get("allowPrivilegeEscalation") is False and sc.get("readOnlyRootFilesystem") is True,
+          "smg: privilege escalation / writable root")
+    check("memory" in c.get("resources", {}).get("limits", {}), "smg: memory limit missing")
+    http = int(flag(args, "port"))
+    for probe in ("readinessProbe", "livenessProbe"):
+        check(c.get(probe, {}).get("httpGet", {}).get("port") == http, f"smg: {probe} is not HTTP on {http}")
+    ann = smg["spec"]["template"]["metadata"].get("annotations", {})
+    mport = flag(args, "prometheus-port")
+    check(ann.get("prometheus.io/scrape") == "true" and ann.get("prometheus.io/port") == mport
+          and any(p.get("name") == "metrics" and str(p["containerPort"]) == mport for p in c["ports"]),
+          "smg: prometheus.io annotations, --prometheus-port and a 'metrics' containerPort must agree")
+    svc = by_kind.get("Service", {}).get("smg")
+    check(svc is not None and svc["spec"]["selector"] == smg["spec"]["selector"]["matchLabels"],
+          "smg: Service missing or not selecting the smg pods")
+    # Engines: grpc.health.v1 probes, liveness on the "liveness" service.
+    main = espec["containers"][0]
+    live = main.get("livenessProbe", {}).get("grpc", {})
+    check(live.get("port") == eport and live.get("service") == "liveness",
+          "engine: livenessProbe is not grpc.health.v1 'liveness' on the engine port")
+    check(en["spec"]["replicas"] >= 2, "engine: fewer than 2 replicas behind the gateway")
+    if "--vllm_api_without_credentials" in eargs:
+        check("--vllm_api_network_restricted" in eargs,
+              "engine: --vllm_api_without_credentials off loopback needs --vllm_api_network_restricted")
+        guards = [p for p in by_kind.get("NetworkPolicy", {}).values()
+                  if p["spec"]["podSelector"].get("matchLabels", {}).get("app.kubernetes.io/name") == "rill-engine"
+                  and "Ingress" in p["spec"].get("policyTypes", [])]
+        check(guards and all(allows_only(p, eport, {"smg", "rill-frontend"}) for p in guards),
+              f"engine: no NetworkPolicy limits port {eport} to the smg and rill-frontend pods")
+
+
 def cmd_manifests(overlay):
     text, docs = render(overlay)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
@@ -118,8 +222,9 @@ def cmd_manifests(overlay):
                    for p in by_kind.get("PodDisruptionBudget", {}).values()}
     check({"rill-frontend", "rill-engine"} <= pdb_targets, f"PDBs cover {pdb_targets}")
     for name, svc in by_kind.get("Service", {}).items():
+        want = "http" if name == "smg" else "grpc"  # The gateway serves the OpenAI API.
         for p in svc["spec"]["ports"]:
-            check(p.get("appProtocol") == "grpc", f"service {name} port {p.get('name')} lacks appProtocol grpc")
+            check(p.get("appProtocol") == want, f"service {name} port {p.get('name')} lacks appProtocol {want}")
     check(by_kind["Service"]["rill-engine"]["spec"].get("clusterIP") == "None", "engine service not headless")
     for workload in (fe, en):
         spec = pod_spec(workload)
@@ -198,6 +303,9 @@ def cmd_manifests(overlay):
             check(0.0 < util <= 1.0, f"engine: --gpu_memory_utilization={util} outside (0, 1]")
     check(by_kind.get("Secret") is None, "a Secret is baked into the manifests")
     check_credentials(fe, en)
+    smg = by_kind.get("Deployment", {}).get("smg")
+    if smg is not None or "--vllm_api_without_credentials" in eargs:
+        check_gateway(by_kind, smg, en)
     fe_engine = flag(pod_spec(fe)["containers"][0]["args"], "engine")
     check(fe_engine is not None and fe_engine.endswith(f":{flag(eargs, 'port')}"),
           f"frontend --engine={fe_engine} does not match the engine port")
@@ -209,7 +317,7 @@ def cmd_lint(dockerfile):
                        capture_output=True, text=True)
     check(r.returncode == 0, f"hadolint:\n{r.stdout}{r.stderr}")
     text = open(dockerfile).read()
-    for target in ("frontend", "engine", "engine-gpu", "model-fetch"):
+    for target in ("frontend", "engine", "engine-gpu", "model-fetch", "smg"):
         check(re.search(rf"^FROM .* AS {target}$", text, re.M), f"target {target} missing")
     check(not re.search(r"^(ENV|ARG) .*(TOKEN|PASSWORD|SECRET)", text, re.M), "secret in Dockerfile")
     users = re.findall(r"^USER (\S+)", text, re.M)
@@ -271,7 +379,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def health(port, timeout):
+def health(port, timeout, service=""):
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
     deadline = time.time() + timeout
@@ -279,7 +387,8 @@ def health(port, timeout):
     while time.time() < deadline:
         try:
             with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
-                r = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=2)
+                r = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service),
+                                                         timeout=2)
                 last = health_pb2.HealthCheckResponse.ServingStatus.Name(r.status)
                 if r.status == health_pb2.HealthCheckResponse.SERVING:
                     return "SERVING"
@@ -370,6 +479,10 @@ def cmd_launch(overlay, engine_bin, frontend_bin, worker_bin, model):
         procs.append(subprocess.Popen([engine_bin] + localize(ec["args"], eport, eenv), env=eenv))
         state = health(eport, 240)
         check(state == "SERVING", f"engine health {state} with the manifest's args {ec['args']}")
+        live = ec.get("livenessProbe", {}).get("grpc")
+        if live is not None and live.get("service"):
+            state = health(eport, 10, live["service"])
+            check(state == "SERVING", f"engine liveness service '{live['service']}': {state}")
         scrape(eport, "vllm:num_requests_running")
         fenv = env_of(fc)
         procs.append(subprocess.Popen([frontend_bin] + localize(fc["args"], fport, fenv), env=fenv))

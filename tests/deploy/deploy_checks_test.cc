@@ -31,9 +31,14 @@ TEST(DeployManifests, SingleGpuOverlayValidatesAndFollowsTheRules) {
   ExpectChecksPass({"manifests", util::RunfilePath("deploy/k8s/overlays/gpu-single")});
 }
 
-TEST(DeployDockerfile, LintsClean) {
-  ExpectChecksPass({"lint", util::RunfilePath("deploy/docker/Dockerfile")});
+// smg in front of the engines: discovery by label with its RBAC, a locked
+// control plane, and the NetworkPolicy that guards the engines' VllmEngine
+// port (smg 1.13 sends them no credential).
+TEST(DeployManifests, GatewayOverlayValidatesAndFollowsTheRules) {
+  ExpectChecksPass({"manifests", util::RunfilePath("deploy/k8s/overlays/gateway")});
 }
+
+TEST(DeployDockerfile, LintsClean) { ExpectChecksPass({"lint", util::RunfilePath("deploy/docker/Dockerfile")}); }
 
 TEST(DeployDockerfile, RuntimeStageInstallsEveryLibraryTheBinariesLoad) {
   std::vector<std::string> args = {"packages", util::RunfilePath("deploy/docker/Dockerfile")};
@@ -62,6 +67,12 @@ TEST(DeployLaunch, GpuOverlayWorkerContainersServe) {
 // without a GPU: the rest of the command line is the manifest's.
 TEST(DeployLaunch, SingleGpuOverlayCommandLinesServe) {
   ExpectLaunchPasses("deploy/k8s/overlays/gpu-single");
+}
+
+// The engine with the gateway overlay's flags (VllmEngine without a
+// credential behind the NetworkPolicy) serves, "liveness" included.
+TEST(DeployLaunch, GatewayOverlayCommandLinesServe) {
+  ExpectLaunchPasses("deploy/k8s/overlays/gateway");
 }
 
 }  // namespace

@@ -1,13 +1,19 @@
 // `rill serve --openai_port` as a user runs it: one command starts the
 // engine(s), the frontend and the smg gateway and prints the OpenAI URL.
 // - The official openai SDK drives it (tests/clients/openai_api_check.py:
-//   chat and completions, streaming, logprobs, n=2, stop strings, length, a
-//   400) and the greedy text equals the native gRPC API's.
+//   chat and completions, streaming, logprobs, n=2, stop strings and
+//   min_tokens, length, a 400) and the greedy text equals the native gRPC
+//   API's; the gateway's control plane (/workers) refuses callers without the
+//   key rill serve wrote to <run_dir>/smg-admin.key.
 // - tests/clients/openai_structured_check.py: response_format json_schema /
 //   json_object and tool_choice required / named give output that validates.
 // - With --engines=2, tests/clients/openai_dp_check.py sees in each engine's
 //   KV events that prompts sharing a long prefix stay on one engine while
-//   unrelated ones spread; after replica 1 is killed, every request is served.
+//   unrelated ones spread; after replica 1 is killed, every request is served,
+//   and rill serve restarts it (a new pid on the same port) and the gateway
+//   routes to it again.
+// - With an embedding model (all-MiniLM-L6-v2), tests/clients/
+//   openai_embeddings_check.py: /v1/embeddings answers (smg 1.13 gaps printed).
 // SIGTERM then stops everything with exit code 0.
 #include <dirent.h>
 #include <signal.h>
@@ -25,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "base/model_dir.h"
 #include "base/port_reservation.h"
 #include "tests/util/python_runner.h"
 #include "tests/util/subprocess.h"
@@ -71,12 +78,8 @@ class OpenAiServe {
     if (!port.ok()) return port.status();
     url_ = absl::StrCat("http://127.0.0.1:", port->port(), "/v1");
     std::vector<std::string> argv = {
-        util::RunfilePath("cli/rill"),
-        "serve",
-        "--port=0",
-        "--max_model_len=1024",
-        absl::StrCat("--openai_port=", port->port()),
-        "--run_dir=" + run_dir_,
+        util::RunfilePath("cli/rill"), "serve", "--port=0",
+        absl::StrCat("--openai_port=", port->port()), "--run_dir=" + run_dir_,
         "--ready_file=" + ready,
         "--engine_binary=" + util::RunfilePath("engine/service/rill-engine"),
         "--frontend_binary=" + util::RunfilePath("frontend/rill-frontend")};
@@ -121,13 +124,13 @@ class OpenAiServe {
 
 TEST(OpenAiApiTest, OpenAiSdkThroughTheGatewayMatchesTheNativeApi) {
   OpenAiServe serve;
-  absl::Status started = serve.Start("openai", {"--threads=2"});
+  absl::Status started = serve.Start("openai", {"--threads=2", "--max_model_len=1024"});
   ASSERT_TRUE(started.ok()) << started << "\n" << serve.log();
   EXPECT_NE(serve.log().find("OpenAI-compatible API on " + serve.url()), std::string::npos)
       << serve.log();
   serve.ExpectPasses("tests/clients/openai_api_check.py",
                      {"--base_url", serve.url(), "--native", serve.native(), "--proto_dir",
-                      "proto"});
+                      "proto", "--admin_key_file", serve.run_dir() + "/smg-admin.key"});
   // Structured outputs: response_format and tool_choice become the proto's
   // constraint, which the engine enforces.
   serve.ExpectPasses("tests/clients/openai_structured_check.py", {"--base_url", serve.url()});
@@ -137,7 +140,8 @@ TEST(OpenAiApiTest, OpenAiSdkThroughTheGatewayMatchesTheNativeApi) {
 TEST(OpenAiApiTest, TwoEnginesPrefixAffinitySpreadAndFailover) {
   OpenAiServe serve;
   absl::Status started =
-      serve.Start("openai_dp", {"--threads=1", "--engines=2", "--kv_cache_mb=128"});
+      serve.Start("openai_dp", {"--threads=1", "--engines=2", "--kv_cache_mb=128",
+                                   "--max_model_len=1024"});
   ASSERT_TRUE(started.ok()) << started << "\n" << serve.log();
   const std::string engines =
       absl::StrCat(serve.engine_address("engine.port"), ",", serve.engine_address("engine-1.port"));
@@ -149,6 +153,29 @@ TEST(OpenAiApiTest, TwoEnginesPrefixAffinitySpreadAndFailover) {
   absl::SleepFor(absl::Seconds(2));
   serve.ExpectPasses("tests/clients/openai_dp_check.py",
                      {"--base_url", serve.url(), "--engines", engines, "--phase", "failover"});
+  // The supervisor restarts the replica after its backoff (1 s), on its port.
+  pid_t restarted = -1;
+  for (int i = 0; i < 600 && (restarted <= 0 || restarted == replica); ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+    restarted = FindProcess("--port_file=" + serve.run_dir() + "/engine-1.port");
+  }
+  ASSERT_GT(restarted, 0) << serve.log();
+  EXPECT_NE(restarted, replica);
+  serve.ExpectPasses("tests/clients/openai_dp_check.py",
+                     {"--base_url", serve.url(), "--engines", engines, "--phase", "recovered",
+                      "--restarted", serve.engine_address("engine-1.port")});
+  EXPECT_NE(serve.log().find("restarted engine replica 1"), std::string::npos) << serve.log();
+  serve.ExpectCleanStop();
+}
+
+TEST(OpenAiApiTest, EmbeddingsThroughTheGatewayEqualTheNativeEncode) {
+  OpenAiServe serve;
+  absl::Status started =
+      serve.Start("openai_embed", {"--threads=1", "--model=" + base::DefaultEmbedModelPath()});
+  ASSERT_TRUE(started.ok()) << started << "\n" << serve.log();
+  serve.ExpectPasses("tests/clients/openai_embeddings_check.py",
+                     {"--base_url", serve.url(), "--native", serve.native(), "--proto_dir",
+                      "proto"});
   serve.ExpectCleanStop();
 }
 
