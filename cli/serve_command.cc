@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "cli/server_launcher.h"
 #include "engine/engine_flags.h"
 #include "engine/model_path.h"
+#include "engine/service/tokenizer_zip.h"
 #include "frontend/frontend_args.h"
 #include "frontend/frontend_flags.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -161,6 +163,30 @@ absl::StatusOr<ReadinessProbe> MakeProbe(const ServerLauncher& launcher) {
   return probe;
 }
 
+// For a Hugging Face directory model: the tokenizer files the engine's
+// GetTokenizer would ship (tokenizer.json without padding/truncation), written
+// to <run_dir>/gateway-tokenizer for smg's --tokenizer-path. Without it smg
+// reads the model directory's own tokenizer.json, and a sentence-transformers
+// file pads every input to 128 [PAD] tokens, which the engine then embeds.
+// A GGUF model gives "" (smg asks the engine through GetTokenizer).
+absl::StatusOr<std::string> WriteGatewayTokenizer(const std::string& run_dir) {
+  const std::string model = engine::ResolveModelPath(absl::GetFlag(FLAGS_model));
+  std::error_code ec;
+  if (!std::filesystem::is_directory(model, ec)) return std::string();
+  absl::StatusOr<std::vector<engine::service::ZipEntry>> files =
+      engine::service::TokenizerArtifacts(model);
+  if (!files.ok()) return files.status();
+  const std::string dir = run_dir + "/gateway-tokenizer";
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  for (const engine::service::ZipEntry& f : *files) {
+    std::ofstream out(dir + "/" + f.name, std::ios::binary | std::ios::trunc);
+    out << f.data;
+    if (!out.good()) return absl::UnavailableError(absl::StrCat("cannot write ", dir, "/", f.name));
+  }
+  return dir;
+}
+
 // The user's --run_dir (owned false), or a fresh one made here, removed at
 // exit (owned true).
 struct RunDir {
@@ -281,6 +307,13 @@ int Serve(LaunchOptions opts, const sigset_t& stop_signals) {
         launcher.Stop(/*immediately=*/true);
         return 1;
       }
+    }
+    if (absl::StatusOr<std::string> dir = WriteGatewayTokenizer(run_dir); !dir.ok()) {
+      std::cerr << "rill serve: the gateway's tokenizer: " << dir.status().message() << "\n";
+      launcher.Stop(/*immediately=*/true);
+      return 1;
+    } else {
+      g.tokenizer_path = *dir;
     }
     g.engine_addresses = {absl::StrCat("127.0.0.1:", launcher.engine_port())};
     for (const std::string& a : replicas.addresses()) g.engine_addresses.push_back(a);

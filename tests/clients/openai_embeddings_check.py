@@ -2,8 +2,8 @@
 """`rill serve --model=<embedding model> --openai_port` through the official
 openai SDK: /v1/embeddings answers with unit vectors (float, and the SDK's
 default base64 encoding), and a completion on the embedding model is a 4xx.
-How the vectors compare with Rill's native rill.v1 Encode, and what a batch
-returns, is printed (smg 1.13 gaps). Each check prints PASS/FAIL; the exit
+The vector equals Rill's native rill.v1 Encode; what a batch returns is
+printed (an smg 1.13 gap). Each check prints PASS/FAIL; the exit
 code is the number of failures.
 
   python tests/clients/openai_embeddings_check.py --base_url http://127.0.0.1:8000/v1 \
@@ -43,14 +43,14 @@ def main():
     b64 = list(client.embeddings.create(model=model, input=A).data[0].embedding)
     check("default (base64) encoding decodes to the float vector",
           len(b64) == 384 and max(abs(x - y) for x, y in zip(b64, e)) < 1e-6, len(b64))
-    # Known smg 1.13 gaps, printed rather than checked (see the report):
-    # it reads a tokenizer.json on its own disk as is, and
-    # sentence-transformers' pads every text to 128 [PAD] tokens, which the
-    # engine then embeds (GetTokenizer, used by a gateway on another
-    # machine, ships the file without padding); a list of inputs comes back
-    # as one vector.
-    print("NOTE gateway vs native Encode: dot %.4f (1.0 = equal), prompt_tokens %d (native 8)"
-          % (dot(e, native[0]), one.usage.prompt_tokens), flush=True)
+    # rill serve gives smg the engine's tokenizer files (--tokenizer-path):
+    # sentence-transformers' own tokenizer.json pads every text to 128 [PAD]
+    # tokens, which the engine would then embed.
+    check("one input: the native Encode's vector and token count",
+          dot(e, native[0]) > 0.9999 and one.usage.prompt_tokens == 8,
+          (round(dot(e, native[0]), 4), one.usage.prompt_tokens))
+    # A known smg 1.13 gap, printed rather than checked: a list of inputs
+    # comes back as one vector.
     batch = client.embeddings.create(model=model, input=[A, B], encoding_format="float")
     print("NOTE a batch of two inputs returned %d vector(s), usage %s"
           % (len(batch.data), batch.usage), flush=True)
