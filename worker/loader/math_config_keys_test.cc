@@ -25,10 +25,14 @@ std::string TmpPath(const std::string& name) {
   return std::string(t ? t : "/tmp") + "/" + name;
 }
 
+// Which tensors LoadHf writes besides the Llama ones.
+enum class Extra { kNone, kGemma3, kPhi3 };
+
 // An HF directory whose config.json is the base llama config with `extra`
 // members appended (`model_type` included there).
 absl::StatusOr<std::unique_ptr<Checkpoint>> LoadHf(const std::string& name,
-                                                    const std::string& extra) {
+                                                    const std::string& extra,
+                                                    Extra tensors = Extra::kNone) {
   const std::string dir = TmpPath(name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -43,14 +47,27 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> LoadHf(const std::string& name,
   for (int l = 0; l < kLayers; ++l) {
     const std::string b = absl::StrCat("model.layers.", l, ".");
     w.AddF32Tensor(b + "input_layernorm.weight", {kH}, Zeros(kH));
-    w.AddF32Tensor(b + "self_attn.q_proj.weight", {kHeads * kHd, kH}, Zeros(kH * kHeads * kHd));
-    w.AddF32Tensor(b + "self_attn.k_proj.weight", {kKv * kHd, kH}, Zeros(kH * kKv * kHd));
-    w.AddF32Tensor(b + "self_attn.v_proj.weight", {kKv * kHd, kH}, Zeros(kH * kKv * kHd));
+    if (tensors == Extra::kPhi3) {
+      const int64_t qkv = (kHeads + 2 * kKv) * kHd;
+      w.AddF32Tensor(b + "self_attn.qkv_proj.weight", {qkv, kH}, Zeros(kH * qkv));
+      w.AddF32Tensor(b + "mlp.gate_up_proj.weight", {2 * kFfn, kH}, Zeros(kH * 2 * kFfn));
+    } else {
+      w.AddF32Tensor(b + "self_attn.q_proj.weight", {kHeads * kHd, kH},
+                     Zeros(kH * kHeads * kHd));
+      w.AddF32Tensor(b + "self_attn.k_proj.weight", {kKv * kHd, kH}, Zeros(kH * kKv * kHd));
+      w.AddF32Tensor(b + "self_attn.v_proj.weight", {kKv * kHd, kH}, Zeros(kH * kKv * kHd));
+      w.AddF32Tensor(b + "mlp.gate_proj.weight", {kFfn, kH}, Zeros(kH * kFfn));
+      w.AddF32Tensor(b + "mlp.up_proj.weight", {kFfn, kH}, Zeros(kH * kFfn));
+    }
     w.AddF32Tensor(b + "self_attn.o_proj.weight", {kH, kHeads * kHd}, Zeros(kH * kHeads * kHd));
     w.AddF32Tensor(b + "post_attention_layernorm.weight", {kH}, Zeros(kH));
-    w.AddF32Tensor(b + "mlp.gate_proj.weight", {kFfn, kH}, Zeros(kH * kFfn));
-    w.AddF32Tensor(b + "mlp.up_proj.weight", {kFfn, kH}, Zeros(kH * kFfn));
     w.AddF32Tensor(b + "mlp.down_proj.weight", {kH, kFfn}, Zeros(kH * kFfn));
+    if (tensors == Extra::kGemma3) {
+      w.AddF32Tensor(b + "pre_feedforward_layernorm.weight", {kH}, Zeros(kH));
+      w.AddF32Tensor(b + "post_feedforward_layernorm.weight", {kH}, Zeros(kH));
+      w.AddF32Tensor(b + "self_attn.q_norm.weight", {kHd}, Zeros(kHd));
+      w.AddF32Tensor(b + "self_attn.k_norm.weight", {kHd}, Zeros(kHd));
+    }
   }
   if (absl::Status s = w.WriteFile(dir + "/model.safetensors"); !s.ok()) return s;
   return LoadCheckpoint(dir);
@@ -175,15 +192,15 @@ TEST(MathConfigKeysTest, OtherMathKeysAreRefused) {
   EXPECT_LT(c.status().message().size(), 400u) << c.status().message().size();
 }
 
-GgufWriter LlamaGguf() {
+GgufWriter LlamaGguf(const std::string& arch = "llama") {
   GgufWriter w;
-  w.AddString("general.architecture", "llama");
-  w.AddUint32("llama.embedding_length", kH);
-  w.AddUint32("llama.block_count", kLayers);
-  w.AddUint32("llama.attention.head_count", kHeads);
-  w.AddUint32("llama.attention.head_count_kv", kKv);
-  w.AddUint32("llama.feed_forward_length", kFfn);
-  w.AddUint32("llama.context_length", 128);
+  w.AddString("general.architecture", arch);
+  w.AddUint32(arch + ".embedding_length", kH);
+  w.AddUint32(arch + ".block_count", kLayers);
+  w.AddUint32(arch + ".attention.head_count", kHeads);
+  w.AddUint32(arch + ".attention.head_count_kv", kKv);
+  w.AddUint32(arch + ".feed_forward_length", kFfn);
+  w.AddUint32(arch + ".context_length", 128);
   w.AddF32Tensor("token_embd.weight", {kH, kVocab}, Zeros(kH * kVocab));
   w.AddF32Tensor("output_norm.weight", {kH}, Zeros(kH));
   for (int l = 0; l < kLayers; ++l) {
@@ -225,6 +242,82 @@ TEST(MathConfigKeysTest, GgufWindowIsReadAndUnsupportedKeysRefused) {
     ASSERT_TRUE(bad.WriteFile(p).ok());
     ExpectRefused(LoadCheckpoint(p), {k.needle});
   }
+}
+
+TEST(MathConfigKeysTest, Gemma3ConfigsFollowGemma3TextConfig) {
+  // Class defaults: sliding_window_pattern 6 (all 3 layers slide), window
+  // 4096, global base 1e6 and local 1e4, query_pre_attn_scalar 256, no caps.
+  auto c = LoadHf("gemma3", R"("model_type": "gemma3_text", "head_dim": 4)", Extra::kGemma3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const ModelConfig& m = (*c)->config();
+  EXPECT_DOUBLE_EQ(m.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(m.local_rope_theta, 1e4);
+  EXPECT_DOUBLE_EQ(m.attention_scale, 1.0 / 16.0);
+  EXPECT_EQ(m.attn_logit_softcap, 0.0);
+  EXPECT_EQ(m.final_logit_softcap, 0.0);
+  EXPECT_TRUE(m.qk_norm);
+  EXPECT_TRUE(m.post_norms);
+  EXPECT_DOUBLE_EQ(m.norm_weight_offset, 1.0);
+  for (int l = 0; l < kLayers; ++l) {
+    EXPECT_EQ(m.LayerWindow(l), 4096) << l;
+    EXPECT_TRUE(m.UsesLocalRope(l)) << l;
+  }
+  // An explicit pattern; legacy rope_scaling applies to the global layers.
+  c = LoadHf("gemma3_pattern", R"("model_type": "gemma3_text", "head_dim": 4,
+      "sliding_window": 16, "sliding_window_pattern": 2, "rope_local_base_freq": 5000.0,
+      "rope_scaling": {"rope_type": "linear", "factor": 8.0})",
+             Extra::kGemma3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->config().LayerWindow(0), 16);
+  EXPECT_EQ((*c)->config().LayerWindow(1), 0);
+  EXPECT_FALSE((*c)->config().UsesLocalRope(1));
+  EXPECT_DOUBLE_EQ((*c)->config().local_rope_theta, 5000.0);
+  EXPECT_EQ((*c)->config().rope_scaling.type, RopeScaling::Type::kLinear);
+  EXPECT_EQ((*c)->config().local_rope_scaling.type, RopeScaling::Type::kNone);
+  // transformers 5: per-layer-type rope_parameters and layer_types.
+  c = LoadHf("gemma3_tf5", R"("model_type": "gemma3_text", "head_dim": 4,
+      "layer_types": ["full_attention", "sliding_attention", "full_attention"],
+      "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 2.0,
+      "rope_theta": 500000.0}, "sliding_attention": {"rope_type": "default",
+      "rope_theta": 20000.0}})",
+             Extra::kGemma3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ((*c)->config().rope_theta, 5e5);
+  EXPECT_DOUBLE_EQ((*c)->config().local_rope_theta, 2e4);
+  EXPECT_TRUE((*c)->config().UsesLocalRope(1));
+  EXPECT_FALSE((*c)->config().UsesLocalRope(0));
+  EXPECT_EQ((*c)->config().LayerWindow(0), 0);
+  EXPECT_EQ((*c)->config().LayerWindow(1), 4096);
+
+  ExpectRefused(LoadHf("gemma3_type", R"("model_type": "gemma3_text", "head_dim": 4,
+      "rope_parameters": {"full_attention": {"rope_type": "default"},
+      "chunked_attention": {"rope_type": "default"}})",
+                       Extra::kGemma3),
+                {"rope_parameters.chunked_attention"});
+  ExpectRefused(LoadHf("gemma3_local_conflict", R"("model_type": "gemma3_text", "head_dim": 4,
+      "rope_local_base_freq": 10000.0, "rope_parameters": {"full_attention": {"rope_type":
+      "default"}, "sliding_attention": {"rope_type": "default", "rope_theta": 20000.0}})",
+                       Extra::kGemma3),
+                {"rope_local_base_freq", "disagrees"});
+  ExpectRefused(LoadHf("gemma3_flat", R"("model_type": "gemma3_text", "head_dim": 4,
+      "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0})",
+                       Extra::kGemma3),
+                {"full_attention and sliding_attention"});
+  ExpectRefused(LoadHf("gemma3_bidi", R"("model_type": "gemma3_text", "head_dim": 4,
+      "use_bidirectional_attention": true)",
+                       Extra::kGemma3),
+                {"use_bidirectional_attention"});
+  ExpectRefused(LoadHf("gemma3_act", R"("model_type": "gemma3_text", "head_dim": 4,
+      "hidden_activation": "gelu")",
+                       Extra::kGemma3),
+                {"hidden_activation 'gelu'"});
+  ExpectRefused(LoadHf("gemma3_mm", R"("model_type": "gemma3")"), {"text_config"});
+
+  GgufWriter w = LlamaGguf("gemma3");
+  w.AddUint32("gemma3.attention.sliding_window_pattern", 2);
+  const std::string path = TmpPath("gemma3_pattern.gguf");
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  ExpectRefused(LoadCheckpoint(path), {"sliding_window_pattern"});
 }
 
 }  // namespace

@@ -127,19 +127,31 @@ std::vector<int32_t> RandomPrompt(std::mt19937* rng, int n, int vocab) {
 }
 
 class TinyModelParityTest
-    : public rill::testing::TinyModels<::testing::TestWithParam<std::string>> {};
+    : public rill::testing::TinyModels<::testing::TestWithParam<std::string>> {
+ protected:
+  // Every form, quantized ones included, must match to 1e-3 with the exact
+  // matmul path: the logits of each of `prompt_len` positions and `steps`
+  // greedy tokens.
+  void ExpectParity(int prompt_len, int steps) {
+    std::cout << "tiny model seed " << seed_ << "\n";
+    const std::string rel = GetParam();
+    std::mt19937 rng(seed_ ^ std::hash<std::string>{}(rel));
+    std::vector<int32_t> prompt = RandomPrompt(&rng, prompt_len, 300);
+    bool passed = false;
+    std::string report =
+        CompareWithReference(absl::StrCat(dir_, "/", rel), prompt, steps, 1e-3, &passed);
+    EXPECT_TRUE(passed) << rel << ":\n" << report;
+    std::cout << rel << ": " << report;  // the worst position's figures
+  }
+};
 
 TEST_P(TinyModelParityTest, LogitsAndGreedyMatchReference) {
-  std::cout << "tiny model seed " << seed_ << "\n";
+  ExpectParity(24, 16);
   const std::string rel = GetParam();
-  // Every form, quantized ones included, must match to 1e-3 with the exact
-  // matmul path, logits and 16 greedy tokens.
   std::mt19937 rng(seed_ ^ std::hash<std::string>{}(rel));
   std::vector<int32_t> prompt = RandomPrompt(&rng, 24, 300);
   bool passed = false;
-  std::string report =
-      CompareWithReference(absl::StrCat(dir_, "/", rel), prompt, 16, 1e-3, &passed);
-  EXPECT_TRUE(passed) << rel << ":\n" << report;
+  std::string report;
   // The fast path (8-bit activations) only within its quantization error.
   const bool quantized = rel.find("q8_0") != std::string::npos ||
                          rel.find("q4_1") != std::string::npos;
@@ -175,6 +187,26 @@ INSTANTIATE_TEST_SUITE_P(
                       "gemma2/model.q8_0.gguf", "gemma2_scalar/hf-f32",
                       "gpt2/hf-f32", "gpt2/hf-bf16",
                       "gpt2/model.f32.gguf", "gpt2/model.q8_0.gguf"),
+    rill::testing::TinyModelTestName);
+
+// The families added for issue 32, over 64 prompt positions and a 64-token
+// greedy continuation (128 positions: the windows of 8 are far shorter).
+class NewFamilyParityTest : public TinyModelParityTest {};
+
+TEST_P(NewFamilyParityTest, SixtyFourPositionsAndTokensMatchReference) { ExpectParity(64, 64); }
+
+INSTANTIATE_TEST_SUITE_P(
+    AllForms, NewFamilyParityTest,
+    ::testing::Values(
+        // Gemma 3: (1 + w) q/k norms, five sliding layers then a global one,
+        // dual RoPE bases (global one linearly scaled), untied head.
+        "gemma3/hf-f32", "gemma3/hf-bf16", "gemma3/model.f32.gguf", "gemma3/model.q8_0.gguf",
+        "gemma3/model.q4_1.gguf",
+        // transformers 5 form: layer_types, per-layer-type rope_parameters,
+        // query_pre_attn_scalar != head_dim, a final soft-cap.
+        "gemma3_tf5/hf-f32",
+        // The multimodal wrapper: text_config with class defaults, nested names.
+        "gemma3_mm/hf-f32"),
     rill::testing::TinyModelTestName);
 
 }  // namespace

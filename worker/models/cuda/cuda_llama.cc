@@ -77,6 +77,12 @@ absl::Status CudaLlama::Init() {
         path, ": Gemma-style layers (post norms, GeGLU, soft-capping, scaled embeddings) are "
               "not supported by the CUDA backend yet"));
   }
+  if (c.RopeDim() != c.head_dim || !c.local_rope_layers.empty() ||
+      c.rope_scaling.type == worker::loader::RopeScaling::Type::kLongrope) {
+    return absl::UnimplementedError(absl::StrCat(
+        path, ": partial rotary embeddings, per-layer RoPE (Gemma 3) and LongRoPE (Phi-3) are "
+              "not supported by the CUDA backend yet"));
+  }
   if (c.qk_norm) {
     return absl::UnimplementedError(
         absl::StrCat(path, ": per-head q/k normalization (Qwen3) is not supported by the CUDA "
