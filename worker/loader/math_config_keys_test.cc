@@ -1,6 +1,7 @@
 // Config keys and GGUF metadata that change the model's math: each is either
 // read (transformers 5 rope_parameters, sliding windows) or refused at load
 // with an error naming it, never silently ignored.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -318,6 +319,69 @@ TEST(MathConfigKeysTest, Gemma3ConfigsFollowGemma3TextConfig) {
   const std::string path = TmpPath("gemma3_pattern.gguf");
   ASSERT_TRUE(w.WriteFile(path).ok());
   ExpectRefused(LoadCheckpoint(path), {"sliding_window_pattern"});
+}
+
+TEST(MathConfigKeysTest, Phi3LongRopePartialRotaryAndWindow) {
+  // Legacy rope_scaling with the first configs' type name "su"; factor =
+  // max_position_embeddings / original; fused projections split at load.
+  auto c = LoadHf("phi3", R"("model_type": "phi3", "original_max_position_embeddings": 64,
+      "sliding_window": 32, "rope_scaling": {"type": "su", "short_factor": [1.0, 2.0],
+      "long_factor": [3.0, 4.0]})",
+                  Extra::kPhi3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const ModelConfig& m = (*c)->config();
+  EXPECT_EQ(m.rope_scaling.type, RopeScaling::Type::kLongrope);
+  EXPECT_EQ(m.rope_scaling.original_max_position_embeddings, 64);
+  EXPECT_DOUBLE_EQ(m.rope_scaling.factor, 4.0);
+  EXPECT_NEAR(m.rope_scaling.attention_factor, std::sqrt(1 + std::log(4.0) / std::log(64.0)),
+              1e-12);
+  EXPECT_EQ(m.rope_scaling.long_factor, (std::vector<double>{3.0, 4.0}));
+  EXPECT_EQ(m.RopeDim(), kHd);
+  for (int l = 0; l < kLayers; ++l) EXPECT_EQ(m.LayerWindow(l), 32) << l;
+  ASSERT_NE((*c)->Find("blk.0.attn_k"), nullptr);
+  EXPECT_EQ((*c)->Find("blk.0.attn_k")->ne, (std::vector<int64_t>{kH, kKv * kHd}));
+  EXPECT_EQ((*c)->Find("blk.0.ffn_up")->ne, (std::vector<int64_t>{kH, kFfn}));
+  EXPECT_EQ((*c)->Find("blk.0.attn_qkv"), nullptr);
+  // transformers 5 form with partial rotary (2 of 4 dims: one pair).
+  c = LoadHf("phi3_tf5", R"("model_type": "phi3", "rope_parameters": {"rope_type": "longrope",
+      "rope_theta": 10000.0, "partial_rotary_factor": 0.5, "original_max_position_embeddings":
+      256, "short_factor": [1.5], "long_factor": [2.5]})",
+             Extra::kPhi3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->config().RopeDim(), 2);
+  EXPECT_DOUBLE_EQ((*c)->config().rope_scaling.attention_factor, 1.0);  // factor 1
+
+  ExpectRefused(LoadHf("phi3_factors", R"("model_type": "phi3", "rope_scaling": {
+      "type": "longrope", "short_factor": [1.0], "long_factor": [1.0]})",
+                       Extra::kPhi3),
+                {"short_factor and long_factor need 2 entries"});
+  ExpectRefused(LoadHf("phi3_odd", R"("model_type": "phi3", "partial_rotary_factor": 0.25)",
+                       Extra::kPhi3),
+                {"partial_rotary_factor", "even"});
+  ExpectRefused(LoadHf("llama_longrope", R"("model_type": "llama", "rope_scaling": {
+      "type": "longrope", "short_factor": [1.0, 1.0], "long_factor": [1.0, 1.0]})"),
+                {"'longrope' is not supported"});
+  ExpectRefused(LoadHf("phi3_act", R"("model_type": "phi3", "hidden_act": "gelu_new")",
+                       Extra::kPhi3),
+                {"hidden_act"});
+
+  // GGUF: rope.dimension_count is the rotary width; LongRoPE tensors pair up.
+  GgufWriter w = LlamaGguf("phi3");
+  w.AddUint32("phi3.rope.dimension_count", 2);
+  std::string path = TmpPath("phi3.gguf");
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  c = LoadCheckpoint(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->config().RopeDim(), 2);
+  EXPECT_FALSE((*c)->config().rope_interleaved);
+  w = LlamaGguf("phi3");
+  w.AddUint32("phi3.rope.dimension_count", 3);
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  ExpectRefused(LoadCheckpoint(path), {"rope.dimension_count 3"});
+  w = LlamaGguf("phi3");
+  w.AddF32Tensor("rope_factors_long.weight", {2}, {1.0f, 2.0f});
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  ExpectRefused(LoadCheckpoint(path), {"rope_factors_long and rope_factors_short"});
 }
 
 }  // namespace

@@ -180,7 +180,8 @@ TEST_P(TinyFamilyBatchInvarianceTest, AloneBatchedAndChunkedAgree) {
 
 INSTANTIATE_TEST_SUITE_P(NewFamilies, TinyFamilyBatchInvarianceTest,
                          ::testing::Values("gemma3/hf-f32", "gemma3/model.q8_0.gguf",
-                                           "gemma3_tf5/hf-f32"),
+                                           "gemma3_tf5/hf-f32", "phi3/model.q8_0.gguf",
+                                           "phi3_longrope/hf-f32"),
                          rill::testing::TinyModelTestName);
 
 // An f16 KV cache changes only how K/V are stored: on the real model the

@@ -206,7 +206,12 @@ INSTANTIATE_TEST_SUITE_P(
         // query_pre_attn_scalar != head_dim, a final soft-cap.
         "gemma3_tf5/hf-f32",
         // The multimodal wrapper: text_config with class defaults, nested names.
-        "gemma3_mm/hf-f32"),
+        "gemma3_mm/hf-f32",
+        // Phi-3: fused qkv / gate_up split at load, a window of 8 (every layer).
+        "phi3/hf-f32", "phi3/hf-bf16", "phi3/model.f32.gguf", "phi3/model.q8_0.gguf",
+        // LongRoPE (long factors, attention factor), 12 of 16 dims rotated, GQA.
+        "phi3_longrope/hf-f32", "phi3_longrope/model.f32.gguf",
+        "phi3_longrope/model.q4_1.gguf"),
     rill::testing::TinyModelTestName);
 
 }  // namespace
