@@ -207,7 +207,7 @@ def load_gguf(path: str, dtype=np.float64):
             cfg.rope_scaling = _longrope(
                 weights.pop('rope_factors_short.weight'), weights.pop('rope_factors_long.weight'),
                 cfg.max_pos, int(key('rope.scaling.original_context_length')),
-                attention_factor=float(key('rope.scaling.attn_factor', 1.0)))
+                attention_factor=key('rope.scaling.attn_factor'))
     vocab_strings = _gguf_field(reader, 'tokenizer.ggml.tokens')
     return Model(cfg, weights), vocab_strings
 

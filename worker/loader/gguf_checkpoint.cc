@@ -163,11 +163,19 @@ absl::Status ReadPhi3(const GgufFile& f, const std::string& path, ModelConfig* m
     sc.type = RopeScaling::Type::kLongrope;
     ASSIGN_OR_RETURN_(sc.long_factor, F32Vector(path, *long_factors, m->RopeDim() / 2));
     ASSIGN_OR_RETURN_(sc.short_factor, F32Vector(path, *short_factors, m->RopeDim() / 2));
-    ASSIGN_OR_RETURN_(sc.attention_factor, FloatOr(f, "phi3.rope.scaling.attn_factor", 1.0));
-    if (sc.original_max_position_embeddings <= 0) {
+    if (sc.original_max_position_embeddings <= 1) {
       return absl::InvalidArgumentError(absl::StrCat(
-          path, ": LongRoPE needs phi3.rope.scaling.original_context_length"));
+          path, ": LongRoPE needs phi3.rope.scaling.original_context_length > 1"));
     }
+    // Files without the key get transformers' default, as the converter
+    // computes it: sqrt(1 + ln(factor) / ln(original)), factor = context /
+    // original.
+    const double orig = static_cast<double>(sc.original_max_position_embeddings);
+    const double factor = static_cast<double>(m->max_position_embeddings) / orig;
+    ASSIGN_OR_RETURN_(
+        sc.attention_factor,
+        FloatOr(f, "phi3.rope.scaling.attn_factor",
+                factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(orig))));
     tensors->erase("rope_factors_long");
     tensors->erase("rope_factors_short");
   }

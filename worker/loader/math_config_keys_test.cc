@@ -382,6 +382,20 @@ TEST(MathConfigKeysTest, Phi3LongRopePartialRotaryAndWindow) {
   w.AddF32Tensor("rope_factors_long.weight", {2}, {1.0f, 2.0f});
   ASSERT_TRUE(w.WriteFile(path).ok());
   ExpectRefused(LoadCheckpoint(path), {"rope_factors_long and rope_factors_short"});
+  // Without rope.scaling.attn_factor: transformers' default from the
+  // context lengths (128 / 32).
+  w = LlamaGguf("phi3");
+  w.AddF32Tensor("rope_factors_long.weight", {2}, {1.0f, 2.0f});
+  w.AddF32Tensor("rope_factors_short.weight", {2}, {1.0f, 1.5f});
+  w.AddUint32("phi3.rope.scaling.original_context_length", 32);
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  c = LoadCheckpoint(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->config().rope_scaling.type, RopeScaling::Type::kLongrope);
+  EXPECT_EQ((*c)->config().rope_scaling.short_factor, (std::vector<double>{1.0, 1.5}));
+  EXPECT_NEAR((*c)->config().rope_scaling.attention_factor,
+              std::sqrt(1 + std::log(4.0) / std::log(32.0)), 1e-12);
+  EXPECT_EQ((*c)->Find("rope_factors_long"), nullptr);
 }
 
 }  // namespace
