@@ -21,6 +21,7 @@ SchedulerConfig SchedulerConfigOf(const EngineArgs& args) {
   sched.max_model_len = args.max_model_len;
   sched.policy = args.scheduling_policy;
   sched.max_loras = args.max_loras;
+  sched.free_out_of_window_blocks = args.free_out_of_window_kv_blocks;
   return sched;
 }
 

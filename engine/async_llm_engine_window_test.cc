@@ -1,5 +1,6 @@
-// Sliding-window models through the whole engine: tiny random Mistral
-// (window 8 on every layer) and Qwen2 (window 6 on its second layer) give
+// Sliding-window models through the whole engine: tiny random Mistral and
+// Phi-3 (window 8 on every layer: blocks out of the window are freed), Qwen2
+// (window 6 on its second layer), Gemma 2/3 (alternating layers) give
 // the float64 reference's greedy continuation with the prompt prefilled in
 // 7-token chunks, several requests batched together, and a prefix-cache hit;
 // so do tiny Mixtral, Qwen2-MoE and Qwen3-MoE models.
@@ -110,7 +111,9 @@ TEST_P(WindowEngineTest, ChunkedBatchedAndCachedMatchReference) {
 INSTANTIATE_TEST_SUITE_P(TinyWindowModels, WindowEngineTest,
                          ::testing::Values("mistral_window/hf-f32", "mistral_window/model.f32.gguf",
                                            "qwen2_window/hf-f32", "gemma2/hf-f32",
-                                           "gemma2/model.q8_0.gguf"),
+                                           "gemma2/model.q8_0.gguf", "gemma3/model.q8_0.gguf",
+                                           "gemma3_tf5/hf-f32", "phi3/hf-f32",
+                                           "phi3_longrope/model.f32.gguf"),
                          rill::tests::util::TinyModelTestName);
 
 // Mixture-of-experts models through the same engine path: a step's chunks

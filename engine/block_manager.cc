@@ -79,22 +79,49 @@ int32_t BlockManager::PopFree() {
 }
 
 bool BlockManager::Allocate(int64_t seq_id, int64_t num_total_tokens,
-                            const std::vector<int32_t>& cached_prefix) {
+                            const std::vector<int32_t>& cached_prefix, int64_t dead_blocks) {
   auto it = seqs_.find(seq_id);
   const bool is_new = it == seqs_.end() || it->second.blocks.empty();
   const std::vector<int32_t>& prefix = is_new ? cached_prefix : std::vector<int32_t>{};
   const int64_t have = is_new ? static_cast<int64_t>(prefix.size())
                               : static_cast<int64_t>(it->second.blocks.size());
   const int64_t needed = std::max<int64_t>(0, BlocksFor(num_total_tokens) - have);
+  // A new sequence's dead prefix entries take no block; a running one's
+  // newly dead blocks are released first, so they count as free here.
+  const int64_t dead_prefix = std::min<int64_t>(dead_blocks, prefix.size());
+  int64_t freed_now = 0;
+  if (!is_new) {
+    const Sequence& seq = it->second;
+    for (int64_t i = seq.dead; i < std::min<int64_t>(dead_blocks, seq.blocks.size()); ++i) {
+      freed_now += blocks_[seq.blocks[i]].ref_count == 1 ? 1 : 0;
+    }
+  }
   // Cached prefix blocks nobody holds sit in the free queue; taking them
   // shrinks what is left for the new blocks.
   int64_t prefix_in_free = 0;
-  for (int32_t b : prefix) prefix_in_free += blocks_[b].in_free ? 1 : 0;
-  if (needed + prefix_in_free > static_cast<int64_t>(free_.size())) return false;
+  for (size_t i = dead_prefix; i < prefix.size(); ++i) {
+    prefix_in_free += blocks_[prefix[i]].in_free ? 1 : 0;
+  }
+  if (needed + prefix_in_free > static_cast<int64_t>(free_.size()) + freed_now) return false;
 
   Sequence& seq = seqs_[seq_id];
+  if (!is_new) {
+    for (; seq.dead < std::min<int64_t>(dead_blocks, seq.blocks.size()); ++seq.dead) {
+      Release(seq.blocks[seq.dead]);
+      seq.blocks[seq.dead] = kDeadBlock;
+    }
+  }
   bool hashed = true;  // seq.hashes must stay a prefix of the chain.
   for (int32_t b : prefix) {
+    if (static_cast<int64_t>(seq.blocks.size()) < dead_prefix) {
+      // Out of the window already: the table keeps its place, the cache
+      // keeps the block. Its hash still chains the blocks after it.
+      hashed = hashed && blocks_[b].has_hash;
+      if (hashed) seq.hashes.push_back(blocks_[b].hash);
+      seq.blocks.push_back(kDeadBlock);
+      seq.dead = seq.blocks.size();
+      continue;
+    }
     Block& block = blocks_[b];
     // A forked block (n > 1 samples) may be unhashed but is then held.
     CHECK(block.has_hash || block.ref_count > 0) << "prefix block " << b << " was evicted";
@@ -124,6 +151,7 @@ void BlockManager::CacheFullBlocks(int64_t seq_id, absl::Span<const int32_t> tok
     const uint64_t parent = i == 0 ? 0 : seq.hashes[i - 1];
     const uint64_t h = HashBlock(parent, tokens.subspan(i * block_size_, block_size_), extra_key);
     seq.hashes.push_back(h);
+    if (i < seq.dead) continue;  // A placeholder: its block was never this sequence's.
     Block& block = blocks_[seq.blocks[i]];
     // A duplicate of an already cached block stays private to this sequence.
     if (block.has_hash || cached_.contains(h)) continue;
@@ -139,16 +167,20 @@ void BlockManager::CacheFullBlocks(int64_t seq_id, absl::Span<const int32_t> tok
   }
 }
 
+void BlockManager::Release(int32_t b) {
+  Block& block = blocks_[b];
+  CHECK_GT(block.ref_count, 0);
+  if (--block.ref_count > 0) return;
+  block.free_pos = block.has_hash ? free_.insert(free_.end(), b) : free_.insert(free_.begin(), b);
+  block.in_free = true;
+}
+
 void BlockManager::Free(int64_t seq_id) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return;
-  const std::vector<int32_t>& table = it->second.blocks;
-  for (auto b = table.rbegin(); b != table.rend(); ++b) {
-    Block& block = blocks_[*b];
-    CHECK_GT(block.ref_count, 0);
-    if (--block.ref_count > 0) continue;
-    block.free_pos = block.has_hash ? free_.insert(free_.end(), *b) : free_.insert(free_.begin(), *b);
-    block.in_free = true;
+  const Sequence& seq = it->second;
+  for (int64_t i = static_cast<int64_t>(seq.blocks.size()) - 1; i >= seq.dead; --i) {
+    Release(seq.blocks[i]);
   }
   seqs_.erase(it);
 }
@@ -168,6 +200,16 @@ void BlockManager::Truncate(int64_t seq_id, int64_t num_tokens) {
     block.in_free = true;
     seq.blocks.pop_back();
   }
+}
+
+int64_t BlockManager::NumDeadBlocks(int64_t seq_id) const {
+  auto it = seqs_.find(seq_id);
+  return it == seqs_.end() ? 0 : it->second.dead;
+}
+
+int64_t BlockManager::NumLiveBlocks(int64_t seq_id) const {
+  auto it = seqs_.find(seq_id);
+  return it == seqs_.end() ? 0 : static_cast<int64_t>(it->second.blocks.size()) - it->second.dead;
 }
 
 const std::vector<int32_t>& BlockManager::BlockTable(int64_t seq_id) const {

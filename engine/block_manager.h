@@ -78,8 +78,20 @@ class BlockManager {
   // FindCachedPrefix, or another live sequence's full blocks to fork them,
   // taken by reference). Returns false and changes nothing
   // when not enough free blocks remain.
+  //
+  // The table's first `dead_blocks` entries hold keys no later step reads
+  // (they fell out of a sliding window that covers every layer): their
+  // references are dropped (a cached one stays in the prefix cache) and the
+  // entries become kDeadBlock, a placeholder id the model never reads or
+  // writes (its attention skips every key before the window). Dead entries
+  // stay dead; `dead_blocks` may only grow for a sequence.
   bool Allocate(int64_t seq_id, int64_t num_total_tokens,
-                const std::vector<int32_t>& cached_prefix = {});
+                const std::vector<int32_t>& cached_prefix = {}, int64_t dead_blocks = 0);
+  static constexpr int32_t kDeadBlock = 0;
+  // How many of the sequence's first table entries are dead (0 if unknown).
+  int64_t NumDeadBlocks(int64_t seq_id) const;
+  // Blocks the sequence holds references to (its table minus dead entries).
+  int64_t NumLiveBlocks(int64_t seq_id) const;
 
   // Registers the sequence's full blocks among its first num_computed_tokens
   // tokens (`tokens` = its prompt + outputs) in the prefix cache.
@@ -121,7 +133,10 @@ class BlockManager {
   struct Sequence {
     std::vector<int32_t> blocks;
     std::vector<uint64_t> hashes;  // Chain hashes of the first full blocks.
+    int64_t dead = 0;              // blocks[0, dead) are kDeadBlock placeholders.
   };
+  // Drops one reference; a block nobody holds joins the free queue.
+  void Release(int32_t block);
 
   void RemoveFromFree(int32_t block);
   int32_t PopFree();  // Evicts the block's cache entry if it has one.

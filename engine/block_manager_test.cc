@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/types/span.h"
+
 namespace rill::engine {
 namespace {
 
@@ -229,6 +231,42 @@ TEST(BlockManagerTest, EventsReportStoredEvictedAndClearedBlocks) {
   EXPECT_EQ(removed, stored);
   bm.ResetPrefixCache();
   EXPECT_EQ(events.back().kind, KvCacheEvent::Kind::kCleared);
+}
+
+TEST(BlockManagerTest, DeadBlocksAreReleasedAndStayCached) {
+  BlockManager bm(8, 4, /*enable_prefix_caching=*/true);
+  const std::vector<int32_t> tokens = Iota(24);
+  ASSERT_TRUE(bm.Allocate(1, 16));  // 4 blocks, then computed and cached.
+  bm.CacheFullBlocks(1, absl::MakeSpan(tokens).subspan(0, 16), 16, 0);
+  const std::vector<int32_t> first = bm.BlockTable(1);
+  EXPECT_EQ(bm.num_free_blocks(), 4);
+  // The first two fell out of the window: released, placeholders in the
+  // table, the table still indexed by position.
+  ASSERT_TRUE(bm.Allocate(1, 20, {}, /*dead_blocks=*/2));
+  EXPECT_EQ(bm.BlockTable(1).size(), 5u);
+  EXPECT_EQ(bm.BlockTable(1)[0], BlockManager::kDeadBlock);
+  EXPECT_EQ(bm.BlockTable(1)[1], BlockManager::kDeadBlock);
+  EXPECT_EQ(bm.BlockTable(1)[2], first[2]);
+  EXPECT_EQ(bm.NumDeadBlocks(1), 2);
+  EXPECT_EQ(bm.NumLiveBlocks(1), 3);
+  EXPECT_EQ(bm.num_free_blocks(), 5);  // 4 - 1 new + 2 released
+  EXPECT_EQ(bm.ref_count(first[0]), 0);
+  // Still in the prefix cache: a new sequence with the same prefix finds them.
+  EXPECT_EQ(bm.FindCachedPrefix(tokens, 0).size(), 4u);
+  // A new sequence admitted past the window takes no block for its dead
+  // prefix entries, only for the live ones.
+  const std::vector<int32_t> prefix = bm.FindCachedPrefix(tokens, 0);
+  ASSERT_TRUE(bm.Allocate(2, 20, prefix, /*dead_blocks=*/3));
+  EXPECT_EQ(bm.NumDeadBlocks(2), 3);
+  EXPECT_EQ(bm.NumLiveBlocks(2), 2);
+  EXPECT_EQ(bm.ref_count(first[3]), 2);
+  EXPECT_EQ(bm.ref_count(first[0]), 0);
+  // Dead entries are neither hashed again nor released twice.
+  bm.CacheFullBlocks(2, tokens, 20, 0);
+  bm.Free(1);
+  bm.Free(2);
+  EXPECT_EQ(bm.num_free_blocks(), 8);
+  for (int32_t b = 0; b < 8; ++b) EXPECT_EQ(bm.ref_count(b), 0);
 }
 
 }  // namespace

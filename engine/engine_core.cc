@@ -14,9 +14,20 @@
 namespace rill::engine {
 namespace {
 
+// The window every layer of the model has (then out-of-window KV blocks
+// can be freed), else 0: a layer with full attention reads every block.
+int64_t WindowOfEveryLayer(const worker::loader::ModelConfig& model) {
+  if (model.sliding_window <= 0) return 0;
+  for (int64_t l = 0; l < model.num_layers; ++l) {
+    if (model.LayerWindow(l) <= 0) return 0;
+  }
+  return model.sliding_window;
+}
+
 SchedulerConfig Clamp(SchedulerConfig c, const worker::loader::ModelConfig& model) {
   const int64_t context = model.max_position_embeddings;
   c.max_model_len = ResolveMaxModelLen(c.max_model_len, context).value_or(context);
+  c.sliding_window = c.free_out_of_window_blocks ? WindowOfEveryLayer(model) : 0;
   return c;
 }
 

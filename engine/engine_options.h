@@ -49,6 +49,9 @@
   X(int64_t, max_model_len, 0, base::AtLeast(0),                                                    \
     "Longest sequence (prompt + output) in tokens; 0: the model's context length.")                 \
   X(bool, enable_prefix_caching, true, base::AnyValue(), "Reuse KV blocks of shared prompt prefixes.") \
+  X(bool, free_out_of_window_kv_blocks, true, base::AnyValue(),                                   \
+    "Models whose every layer has a sliding window (Mistral, Phi-3): release a sequence's KV "     \
+    "blocks once they fall out of the window, so its cache stays bounded by the window.")          \
   X(absl::Duration, log_stats_interval, absl::ZeroDuration(), base::AnyValue(),                     \
     "Log engine stats this often (e.g. 10s); 0 disables.")                                          \
   X(bool, log_requests, false, base::AnyValue(),                                                    \

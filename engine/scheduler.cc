@@ -64,10 +64,18 @@ absl::Status Scheduler::CheckFits(const Request& req) const {
         ") = ", total, " exceeds the maximum model length of ", config_.max_model_len, " tokens"));
   }
   // A request that cannot fit in the whole cache would preempt itself forever.
-  if (blocks_->BlocksFor(total) > blocks_->num_blocks()) {
+  // Under a window on every layer a step holds only the window's blocks and
+  // its own new tokens' (plus a partial block at each end).
+  int64_t needed = blocks_->BlocksFor(total);
+  if (config_.sliding_window > 0) {
+    needed = std::min<int64_t>(
+        needed, (config_.sliding_window + config_.max_num_batched_tokens - 2) /
+                        blocks_->block_size() + 2);
+  }
+  if (needed > blocks_->num_blocks()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "prompt (", prompt, " tokens) + max_tokens (", request->params.max_tokens, ") needs ",
-        blocks_->BlocksFor(total), " KV blocks but the cache has only ", blocks_->num_blocks(),
+        needed, " KV blocks but the cache has only ", blocks_->num_blocks(),
         " blocks of ", blocks_->block_size(), " tokens"));
   }
   return absl::OkStatus();
@@ -82,6 +90,11 @@ std::vector<std::string> Scheduler::UnfinishedIds() const {
   std::vector<std::string> ids;
   for (const auto& [id, r] : requests_) ids.push_back(id);
   return ids;
+}
+
+int64_t Scheduler::DeadBlocks(int64_t start) const {
+  if (config_.sliding_window <= 0) return 0;
+  return std::max<int64_t>(0, start - config_.sliding_window + 1) / blocks_->block_size();
 }
 
 void Scheduler::RemoveFromRunning(Request* r) {
@@ -138,6 +151,9 @@ bool Scheduler::ForkBlocks(const Request& r, std::vector<int32_t>* blocks) const
   }
   // Full blocks holding prompt tokens only, leaving the last prompt token to
   // compute (its logits start the sample).
+  // A parent whose first blocks fell out of the window has no whole prompt
+  // left to share: the sample computes its prompt alone.
+  if (blocks_->NumDeadBlocks(parent->seq_no) > 0) return true;
   const std::vector<int32_t>& table = blocks_->BlockTable(parent->seq_no);
   const size_t n = std::min<size_t>(table.size(), (prompt - 1) / blocks_->block_size());
   blocks->assign(table.begin(), table.begin() + n);
@@ -190,7 +206,8 @@ SchedulerOutput Scheduler::Schedule(absl::Time now) {
     const int64_t num_new = std::min(r->num_tokens() - r->num_computed_tokens, budget);
     CHECK_GT(num_new, 0) << r->request_id;
     while (true) {
-      if (blocks_->Allocate(r->seq_no, r->num_computed_tokens + num_new)) {
+      if (blocks_->Allocate(r->seq_no, r->num_computed_tokens + num_new, {},
+                            DeadBlocks(r->num_computed_tokens))) {
         chunk_of[r] = out.chunks.size();
         out.chunks.push_back({r, r->num_computed_tokens, num_new});
         budget -= num_new;
@@ -238,7 +255,7 @@ SchedulerOutput Scheduler::Schedule(absl::Time now) {
     }
     const int64_t num_cached = static_cast<int64_t>(cached.size()) * bs;
     const int64_t num_new = std::min<int64_t>(tokens.size() - num_cached, budget);
-    if (!blocks_->Allocate(r->seq_no, num_cached + num_new, cached)) {
+    if (!blocks_->Allocate(r->seq_no, num_cached + num_new, cached, DeadBlocks(num_cached))) {
       if (!PreemptFor(r, &chunk_of, &out, &budget)) break;
       it = waiting_.find(r);
       continue;

@@ -37,6 +37,14 @@ struct SchedulerConfig {
   // Distinct LoRA adapters among running requests (so in any one step); a
   // waiting request of another adapter waits. 0: no limit.
   int max_loras = 0;
+  // The model's sliding window when it covers every layer (EngineCore sets
+  // it from the model unless free_out_of_window_blocks is off), else 0. A
+  // sequence's blocks whose keys all fell out of it are released each step,
+  // so its live blocks stay bounded by the window plus one step's tokens.
+  // Gemma 2/3 alternate windowed and global layers: the global layers read
+  // every block, so nothing is freed there (the window stays 0).
+  int64_t sliding_window = 0;
+  bool free_out_of_window_blocks = true;
 };
 
 absl::Status ValidateSchedulerConfig(const SchedulerConfig& config);
@@ -108,6 +116,9 @@ class Scheduler {
   // parent has not computed its prompt yet.
   bool ForkBlocks(const Request& request, std::vector<int32_t>* blocks) const;
   void RemoveFromRunning(Request* request);
+  // Table entries wholly out of the window for a step whose first new token
+  // sits at `start`: no query at a position >= start reads their keys.
+  int64_t DeadBlocks(int64_t start) const;
   // Whether admitting `request` keeps the running adapters within max_loras.
   bool LoraFits(const Request& request) const;
 

@@ -133,7 +133,64 @@ def model_specs():
         layer_norm_epsilon=1e-5, vocab_size=VOCAB,
         activation_function='gelu_new', tie_word_embeddings=True,
         torch_dtype='float32', bos_token_id=VOCAB - 1, eos_token_id=VOCAB - 1)
+    # Gemma 3: as Gemma 2 plus (1 + w) q/k norms, no soft-caps, five sliding
+    # layers (window 8) then a global one (the pattern GGUF fixes), dual RoPE
+    # bases (global 1e6 with linear scaling 4, local 1e4 unscaled), untied
+    # head (a tied one with scaled embeddings repeats the last token).
+    gemma3 = dict(
+        LLAMA_BASE, architectures=['Gemma3ForCausalLM'], model_type='gemma3_text',
+        num_hidden_layers=6, head_dim=24, query_pre_attn_scalar=24,
+        hidden_activation='gelu_pytorch_tanh', sliding_window=8, rope_theta=1000000.0,
+        rope_local_base_freq=10000.0, rope_scaling={'rope_type': 'linear', 'factor': 4.0},
+        tie_word_embeddings=False, rms_norm_eps=1e-6)
+    del gemma3['hidden_act']
+    specs['gemma3'] = gemma3
+    # Gemma 3 as transformers 5 writes it (HF form only: GGUF carries neither
+    # layer_types nor a second scaling): explicit layer_types, per-layer-type
+    # rope_parameters, query_pre_attn_scalar != head_dim, a final soft-cap.
+    gemma3_tf5 = dict(
+        gemma3, num_hidden_layers=3, query_pre_attn_scalar=16, final_logit_softcapping=30.0,
+        layer_types=['sliding_attention', 'full_attention', 'sliding_attention'],
+        rope_parameters={
+            'full_attention': {'rope_type': 'linear', 'factor': 2.0, 'rope_theta': 1000000.0},
+            'sliding_attention': {'rope_type': 'default', 'rope_theta': 10000.0}})
+    for key in ('rope_theta', 'rope_local_base_freq', 'rope_scaling'):
+        del gemma3_tf5[key]
+    specs['gemma3_tf5'] = gemma3_tf5
+    # The multimodal wrapper (model_type gemma3): the text model nested in
+    # text_config and under model.language_model.*, a vision tensor to drop;
+    # rope bases, pattern and query_pre_attn_scalar (256) from the defaults.
+    text = {k: v for k, v in gemma3.items()
+            if k not in ('architectures', 'rope_theta', 'rope_local_base_freq', 'rope_scaling',
+                         'query_pre_attn_scalar', 'torch_dtype', 'bos_token_id',
+                         'eos_token_id')}
+    specs['gemma3_mm'] = dict(
+        architectures=['Gemma3ForConditionalGeneration'], model_type='gemma3',
+        text_config=text, vision_config={'model_type': 'siglip_vision_model'},
+        torch_dtype='float32', bos_token_id=VOCAB - 1, eos_token_id=VOCAB - 1)
+    # Phi-3 (mini-4k style): fused qkv_proj and gate_up_proj, MHA, a window
+    # of 8 on every layer, untied head.
+    phi3 = dict(
+        LLAMA_BASE, architectures=['Phi3ForCausalLM'], model_type='phi3',
+        num_key_value_heads=4, tie_word_embeddings=False, sliding_window=8,
+        original_max_position_embeddings=128, pad_token_id=VOCAB - 1)
+    specs['phi3'] = phi3
+    # Phi-3 128k / Phi-4-mini style: LongRoPE (served past the original
+    # context of 32, so the long factors and an attention factor of
+    # sqrt(1 + ln 4 / ln 32) apply), partial rotary 0.75 (12 of 16 dims), GQA.
+    pairs = 6
+    specs['phi3_longrope'] = dict(
+        phi3, num_key_value_heads=2, sliding_window=None, partial_rotary_factor=0.75,
+        original_max_position_embeddings=32,
+        rope_scaling={'type': 'longrope',
+                      'short_factor': [1.0 + 0.25 * i for i in range(pairs)],
+                      'long_factor': [1.0 + 3.0 * i for i in range(pairs)]})
     return specs
+
+
+def text_config(cfg):
+    """The text model's config (a gemma3 config nests it in text_config)."""
+    return dict(cfg, **cfg.get('text_config', {}))
 
 
 # ----------------------------------------------------------------------------
@@ -180,6 +237,9 @@ def llama_hf_weights(cfg, g: Gen):
         if cfg['model_type'] in ('qwen3', 'qwen3_moe'):
             w[p + 'self_attn.q_norm.weight'] = g.normal((hd,), 0.2, 1.0)
             w[p + 'self_attn.k_norm.weight'] = g.normal((hd,), 0.2, 1.0)
+        if cfg['model_type'] == 'gemma3_text':  # applied as (1 + w)
+            w[p + 'self_attn.q_norm.weight'] = g.normal((hd,), 0.2)
+            w[p + 'self_attn.k_norm.weight'] = g.normal((hd,), 0.2)
         if bias:
             w[p + 'self_attn.q_proj.bias'] = g.normal((nh * hd,), 0.5)
             w[p + 'self_attn.k_proj.bias'] = g.normal((nkv * hd,), 0.5)
@@ -190,7 +250,7 @@ def llama_hf_weights(cfg, g: Gen):
         w[p + 'mlp.gate_proj.weight'] = g.normal((f, h), s)
         w[p + 'mlp.up_proj.weight'] = g.normal((f, h), s)
         w[p + 'mlp.down_proj.weight'] = g.normal((h, f), 1.0 / np.sqrt(f))
-    if cfg['model_type'] == 'gemma2':
+    if cfg['model_type'] in ('gemma2', 'gemma3_text'):
         # Gemma's norms are applied as (1 + w): weights near 0.
         for name in list(w):
             if name.endswith('layernorm.weight') or name == 'model.norm.weight':
@@ -199,8 +259,15 @@ def llama_hf_weights(cfg, g: Gen):
             p = f'model.layers.{i}.'
             w[p + 'pre_feedforward_layernorm.weight'] = g.normal((h,), 0.2)
             w[p + 'post_feedforward_layernorm.weight'] = g.normal((h,), 0.2)
-    if not cfg['tie_word_embeddings']:
+    if not cfg.get('tie_word_embeddings', True):
         w['lm_head.weight'] = g.normal((v, h), 4.0 * s)
+    if cfg['model_type'] == 'phi3':  # fused as Phi3ForCausalLM stores them
+        for i in range(cfg['num_hidden_layers']):
+            p = f'model.layers.{i}.'
+            w[p + 'self_attn.qkv_proj.weight'] = np.concatenate(
+                [w.pop(p + f'self_attn.{x}_proj.weight') for x in 'qkv'])
+            w[p + 'mlp.gate_up_proj.weight'] = np.concatenate(
+                [w.pop(p + 'mlp.gate_proj.weight'), w.pop(p + 'mlp.up_proj.weight')])
     return w
 
 
@@ -469,10 +536,17 @@ def hf_to_gguf_tensors(cfg, hf):
     out['output_norm.weight'] = hf['model.norm.weight']
     if 'lm_head.weight' in hf:
         out['output.weight'] = hf['lm_head.weight']
-    gemma = cfg['model_type'] == 'gemma2'
-    if gemma:  # llama.cpp stores Gemma's norms as w + 1
+    gemma = cfg['model_type'] in ('gemma2', 'gemma3_text')
+    if gemma:  # llama.cpp stores Gemma's norms (q/k norms too) as w + 1
         out['output_norm.weight'] = hf['model.norm.weight'] + 1.0
+    if cfg['model_type'] == 'phi3':
+        rs = cfg.get('rope_scaling') or {}
+        if rs:  # as llama.cpp's converter writes LongRoPE
+            out['rope_factors_long.weight'] = np.array(rs['long_factor'], np.float32)
+            out['rope_factors_short.weight'] = np.array(rs['short_factor'], np.float32)
     names = {'input_layernorm': 'attn_norm', 'post_attention_layernorm': 'ffn_norm',
+             # Phi-3: llama.cpp keeps qkv fused and names gate_up ffn_up.
+             'self_attn.qkv_proj': 'attn_qkv', 'mlp.gate_up_proj': 'ffn_up',
              'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k',
              'self_attn.v_proj': 'attn_v', 'self_attn.o_proj': 'attn_output',
              'self_attn.q_norm': 'attn_q_norm', 'self_attn.k_norm': 'attn_k_norm',
@@ -540,8 +614,8 @@ def write_gguf(path, cfg, tensors, qtype_name, tokens, types, merges):
     # 'llama', 'qwen2' or 'gpt2'; Mistral is written as llama.cpp does, as
     # llama with the window in attention.sliding_window.
     # Mixtral is llama with expert keys; qwen2_moe -> qwen2moe.
-    arch = ('llama' if cfg['model_type'] in ('mistral', 'mixtral')
-            else cfg['model_type'].replace('_', ''))
+    arch = {'mistral': 'llama', 'mixtral': 'llama', 'gemma3_text': 'gemma3'}.get(
+        cfg['model_type'], cfg['model_type'].replace('_', ''))
     w = gguf.GGUFWriter(path, arch)  # writes general.architecture
     w.add_string('general.name', f'rill-tiny-{arch}')
     w.add_uint32('general.file_type', file_type)
@@ -572,7 +646,8 @@ def write_gguf(path, cfg, tensors, qtype_name, tokens, types, merges):
                 w.add_float32(f'{arch}.{key}', cfg[key])
         w.add_float32(f'{arch}.attention.layer_norm_rms_epsilon', cfg['rms_norm_eps'])
         hd = cfg.get('head_dim') or h // nh
-        w.add_uint32(f'{arch}.rope.dimension_count', hd)
+        if arch != 'phi3':
+            w.add_uint32(f'{arch}.rope.dimension_count', hd)
         if hd != h // nh:
             w.add_uint32(f'{arch}.attention.key_length', hd)
             w.add_uint32(f'{arch}.attention.value_length', hd)
@@ -589,6 +664,15 @@ def write_gguf(path, cfg, tensors, qtype_name, tokens, types, merges):
         if rs.get('rope_type', rs.get('type')) == 'linear':
             w.add_string(f'{arch}.rope.scaling.type', 'linear')
             w.add_float32(f'{arch}.rope.scaling.factor', rs['factor'])
+        if arch == 'phi3':
+            orig = cfg['original_max_position_embeddings']
+            w.add_uint32(f'{arch}.rope.scaling.original_context_length', orig)
+            w.add_uint32(f'{arch}.rope.dimension_count',
+                         int(hd * cfg.get('partial_rotary_factor', 1.0)))
+            if rs:
+                scale = cfg['max_position_embeddings'] / orig
+                w.add_float32(f'{arch}.rope.scaling.attn_factor',
+                              np.sqrt(1 + np.log(scale) / np.log(orig)) if scale > 1 else 1.0)
     w.add_uint32(f'{arch}.vocab_size', cfg['vocab_size'])
     w.add_string('tokenizer.ggml.model', 'gpt2')
     w.add_string('tokenizer.ggml.pre', 'gpt-2')
@@ -630,7 +714,10 @@ def generate(out_dir, seed):
         if cfg['model_type'] == 'gpt2':
             hf = gpt2_hf_weights(cfg, g)
         else:
-            hf = llama_hf_weights(cfg, g)
+            hf = llama_hf_weights(text_config(cfg), g)
+        if cfg['model_type'] == 'gemma3':
+            hf = {n.replace('model.', 'model.language_model.', 1): t for n, t in hf.items()}
+            hf['model.vision_tower.patch_embedding.weight'] = g.normal((4, 4), 1.0)
         if name == 'mixtral_tf5':
             hf = fuse_experts(cfg, hf)
         mdir = os.path.join(out_dir, name)
@@ -643,8 +730,8 @@ def generate(out_dir, seed):
             d = os.path.join(mdir, 'hf-f32-sharded')
             write_hf_dir(d, cfg, hf, 'F32', tokens, merges, shards=2)
             entry['hf']['f32_sharded'] = d
-        if cfg.get('use_sliding_window') or name in ('gemma2_scalar', 'qwen2_moe_dense0',
-                                                      'mixtral_tf5'):
+        if cfg.get('use_sliding_window') or name in ('gemma2_scalar', 'gemma3_tf5', 'gemma3_mm',
+                                                      'qwen2_moe_dense0', 'mixtral_tf5'):
             manifest['models'][name] = entry  # no GGUF form for these
             continue
         gt = hf_to_gguf_tensors(cfg, hf)

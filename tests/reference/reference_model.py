@@ -90,6 +90,15 @@ class Config:
     # have the dense MLP.
     n_experts_used: int = 0
     moe_norm: bool = False
+    # Gemma 3 (HF Gemma3ForCausalLM): the layers flagged here (the sliding
+    # ones) rotate with local_rope_theta / local_rope_scaling, the others with
+    # rope_theta / rope_scaling. None: one RoPE for all layers.
+    local_rope_layers: Optional[List[bool]] = None
+    local_rope_theta: float = 10000.0
+    local_rope_scaling: Optional[dict] = None
+
+    def uses_local_rope(self, layer):
+        return bool(self.local_rope_layers and self.local_rope_layers[layer])
 
     def layer_window(self, layer):
         if not self.sliding_window:
@@ -121,7 +130,8 @@ def load_gguf(path: str, dtype=np.float64):
 
     reader = gguf.GGUFReader(path)
     arch = _gguf_field(reader, 'general.architecture')
-    if arch not in ('llama', 'qwen2', 'qwen3', 'gemma2', 'gpt2', 'qwen2moe', 'qwen3moe'):
+    if arch not in ('llama', 'qwen2', 'qwen3', 'gemma2', 'gemma3', 'phi3', 'gpt2', 'qwen2moe',
+                    'qwen3moe'):
         raise ValueError(f'unsupported GGUF architecture {arch!r}')
 
     def key(name, default=None):
@@ -190,6 +200,30 @@ def load_gguf(path: str, dtype=np.float64):
         cfg.attn_scale = (hidden / n_heads if cfg.n_layers == 46 else head_dim) ** -0.5
         cfg.attn_softcap = float(key('attn_logit_softcapping', 0.0) or 0.0)
         cfg.final_softcap = float(key('final_logit_softcapping', 0.0) or 0.0)
+    if arch == 'gemma3':
+        # As llama.cpp runs Gemma 3: five sliding layers then a global one;
+        # the sliding ones rotate with base 10000 unscaled, the global ones
+        # with rope.freq_base and the file's scaling; norms stored as w + 1;
+        # queries scaled by 1/sqrt(head_dim) (1/sqrt(hidden/heads) for the
+        # 62-layer 27B); no soft-caps unless the file sets them.
+        cfg.embed_scale = float(np.float32(math.sqrt(hidden)))
+        cfg.act = 'gelu_tanh'
+        cfg.sliding_window = int(key('attention.sliding_window', 4096))
+        cfg.sliding_layers = [i % 6 < 5 for i in range(cfg.n_layers)]
+        cfg.local_rope_layers = list(cfg.sliding_layers)
+        cfg.local_rope_theta = 10000.0
+        cfg.attn_scale = (hidden / n_heads if cfg.n_layers == 62 else head_dim) ** -0.5
+        cfg.attn_softcap = float(key('attn_logit_softcapping', 0.0) or 0.0)
+        cfg.final_softcap = float(key('final_logit_softcapping', 0.0) or 0.0)
+    if arch == 'phi3':
+        # llama.cpp's converter: gate and up fused in ffn_up, LongRoPE as
+        # rope_factors_long/short tensors + rope.scaling.attn_factor.
+        _split_phi3(weights, n_heads, cfg.n_kv_heads, head_dim, cfg.ffn)
+        if 'rope_factors_long.weight' in weights:
+            cfg.rope_scaling = _longrope(
+                weights.pop('rope_factors_short.weight'), weights.pop('rope_factors_long.weight'),
+                cfg.max_pos, int(key('rope.scaling.original_context_length')),
+                attention_factor=key('rope.scaling.attn_factor'))
     vocab_strings = _gguf_field(reader, 'tokenizer.ggml.tokens')
     return Model(cfg, weights), vocab_strings
 
@@ -292,7 +326,10 @@ def _hf_llama_name(name: str) -> Optional[str]:
            'self_attn.k_norm.weight': 'attn_k_norm.weight',
            'mlp.gate_proj.weight': 'ffn_gate.weight',
            'mlp.up_proj.weight': 'ffn_up.weight',
-           'mlp.down_proj.weight': 'ffn_down.weight'}.get(m.group(2))
+           'mlp.down_proj.weight': 'ffn_down.weight',
+           # Phi-3's fused projections (split by _split_phi3).
+           'self_attn.qkv_proj.weight': 'attn_qkv.weight',
+           'mlp.gate_up_proj.weight': 'ffn_up.weight'}.get(m.group(2))
     if sub is None:
         return None  # e.g. rotary_emb.inv_freq buffers
     return f'blk.{m.group(1)}.{sub}'
@@ -324,9 +361,90 @@ def _hf_gpt2_name(name: str) -> Optional[str]:
     return f'blk.{m.group(1)}.{sub}.{m.group(3)}'
 
 
+# Gemma3TextConfig's defaults: real Gemma 3 configs (a gemma3 text_config
+# above all) leave out the keys that have them.
+_GEMMA3_DEFAULTS = dict(
+    vocab_size=262208, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
+    num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+    max_position_embeddings=131072, rms_norm_eps=1e-6, query_pre_attn_scalar=256,
+    sliding_window=4096, rope_theta=1e6, rope_local_base_freq=1e4,
+    tie_word_embeddings=True, hidden_activation='gelu_pytorch_tanh')
+
+
+def _gemma3_text_config(hf):
+    """A gemma3 / gemma3_text config.json as Gemma3TextConfig reads it."""
+    out = dict(_GEMMA3_DEFAULTS)
+    out.update({k: v for k, v in hf.items() if k not in ('text_config', 'vision_config')})
+    out.update(hf.get('text_config') or {})
+    out['model_type'] = 'gemma3_text'
+    return out
+
+
+def _unnest_gemma3_name(name):
+    """Gemma3ForConditionalGeneration's text tensors under plain Llama names."""
+    for prefix in ('language_model.model.', 'model.language_model.'):
+        if name.startswith(prefix):
+            return 'model.' + name[len(prefix):]
+    return 'lm_head.weight' if name == 'language_model.lm_head.weight' else name
+
+
+def _hf_rope(rs):
+    """Rill's scaling dict from an HF rope_scaling / rope_parameters entry."""
+    if not rs:
+        return None
+    kind = rs.get('rope_type', rs.get('type'))
+    if kind == 'linear':
+        return {'type': 'linear', 'factor': float(rs['factor'])}
+    if kind == 'llama3':
+        return {'type': 'llama3', 'factor': float(rs['factor']),
+                'low_freq_factor': float(rs['low_freq_factor']),
+                'high_freq_factor': float(rs['high_freq_factor']),
+                'original_max_position_embeddings':
+                    float(rs['original_max_position_embeddings'])}
+    if kind not in ('default', None):
+        raise ValueError(f'unsupported rope_scaling {rs}')
+    return None
+
+
+def _longrope(short, long, max_pos, original, factor=None, attention_factor=None):
+    """Rill's LongRoPE dict. transformers switches between the short and
+    long factors per forward call (from the longest position), which leaves
+    cached keys rotated with the other set; Rill and this reference use one
+    set per model: the long factors when the model's context exceeds the
+    pre-training one. Both agree whenever the sequence is longer than
+    `original` (the tests' prompts are)."""
+    if factor is None:
+        factor = max_pos / original
+    if attention_factor is None:
+        attention_factor = (1.0 if factor <= 1.0 else
+                            math.sqrt(1 + math.log(factor) / math.log(original)))
+    return {'type': 'longrope', 'ext': long if max_pos > original else short,
+            'mscale': float(attention_factor)}
+
+
+def _split_phi3(weights, n_heads, n_kv, head_dim, ffn):
+    """Phi-3's fused qkv and gate_up projections as separate q/k/v, gate/up
+    (row ranges: q, k, v; gate, up)."""
+    for name in [n for n in weights if n.endswith('attn_qkv.weight')]:
+        w = weights.pop(name)
+        p = name[:-len('attn_qkv.weight')]
+        q, kv = n_heads * head_dim, n_kv * head_dim
+        weights[p + 'attn_q.weight'] = w[:q]
+        weights[p + 'attn_k.weight'] = w[q:q + kv]
+        weights[p + 'attn_v.weight'] = w[q + kv:]
+    for name in [n for n in weights if n.endswith('ffn_up.weight')]:
+        if weights[name].shape[0] == 2 * ffn:
+            w = weights.pop(name)
+            p = name[:-len('ffn_up.weight')]
+            weights[p + 'ffn_gate.weight'] = w[:ffn]
+            weights[p + 'ffn_up.weight'] = w[ffn:]
+
+
 def load_hf(path: str, dtype=np.float64):
     with open(os.path.join(path, 'config.json')) as f:
         hf = json.load(f)
+    if hf.get('model_type') in ('gemma3', 'gemma3_text'):
+        hf = _gemma3_text_config(hf)
     index = os.path.join(path, 'model.safetensors.index.json')
     if os.path.exists(index):
         with open(index) as f:
@@ -343,7 +461,9 @@ def load_hf(path: str, dtype=np.float64):
     weights = {}
     experts = {}  # canonical name -> {expert index: [out, in]}
     for name, arr in raw.items():
-        is_gemma = model_type == 'gemma2'
+        is_gemma = model_type in ('gemma2', 'gemma3_text')
+        if model_type == 'gemma3_text':
+            name = _unnest_gemma3_name(name)
         canon = (_hf_gpt2_name(name) if is_gpt2 else
                  _hf_gemma_name(name) if is_gemma else _hf_llama_name(name))
         fused = re.fullmatch(r'model\.layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)', name)
@@ -396,26 +516,36 @@ def load_hf(path: str, dtype=np.float64):
         # transformers 5 writes one `rope_parameters` object (theta, type and
         # scaling together); older versions `rope_theta` + `rope_scaling`.
         params = hf.get('rope_parameters')
-        if params:
-            if any(isinstance(v, dict) for v in params.values()):
+        local_theta, local_scaling = float(hf.get('rope_local_base_freq', 10000.0)), None
+        if params and any(isinstance(v, dict) for v in params.values()):
+            # Gemma 3 in transformers 5: one entry per layer type.
+            if model_type != 'gemma3_text':
                 raise ValueError('per-layer-type rope_parameters are not supported')
+            rope_theta = float(params['full_attention'].get('rope_theta', 1e6))
+            rs = params['full_attention']
+            local_theta = float(params['sliding_attention'].get('rope_theta', 1e4))
+            local_scaling = _hf_rope(params['sliding_attention'])
+        elif params:
             rope_theta = float(params.get('rope_theta', 10000.0))
             rs = params
         else:
             rope_theta = float(hf.get('rope_theta', 10000.0))
             rs = hf.get('rope_scaling')
-        if rs:
-            kind = rs.get('rope_type', rs.get('type'))
-            if kind == 'linear':
-                scaling = {'type': 'linear', 'factor': float(rs['factor'])}
-            elif kind == 'llama3':
-                scaling = {'type': 'llama3', 'factor': float(rs['factor']),
-                           'low_freq_factor': float(rs['low_freq_factor']),
-                           'high_freq_factor': float(rs['high_freq_factor']),
-                           'original_max_position_embeddings':
-                               float(rs['original_max_position_embeddings'])}
-            elif kind not in ('default', None):
-                raise ValueError(f'unsupported rope_scaling {rs}')
+        rope_dim = head_dim
+        if model_type == 'phi3':
+            partial = float((rs or {}).get('partial_rotary_factor',
+                                           hf.get('partial_rotary_factor', 1.0)))
+            rope_dim = int(head_dim * partial)
+        if rs and rs.get('rope_type', rs.get('type')) in ('longrope', 'su', 'yarn'):
+            if model_type != 'phi3':
+                raise ValueError('longrope is only supported for phi3')
+            original = rs.get('original_max_position_embeddings',
+                              hf.get('original_max_position_embeddings', 4096))
+            scaling = _longrope(rs['short_factor'], rs['long_factor'],
+                                hf['max_position_embeddings'], original, rs.get('factor'),
+                                rs.get('attention_factor'))
+        else:
+            scaling = _hf_rope(rs)
         # Sliding windows as transformers applies them: Mistral on every
         # layer; Qwen2 only with use_sliding_window, from max_window_layers
         # on; an explicit layer_types list wins.
@@ -430,12 +560,17 @@ def load_hf(path: str, dtype=np.float64):
                 window = 0
             layers = [i >= hf.get('max_window_layers', 28)
                       for i in range(hf['num_hidden_layers'])]
-        elif model_type not in ('mistral', 'mixtral', 'gemma2'):
+        elif model_type not in ('mistral', 'mixtral', 'phi3', 'gemma2', 'gemma3_text'):
             if window:
                 raise ValueError(f'sliding_window on model_type {model_type!r}')
         elif model_type == 'gemma2':
             # transformers: layer i slides when (i + 1) % 2 != 0.
             layers = [(i + 1) % 2 != 0 for i in range(hf['num_hidden_layers'])]
+        elif model_type == 'gemma3_text':
+            # transformers: without layer_types, layer i slides when
+            # (i + 1) % sliding_window_pattern != 0 (pattern 6 by default).
+            pattern = hf.get('sliding_window_pattern', 6)
+            layers = [(i + 1) % pattern != 0 for i in range(hf['num_hidden_layers'])]
         if hf.get('layer_types'):
             layers = [t == 'sliding_attention' for t in hf['layer_types']]
         cfg = Config(arch='llama', source_arch=model_type or 'llama',
@@ -446,16 +581,24 @@ def load_hf(path: str, dtype=np.float64):
                      norm_eps=hf.get('rms_norm_eps', 1e-6),
                      max_pos=hf.get('max_position_embeddings', 2048),
                      rope_theta=rope_theta,
-                     rope_dim=head_dim, rope_pairing='half',
+                     rope_dim=rope_dim, rope_pairing='half',
                      rope_scaling=scaling, sliding_window=int(window),
                      sliding_layers=layers)
-        if model_type == 'gemma2':
+        if model_type in ('gemma2', 'gemma3_text'):
             cfg.embed_scale = float(np.float32(math.sqrt(hidden)))
             cfg.norm_offset = 1.0
             cfg.act = 'gelu_tanh'
             cfg.attn_scale = float(hf['query_pre_attn_scalar']) ** -0.5
             cfg.attn_softcap = float(hf.get('attn_logit_softcapping') or 0.0)
             cfg.final_softcap = float(hf.get('final_logit_softcapping') or 0.0)
+            if hf.get('use_bidirectional_attention'):
+                raise ValueError('bidirectional Gemma 3 is not supported')
+        if model_type == 'phi3':
+            _split_phi3(weights, n_heads, cfg.n_kv_heads, head_dim, cfg.ffn)
+        if model_type == 'gemma3_text':
+            cfg.local_rope_layers = list(layers)
+            cfg.local_rope_theta = local_theta
+            cfg.local_rope_scaling = local_scaling
             if hf.get('hidden_activation', 'gelu_pytorch_tanh') != 'gelu_pytorch_tanh':
                 raise ValueError('only gelu_pytorch_tanh Gemma 2 MLPs are supported')
         elif hf.get('hidden_act', 'silu') != 'silu':
@@ -523,17 +666,22 @@ def rope_inv_freq(cfg: Config, freq_factors: Optional[np.ndarray]) -> np.ndarray
         medium = (1 - smooth) * inv / factor + smooth * inv
         inv = np.where(wavelen > old / lo, inv / factor,
                        np.where(wavelen < old / hi, inv, medium))
+    if rs and rs['type'] == 'longrope':
+        # LongRoPE (Phi-3): each frequency divided by its factor; one factor
+        # set per model (see _longrope).
+        inv = inv / np.asarray(rs['ext'], dtype=np.float64)
     if freq_factors is not None:
         # GGUF rope_freqs.weight: llama.cpp divides each frequency by it.
         inv = inv / freq_factors.astype(np.float64)
     return inv
 
 
-def apply_rope(x, positions, inv_freq, pairing, rope_dim):
-    """x: [n, heads, head_dim]; rotates the first rope_dim dims."""
+def apply_rope(x, positions, inv_freq, pairing, rope_dim, mscale=1.0):
+    """x: [n, heads, head_dim]; rotates the first rope_dim dims; cos and sin
+    are multiplied by mscale (LongRoPE's attention factor)."""
     ang = positions[:, None].astype(np.float64) * inv_freq[None, :]  # [n, d/2]
-    cos = np.cos(ang)[:, None, :].astype(x.dtype)
-    sin = np.sin(ang)[:, None, :].astype(x.dtype)
+    cos = (np.cos(ang) * mscale)[:, None, :].astype(x.dtype)
+    sin = (np.sin(ang) * mscale)[:, None, :].astype(x.dtype)
     out = x.copy()
     r = x[..., :rope_dim]
     if pairing == 'adjacent':
@@ -608,6 +756,10 @@ class Model:
         self.w = weights
         self.inv_freq = (rope_inv_freq(cfg, weights.get('rope_freqs.weight'))
                          if cfg.arch == 'llama' else None)
+        if cfg.local_rope_layers:
+            local = dataclasses.replace(cfg, rope_theta=cfg.local_rope_theta,
+                                        rope_scaling=cfg.local_rope_scaling)
+            self.local_inv_freq = rope_inv_freq(local, None)
 
     def lm_head(self):
         return self.w.get('output.weight', self.w['token_embd.weight'])
@@ -629,10 +781,13 @@ class Model:
             x = x + w['position_embd.weight'][positions]
         hd, nh, nkv = cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
         rope_dim = cfg.rope_dim or hd
-        # Linear rope scaling is plain position interpolation.
-        rope_pos = positions.astype(np.float64)
-        if cfg.rope_scaling and cfg.rope_scaling['type'] == 'linear':
-            rope_pos = rope_pos / cfg.rope_scaling['factor']
+
+        def rope_positions(scaling):
+            # Linear rope scaling is plain position interpolation.
+            pos = positions.astype(np.float64)
+            if scaling and scaling['type'] == 'linear':
+                pos = pos / scaling['factor']
+            return pos
 
         for i in range(cfg.n_layers):
             p = f'blk.{i}.'
@@ -648,11 +803,17 @@ class Model:
                 q = linear(h, w, p + 'attn_q').reshape(n, nh, hd)
                 k = linear(h, w, p + 'attn_k').reshape(n, nkv, hd)
                 v = linear(h, w, p + 'attn_v').reshape(n, nkv, hd)
-                if p + 'attn_q_norm.weight' in w:  # Qwen3
-                    q = rms_norm(q, w[p + 'attn_q_norm.weight'], cfg.norm_eps)
-                    k = rms_norm(k, w[p + 'attn_k_norm.weight'], cfg.norm_eps)
-                q = apply_rope(q, rope_pos, self.inv_freq, cfg.rope_pairing, rope_dim)
-                k = apply_rope(k, rope_pos, self.inv_freq, cfg.rope_pairing, rope_dim)
+                if p + 'attn_q_norm.weight' in w:  # Qwen3, Gemma 3
+                    q = rms_norm(q, w[p + 'attn_q_norm.weight'] + cfg.norm_offset, cfg.norm_eps)
+                    k = rms_norm(k, w[p + 'attn_k_norm.weight'] + cfg.norm_offset, cfg.norm_eps)
+                if cfg.uses_local_rope(i):
+                    inv_freq = self.local_inv_freq
+                    rope_pos = rope_positions(cfg.local_rope_scaling)
+                else:
+                    inv_freq, rope_pos = self.inv_freq, rope_positions(cfg.rope_scaling)
+                mscale = (cfg.rope_scaling or {}).get('mscale', 1.0)
+                q = apply_rope(q, rope_pos, inv_freq, cfg.rope_pairing, rope_dim, mscale)
+                k = apply_rope(k, rope_pos, inv_freq, cfg.rope_pairing, rope_dim, mscale)
             k_all, v_all = cache.extend(i, k, v)
             a = linear(attention(q, k_all, v_all, start, cfg.layer_window(i), cfg.attn_scale,
                                  cfg.attn_softcap), w, p + 'attn_output')

@@ -187,6 +187,47 @@ absl::Status CheckpointBuilder::Validate(const Checkpoint& c) {
       absl::StrCat(c.path(), ": unsupported architecture '", m.architecture, "'"));
 }
 
+absl::Status CheckpointBuilder::SplitFusedProjections(Checkpoint* c) {
+  const ModelConfig& m = c->config_;
+  const int64_t q = m.num_heads * m.head_dim, kv = m.num_kv_heads * m.head_dim;
+  const int64_t f = m.intermediate_size;
+  // Fused name -> (part name, rows) in row order.
+  const std::pair<const char*, std::vector<std::pair<const char*, int64_t>>> kFused[] = {
+      {"attn_qkv", {{"attn_q", q}, {"attn_k", kv}, {"attn_v", kv}}},
+      {"ffn_gate_up", {{"ffn_gate", f}, {"ffn_up", f}}},
+  };
+  for (int64_t i = 0; i < m.num_layers; ++i) {
+    for (const auto& [fused, parts] : kFused) {
+      const std::string name = absl::StrCat("blk.", i, ".", fused);
+      auto it = c->tensors_.find(name);
+      if (it == c->tensors_.end()) continue;
+      const TensorRef t = it->second;
+      int64_t rows = 0;
+      for (const auto& part : parts) rows += part.second;
+      if (t.ne.size() != 2 || t.ne[1] != rows || t.nbytes % rows != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            c->path_, ": fused tensor '", name, "' has shape ", Shape(t.ne), ", expected [",
+            m.hidden_size, ", ", rows, "] (ggml order) from the config"));
+      }
+      const size_t row_bytes = t.nbytes / rows;
+      int64_t row = 0;
+      for (const auto& [part, n] : parts) {
+        const std::string part_name = absl::StrCat("blk.", i, ".", part);
+        if (c->tensors_.count(part_name) > 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              c->path_, ": tensor '", part_name, "' present besides the fused '", name, "'"));
+        }
+        c->tensors_[part_name] =
+            TensorRef{t.type, {t.ne[0], n}, static_cast<const uint8_t*>(t.data) + row * row_bytes,
+                      row_bytes * n};
+        row += n;
+      }
+      c->tensors_.erase(name);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Checkpoint>> LoadCheckpoint(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {

@@ -8,8 +8,11 @@
 //   blk.N.attn_norm[.bias], blk.N.attn_q/k/v[.bias], blk.N.attn_output[.bias],
 //   blk.N.attn_qkv[.bias] (gpt2), blk.N.ffn_norm[.bias], blk.N.ffn_gate,
 //   blk.N.ffn_up[.bias], blk.N.ffn_down[.bias], blk.N.attn_q_norm and
-//   blk.N.attn_k_norm (Qwen3), blk.N.post_attention_norm and blk.N.post_ffw_norm
-//   (Gemma 2; there blk.N.ffn_norm is HF's pre_feedforward_layernorm).
+//   blk.N.attn_k_norm (Qwen3, Gemma 3), blk.N.post_attention_norm and
+//   blk.N.post_ffw_norm (Gemma 2/3; there blk.N.ffn_norm is HF's
+//   pre_feedforward_layernorm), rope_factors_long / rope_factors_short
+//   (LongRoPE). Phi-3's fused qkv_proj and gate_up_proj are presented split,
+//   as row ranges of the fused tensor (no copy): attn_q/k/v, ffn_gate/up.
 // Mixture-of-experts layers (ModelConfig::expert_count) have, instead of
 //   ffn_gate/up/down: blk.N.ffn_gate_inp (router), blk.N.ffn_gate_exps.E,
 //   blk.N.ffn_up_exps.E, blk.N.ffn_down_exps.E (expert E's 2-D matrices; a
@@ -46,10 +49,17 @@ struct RopeScaling {
   double low_freq_factor = 1.0;   // llama3.
   double high_freq_factor = 4.0;  // llama3.
   int64_t original_max_position_embeddings = 0;
+  // longrope (Phi-3): per rotary pair, the divisors of the base frequencies
+  // for contexts up to original_max_position_embeddings (short) and beyond
+  // (long); cos and sin are multiplied by attention_factor. Rill picks one
+  // set per model, not per step: long when max_position_embeddings exceeds
+  // original_max_position_embeddings (see RopeInverseFrequencies).
+  std::vector<double> short_factor, long_factor;
+  double attention_factor = 1.0;
 };
 
 struct ModelConfig {
-  // "llama" (also Qwen2/Qwen3/Mistral/Gemma 2), "gpt2", or "bert" (an encoder: no head,
+  // "llama" (also Qwen2/Qwen3/Mistral/Gemma 2/Gemma 3/Phi-3), "gpt2", or "bert" (an encoder: no head,
   // bidirectional attention; runs through worker/models/encoder.h).
   std::string architecture;
   int64_t vocab_size = 0;
@@ -62,6 +72,19 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;  // Context length.
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
+  // Rotated features per head (partial_rotary_factor < 1, as in Phi-4-mini);
+  // 0: all of head_dim.
+  int64_t rope_dim = 0;
+  // Gemma 3: the layers flagged here (its sliding-attention layers) rotate
+  // with local_rope_theta / local_rope_scaling, the others with rope_theta /
+  // rope_scaling. Empty: one RoPE for every layer.
+  std::vector<bool> local_rope_layers;
+  double local_rope_theta = 10000.0;
+  RopeScaling local_rope_scaling;
+  bool UsesLocalRope(int64_t layer) const {
+    return layer < static_cast<int64_t>(local_rope_layers.size()) && local_rope_layers[layer];
+  }
+  int64_t RopeDim() const { return rope_dim > 0 ? rope_dim : head_dim; }
   double rms_norm_eps = 1e-5;    // llama.
   double layer_norm_eps = 1e-5;  // gpt2, bert.
   int64_t type_vocab_size = 0;   // bert: token type (segment) embeddings.
@@ -71,7 +94,7 @@ struct ModelConfig {
   // blk.N.attn_q_norm / attn_k_norm, head_dim each, eps rms_norm_eps)
   // after the projection and before RoPE.
   bool qk_norm = false;
-  // Gemma 2 (the defaults are Llama's behaviour):
+  // Gemma 2 and 3 (the defaults are Llama's behaviour):
   double embedding_scale = 1.0;     // token embeddings times this (sqrt(hidden))
   double norm_weight_offset = 0.0;  // RMSNorm weights applied as offset + w (HF: 1)
   std::string mlp_activation = "silu";  // gated MLP: "silu" or "gelu_tanh" (GeGLU)

@@ -21,6 +21,11 @@ struct CheckpointBuilder {
   // Checks config sanity and the presence/shape of every tensor the
   // architecture needs.
   static absl::Status Validate(const Checkpoint& c);
+  // Phi-3 only (GPT-2's attn_qkv stays fused): blk.N.attn_qkv and
+  // blk.N.ffn_gate_up become attn_q/k/v and ffn_gate/up, row ranges of the
+  // fused tensor (rows are whole quant blocks, so no copy) sized from the
+  // config. Errors name the tensor.
+  static absl::Status SplitFusedProjections(Checkpoint* c);
   static std::unique_ptr<Checkpoint> New() { return std::unique_ptr<Checkpoint>(new Checkpoint()); }
 };
 

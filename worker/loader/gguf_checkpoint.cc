@@ -2,6 +2,8 @@
 // dropping ".weight" (position_embd -> pos_embd).
 
 #include <cmath>
+#include <cstring>
+#include <map>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -41,17 +43,27 @@ std::string CanonicalName(std::string_view gguf_name) {
 // Llama-family metadata that changes the math: the sliding window is
 // implemented; the rest has one supported value and is refused otherwise,
 // never ignored.
-absl::Status ReadLlamaFamilyExtras(const GgufFile& f, const std::string& p,
-                                   const std::string& path, bool gemma2, ModelConfig* m) {
+absl::Status ReadLlamaFamilyExtras(const GgufFile& f, const std::string& arch,
+                                   const std::string& path, ModelConfig* m) {
+  const std::string p = arch + ".";
+  const bool gemma2 = arch == "gemma2", gemma3 = arch == "gemma3";
   ASSIGN_OR_RETURN_(m->sliding_window,
-                    IntOr(f, p + "attention.sliding_window", gemma2 ? 4096 : 0));
+                    IntOr(f, p + "attention.sliding_window", gemma2 || gemma3 ? 4096 : 0));
   if (m->sliding_window < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", p, "attention.sliding_window ", m->sliding_window, " < 0"));
   }
   int64_t rope_dim;
   ASSIGN_OR_RETURN_(rope_dim, IntOr(f, p + "rope.dimension_count", m->head_dim));
-  if (rope_dim != m->head_dim) {
+  if (arch == "phi3") {
+    // Phi-4-mini rotates 3/4 of each head (partial_rotary_factor).
+    if (rope_dim <= 0 || rope_dim > m->head_dim || rope_dim % 2 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": ", p, "rope.dimension_count ", rope_dim, " must be even and <= head_dim ",
+          m->head_dim));
+    }
+    m->rope_dim = rope_dim;
+  } else if (rope_dim != m->head_dim) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": partial rotary embeddings (", p, "rope.dimension_count ", rope_dim,
         " < head_dim ", m->head_dim, ") are not supported"));
@@ -63,16 +75,35 @@ absl::Status ReadLlamaFamilyExtras(const GgufFile& f, const std::string& p,
         path, ": ", p, "attention.value_length ", value_dim, " differs from the key length ",
         m->head_dim, " (not supported)"));
   }
-  if (gemma2) {
+  if (gemma2 || gemma3) {
     // As llama.cpp reads Gemma 2: soft-caps default to 50 / 30, every other
     // layer slides (from layer 0), norms are stored as w + 1 already, and
     // queries are scaled by 1/sqrt(head_dim) (1/sqrt(hidden/heads) for the
     // 46-layer 27B, whose query_pre_attn_scalar GGUF does not carry).
-    ASSIGN_OR_RETURN_(m->attn_logit_softcap, FloatOr(f, p + "attn_logit_softcapping", 50.0));
-    ASSIGN_OR_RETURN_(m->final_logit_softcap, FloatOr(f, p + "final_logit_softcapping", 30.0));
+    // Gemma 3: no soft-caps unless set; five sliding layers, then a global
+    // one; the sliding layers rotate with base 10000 unscaled, the global
+    // ones with rope.freq_base and rope.scaling (both as llama.cpp fixes
+    // them); 1/sqrt(hidden/heads) for the 62-layer 27B.
+    ASSIGN_OR_RETURN_(m->attn_logit_softcap,
+                      FloatOr(f, p + "attn_logit_softcapping", gemma3 ? 0.0 : 50.0));
+    ASSIGN_OR_RETURN_(m->final_logit_softcap,
+                      FloatOr(f, p + "final_logit_softcapping", gemma3 ? 0.0 : 30.0));
+    if (f.Find(p + "attention.sliding_window_pattern") != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": ", p, "attention.sliding_window_pattern is not supported (Rill uses ",
+          gemma3 ? "llama.cpp's fixed pattern of 6" : "alternating layers", ")"));
+    }
     m->sliding_layers.clear();
-    for (int64_t i = 0; i < m->num_layers; ++i) m->sliding_layers.push_back(i % 2 == 0);
-    const double scalar = m->num_layers == 46 && m->num_heads > 0
+    for (int64_t i = 0; i < m->num_layers; ++i) {
+      m->sliding_layers.push_back(gemma3 ? i % 6 < 5 : i % 2 == 0);
+    }
+    if (gemma3) {
+      m->local_rope_layers = m->sliding_layers;
+      m->local_rope_theta = 10000.0;
+      m->qk_norm = true;
+    }
+    const int64_t big_layers = gemma3 ? 62 : 46;
+    const double scalar = m->num_layers == big_layers && m->num_heads > 0
                               ? static_cast<double>(m->hidden_size / m->num_heads)
                               : static_cast<double>(m->head_dim);
     m->attention_scale = 1.0 / std::sqrt(scalar);
@@ -85,6 +116,69 @@ absl::Status ReadLlamaFamilyExtras(const GgufFile& f, const std::string& p,
     if (f.Find(p + key) != nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": ", p, key, " is not supported for this architecture"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A 1-D F32 tensor as doubles (LongRoPE's factors).
+absl::StatusOr<std::vector<double>> F32Vector(const std::string& path, const GgufTensorInfo& t,
+                                              int64_t n) {
+  if (t.type != kernels::cpu::GgmlType::kF32 || t.ne.size() != 1 || t.ne[0] != n ||
+      t.nbytes != static_cast<size_t>(n) * sizeof(float)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", Sv(t.name),
+                                                   "' must be F32 with ", n, " entries"));
+  }
+  std::vector<float> v(n);
+  std::memcpy(v.data(), t.data, t.nbytes);
+  return std::vector<double>(v.begin(), v.end());
+}
+
+// Phi-3 as llama.cpp's converter writes it: LongRoPE as the tensors
+// rope_factors_long / rope_factors_short plus rope.scaling.attn_factor and
+// rope.scaling.original_context_length; the MLP's gate and up projections
+// fused into ffn_up (gate rows first), renamed ffn_gate_up here so that
+// SplitFusedProjections cuts it as it cuts the HF gate_up_proj.
+absl::Status ReadPhi3(const GgufFile& f, const std::string& path, ModelConfig* m,
+                      std::map<std::string, TensorRef>* tensors) {
+  const GgufTensorInfo* long_factors = f.FindTensor("rope_factors_long.weight");
+  const GgufTensorInfo* short_factors = f.FindTensor("rope_factors_short.weight");
+  if ((long_factors == nullptr) != (short_factors == nullptr)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": rope_factors_long and rope_factors_short come together"));
+  }
+  if (long_factors != nullptr) {
+    RopeScaling& sc = m->rope_scaling;
+    if (sc.type != RopeScaling::Type::kNone && sc.type != RopeScaling::Type::kLongrope) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": LongRoPE factors with another rope.scaling.type"));
+    }
+    sc.type = RopeScaling::Type::kLongrope;
+    ASSIGN_OR_RETURN_(sc.long_factor, F32Vector(path, *long_factors, m->RopeDim() / 2));
+    ASSIGN_OR_RETURN_(sc.short_factor, F32Vector(path, *short_factors, m->RopeDim() / 2));
+    if (sc.original_max_position_embeddings <= 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": LongRoPE needs phi3.rope.scaling.original_context_length > 1"));
+    }
+    // Files without the key get transformers' default, as the converter
+    // computes it: sqrt(1 + ln(factor) / ln(original)), factor = context /
+    // original.
+    const double orig = static_cast<double>(sc.original_max_position_embeddings);
+    const double factor = static_cast<double>(m->max_position_embeddings) / orig;
+    ASSIGN_OR_RETURN_(
+        sc.attention_factor,
+        FloatOr(f, "phi3.rope.scaling.attn_factor",
+                factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(orig))));
+    tensors->erase("rope_factors_long");
+    tensors->erase("rope_factors_short");
+  }
+  for (int64_t i = 0; i < m->num_layers; ++i) {
+    const std::string b = absl::StrCat("blk.", i, ".");
+    auto up = tensors->find(b + "ffn_up");
+    if (up == tensors->end() || tensors->count(b + "ffn_gate") > 0) continue;
+    if (up->second.ne.size() == 2 && up->second.ne[1] == 2 * m->intermediate_size) {
+      (*tensors)[b + "ffn_gate_up"] = up->second;
+      tensors->erase(up);
     }
   }
   return absl::OkStatus();
@@ -104,7 +198,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const st
   ASSIGN_OR_RETURN_(arch, f.GetString("general.architecture"));
   ModelConfig& m = c->config_;
   if (arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3" ||
-      arch == "gemma2" || arch == "qwen2moe" || arch == "qwen3moe") {
+      arch == "gemma2" || arch == "gemma3" || arch == "phi3" || arch == "qwen2moe" ||
+      arch == "qwen3moe") {
     m.architecture = "llama";
   } else if (arch == "gpt2") {
     m.architecture = "gpt2";
@@ -112,7 +207,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const st
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": unsupported GGUF architecture '", ShortForMessage(arch),
                      "' (supported: llama (incl. Mixtral), mistral, qwen2, qwen2moe, qwen3, "
-                     "qwen3moe, gemma2, gpt2)"));
+                     "qwen3moe, gemma2, gemma3, phi3, gpt2)"));
   }
   const std::string p = arch + ".";
   ASSIGN_OR_RETURN_(m.hidden_size, f.GetInt(p + "embedding_length"));
@@ -127,7 +222,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const st
   ASSIGN_OR_RETURN_(m.rms_norm_eps, FloatOr(f, p + "attention.layer_norm_rms_epsilon", 1e-5));
   ASSIGN_OR_RETURN_(m.layer_norm_eps, FloatOr(f, p + "attention.layer_norm_epsilon", 1e-5));
   if (m.architecture == "llama") {
-    if (absl::Status s = ReadLlamaFamilyExtras(f, p, path, arch == "gemma2", &m); !s.ok()) {
+    if (absl::Status s = ReadLlamaFamilyExtras(f, arch, path, &m); !s.ok()) {
       return s;
     }
     if (absl::Status s = ReadGgufMoeConfig(f, arch, path, &m); !s.ok()) return s;
@@ -184,9 +279,14 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const st
   m.vocab_size = vocab;
   m.tie_word_embeddings = c->Find("output") == nullptr;
   m.attention_bias = c->Find("blk.0.attn_q.bias") != nullptr;
-  m.qk_norm = arch == "qwen3" || arch == "qwen3moe" || c->Find("blk.0.attn_q_norm") != nullptr;
+  m.qk_norm = m.qk_norm || arch == "qwen3" || arch == "qwen3moe" ||
+              c->Find("blk.0.attn_q_norm") != nullptr;
   // llama.cpp permutes HF q/k rows only for the "llama" rope layout.
   m.rope_interleaved = arch == "llama" || arch == "mistral";
+  if (arch == "phi3") {
+    if (absl::Status s = ReadPhi3(f, path, &m, &c->tensors_); !s.ok()) return s;
+    if (absl::Status s = SplitFusedProjections(c.get()); !s.ok()) return s;
+  }
 
   c->gguf_ = std::move(*file);
   c->tokenizer_.gguf = c->gguf_.get();

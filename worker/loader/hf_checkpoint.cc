@@ -94,18 +94,48 @@ class ConfigReader {
     lhs = *_v;                         \
   }
 
+// A list of numbers (LongRoPE's factors).
+absl::StatusOr<std::vector<double>> Numbers(const ConfigReader& r,
+                                            const base::json::JsonValue& obj, const char* key,
+                                            const char* where) {
+  std::vector<double> out;
+  const base::json::JsonValue* v = obj.Find(key);
+  if (v == nullptr || !v->is_array() || v->array_items().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(r.path(), ": ", where, ".", key, " must be a list of numbers"));
+  }
+  for (const base::json::JsonValue& e : v->array_items()) {
+    if (!e.is_number() || !(e.number_value() > 0.0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(r.path(), ": ", where, ".", key, " has an entry that is not a number > 0"));
+    }
+    out.push_back(e.number_value());
+  }
+  return out;
+}
+
+// How a model type lets its RoPE objects differ from Llama's.
+struct RopeRules {
+  bool longrope = false;  // Phi-3: rope_type longrope (older configs: su, yarn)
+  // Where partial_rotary_factor goes; null: only 1 is accepted.
+  double* partial_rotary_factor = nullptr;
+};
+
 // One RoPE description: transformers 5's `rope_parameters` or the older
 // `rope_scaling` object. Every key must be one Rill implements for the
 // object's rope type: a key that changes the frequencies and is not read
 // here would otherwise be silently ignored.
 absl::Status ReadRopeObject(const ConfigReader& r, const base::json::JsonValue& obj,
-                            const char* where, double* theta, RopeScaling* out) {
+                            const char* where, double* theta, RopeScaling* out,
+                            const RopeRules& rules = {}) {
   if (!obj.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(r.path(), ": ", where, " is not an object"));
   }
   const base::json::JsonValue* t = obj.Find("rope_type");
   if (t == nullptr) t = obj.Find("type");
-  const std::string type = t != nullptr && !t->is_null() ? t->string_value() : "default";
+  std::string type = t != nullptr && !t->is_null() ? t->string_value() : "default";
+  // Phi3Config reads its first LongRoPE configs' names as longrope.
+  if (rules.longrope && (type == "su" || type == "yarn")) type = "longrope";
   std::vector<std::string> keys = {"rope_type", "type", "rope_theta", "partial_rotary_factor"};
   if (type == "default" || type == "none") {
     out->type = RopeScaling::Type::kNone;
@@ -116,10 +146,15 @@ absl::Status ReadRopeObject(const ConfigReader& r, const base::json::JsonValue& 
     out->type = RopeScaling::Type::kLlama3;
     keys.insert(keys.end(), {"factor", "low_freq_factor", "high_freq_factor",
                              "original_max_position_embeddings"});
+  } else if (type == "longrope" && rules.longrope) {
+    out->type = RopeScaling::Type::kLongrope;
+    keys.insert(keys.end(), {"factor", "attention_factor", "short_factor", "long_factor",
+                             "original_max_position_embeddings"});
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         r.path(), ": ", where, ".rope_type '", ShortForMessage(type),
-        "' is not supported (supported: default, linear, llama3)"));
+        "' is not supported (supported: default, linear, llama3",
+        rules.longrope ? ", longrope" : "", ")"));
   }
   for (const auto& [key, value] : obj.object_members()) {
     if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
@@ -130,7 +165,9 @@ absl::Status ReadRopeObject(const ConfigReader& r, const base::json::JsonValue& 
   }
   double partial;
   ASSIGN_OR_RETURN_(partial, r.Float(obj, "partial_rotary_factor", 1.0));
-  if (partial != 1.0) {
+  if (rules.partial_rotary_factor != nullptr && obj.Find("partial_rotary_factor") != nullptr) {
+    *rules.partial_rotary_factor = partial;
+  } else if (partial != 1.0) {
     return absl::InvalidArgumentError(absl::StrCat(
         r.path(), ": ", where, ".partial_rotary_factor ", partial, " is not supported (only 1)"));
   }
@@ -141,7 +178,15 @@ absl::Status ReadRopeObject(const ConfigReader& r, const base::json::JsonValue& 
   double orig;
   ASSIGN_OR_RETURN_(orig, r.Float(obj, "original_max_position_embeddings", 0.0));
   out->original_max_position_embeddings = static_cast<int64_t>(orig);
-  if (out->type != RopeScaling::Type::kNone && !(out->factor > 0.0)) {
+  if (out->type == RopeScaling::Type::kLongrope) {
+    ASSIGN_OR_RETURN_(out->short_factor, Numbers(r, obj, "short_factor", where));
+    ASSIGN_OR_RETURN_(out->long_factor, Numbers(r, obj, "long_factor", where));
+    // Unset (0) until ReadPhi3Rope derives them from the context lengths.
+    ASSIGN_OR_RETURN_(out->attention_factor, r.Float(obj, "attention_factor", 0.0));
+    if (obj.Find("factor") == nullptr) out->factor = 0.0;
+  }
+  if (out->type != RopeScaling::Type::kNone && out->type != RopeScaling::Type::kLongrope &&
+      !(out->factor > 0.0)) {
     return absl::InvalidArgumentError(
         absl::StrCat(r.path(), ": ", where, ".factor must be > 0"));
   }
@@ -158,8 +203,106 @@ absl::Status ReadRopeObject(const ConfigReader& r, const base::json::JsonValue& 
 
 bool SameRope(const RopeScaling& a, const RopeScaling& b) {
   return a.type == b.type && a.factor == b.factor && a.low_freq_factor == b.low_freq_factor &&
+         a.short_factor == b.short_factor && a.long_factor == b.long_factor &&
+         a.attention_factor == b.attention_factor &&
          a.high_freq_factor == b.high_freq_factor &&
          a.original_max_position_embeddings == b.original_max_position_embeddings;
+}
+
+// A top-level number that, when present, must equal what rope_parameters says.
+absl::Status CheckAgrees(const ConfigReader& r, const base::json::JsonValue& config,
+                         const char* key, double value, const char* where) {
+  const base::json::JsonValue* v = config.Find(key);
+  if (v == nullptr || v->is_null() || (v->is_number() && v->number_value() == value)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(r.path(), ": ", key, " ", v->number_value(),
+                                                 " disagrees with ", where, " ", value));
+}
+
+// Gemma 3 in transformers 5: rope_parameters {"full_attention": {...},
+// "sliding_attention": {...}}; the sliding layers' entry is the local RoPE.
+absl::Status ReadPerLayerTypeRope(const ConfigReader& r, const base::json::JsonValue& config,
+                                  const base::json::JsonValue& params, ModelConfig* m) {
+  for (const auto& [key, value] : params.object_members()) {
+    if (key != "full_attention" && key != "sliding_attention") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          r.path(), ": rope_parameters.", ShortForMessage(key),
+          " is not a layer type Rill knows (full_attention, sliding_attention)"));
+    }
+  }
+  const base::json::JsonValue* full = params.Find("full_attention");
+  const base::json::JsonValue* sliding = params.Find("sliding_attention");
+  if (full == nullptr || sliding == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        r.path(), ": rope_parameters needs both full_attention and sliding_attention"));
+  }
+  double theta = 1e6, local_theta = 1e4;
+  if (absl::Status s = ReadRopeObject(r, *full, "rope_parameters.full_attention", &theta,
+                                      &m->rope_scaling);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ReadRopeObject(r, *sliding, "rope_parameters.sliding_attention",
+                                      &local_theta, &m->local_rope_scaling);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckAgrees(r, config, "rope_theta", theta,
+                                   "rope_parameters.full_attention.rope_theta");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckAgrees(r, config, "rope_local_base_freq", local_theta,
+                                   "rope_parameters.sliding_attention.rope_theta");
+      !s.ok()) {
+    return s;
+  }
+  m->rope_theta = theta;
+  m->local_rope_theta = local_theta;
+  return absl::OkStatus();
+}
+
+// Phi-3's rotary width and LongRoPE constants, as transformers derives
+// them: int(head_dim * partial_rotary_factor) rotated features; the
+// original context from the rope object, else the top-level key (Phi3Config
+// default 4096); the attention factor, unless given, sqrt(1 + ln(factor) /
+// ln(original)) with factor max_position_embeddings / original unless given.
+absl::Status FinishPhi3Rope(const ConfigReader& r, double partial, ModelConfig* m) {
+  if (!(partial > 0.0 && partial <= 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(r.path(), ": partial_rotary_factor ", partial, " must be in (0, 1]"));
+  }
+  m->rope_dim = static_cast<int64_t>(static_cast<double>(m->head_dim) * partial);
+  if (m->rope_dim <= 0 || m->rope_dim % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(r.path(), ": partial_rotary_factor ", partial,
+                                                   " gives ", m->rope_dim,
+                                                   " rotary dims (must be even and > 0)"));
+  }
+  RopeScaling& sc = m->rope_scaling;
+  if (sc.type != RopeScaling::Type::kLongrope) return absl::OkStatus();
+  if (sc.original_max_position_embeddings <= 0) {
+    ASSIGN_OR_RETURN_(sc.original_max_position_embeddings,
+                      r.Int("original_max_position_embeddings", 4096));
+  }
+  if (sc.original_max_position_embeddings <= 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(r.path(), ": longrope needs original_max_position_embeddings > 1"));
+  }
+  const size_t pairs = static_cast<size_t>(m->rope_dim / 2);
+  if (sc.short_factor.size() != pairs || sc.long_factor.size() != pairs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        r.path(), ": longrope short_factor and long_factor need ", pairs,
+        " entries (one per rotary pair), not ", sc.short_factor.size(), " and ",
+        sc.long_factor.size()));
+  }
+  const double orig = static_cast<double>(sc.original_max_position_embeddings);
+  if (sc.factor <= 0.0) sc.factor = static_cast<double>(m->max_position_embeddings) / orig;
+  if (sc.attention_factor <= 0.0) {
+    sc.attention_factor =
+        sc.factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(sc.factor) / std::log(orig));
+  }
+  return absl::OkStatus();
 }
 
 // RoPE theta and scaling from either config form: transformers 5 writes
@@ -168,32 +311,49 @@ bool SameRope(const RopeScaling& a, const RopeScaling& b) {
 // present they must agree.
 absl::Status ReadRope(const ConfigReader& r, const base::json::JsonValue& config,
                       const std::string& model_type, ModelConfig* m) {
-  ASSIGN_OR_RETURN_(m->rope_theta, r.Float("rope_theta", 10000.0));
+  ASSIGN_OR_RETURN_(m->rope_theta,
+                    r.Float("rope_theta", model_type == "gemma3_text" ? 1e6 : 10000.0));
+  if (model_type == "gemma3_text") {
+    // Older configs: rope_theta and rope_scaling are the global layers',
+    // rope_local_base_freq the sliding layers' (never scaled).
+    ASSIGN_OR_RETURN_(m->local_rope_theta, r.Float("rope_local_base_freq", 10000.0));
+  }
+  const bool phi3 = model_type == "phi3";
   double partial;
   ASSIGN_OR_RETURN_(partial, r.Float("partial_rotary_factor", 1.0));
-  if (partial != 1.0) {
+  if (partial != 1.0 && !phi3) {
     return absl::InvalidArgumentError(
         absl::StrCat(r.path(), ": partial_rotary_factor ", partial, " is not supported (only 1)"));
   }
+  const RopeRules rules{.longrope = phi3, .partial_rotary_factor = phi3 ? &partial : nullptr};
   const base::json::JsonValue* legacy = config.Find("rope_scaling");
   if (legacy != nullptr && !legacy->is_null()) {
-    if (absl::Status s = ReadRopeObject(r, *legacy, "rope_scaling", nullptr, &m->rope_scaling);
+    if (absl::Status s =
+            ReadRopeObject(r, *legacy, "rope_scaling", nullptr, &m->rope_scaling, rules);
         !s.ok()) {
       return s;
     }
   }
   const base::json::JsonValue* params = config.Find("rope_parameters");
-  if (params == nullptr || params->is_null()) return absl::OkStatus();
+  if (params == nullptr || params->is_null()) {
+    return phi3 ? FinishPhi3Rope(r, partial, m) : absl::OkStatus();
+  }
   if (params->is_object() && !params->object_members().empty() &&
       params->object_members().begin()->second.is_object()) {
     // Gemma 3 style: one object per layer type.
+    if (model_type == "gemma3_text") return ReadPerLayerTypeRope(r, config, *params, m);
     return absl::InvalidArgumentError(absl::StrCat(
         r.path(), ": per-layer-type rope_parameters are not supported for model_type '",
         model_type, "'"));
   }
+  if (model_type == "gemma3_text") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        r.path(), ": gemma3 rope_parameters must name full_attention and sliding_attention"));
+  }
   double theta = 10000.0;
   RopeScaling scaling;
-  if (absl::Status s = ReadRopeObject(r, *params, "rope_parameters", &theta, &scaling); !s.ok()) {
+  if (absl::Status s = ReadRopeObject(r, *params, "rope_parameters", &theta, &scaling, rules);
+      !s.ok()) {
     return s;
   }
   const base::json::JsonValue* top_theta = config.Find("rope_theta");
@@ -208,7 +368,7 @@ absl::Status ReadRope(const ConfigReader& r, const base::json::JsonValue& config
   }
   m->rope_theta = theta;
   m->rope_scaling = scaling;
-  return absl::OkStatus();
+  return phi3 ? FinishPhi3Rope(r, partial, m) : absl::OkStatus();
 }
 
 // Sliding-window attention. Mistral windows every layer when
@@ -259,6 +419,27 @@ absl::Status ReadSlidingWindow(const ConfigReader& r, const base::json::JsonValu
       for (int64_t i = 0; i < m->num_layers; ++i) layers.push_back((i + 1) % 2 != 0);
     }
   }
+  if (model_type == "gemma3_text") {
+    // Gemma3TextConfig: without layer_types, every sliding_window_pattern-th
+    // layer (default 6) is global. The sliding layers also rotate with the
+    // local RoPE, window or not.
+    if (types == nullptr || types->is_null()) {
+      int64_t pattern;
+      ASSIGN_OR_RETURN_(pattern, r.Int("sliding_window_pattern", 6));
+      if (pattern <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(r.path(), ": sliding_window_pattern ", pattern, " must be > 0"));
+      }
+      for (int64_t i = 0; i < m->num_layers; ++i) layers.push_back((i + 1) % pattern != 0);
+    }
+    m->local_rope_layers = layers;
+    std::optional<bool> bidirectional;
+    ASSIGN_OR_RETURN_(bidirectional, r.Bool("use_bidirectional_attention"));
+    if (bidirectional.value_or(false)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          r.path(), ": use_bidirectional_attention (an encoder) is not supported"));
+    }
+  }
   if (model_type == "qwen2" || model_type == "qwen3") {
     std::optional<bool> use;
     ASSIGN_OR_RETURN_(use, r.Bool("use_sliding_window"));
@@ -275,9 +456,9 @@ absl::Status ReadSlidingWindow(const ConfigReader& r, const base::json::JsonValu
   return absl::OkStatus();
 }
 
-// A number key of Gemma2Config: its class default when absent, 0 when null
-// (soft-capping off).
-absl::StatusOr<double> Gemma2Number(const ConfigReader& r, const base::json::JsonValue& config,
+// A number key of Gemma2Config / Gemma3TextConfig: its class default when
+// absent, 0 when null (soft-capping off).
+absl::StatusOr<double> GemmaNumber(const ConfigReader& r, const base::json::JsonValue& config,
                                     const char* key, double class_default) {
   const base::json::JsonValue* v = config.Find(key);
   if (v == nullptr) return class_default;
@@ -285,29 +466,30 @@ absl::StatusOr<double> Gemma2Number(const ConfigReader& r, const base::json::Jso
   return r.Float(key, class_default);
 }
 
-// Gemma 2's extras over the Llama layout, with Gemma2Config's defaults.
-absl::Status ReadGemma2(const ConfigReader& r, const base::json::JsonValue& config,
-                        ModelConfig* m) {
+// Gemma 2's and 3's extras over the Llama layout, with their config classes'
+// defaults (Gemma 3 has no soft-capping unless set, and q/k norms).
+absl::Status ReadGemma(const ConfigReader& r, const base::json::JsonValue& config, bool gemma3,
+                       ModelConfig* m) {
   const base::json::JsonValue* act = config.Find("hidden_activation");
   if (act == nullptr || act->is_null()) act = config.Find("hidden_act");
   const std::string act_name =
       act != nullptr && !act->is_null() ? act->string_value() : "gelu_pytorch_tanh";
   if (act_name != "gelu_pytorch_tanh") {
     return absl::InvalidArgumentError(absl::StrCat(
-        r.path(), ": gemma2 hidden_activation '", ShortForMessage(act_name),
+        r.path(), ": gemma hidden_activation '", ShortForMessage(act_name),
         "' is not supported (supported: gelu_pytorch_tanh)"));
   }
   m->mlp_activation = "gelu_tanh";
   double scalar;
-  ASSIGN_OR_RETURN_(scalar, Gemma2Number(r, config, "query_pre_attn_scalar", 256.0));
+  ASSIGN_OR_RETURN_(scalar, GemmaNumber(r, config, "query_pre_attn_scalar", 256.0));
   if (!(scalar > 0.0)) {
     return absl::InvalidArgumentError(absl::StrCat(r.path(), ": query_pre_attn_scalar must be > 0"));
   }
   m->attention_scale = 1.0 / std::sqrt(scalar);
   ASSIGN_OR_RETURN_(m->attn_logit_softcap,
-                    Gemma2Number(r, config, "attn_logit_softcapping", 50.0));
+                    GemmaNumber(r, config, "attn_logit_softcapping", gemma3 ? 0.0 : 50.0));
   ASSIGN_OR_RETURN_(m->final_logit_softcap,
-                    Gemma2Number(r, config, "final_logit_softcapping", 30.0));
+                    GemmaNumber(r, config, "final_logit_softcapping", gemma3 ? 0.0 : 30.0));
   if (m->attn_logit_softcap < 0.0 || m->final_logit_softcap < 0.0) {
     return absl::InvalidArgumentError(absl::StrCat(r.path(), ": negative logit soft-capping"));
   }
@@ -315,6 +497,7 @@ absl::Status ReadGemma2(const ConfigReader& r, const base::json::JsonValue& conf
   m->embedding_scale = static_cast<float>(std::sqrt(static_cast<double>(m->hidden_size)));
   m->norm_weight_offset = 1.0;
   m->post_norms = true;
+  m->qk_norm = gemma3;
   return absl::OkStatus();
 }
 
@@ -383,6 +566,8 @@ std::string MapLlamaName(const std::string& n) {
       {"mlp.gate_proj", "ffn_gate"},      {"mlp.up_proj", "ffn_up"},
       {"mlp.down_proj", "ffn_down"},
       {"self_attn.q_norm", "attn_q_norm"}, {"self_attn.k_norm", "attn_k_norm"},
+      // Phi-3's fused projections (split by SplitFusedProjections).
+      {"self_attn.qkv_proj", "attn_qkv"}, {"mlp.gate_up_proj", "ffn_gate_up"},
   };
   for (const auto& [hf, gg] : kMap) {
     if (tail == hf) return absl::StrCat("blk.", layer, ".", gg, suffix);
@@ -460,12 +645,78 @@ std::string MapBertName(std::string n) {
   return "";
 }
 
+base::json::JsonValue Num(double v) { return base::json::JsonValue::Number(v, absl::StrCat(v)); }
+
+// A Gemma 3 config as Gemma3TextConfig reads it: the class defaults, then
+// the config's own keys (later members win in JsonValue::Find). A "gemma3"
+// (multimodal) config's text_config is read the same way, over its
+// top-level keys (token ids, tie_word_embeddings); its vision tower is not
+// loaded. Real configs omit keys that have the default (a Gemma 3 4B
+// text_config has no num_attention_heads), so the defaults matter. The RoPE
+// bases' defaults (1e6 global, 1e4 local) are ReadRope's: a default here
+// would look like a top-level key to compare rope_parameters with.
+absl::StatusOr<base::json::JsonValue> Gemma3TextConfig(const std::string& path,
+                                                       const base::json::JsonValue& config) {
+  using base::json::JsonValue;
+  std::vector<JsonValue::Member> merged = {
+      {"vocab_size", Num(262208)},
+      {"hidden_size", Num(2304)},
+      {"intermediate_size", Num(9216)},
+      {"num_hidden_layers", Num(26)},
+      {"num_attention_heads", Num(8)},
+      {"num_key_value_heads", Num(4)},
+      {"head_dim", Num(256)},
+      {"max_position_embeddings", Num(131072)},
+      {"rms_norm_eps", Num(1e-6)},
+      {"query_pre_attn_scalar", Num(256)},
+      {"sliding_window", Num(4096)},
+      {"tie_word_embeddings", JsonValue::Bool(true)},
+      {"bos_token_id", Num(2)},
+      {"eos_token_id", Num(1)},
+      {"pad_token_id", Num(0)},
+  };
+  const JsonValue* text = nullptr;
+  if (const JsonValue* type = config.Find("model_type");
+      type != nullptr && type->string_value() == "gemma3") {
+    text = config.Find("text_config");
+    if (text == nullptr || !text->is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": model_type 'gemma3' without a text_config object"));
+    }
+  }
+  for (const JsonValue::Member& member : config.object_members()) {
+    if (member.first != "text_config" && member.first != "vision_config") merged.push_back(member);
+  }
+  if (text != nullptr) {
+    for (const JsonValue::Member& member : text->object_members()) merged.push_back(member);
+  }
+  merged.push_back({"model_type", JsonValue::String("gemma3_text")});
+  return JsonValue::Object(std::move(merged));
+}
+
+// Gemma 3 checkpoints saved from Gemma3ForConditionalGeneration nest the
+// text model ("language_model.model.*" before transformers 4.52,
+// "model.language_model.*" since): the Llama names under "model.".
+std::string UnnestGemma3Name(const std::string& n) {
+  for (const char* prefix : {"language_model.model.", "model.language_model."}) {
+    if (absl::StartsWith(n, prefix)) return absl::StrCat("model.", n.substr(strlen(prefix)));
+  }
+  if (n == "language_model.lm_head.weight") return "lm_head.weight";
+  return n;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std::string& dir) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   absl::StatusOr<base::json::JsonValue> config = ReadJsonFile(config_path);
   if (!config.ok()) return config.status();
+  const base::json::JsonValue* type_value = config->Find("model_type");
+  if (type_value != nullptr &&
+      (type_value->string_value() == "gemma3" || type_value->string_value() == "gemma3_text")) {
+    config = Gemma3TextConfig(config_path, *config);
+    if (!config.ok()) return config.status();
+  }
   std::unique_ptr<Checkpoint> c = New();
   c->path_ = dir;
   c->format_ = Checkpoint::Format::kSafetensors;
@@ -478,8 +729,9 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
   std::optional<bool> tie;
   const bool moe = model_type == "mixtral" || model_type == "qwen2_moe" ||
                    model_type == "qwen3_moe";
+  const bool gemma = model_type == "gemma2" || model_type == "gemma3_text";
   if (model_type == "llama" || model_type == "mistral" || model_type == "qwen2" ||
-      model_type == "qwen3" || model_type == "gemma2" || moe) {
+      model_type == "qwen3" || model_type == "phi3" || gemma || moe) {
     m.architecture = "llama";
     ASSIGN_OR_RETURN_(m.vocab_size, r.Int("vocab_size"));
     ASSIGN_OR_RETURN_(m.hidden_size, r.Int("hidden_size"));
@@ -498,8 +750,10 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
                                        : model_type == "qwen3_moe" ? "qwen3"
                                                                    : model_type;
     if (absl::Status s = ReadSlidingWindow(r, *config, attention_type, &m); !s.ok()) return s;
-    if (model_type == "gemma2") {
-      if (absl::Status s = ReadGemma2(r, *config, &m); !s.ok()) return s;
+    if (gemma) {
+      if (absl::Status s = ReadGemma(r, *config, model_type == "gemma3_text", &m); !s.ok()) {
+        return s;
+      }
     } else if (absl::Status s = CheckLlamaFamilyKeys(r, *config); !s.ok()) {
       return s;
     }
@@ -551,7 +805,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
     return absl::InvalidArgumentError(
         absl::StrCat(config_path, ": unsupported model_type '", ShortForMessage(model_type),
                      "' (supported: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, "
-                     "qwen3_moe, gemma2, gpt2, bert)"));
+                     "qwen3_moe, gemma2, gemma3, gemma3_text, phi3, gpt2, bert)"));
   }
   m.rope_interleaved = false;  // HF keeps the rotate_half layout.
 
@@ -584,7 +838,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
     std::string canon = m.architecture == "gpt2"   ? MapGpt2Name(name, &conv1d)
                         : m.architecture == "bert" ? MapBertName(name)
                         : model_type == "gemma2"   ? MapGemma2Name(name)
-                                                   : MapLlamaName(name);
+                        : model_type == "gemma3_text" ? MapGemma2Name(UnnestGemma3Name(name))
+                                                      : MapLlamaName(name);
     if (canon.empty() && moe) canon = MapHfMoeName(name);
     if (canon.empty()) continue;
     TensorRef ref{t->type, std::vector<int64_t>(t->shape.rbegin(), t->shape.rend()), t->data,
@@ -619,8 +874,11 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
   m.tie_word_embeddings = tie.value_or(!has_output);
   if (m.tie_word_embeddings) c->tensors_.erase("output");
   if (c->tensors_.count("blk.0.attn_q.bias") > 0) m.attention_bias = true;
-  m.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" ||
+  m.qk_norm = m.qk_norm || model_type == "qwen3" || model_type == "qwen3_moe" ||
               c->tensors_.count("blk.0.attn_q_norm") > 0;
+  if (model_type == "phi3") {
+    if (absl::Status s = SplitFusedProjections(c.get()); !s.ok()) return s;
+  }
 
   for (const auto& [field, file] :
        {std::pair<std::string*, const char*>{&c->tokenizer_.tokenizer_json, "tokenizer.json"},

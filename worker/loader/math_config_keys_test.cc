@@ -1,6 +1,7 @@
 // Config keys and GGUF metadata that change the model's math: each is either
 // read (transformers 5 rope_parameters, sliding windows) or refused at load
 // with an error naming it, never silently ignored.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -25,10 +26,14 @@ std::string TmpPath(const std::string& name) {
   return std::string(t ? t : "/tmp") + "/" + name;
 }
 
+// Which tensors LoadHf writes besides the Llama ones.
+enum class Extra { kNone, kGemma3, kPhi3 };
+
 // An HF directory whose config.json is the base llama config with `extra`
 // members appended (`model_type` included there).
 absl::StatusOr<std::unique_ptr<Checkpoint>> LoadHf(const std::string& name,
-                                                    const std::string& extra) {
+                                                    const std::string& extra,
+                                                    Extra tensors = Extra::kNone) {
   const std::string dir = TmpPath(name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -43,14 +48,27 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> LoadHf(const std::string& name,
   for (int l = 0; l < kLayers; ++l) {
     const std::string b = absl::StrCat("model.layers.", l, ".");
     w.AddF32Tensor(b + "input_layernorm.weight", {kH}, Zeros(kH));
-    w.AddF32Tensor(b + "self_attn.q_proj.weight", {kHeads * kHd, kH}, Zeros(kH * kHeads * kHd));
-    w.AddF32Tensor(b + "self_attn.k_proj.weight", {kKv * kHd, kH}, Zeros(kH * kKv * kHd));
-    w.AddF32Tensor(b + "self_attn.v_proj.weight", {kKv * kHd, kH}, Zeros(kH * kKv * kHd));
+    if (tensors == Extra::kPhi3) {
+      const int64_t qkv = (kHeads + 2 * kKv) * kHd;
+      w.AddF32Tensor(b + "self_attn.qkv_proj.weight", {qkv, kH}, Zeros(kH * qkv));
+      w.AddF32Tensor(b + "mlp.gate_up_proj.weight", {2 * kFfn, kH}, Zeros(kH * 2 * kFfn));
+    } else {
+      w.AddF32Tensor(b + "self_attn.q_proj.weight", {kHeads * kHd, kH},
+                     Zeros(kH * kHeads * kHd));
+      w.AddF32Tensor(b + "self_attn.k_proj.weight", {kKv * kHd, kH}, Zeros(kH * kKv * kHd));
+      w.AddF32Tensor(b + "self_attn.v_proj.weight", {kKv * kHd, kH}, Zeros(kH * kKv * kHd));
+      w.AddF32Tensor(b + "mlp.gate_proj.weight", {kFfn, kH}, Zeros(kH * kFfn));
+      w.AddF32Tensor(b + "mlp.up_proj.weight", {kFfn, kH}, Zeros(kH * kFfn));
+    }
     w.AddF32Tensor(b + "self_attn.o_proj.weight", {kH, kHeads * kHd}, Zeros(kH * kHeads * kHd));
     w.AddF32Tensor(b + "post_attention_layernorm.weight", {kH}, Zeros(kH));
-    w.AddF32Tensor(b + "mlp.gate_proj.weight", {kFfn, kH}, Zeros(kH * kFfn));
-    w.AddF32Tensor(b + "mlp.up_proj.weight", {kFfn, kH}, Zeros(kH * kFfn));
     w.AddF32Tensor(b + "mlp.down_proj.weight", {kH, kFfn}, Zeros(kH * kFfn));
+    if (tensors == Extra::kGemma3) {
+      w.AddF32Tensor(b + "pre_feedforward_layernorm.weight", {kH}, Zeros(kH));
+      w.AddF32Tensor(b + "post_feedforward_layernorm.weight", {kH}, Zeros(kH));
+      w.AddF32Tensor(b + "self_attn.q_norm.weight", {kHd}, Zeros(kHd));
+      w.AddF32Tensor(b + "self_attn.k_norm.weight", {kHd}, Zeros(kHd));
+    }
   }
   if (absl::Status s = w.WriteFile(dir + "/model.safetensors"); !s.ok()) return s;
   return LoadCheckpoint(dir);
@@ -337,6 +355,159 @@ TEST(MathConfigKeysTest, GgufPerExpertTensorNamesAreRead) {
     }
   }
   EXPECT_EQ((*c)->Find("blk.0.ffn_gate.0"), nullptr);
+}
+
+TEST(MathConfigKeysTest, Gemma3ConfigsFollowGemma3TextConfig) {
+  // Class defaults: sliding_window_pattern 6 (all 3 layers slide), window
+  // 4096, global base 1e6 and local 1e4, query_pre_attn_scalar 256, no caps.
+  auto c = LoadHf("gemma3", R"("model_type": "gemma3_text", "head_dim": 4)", Extra::kGemma3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const ModelConfig& m = (*c)->config();
+  EXPECT_DOUBLE_EQ(m.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(m.local_rope_theta, 1e4);
+  EXPECT_DOUBLE_EQ(m.attention_scale, 1.0 / 16.0);
+  EXPECT_EQ(m.attn_logit_softcap, 0.0);
+  EXPECT_EQ(m.final_logit_softcap, 0.0);
+  EXPECT_TRUE(m.qk_norm);
+  EXPECT_TRUE(m.post_norms);
+  EXPECT_DOUBLE_EQ(m.norm_weight_offset, 1.0);
+  for (int l = 0; l < kLayers; ++l) {
+    EXPECT_EQ(m.LayerWindow(l), 4096) << l;
+    EXPECT_TRUE(m.UsesLocalRope(l)) << l;
+  }
+  // An explicit pattern; legacy rope_scaling applies to the global layers.
+  c = LoadHf("gemma3_pattern", R"("model_type": "gemma3_text", "head_dim": 4,
+      "sliding_window": 16, "sliding_window_pattern": 2, "rope_local_base_freq": 5000.0,
+      "rope_scaling": {"rope_type": "linear", "factor": 8.0})",
+             Extra::kGemma3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->config().LayerWindow(0), 16);
+  EXPECT_EQ((*c)->config().LayerWindow(1), 0);
+  EXPECT_FALSE((*c)->config().UsesLocalRope(1));
+  EXPECT_DOUBLE_EQ((*c)->config().local_rope_theta, 5000.0);
+  EXPECT_EQ((*c)->config().rope_scaling.type, RopeScaling::Type::kLinear);
+  EXPECT_EQ((*c)->config().local_rope_scaling.type, RopeScaling::Type::kNone);
+  // transformers 5: per-layer-type rope_parameters and layer_types.
+  c = LoadHf("gemma3_tf5", R"("model_type": "gemma3_text", "head_dim": 4,
+      "layer_types": ["full_attention", "sliding_attention", "full_attention"],
+      "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 2.0,
+      "rope_theta": 500000.0}, "sliding_attention": {"rope_type": "default",
+      "rope_theta": 20000.0}})",
+             Extra::kGemma3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ((*c)->config().rope_theta, 5e5);
+  EXPECT_DOUBLE_EQ((*c)->config().local_rope_theta, 2e4);
+  EXPECT_TRUE((*c)->config().UsesLocalRope(1));
+  EXPECT_FALSE((*c)->config().UsesLocalRope(0));
+  EXPECT_EQ((*c)->config().LayerWindow(0), 0);
+  EXPECT_EQ((*c)->config().LayerWindow(1), 4096);
+
+  ExpectRefused(LoadHf("gemma3_type", R"("model_type": "gemma3_text", "head_dim": 4,
+      "rope_parameters": {"full_attention": {"rope_type": "default"},
+      "chunked_attention": {"rope_type": "default"}})",
+                       Extra::kGemma3),
+                {"rope_parameters.chunked_attention"});
+  ExpectRefused(LoadHf("gemma3_local_conflict", R"("model_type": "gemma3_text", "head_dim": 4,
+      "rope_local_base_freq": 10000.0, "rope_parameters": {"full_attention": {"rope_type":
+      "default"}, "sliding_attention": {"rope_type": "default", "rope_theta": 20000.0}})",
+                       Extra::kGemma3),
+                {"rope_local_base_freq", "disagrees"});
+  ExpectRefused(LoadHf("gemma3_flat", R"("model_type": "gemma3_text", "head_dim": 4,
+      "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0})",
+                       Extra::kGemma3),
+                {"full_attention and sliding_attention"});
+  ExpectRefused(LoadHf("gemma3_bidi", R"("model_type": "gemma3_text", "head_dim": 4,
+      "use_bidirectional_attention": true)",
+                       Extra::kGemma3),
+                {"use_bidirectional_attention"});
+  ExpectRefused(LoadHf("gemma3_act", R"("model_type": "gemma3_text", "head_dim": 4,
+      "hidden_activation": "gelu")",
+                       Extra::kGemma3),
+                {"hidden_activation 'gelu'"});
+  ExpectRefused(LoadHf("gemma3_mm", R"("model_type": "gemma3")"), {"text_config"});
+
+  GgufWriter w = LlamaGguf("gemma3");
+  w.AddUint32("gemma3.attention.sliding_window_pattern", 2);
+  const std::string path = TmpPath("gemma3_pattern.gguf");
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  ExpectRefused(LoadCheckpoint(path), {"sliding_window_pattern"});
+}
+
+TEST(MathConfigKeysTest, Phi3LongRopePartialRotaryAndWindow) {
+  // Legacy rope_scaling with the first configs' type name "su"; factor =
+  // max_position_embeddings / original; fused projections split at load.
+  auto c = LoadHf("phi3", R"("model_type": "phi3", "original_max_position_embeddings": 64,
+      "sliding_window": 32, "rope_scaling": {"type": "su", "short_factor": [1.0, 2.0],
+      "long_factor": [3.0, 4.0]})",
+                  Extra::kPhi3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const ModelConfig& m = (*c)->config();
+  EXPECT_EQ(m.rope_scaling.type, RopeScaling::Type::kLongrope);
+  EXPECT_EQ(m.rope_scaling.original_max_position_embeddings, 64);
+  EXPECT_DOUBLE_EQ(m.rope_scaling.factor, 4.0);
+  EXPECT_NEAR(m.rope_scaling.attention_factor, std::sqrt(1 + std::log(4.0) / std::log(64.0)),
+              1e-12);
+  EXPECT_EQ(m.rope_scaling.long_factor, (std::vector<double>{3.0, 4.0}));
+  EXPECT_EQ(m.RopeDim(), kHd);
+  for (int l = 0; l < kLayers; ++l) EXPECT_EQ(m.LayerWindow(l), 32) << l;
+  ASSERT_NE((*c)->Find("blk.0.attn_k"), nullptr);
+  EXPECT_EQ((*c)->Find("blk.0.attn_k")->ne, (std::vector<int64_t>{kH, kKv * kHd}));
+  EXPECT_EQ((*c)->Find("blk.0.ffn_up")->ne, (std::vector<int64_t>{kH, kFfn}));
+  EXPECT_EQ((*c)->Find("blk.0.attn_qkv"), nullptr);
+  // transformers 5 form with partial rotary (2 of 4 dims: one pair).
+  c = LoadHf("phi3_tf5", R"("model_type": "phi3", "rope_parameters": {"rope_type": "longrope",
+      "rope_theta": 10000.0, "partial_rotary_factor": 0.5, "original_max_position_embeddings":
+      256, "short_factor": [1.5], "long_factor": [2.5]})",
+             Extra::kPhi3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->config().RopeDim(), 2);
+  EXPECT_DOUBLE_EQ((*c)->config().rope_scaling.attention_factor, 1.0);  // factor 1
+
+  ExpectRefused(LoadHf("phi3_factors", R"("model_type": "phi3", "rope_scaling": {
+      "type": "longrope", "short_factor": [1.0], "long_factor": [1.0]})",
+                       Extra::kPhi3),
+                {"short_factor and long_factor need 2 entries"});
+  ExpectRefused(LoadHf("phi3_odd", R"("model_type": "phi3", "partial_rotary_factor": 0.25)",
+                       Extra::kPhi3),
+                {"partial_rotary_factor", "even"});
+  ExpectRefused(LoadHf("llama_longrope", R"("model_type": "llama", "rope_scaling": {
+      "type": "longrope", "short_factor": [1.0, 1.0], "long_factor": [1.0, 1.0]})"),
+                {"'longrope' is not supported"});
+  ExpectRefused(LoadHf("phi3_act", R"("model_type": "phi3", "hidden_act": "gelu_new")",
+                       Extra::kPhi3),
+                {"hidden_act"});
+
+  // GGUF: rope.dimension_count is the rotary width; LongRoPE tensors pair up.
+  GgufWriter w = LlamaGguf("phi3");
+  w.AddUint32("phi3.rope.dimension_count", 2);
+  std::string path = TmpPath("phi3.gguf");
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  c = LoadCheckpoint(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->config().RopeDim(), 2);
+  EXPECT_FALSE((*c)->config().rope_interleaved);
+  w = LlamaGguf("phi3");
+  w.AddUint32("phi3.rope.dimension_count", 3);
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  ExpectRefused(LoadCheckpoint(path), {"rope.dimension_count 3"});
+  w = LlamaGguf("phi3");
+  w.AddF32Tensor("rope_factors_long.weight", {2}, {1.0f, 2.0f});
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  ExpectRefused(LoadCheckpoint(path), {"rope_factors_long and rope_factors_short"});
+  // Without rope.scaling.attn_factor: transformers' default from the
+  // context lengths (128 / 32).
+  w = LlamaGguf("phi3");
+  w.AddF32Tensor("rope_factors_long.weight", {2}, {1.0f, 2.0f});
+  w.AddF32Tensor("rope_factors_short.weight", {2}, {1.0f, 1.5f});
+  w.AddUint32("phi3.rope.scaling.original_context_length", 32);
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  c = LoadCheckpoint(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->config().rope_scaling.type, RopeScaling::Type::kLongrope);
+  EXPECT_EQ((*c)->config().rope_scaling.short_factor, (std::vector<double>{1.0, 1.5}));
+  EXPECT_NEAR((*c)->config().rope_scaling.attention_factor,
+              std::sqrt(1 + std::log(4.0) / std::log(32.0)), 1e-12);
+  EXPECT_EQ((*c)->Find("rope_factors_long"), nullptr);
 }
 
 }  // namespace

@@ -12,10 +12,13 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 #include "kernels/cpu/kernel_plan.h"
 #include "kernels/cpu/thread_pool.h"
 #include "tests/util/python_runner.h"
 #include "tests/util/test_seed.h"
+#include "tests/util/tiny_models.h"
 #include "worker/loader/checkpoint.h"
 #include "worker/models/causal_lm.h"
 
@@ -32,6 +35,83 @@ double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
     den += double(b[i]) * b[i];
   }
   return std::sqrt(num / (den + 1e-30));
+}
+
+// Block table of sequence slot s, deliberately interleaved across slots.
+std::vector<int32_t> Table(int slot, int num_slots) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < kBlocksPerSeq; ++i) t.push_back(i * num_slots + slot);
+  return t;
+}
+
+// 32 sequences with random token ids in [token_lo, token_hi]: each one's
+// logits alone (own cache, context prefilled in one chunk) must equal its
+// logits inside one batch of all 32 (contexts prefilled in 7-token chunks).
+void ExpectAloneBatchedAndChunkedAgree(CausalLm* model, int32_t token_lo, int32_t token_hi,
+                                       kernels::cpu::KvDtype kv_dtype) {
+  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(0));
+  std::cout << "seed " << seed << "\n";
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> token(token_lo, token_hi);
+  std::uniform_int_distribution<int> len(1, 40);
+  constexpr int kSeqs = 32;
+  // Each sequence has a context already cached (ctx tokens) and brings
+  // `n` new ones: n == 1 is a decode, n > 1 a prefill chunk.
+  std::vector<std::vector<int32_t>> context(kSeqs), fresh(kSeqs);
+  for (int s = 0; s < kSeqs; ++s) {
+    const int ctx = s % 3 == 0 ? 0 : len(rng);
+    const int n = s % 2 == 0 ? 1 + len(rng) : 1;
+    for (int i = 0; i < ctx; ++i) context[s].push_back(token(rng));
+    for (int i = 0; i < n; ++i) fresh[s].push_back(token(rng));
+  }
+  auto new_cache = [&] {
+    absl::StatusOr<PagedKvCache> c =
+        PagedKvCache::Create(model->CacheShape(kBlocksPerSeq * kSeqs, kBlockSize, kv_dtype));
+    EXPECT_TRUE(c.ok());
+    return std::make_unique<PagedKvCache>(std::move(*c));
+  };
+  // Fills sequence s's context into `cache`, in one chunk or in pieces of `piece`.
+  auto prefill_context = [&](PagedKvCache* cache, int s, int piece) {
+    for (size_t done = 0; done < context[s].size();) {
+      const size_t n = std::min<size_t>(piece, context[s].size() - done);
+      ForwardBatch b;
+      b.sequences.push_back({std::vector<int32_t>(context[s].begin() + done,
+                                                  context[s].begin() + done + n),
+                             static_cast<int32_t>(done), Table(s, kSeqs), false});
+      ForwardOutput o;
+      ASSERT_TRUE(model->Forward(b, cache, &o).ok());
+      done += n;
+    }
+  };
+
+  // Alone: each sequence in its own cache and step.
+  std::vector<std::vector<float>> alone(kSeqs);
+  for (int s = 0; s < kSeqs; ++s) {
+    auto cache = new_cache();
+    prefill_context(cache.get(), s, 1000);
+    ForwardBatch b;
+    b.sequences.push_back({fresh[s], static_cast<int32_t>(context[s].size()), Table(s, kSeqs),
+                           true});
+    ForwardOutput o;
+    ASSERT_TRUE(model->Forward(b, cache.get(), &o).ok());
+    alone[s] = o.logits[0];
+  }
+
+  // Batched: contexts written in 7-token chunks, then all 32 in one step.
+  auto cache = new_cache();
+  for (int s = 0; s < kSeqs; ++s) prefill_context(cache.get(), s, 7);
+  ForwardBatch batch;
+  for (int s = 0; s < kSeqs; ++s) {
+    batch.sequences.push_back({fresh[s], static_cast<int32_t>(context[s].size()), Table(s, kSeqs),
+                               true});
+  }
+  ForwardOutput out;
+  ASSERT_TRUE(model->Forward(batch, cache.get(), &out).ok());
+  for (int s = 0; s < kSeqs; ++s) {
+    EXPECT_LE(MaxRelDiff(out.logits[s], alone[s]), 1e-5)
+        << "sequence " << s << " (context " << context[s].size() << ", new " << fresh[s].size()
+        << ")";
+  }
 }
 
 // The matmul paths: "Fast" (q8 activations), "Exact" (f32 activations),
@@ -61,83 +141,14 @@ class BatchInvarianceTest : public ::testing::TestWithParam<Path> {
     model_ = std::move(*model);
   }
 
-  // Block table of sequence slot s, deliberately interleaved across slots.
-  std::vector<int32_t> Table(int slot, int num_slots) {
-    std::vector<int32_t> t;
-    for (int i = 0; i < kBlocksPerSeq; ++i) t.push_back(i * num_slots + slot);
-    return t;
-  }
-
   std::unique_ptr<kernels::cpu::ThreadPool> pool_;
   std::unique_ptr<CausalLm> model_;
 };
 
 TEST_P(BatchInvarianceTest, AloneBatchedAndChunkedAgree) {
-  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(0));
-  std::cout << "seed " << seed << "\n";
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> token(100, 49000);
-  std::uniform_int_distribution<int> len(1, 40);
-  constexpr int kSeqs = 32;
-  // Each sequence has a context already cached (ctx tokens) and brings
-  // `n` new ones: n == 1 is a decode, n > 1 a prefill chunk.
-  std::vector<std::vector<int32_t>> context(kSeqs), fresh(kSeqs);
-  for (int s = 0; s < kSeqs; ++s) {
-    const int ctx = s % 3 == 0 ? 0 : len(rng);
-    const int n = s % 2 == 0 ? 1 + len(rng) : 1;
-    for (int i = 0; i < ctx; ++i) context[s].push_back(token(rng));
-    for (int i = 0; i < n; ++i) fresh[s].push_back(token(rng));
-  }
-  auto new_cache = [&] {
-    absl::StatusOr<PagedKvCache> c = PagedKvCache::Create(
-        model_->CacheShape(kBlocksPerSeq * kSeqs, kBlockSize,
-                           GetParam() == Path::kExactF16Kv ? kernels::cpu::KvDtype::kF16
-                                                           : kernels::cpu::KvDtype::kF32));
-    EXPECT_TRUE(c.ok());
-    return std::make_unique<PagedKvCache>(std::move(*c));
-  };
-  // Fills sequence s's context into `cache`, in one chunk or in pieces of `piece`.
-  auto prefill_context = [&](PagedKvCache* cache, int s, int piece) {
-    for (size_t done = 0; done < context[s].size();) {
-      const size_t n = std::min<size_t>(piece, context[s].size() - done);
-      ForwardBatch b;
-      b.sequences.push_back({std::vector<int32_t>(context[s].begin() + done,
-                                                  context[s].begin() + done + n),
-                             static_cast<int32_t>(done), Table(s, kSeqs), false});
-      ForwardOutput o;
-      ASSERT_TRUE(model_->Forward(b, cache, &o).ok());
-      done += n;
-    }
-  };
-
-  // Alone: each sequence in its own cache and step.
-  std::vector<std::vector<float>> alone(kSeqs);
-  for (int s = 0; s < kSeqs; ++s) {
-    auto cache = new_cache();
-    prefill_context(cache.get(), s, 1000);
-    ForwardBatch b;
-    b.sequences.push_back({fresh[s], static_cast<int32_t>(context[s].size()), Table(s, kSeqs),
-                           true});
-    ForwardOutput o;
-    ASSERT_TRUE(model_->Forward(b, cache.get(), &o).ok());
-    alone[s] = o.logits[0];
-  }
-
-  // Batched: contexts written in 7-token chunks, then all 32 in one step.
-  auto cache = new_cache();
-  for (int s = 0; s < kSeqs; ++s) prefill_context(cache.get(), s, 7);
-  ForwardBatch batch;
-  for (int s = 0; s < kSeqs; ++s) {
-    batch.sequences.push_back({fresh[s], static_cast<int32_t>(context[s].size()), Table(s, kSeqs),
-                               true});
-  }
-  ForwardOutput out;
-  ASSERT_TRUE(model_->Forward(batch, cache.get(), &out).ok());
-  for (int s = 0; s < kSeqs; ++s) {
-    EXPECT_LE(MaxRelDiff(out.logits[s], alone[s]), 1e-5)
-        << "sequence " << s << " (context " << context[s].size() << ", new " << fresh[s].size()
-        << ")";
-  }
+  ExpectAloneBatchedAndChunkedAgree(
+      model_.get(), 100, 49000,
+      GetParam() == Path::kExactF16Kv ? kernels::cpu::KvDtype::kF16 : kernels::cpu::KvDtype::kF32);
 }
 
 INSTANTIATE_TEST_SUITE_P(MatmulPaths, BatchInvarianceTest,
@@ -149,6 +160,29 @@ INSTANTIATE_TEST_SUITE_P(MatmulPaths, BatchInvarianceTest,
                                   : i.param == Path::kInt16  ? "Int16"
                                                              : "ExactF16Kv";
                          });
+
+// The families of issue 32 on their tiny random models (windows of 8,
+// shorter than most contexts here; Gemma 3's per-layer RoPE; Phi-3's split
+// fused projections, LongRoPE and partial rotary).
+class TinyFamilyBatchInvarianceTest
+    : public rill::tests::util::TinyModels<::testing::TestWithParam<std::string>> {};
+
+TEST_P(TinyFamilyBatchInvarianceTest, AloneBatchedAndChunkedAgree) {
+  std::cout << "tiny model seed " << seed_ << "\n";
+  absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
+      worker::loader::LoadCheckpoint(absl::StrCat(dir_, "/", GetParam()));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  kernels::cpu::ThreadPool pool(0);
+  absl::StatusOr<std::unique_ptr<CausalLm>> model = CreateCausalLm(std::move(*ckpt), &pool);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ExpectAloneBatchedAndChunkedAgree(model->get(), 0, 299, kernels::cpu::KvDtype::kF32);
+}
+
+INSTANTIATE_TEST_SUITE_P(NewFamilies, TinyFamilyBatchInvarianceTest,
+                         ::testing::Values("gemma3/hf-f32", "gemma3/model.q8_0.gguf",
+                                           "gemma3_tf5/hf-f32", "phi3/model.q8_0.gguf",
+                                           "phi3_longrope/hf-f32"),
+                         rill::tests::util::TinyModelTestName);
 
 // An f16 KV cache changes only how K/V are stored: on the real model the
 // logits stay close to the f32 cache's (rounding K/V to 11 bits moves them

@@ -216,19 +216,41 @@ void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer, 
   kernels::cpu::PagedAttentionBatch(all, pool);
 }
 
-absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const worker::loader::ModelConfig& cfg) {
-  const int64_t half = cfg.head_dim / 2;
-  std::vector<float> inv_freq(half);
-  const worker::loader::RopeScaling& sc = cfg.rope_scaling;
+absl::StatusOr<RotaryTable> RotaryTableFor(const worker::loader::ModelConfig& cfg, bool local) {
+  using worker::loader::RopeScaling;
+  const int64_t dim = cfg.RopeDim();
+  const int64_t half = dim / 2;
+  const double theta = local ? cfg.local_rope_theta : cfg.rope_theta;
+  const RopeScaling& sc = local ? cfg.local_rope_scaling : cfg.rope_scaling;
+  RotaryTable table;
+  table.inv_freq.resize(half);
+  // LongRoPE: one factor set for the whole model (a per-step choice, as
+  // transformers makes it from the longest position, would leave the cached
+  // keys rotated with the other set): the long factors when the model is
+  // served past its pre-training context.
+  const std::vector<double>* ext = nullptr;
+  if (sc.type == RopeScaling::Type::kLongrope) {
+    const bool long_context = cfg.max_position_embeddings > sc.original_max_position_embeddings;
+    ext = long_context ? &sc.long_factor : &sc.short_factor;
+    if (static_cast<int64_t>(ext->size()) != half) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "longrope ", long_context ? "long" : "short", "_factor has ", ext->size(),
+          " entries, expected ", half, " (one per rotary pair)"));
+    }
+    table.mscale = static_cast<float>(sc.attention_factor);
+  }
   for (int64_t i = 0; i < half; ++i) {
-    double f = std::pow(cfg.rope_theta, -2.0 * i / cfg.head_dim);
+    double f = std::pow(theta, -2.0 * i / dim);
     switch (sc.type) {
-      case worker::loader::RopeScaling::Type::kNone:
+      case RopeScaling::Type::kNone:
         break;
-      case worker::loader::RopeScaling::Type::kLinear:
+      case RopeScaling::Type::kLinear:
         f /= sc.factor;
         break;
-      case worker::loader::RopeScaling::Type::kLlama3: {
+      case RopeScaling::Type::kLongrope:
+        f /= (*ext)[i];
+        break;
+      case RopeScaling::Type::kLlama3: {
         // Llama 3.1: long wavelengths are slowed by `factor`, short ones
         // kept, and the band in between interpolated smoothly.
         const double old_ctx = static_cast<double>(sc.original_max_position_embeddings);
@@ -246,11 +268,17 @@ absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const worker::loader::
       }
       default:
         return absl::UnimplementedError(
-            "this RoPE scaling type is not supported (supported: none, linear, llama3)");
+            "this RoPE scaling type is not supported (supported: none, linear, llama3, longrope)");
     }
-    inv_freq[i] = static_cast<float>(f);
+    table.inv_freq[i] = static_cast<float>(f);
   }
-  return inv_freq;
+  return table;
+}
+
+absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const worker::loader::ModelConfig& cfg) {
+  absl::StatusOr<RotaryTable> table = RotaryTableFor(cfg, false);
+  if (!table.ok()) return table.status();
+  return std::move(table->inv_freq);
 }
 
 void AddBiasRows(float* x, const float* bias, int64_t n_rows, int64_t dim) {

@@ -102,7 +102,19 @@ void AttendAll(const ForwardBatch& batch, const BatchLayout& layout, int layer, 
                int num_heads, PagedKvCache* cache, float* out, kernels::cpu::ThreadPool* pool,
                const AttentionOptions& options = {});
 
-// Rotary frequencies per pair index i < head_dim/2, with the config's scaling.
+// A rotary embedding as kernels::cpu::Rope applies it: the inverse frequency
+// of each pair i < RopeDim() / 2, and the factor cos and sin are multiplied
+// by (LongRoPE's attention factor; 1 otherwise).
+struct RotaryTable {
+  std::vector<float> inv_freq;
+  float mscale = 1.0f;
+};
+// The table of the layers that use the config's main RoPE (local = false:
+// rope_theta, rope_scaling) or Gemma 3's local one (local_rope_theta,
+// local_rope_scaling), over RopeDim() features.
+absl::StatusOr<RotaryTable> RotaryTableFor(const worker::loader::ModelConfig& cfg, bool local);
+
+// RotaryTableFor(cfg, false).inv_freq, for backends that refuse LongRoPE.
 absl::StatusOr<std::vector<float>> RopeInverseFrequencies(const worker::loader::ModelConfig& cfg);
 
 // x[r] += bias for each of n_rows rows of width dim.

@@ -38,10 +38,11 @@ class Llama : public CausalLm {
     const worker::loader::ModelConfig& c = config();
     const worker::loader::Checkpoint& ck = checkpoint();
     if (c.num_heads <= 0 || c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0 ||
-        c.head_dim <= 0 || c.head_dim % 2 != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(ck.path(), ": bad head configuration (",
-                                                     c.num_heads, " heads, ", c.num_kv_heads,
-                                                     " kv heads, head_dim ", c.head_dim, ")"));
+        c.head_dim <= 0 || c.head_dim % 2 != 0 || c.RopeDim() % 2 != 0 ||
+        c.RopeDim() > c.head_dim) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          ck.path(), ": bad head configuration (", c.num_heads, " heads, ", c.num_kv_heads,
+          " kv heads, head_dim ", c.head_dim, ", rotary dims ", c.RopeDim(), ")"));
     }
     const int64_t h = c.hidden_size, qd = c.num_heads * c.head_dim,
                   kvd = c.num_kv_heads * c.head_dim, f = c.intermediate_size;
@@ -114,16 +115,21 @@ class Llama : public CausalLm {
     }
     if (world > 1) TakeShard();
     if (options_.kernel_plan.packs_weights()) PackWeights();
-    absl::StatusOr<std::vector<float>> inv_freq = RopeInverseFrequencies(c);
-    if (!inv_freq.ok()) return inv_freq.status();
-    inv_freq_ = std::move(*inv_freq);
+    absl::StatusOr<RotaryTable> rope = RotaryTableFor(c, /*local=*/false);
+    if (!rope.ok()) return rope.status();
+    rope_ = std::move(*rope);
+    if (!c.local_rope_layers.empty()) {
+      absl::StatusOr<RotaryTable> local = RotaryTableFor(c, /*local=*/true);
+      if (!local.ok()) return local.status();
+      local_rope_ = std::move(*local);
+    }
     if (ck.Find("rope_freqs") != nullptr) {
       // llama.cpp's GGUF form of Llama-3.1 scaling: per-pair divisors of the
       // base frequencies, stored instead of the rope_scaling parameters.
       std::vector<float> divisors;
-      bind.Vector("rope_freqs", c.head_dim / 2, &divisors);
+      bind.Vector("rope_freqs", c.RopeDim() / 2, &divisors);
       if (!bind.status().ok()) return bind.status();
-      for (size_t i = 0; i < divisors.size(); ++i) inv_freq_[i] /= divisors[i];
+      for (size_t i = 0; i < divisors.size(); ++i) rope_.inv_freq[i] /= divisors[i];
     }
     return absl::OkStatus();
   }
@@ -250,10 +256,11 @@ class Llama : public CausalLm {
         kernels::cpu::RmsNorm(q_.data(), L.q_norm.data(), n * num_heads, hd, eps, q_.data());
         kernels::cpu::RmsNorm(k_.data(), L.k_norm.data(), n * num_kv_heads, hd, eps, k_.data());
       }
-      kernels::cpu::Rope(q_.data(), n, qd, num_heads, hd, hd, layout.positions.data(),
-                         inv_freq_.data(), rope);
-      kernels::cpu::Rope(k_.data(), n, kvd, num_kv_heads, hd, hd, layout.positions.data(),
-                         inv_freq_.data(), rope);
+      const RotaryTable& rotary = c.UsesLocalRope(l) ? local_rope_ : rope_;
+      kernels::cpu::Rope(q_.data(), n, qd, num_heads, hd, c.RopeDim(), layout.positions.data(),
+                         rotary.inv_freq.data(), rope, rotary.mscale);
+      kernels::cpu::Rope(k_.data(), n, kvd, num_kv_heads, hd, c.RopeDim(), layout.positions.data(),
+                         rotary.inv_freq.data(), rope, rotary.mscale);
       WriteKv(batch, layout, l, k_.data(), v_.data(), cache);
       const AttentionOptions attention{c.LayerWindow(l), static_cast<float>(c.attention_scale),
                                        static_cast<float>(c.attn_logit_softcap)};
@@ -309,7 +316,8 @@ class Llama : public CausalLm {
   kernels::cpu::WeightMatrix embed_, head_;
   std::vector<float> output_norm_;
   std::vector<LlamaLayer> layers_;
-  std::vector<float> inv_freq_;
+  RotaryTable rope_;        // every layer's, or Gemma 3's global layers'
+  RotaryTable local_rope_;  // Gemma 3's sliding-window layers'
   bool gelu_mlp_ = false;  // GeGLU (Gemma) instead of SwiGLU
   TpPartition part_;
   // Dequantized column slices (only when a cut is not on a block boundary).

@@ -128,19 +128,31 @@ std::vector<int32_t> RandomPrompt(std::mt19937* rng, int n, int vocab) {
 }
 
 class TinyModelParityTest
-    : public rill::tests::util::TinyModels<::testing::TestWithParam<std::string>> {};
+    : public rill::tests::util::TinyModels<::testing::TestWithParam<std::string>> {
+ protected:
+  // Every form, quantized ones included, must match to 1e-3 with the exact
+  // matmul path: the logits of each of `prompt_len` positions and `steps`
+  // greedy tokens.
+  void ExpectParity(int prompt_len, int steps) {
+    std::cout << "tiny model seed " << seed_ << "\n";
+    const std::string rel = GetParam();
+    std::mt19937 rng(seed_ ^ std::hash<std::string>{}(rel));
+    std::vector<int32_t> prompt = RandomPrompt(&rng, prompt_len, 300);
+    bool passed = false;
+    std::string report =
+        CompareWithReference(absl::StrCat(dir_, "/", rel), prompt, steps, 1e-3, &passed);
+    EXPECT_TRUE(passed) << rel << ":\n" << report;
+    std::cout << rel << ": " << report;  // the worst position's figures
+  }
+};
 
 TEST_P(TinyModelParityTest, LogitsAndGreedyMatchReference) {
-  std::cout << "tiny model seed " << seed_ << "\n";
+  ExpectParity(24, 16);
   const std::string rel = GetParam();
-  // Every form, quantized ones included, must match to 1e-3 with the exact
-  // matmul path, logits and 16 greedy tokens.
   std::mt19937 rng(seed_ ^ std::hash<std::string>{}(rel));
   std::vector<int32_t> prompt = RandomPrompt(&rng, 24, 300);
   bool passed = false;
-  std::string report =
-      CompareWithReference(absl::StrCat(dir_, "/", rel), prompt, 16, 1e-3, &passed);
-  EXPECT_TRUE(passed) << rel << ":\n" << report;
+  std::string report;
   // The fast path (8-bit activations) only within its quantization error.
   const bool quantized = rel.find("q8_0") != std::string::npos ||
                          rel.find("q4_1") != std::string::npos;
@@ -203,6 +215,31 @@ INSTANTIATE_TEST_SUITE_P(
                       "qwen2_moe/model.q8_0.gguf", "qwen2_moe_dense0/hf-f32",
                       "qwen3_moe/hf-f32", "qwen3_moe/hf-bf16", "qwen3_moe/model.f32.gguf",
                       "qwen3_moe/model.q8_0.gguf"),
+    rill::tests::util::TinyModelTestName);
+
+// The families added for issue 32, over 64 prompt positions and a 64-token
+// greedy continuation (128 positions: the windows of 8 are far shorter).
+class NewFamilyParityTest : public TinyModelParityTest {};
+
+TEST_P(NewFamilyParityTest, SixtyFourPositionsAndTokensMatchReference) { ExpectParity(64, 64); }
+
+INSTANTIATE_TEST_SUITE_P(
+    AllForms, NewFamilyParityTest,
+    ::testing::Values(
+        // Gemma 3: (1 + w) q/k norms, five sliding layers then a global one,
+        // dual RoPE bases (global one linearly scaled), untied head.
+        "gemma3/hf-f32", "gemma3/hf-bf16", "gemma3/model.f32.gguf", "gemma3/model.q8_0.gguf",
+        "gemma3/model.q4_1.gguf",
+        // transformers 5 form: layer_types, per-layer-type rope_parameters,
+        // query_pre_attn_scalar != head_dim, a final soft-cap.
+        "gemma3_tf5/hf-f32",
+        // The multimodal wrapper: text_config with class defaults, nested names.
+        "gemma3_mm/hf-f32",
+        // Phi-3: fused qkv / gate_up split at load, a window of 8 (every layer).
+        "phi3/hf-f32", "phi3/hf-bf16", "phi3/model.f32.gguf", "phi3/model.q8_0.gguf",
+        // LongRoPE (long factors, attention factor), 12 of 16 dims rotated, GQA.
+        "phi3_longrope/hf-f32", "phi3_longrope/model.f32.gguf",
+        "phi3_longrope/model.q4_1.gguf"),
     rill::tests::util::TinyModelTestName);
 
 }  // namespace

@@ -155,7 +155,9 @@ TEST_F(TinyTpTest, ShardedLogitsMatchUnsharded) {
   for (const char* rel : {"llama_gqa/hf-f32", "llama_gqa/model.q4_1.gguf",
                           "llama_gqa/model.q8_0.gguf", "qwen2_bias/hf-f32",
                           "llama_llama3/model.f32.gguf", "mistral_window/hf-f32",
-                          "qwen2_window/hf-f32", "qwen3/hf-f32", "gemma2/hf-f32"}) {
+                          "qwen2_window/hf-f32", "qwen3/hf-f32", "gemma2/hf-f32",
+                          "gemma3/hf-f32", "gemma3/model.q8_0.gguf", "phi3/model.q8_0.gguf",
+                          "phi3_longrope/hf-f32"}) {
     ExpectShardedMatches(absl::StrCat(dir_, "/", rel), 2, prompt, 8);
   }
 }

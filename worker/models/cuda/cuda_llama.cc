@@ -82,6 +82,12 @@ absl::Status CudaLlama::Init() {
         path, ": mixture-of-experts models (", c.expert_count,
         " experts) are not supported by the CUDA backend yet"));
   }
+  if (c.RopeDim() != c.head_dim || !c.local_rope_layers.empty() ||
+      c.rope_scaling.type == worker::loader::RopeScaling::Type::kLongrope) {
+    return absl::UnimplementedError(absl::StrCat(
+        path, ": partial rotary embeddings, per-layer RoPE (Gemma 3) and LongRoPE (Phi-3) are "
+              "not supported by the CUDA backend yet"));
+  }
   if (c.qk_norm) {
     return absl::UnimplementedError(
         absl::StrCat(path, ": per-head q/k normalization (Qwen3) is not supported by the CUDA "
