@@ -5,6 +5,7 @@ and the closing `N passed, N failed, N skipped` line that CI reads.
 A target that did not build or whose XML is missing counts as one failure, so
 a broken build can never look green.
 """
+import glob
 import os
 import re
 import sys
@@ -36,13 +37,19 @@ def main(log_path, testlogs):
         seen = True
         target, status = m.group(1), m.group(2)
         pkg, _, name = target[2:].partition(":")
-        xml_path = os.path.join(testlogs, pkg, name, "test.xml")
+        target_dir = os.path.join(testlogs, pkg, name)
+        # A sharded target (shard_count) has one test.xml per shard.
+        xml_paths = [os.path.join(target_dir, "test.xml")] + sorted(
+            glob.glob(os.path.join(target_dir, "shard_*_of_*", "test.xml")))
         results = []
-        if status in ("PASSED", "FAILED", "FLAKY", "TIMEOUT") and os.path.exists(xml_path):
-            try:
-                results = list(cases_of(xml_path))
-            except ET.ParseError:
-                results = []
+        if status in ("PASSED", "FAILED", "FLAKY", "TIMEOUT"):
+            for xml_path in xml_paths:
+                if not os.path.exists(xml_path):
+                    continue
+                try:
+                    results += list(cases_of(xml_path))
+                except ET.ParseError:
+                    pass
         if status in ("FAILED", "TIMEOUT", "NO STATUS", "FAILED TO BUILD") and not any(
                 r == "failed" for _, r in results):
             results.append(("(target %s)" % status.lower(), "failed"))
