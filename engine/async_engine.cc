@@ -20,6 +20,8 @@ SchedulerConfig SchedulerConfigOf(const EngineArgs& args) {
   sched.max_model_len = args.max_model_len;
   sched.policy = args.scheduling_policy;
   sched.max_loras = args.max_loras;
+  sched.slo.itl = absl::Milliseconds(args.target_itl_ms);
+  sched.slo.ttft = absl::Milliseconds(args.target_ttft_ms);
   return sched;
 }
 
@@ -428,6 +430,7 @@ void AsyncEngine::PublishStats() {
   n.preemptions = core_->stats().preemptions;
   n.prefix_queried_tokens = core_->block_manager().stats().queried_tokens;
   n.prefix_hit_tokens = core_->block_manager().stats().hit_tokens;
+  n.step_token_budget = scheduler.slo_budget().TokenBudget();
   if (config_.lora.enabled) {
     n.running_loras = scheduler.RunningLoraNames();
     n.waiting_loras = scheduler.WaitingLoraNames();

@@ -215,6 +215,7 @@ absl::Status EngineCore::ExecuteFillingMasks(const SchedulerOutput& plan,
 
 absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
   std::vector<EngineCoreOutput> outputs = TakePendingOutputs();
+  const absl::Time step_start = absl::Now();
   const int64_t preempted_before = scheduler_.num_preemptions();
   SchedulerOutput plan = scheduler_.Schedule(absl::Now());
   stats_.preemptions += scheduler_.num_preemptions() - preempted_before;
@@ -288,6 +289,9 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
   for (size_t k = 0; k < sample_rows_.size(); ++k) {
     outputs.push_back(Advance(plan.chunks[sample_rows_[k]].request, std::move(sampled_[k])));
   }
+  // Advance may have finished requests, but the plan's positions and counts
+  // are all RecordStepTime reads.
+  scheduler_.RecordStepTime(plan, absl::Now() - step_start);
   return outputs;
 }
 

@@ -120,7 +120,17 @@ EngineMetrics::EngineMetrics(const EngineArgs& args, const EngineConfig& config)
                                    kStepBuckets)),
       batch_size_(NewHistogram("rill:engine_batch_size", "Sequences in one engine step.",
                                Buckets125(std::max(1, args.max_num_seqs)))),
-      sleeping_(NewGauge("rill:engine_sleeping", "1 while the engine sleeps (Admin.Sleep).")) {
+      sleeping_(NewGauge("rill:engine_sleeping", "1 while the engine sleeps (Admin.Sleep).")),
+      step_token_budget_(NewGauge(
+          "rill:step_token_budget",
+          "Tokens one engine step may hold: with --target_itl_ms, what the step-time model "
+          "predicts fits the target (a prefill from position 0 alone); else "
+          "--max_num_batched_tokens.")) {
+  // The SLO targets as set (0: none), beside the budget chosen for them.
+  NewGauge("rill:target_itl_seconds", "Target inter-token latency (--target_itl_ms); 0: off.")
+      .Set(args.target_itl_ms / 1000.0);
+  NewGauge("rill:target_ttft_seconds", "Target time to first token (--target_ttft_ms); 0: none.")
+      .Set(args.target_ttft_ms / 1000.0);
   registry_
       .AddGauge("vllm:cache_config_info", "Information of the KV cache config (value 1).",
                 {"model_name", "block_size", "cache_dtype", "enable_prefix_caching",
@@ -197,6 +207,7 @@ void EngineMetrics::OnState(const EngineStateNumbers& n) {
   waiting_.Set(n.num_waiting);
   kv_usage_.Set(n.kv_usage);
   sleeping_.Set(n.sleeping ? 1 : 0);
+  step_token_budget_.Set(static_cast<double>(n.step_token_budget));
   // A total that went down was reset (ResetPrefixCache): count it afresh.
   auto advance = [](base::metrics::Counter& c, int64_t now, int64_t before) {
     c.Increment(static_cast<double>(now >= before ? now - before : now));
@@ -225,6 +236,7 @@ EngineStats EngineMetrics::Read() const {
   s.generation_tokens = static_cast<int64_t>(generation_tokens_.Value());
   s.steps = static_cast<int64_t>(steps_.Value());
   s.preemptions = static_cast<int64_t>(preemptions_.Value());
+  s.step_token_budget = static_cast<int64_t>(step_token_budget_.Value());
   s.requests_finished = static_cast<int64_t>(success_stop_.Value() + success_length_.Value());
   s.requests_aborted = static_cast<int64_t>(success_abort_.Value());
   s.requests_failed = static_cast<int64_t>(success_error_.Value());

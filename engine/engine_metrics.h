@@ -34,6 +34,7 @@ struct EngineStateNumbers {
   int64_t preemptions = 0;
   int64_t prefix_queried_tokens = 0;   // PrefixCacheStats
   int64_t prefix_hit_tokens = 0;
+  int64_t step_token_budget = 0;       // Scheduler's SloBudget::TokenBudget()
   // Comma-separated adapter names; only set when LoRA is enabled.
   std::string running_loras;
   std::string waiting_loras;
@@ -114,6 +115,7 @@ class EngineMetrics {
   base::metrics::Histogram& sample_seconds_;
   base::metrics::Histogram& batch_size_;
   base::metrics::Gauge& sleeping_;
+  base::metrics::Gauge& step_token_budget_;
 
   // Loop thread: the totals already counted.
   EngineStateNumbers last_;
