@@ -89,6 +89,9 @@ AsyncEngine::AsyncEngine(const EngineArgs& args, std::unique_ptr<ModelExecutor> 
   config_.options = EngineOptionValues(args);
   metrics_ = std::make_unique<EngineMetrics>(args, config_);
   outputs_.SetMetrics(metrics_.get());
+  // The gauges (the step token budget among them) hold real values before
+  // the first step; the loop thread has not started, so this is its only user.
+  PublishStats();
   core_->SetTransitionCallback(
       [this](const std::vector<std::pair<std::string, RequestState>>& t) { ApplyTransitions(t); });
   // A worker process that dies is pushed here by the executor (from its

@@ -21,6 +21,7 @@
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/model_path.h"
+#include "engine/slo_budget.h"
 
 namespace rill::engine {
 namespace {
@@ -171,7 +172,17 @@ TEST(SloSchedulingModelTest, DecodesKeepTheirItlWhileALongPromptPrefills) {
 
   // Many steps ran during the prefill, each within the target (with margin).
   EXPECT_GE(slo.itl_ms.size(), static_cast<size_t>(4 * kDecodes));
-  EXPECT_LE(slo_p90, kNoiseMargin * std::max<double>(kTargetItlMs, decode_only_p90));
+  if (decode_only_p90 <= kTargetItlMs) {
+    EXPECT_LE(slo_p90, kNoiseMargin * kTargetItlMs);
+  } else {
+    // So loaded that decodes alone miss the target: a step then holds the
+    // decodes plus at most the smallest prefill chunk.
+    LOG(WARNING) << "decodes alone take " << decode_only_p90 << " ms (p90) on this machine, over "
+                 << "the " << kTargetItlMs << " ms target: checking the minimum-chunk bound";
+    const double min_chunk_steps =
+        static_cast<double>(kDecodes + SloBudget::kMinChunk) / static_cast<double>(kDecodes);
+    EXPECT_LE(slo_p90, kNoiseMargin * min_chunk_steps * decode_only_p90);
+  }
   EXPECT_GT(slo.ttft_ms, 0.0);
   EXPECT_GT(slo.step_token_budget, 0);
   EXPECT_LT(slo.step_token_budget, 2048);
