@@ -22,6 +22,8 @@ SchedulerConfig SchedulerConfigOf(const EngineArgs& args) {
   sched.policy = args.scheduling_policy;
   sched.max_loras = args.max_loras;
   sched.free_out_of_window_blocks = args.free_out_of_window_kv_blocks;
+  sched.slo.itl = absl::Milliseconds(args.target_itl_ms);
+  sched.slo.ttft = absl::Milliseconds(args.target_ttft_ms);
   return sched;
 }
 
@@ -103,6 +105,9 @@ AsyncEngine::AsyncEngine(const EngineArgs& args, std::unique_ptr<ModelExecutor> 
   config_.options = EngineOptionValues(args);
   metrics_ = std::make_unique<EngineMetrics>(args, config_);
   outputs_.SetMetrics(metrics_.get());
+  // The gauges (the step token budget among them) hold real values before
+  // the first step; the loop thread has not started, so this is its only user.
+  PublishStats();
   core_->SetTransitionCallback(
       [this](const std::vector<std::pair<std::string, RequestState>>& t) { ApplyTransitions(t); });
   // A worker process that dies is pushed here by the executor (from its
@@ -445,6 +450,7 @@ void AsyncEngine::PublishStats() {
   n.prefix_queried_tokens = core_->block_manager().stats().queried_tokens;
   n.prefix_hit_tokens = core_->block_manager().stats().hit_tokens;
   n.spec_decode = core_->spec_stats();
+  n.step_token_budget = scheduler.slo_budget().TokenBudget();
   if (config_.lora.enabled) {
     n.running_loras = scheduler.RunningLoraNames();
     n.waiting_loras = scheduler.WaitingLoraNames();

@@ -226,6 +226,7 @@ absl::Status EngineCore::ExecuteFillingMasks(const SchedulerOutput& plan,
 
 absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
   std::vector<EngineCoreOutput> outputs = TakePendingOutputs();
+  const absl::Time step_start = absl::Now();
   const int64_t preempted_before = scheduler_.num_preemptions();
   SchedulerOutput plan = scheduler_.Schedule(absl::Now());
   stats_.preemptions += scheduler_.num_preemptions() - preempted_before;
@@ -326,6 +327,9 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
       outputs.push_back(Advance(r, std::move(sampled_[k][0])));
     }
   }
+  // Advance may have finished requests, but the plan's positions and counts
+  // are all RecordStepTime reads.
+  scheduler_.RecordStepTime(plan, absl::Now() - step_start);
   return outputs;
 }
 

@@ -140,12 +140,22 @@ EngineMetrics::EngineMetrics(const EngineArgs& args, const EngineConfig& config)
                                        "Number of accepted tokens.")),
       spec_accepted_per_pos_(registry_.AddCounter(
           "vllm:spec_decode_num_accepted_tokens_per_pos_total",
-          "Accepted tokens per draft (0-based) position.", {"model_name", "position"})) {
+          "Accepted tokens per draft (0-based) position.", {"model_name", "position"})),
+      step_token_budget_(NewGauge(
+          "rill:step_token_budget",
+          "Tokens one engine step may hold: with --target_itl_ms, what the step-time model "
+          "predicts fits the target (a prefill from position 0 alone); else "
+          "--max_num_batched_tokens.")) {
   engine_restarts_.Increment(static_cast<double>(args.engine_restarts));
   // Present (at 0) from the start for every position a draft can have.
   for (int i = 0; i < args.speculative_ngram_k; ++i) {
     spec_accepted_per_pos_.Labels({model_name_, absl::StrCat(i)});
   }
+  // The SLO targets as set (0: none), beside the budget chosen for them.
+  NewGauge("rill:target_itl_seconds", "Target inter-token latency (--target_itl_ms); 0: off.")
+      .Set(args.target_itl_ms / 1000.0);
+  NewGauge("rill:target_ttft_seconds", "Target time to first token (--target_ttft_ms); 0: none.")
+      .Set(args.target_ttft_ms / 1000.0);
   registry_
       .AddGauge("vllm:cache_config_info", "Information of the KV cache config (value 1).",
                 {"model_name", "block_size", "cache_dtype", "enable_prefix_caching",
@@ -223,6 +233,7 @@ void EngineMetrics::OnState(const EngineStateNumbers& n) {
   waiting_.Set(n.num_waiting);
   kv_usage_.Set(n.kv_usage);
   sleeping_.Set(n.sleeping ? 1 : 0);
+  step_token_budget_.Set(static_cast<double>(n.step_token_budget));
   // A total that went down was reset (ResetPrefixCache): count it afresh.
   auto advance = [](base::metrics::Counter& c, int64_t now, int64_t before) {
     c.Increment(static_cast<double>(now >= before ? now - before : now));
@@ -263,6 +274,7 @@ EngineStats EngineMetrics::Read() const {
   s.generation_tokens = static_cast<int64_t>(generation_tokens_.Value());
   s.steps = static_cast<int64_t>(steps_.Value());
   s.preemptions = static_cast<int64_t>(preemptions_.Value());
+  s.step_token_budget = static_cast<int64_t>(step_token_budget_.Value());
   s.requests_finished = static_cast<int64_t>(success_stop_.Value() + success_length_.Value());
   s.requests_aborted = static_cast<int64_t>(success_abort_.Value());
   s.requests_failed = static_cast<int64_t>(success_error_.Value());

@@ -36,6 +36,7 @@ struct EngineStateNumbers {
   int64_t prefix_queried_tokens = 0;   // PrefixCacheStats
   int64_t prefix_hit_tokens = 0;
   spec_decode::SpecDecodeStats spec_decode;  // EngineCore::spec_stats()
+  int64_t step_token_budget = 0;       // Scheduler's SloBudget::TokenBudget()
   // Comma-separated adapter names; only set when LoRA is enabled.
   std::string running_loras;
   std::string waiting_loras;
@@ -127,6 +128,7 @@ class EngineMetrics {
   base::metrics::Counter& spec_draft_tokens_;
   base::metrics::Counter& spec_accepted_tokens_;
   base::metrics::CounterFamily& spec_accepted_per_pos_;  // {model_name, position}
+  base::metrics::Gauge& step_token_budget_;
 
   // Loop thread: the totals already counted.
   EngineStateNumbers last_;

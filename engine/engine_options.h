@@ -42,6 +42,13 @@
     "containers of this pod) on <dir>/control.sock.")                                               \
   X(int, max_num_seqs, 64, base::AtLeast(1), "Most requests running at once.")                      \
   X(int, max_num_batched_tokens, 2048, base::AtLeast(1), "Most tokens per engine step.")            \
+  X(int, target_itl_ms, 0, base::AtLeast(0),                                                      \
+    "Target inter-token latency in ms; 0 = off. When set, each step's prefill chunks are sized " \
+    "online from the step times the engine measures (at most --max_num_batched_tokens) so "      \
+    "running decodes keep this latency while long prompts are prefilled in pieces.")             \
+  X(int, target_ttft_ms, 0, base::AtLeast(0),                                                     \
+    "Target time to first token in ms (needs --target_itl_ms); 0 = none. A prompt that can "     \
+    "still meet it only with bigger chunks gets them.")                                           \
   X(int64_t, kv_cache_mb, 512, base::AtLeast(1), "CPU KV cache size in MiB.")                       \
   X(std::string, kv_cache_dtype, "auto", base::AnyValue(),                                          \
     "KV cache storage: auto (= float32 on the CPU, bfloat16 on cuda), float32, or float16 "         \

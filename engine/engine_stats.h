@@ -26,6 +26,9 @@ struct EngineStats {
   int64_t generation_tokens = 0;
   int64_t steps = 0;
   int64_t preemptions = 0;
+  // Tokens one step may hold (rill:step_token_budget): adapted online with
+  // --target_itl_ms, else --max_num_batched_tokens.
+  int64_t step_token_budget = 0;
   // Requests that ended, by how: stop or length / aborted / failed (error).
   int64_t requests_finished = 0;
   int64_t requests_aborted = 0;

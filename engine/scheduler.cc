@@ -24,6 +24,14 @@ absl::Status ValidateSchedulerConfig(const SchedulerConfig& c) {
   if (c.max_model_len < 2) {
     return absl::InvalidArgumentError(absl::StrCat("max_model_len must be >= 2, got ", c.max_model_len));
   }
+  if (c.slo.itl < absl::ZeroDuration() || c.slo.ttft < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("target_itl_ms and target_ttft_ms must be >= 0");
+  }
+  if (c.slo.ttft > absl::ZeroDuration() && !c.slo.enabled()) {
+    return absl::InvalidArgumentError(
+        "target_ttft_ms needs target_itl_ms: the TTFT target only enlarges chunks that the ITL "
+        "target would otherwise keep small");
+  }
   return absl::OkStatus();
 }
 
@@ -36,7 +44,11 @@ bool Scheduler::Order::operator()(const Request* a, const Request* b) const {
 }
 
 Scheduler::Scheduler(const SchedulerConfig& config, BlockManager* blocks)
-    : config_(config), blocks_(blocks), order_{config.policy}, waiting_(order_) {}
+    : config_(config),
+      blocks_(blocks),
+      order_{config.policy},
+      waiting_(order_),
+      slo_(config.slo, config.max_num_batched_tokens) {}
 
 absl::Status Scheduler::AddRequest(std::unique_ptr<Request> request) {
   if (requests_.contains(request->request_id)) {
@@ -186,8 +198,29 @@ bool Scheduler::LoraFits(const Request& request) const {
   return static_cast<int>(active.size()) < config_.max_loras;
 }
 
+int64_t Scheduler::PrefillLimit(const Request& r, int64_t start, int64_t remaining,
+                                const StepShape& planned, bool first_prefill,
+                                absl::Time now) const {
+  // One token left is a decode (or a prompt's last token): never held back.
+  if (!slo_.enabled() || remaining <= 1) return remaining;
+  const absl::Time deadline = config_.slo.ttft > absl::ZeroDuration()
+                                  ? r.times.arrival + config_.slo.ttft
+                                  : absl::InfiniteFuture();
+  return slo_.ChunkLimit(planned, start, remaining, deadline, now, first_prefill);
+}
+
+void Scheduler::RecordStepTime(const SchedulerOutput& plan, absl::Duration step_time) {
+  if (!slo_.enabled() || plan.empty()) return;
+  StepShape shape;
+  for (const ScheduledChunk& c : plan.chunks) shape.AddChunk(c.start_pos, c.num_tokens);
+  slo_.ObserveStep(shape, step_time);
+}
+
 SchedulerOutput Scheduler::Schedule(absl::Time now) {
   SchedulerOutput out;
+  // What the step holds so far, for the SLO budget.
+  StepShape planned;
+  bool has_prefill = false;
   int64_t budget = config_.max_num_batched_tokens;
   // Index into out.chunks per scheduled request, so a later preemption in
   // this step can take its chunk back.
@@ -203,14 +236,19 @@ SchedulerOutput Scheduler::Schedule(absl::Time now) {
   for (Request* r : order) {
     if (budget == 0) break;
     if (r->state != RequestState::kRunning) continue;  // Preempted by an earlier one.
-    const int64_t num_new = std::min(r->num_tokens() - r->num_computed_tokens, budget);
-    CHECK_GT(num_new, 0) << r->request_id;
+    const int64_t remaining = r->num_tokens() - r->num_computed_tokens;
+    CHECK_GT(remaining, 0) << r->request_id;
+    const int64_t num_new = PrefillLimit(*r, r->num_computed_tokens, std::min(remaining, budget),
+                                         planned, !has_prefill, now);
+    if (num_new == 0) continue;  // Its next chunk waits for a step with time left.
     while (true) {
       if (blocks_->Allocate(r->seq_no, r->num_computed_tokens + num_new, {},
                             DeadBlocks(r->num_computed_tokens))) {
         chunk_of[r] = out.chunks.size();
         out.chunks.push_back({r, r->num_computed_tokens, num_new});
         budget -= num_new;
+        planned.AddChunk(r->num_computed_tokens, num_new);
+        has_prefill = has_prefill || remaining > 1;
         break;
       }
       Request* victim = *std::max_element(running_.begin(), running_.end(), order_);
@@ -254,7 +292,10 @@ SchedulerOutput Scheduler::Schedule(absl::Time now) {
       if (forked.size() > cached.size()) cached = std::move(forked);
     }
     const int64_t num_cached = static_cast<int64_t>(cached.size()) * bs;
-    const int64_t num_new = std::min<int64_t>(tokens.size() - num_cached, budget);
+    const int64_t num_new =
+        PrefillLimit(*r, num_cached, std::min<int64_t>(tokens.size() - num_cached, budget),
+                     planned, !has_prefill, now);
+    if (num_new == 0) break;  // No time left in this step for another prompt.
     if (!blocks_->Allocate(r->seq_no, num_cached + num_new, cached, DeadBlocks(num_cached))) {
       if (!PreemptFor(r, &chunk_of, &out, &budget)) break;
       it = waiting_.find(r);
@@ -271,6 +312,8 @@ SchedulerOutput Scheduler::Schedule(absl::Time now) {
     chunk_of[r] = out.chunks.size();
     out.chunks.push_back({r, num_cached, num_new});
     budget -= num_new;
+    planned.AddChunk(num_cached, num_new);
+    has_prefill = has_prefill || static_cast<int64_t>(tokens.size()) - num_cached > 1;
   }
 
   out.chunks.erase(std::remove_if(out.chunks.begin(), out.chunks.end(),

@@ -9,6 +9,9 @@
 // outputs so far to be recomputed together with its prompt. Under the
 // priority policy a waiting request that finds no free sequence slot or
 // blocks also preempts a running request of strictly lower priority.
+// With SLO targets (SchedulerConfig::slo, see slo_budget.h) a prefill chunk
+// also gets no more tokens than keep the step's predicted time within the
+// ITL target; decodes are never held back for it.
 // Not thread-safe: the engine loop owns it.
 #ifndef RILL_ENGINE_SCHEDULER_H_
 #define RILL_ENGINE_SCHEDULER_H_
@@ -24,6 +27,7 @@
 #include "absl/time/time.h"
 #include "engine/block_manager.h"
 #include "engine/request.h"
+#include "engine/slo_budget.h"
 
 namespace rill::engine {
 
@@ -45,6 +49,8 @@ struct SchedulerConfig {
   // every block, so nothing is freed there (the window stays 0).
   int64_t sliding_window = 0;
   bool free_out_of_window_blocks = true;
+  // Latency targets that shape each step's prefill chunks; off by default.
+  SloTargets slo;
 };
 
 absl::Status ValidateSchedulerConfig(const SchedulerConfig& config);
@@ -78,6 +84,11 @@ class Scheduler {
   absl::Status CheckFits(const Request& request) const;
 
   SchedulerOutput Schedule(absl::Time now);
+  // What the step that ran `plan` took (schedule to sampled tokens): feeds
+  // the SLO budget's step-time model. A no-op without SLO targets.
+  void RecordStepTime(const SchedulerOutput& plan, absl::Duration step_time);
+  // The SLO budget (targets, step-time model, chosen token budget).
+  const SloBudget& slo_budget() const { return slo_; }
 
   // Marks the request finished with `state`, frees its blocks and hands it
   // back (the scheduler forgets it). nullptr for an unknown id.
@@ -121,6 +132,10 @@ class Scheduler {
   int64_t DeadBlocks(int64_t start) const;
   // Whether admitting `request` keeps the running adapters within max_loras.
   bool LoraFits(const Request& request) const;
+  // How many of `remaining` tokens from `start` a prefill chunk of `r` may
+  // take in the step planned so far (all of them without SLO targets).
+  int64_t PrefillLimit(const Request& r, int64_t start, int64_t remaining,
+                       const StepShape& planned, bool first_prefill, absl::Time now) const;
 
   SchedulerConfig config_;
   BlockManager* blocks_;
@@ -131,6 +146,7 @@ class Scheduler {
   int64_t next_seq_no_ = 0;
   int64_t num_preemptions_ = 0;
   std::vector<std::pair<std::string, RequestState>> transitions_;
+  SloBudget slo_;
 };
 
 }  // namespace rill::engine

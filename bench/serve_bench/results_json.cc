@@ -31,7 +31,8 @@ std::string Dist(const Distribution& d) {
 }  // namespace
 
 std::string ResultsToJson(const std::string& backend, const std::string& address,
-                          const std::string& workload, const std::vector<LevelResult>& levels) {
+                          const std::string& workload, const std::vector<LevelResult>& levels,
+                          const std::string& slo) {
   std::vector<std::string> items;
   for (const LevelResult& l : levels) {
     const RunSummary& s = l.summary;
@@ -41,14 +42,19 @@ std::string ResultsToJson(const std::string& backend, const std::string& address
         "{\"concurrency\":%d,\"request_rate\":%.4f,\"completed\":%d,\"errors\":%d,"
         "\"first_errors\":[%s],\"duration_s\":%.4f,\"input_tokens\":%d,\"output_tokens\":%d,"
         "\"request_throughput\":%.4f,\"input_tokens_per_s\":%.4f,\"output_tokens_per_s\":%.4f,"
-        "\"ttft\":%s,\"tpot\":%s,\"itl\":%s,\"e2e\":%s}",
+        "\"ttft\":%s,\"tpot\":%s,\"itl\":%s,\"e2e\":%s%s}",
         l.concurrency, l.request_rate, s.completed, s.errors, absl::StrJoin(errs, ","),
         s.duration_s, s.input_tokens, s.output_tokens, s.request_throughput,
         s.input_tokens_per_s, s.output_tokens_per_s, Dist(s.ttft), Dist(s.tpot), Dist(s.itl),
-        Dist(s.e2e)));
+        Dist(s.e2e),
+        l.goodput ? absl::StrFormat(",\"goodput\":{\"slo_met\":%d,\"goodput\":%.4f,"
+                                    "\"attainment\":%.4f}",
+                                    l.goodput->met, l.goodput->goodput, l.goodput->attainment)
+                  : ""));
   }
   return absl::StrCat("{\"backend\":", Quote(backend), ",\"address\":", Quote(address),
-                      ",\"workload\":", Quote(workload), ",\"levels\":[",
+                      ",\"workload\":", Quote(workload),
+                      slo.empty() ? "" : absl::StrCat(",\"slo\":", Quote(slo)), ",\"levels\":[",
                       absl::StrJoin(items, ","), "]}\n");
 }
 
@@ -63,7 +69,19 @@ std::string ResultsToTable(const std::string& backend, const std::vector<LevelRe
                            s.output_tokens_per_s, s.ttft.p50, s.ttft.p99, s.tpot.p50, s.itl.p50,
                            s.itl.p99, s.e2e.p99);
   }
-  return out + "(latencies in ms)\n";
+  bool any_goodput = false;
+  for (const LevelResult& l : levels) {
+    if (!l.goodput) continue;
+    if (!any_goodput) {
+      out += absl::StrFormat("%-12s %5s %9s %9s %9s\n", "", "conc", "slo met", "goodput",
+                             "attain %");
+      any_goodput = true;
+    }
+    out += absl::StrFormat("%-12s %5d %9d %9.3f %9.1f\n", backend, l.concurrency, l.goodput->met,
+                           l.goodput->goodput, 100 * l.goodput->attainment);
+  }
+  return out + (any_goodput ? "(latencies in ms; goodput in requests/s meeting every SLO)\n"
+                            : "(latencies in ms)\n");
 }
 
 }  // namespace rill::bench

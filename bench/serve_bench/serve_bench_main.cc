@@ -1,13 +1,19 @@
 // rill-bench-serve (also `./rill bench serve`): replays a workload against a
 // Rill server (gRPC) or llama.cpp's llama-server (HTTP), at one or more load
 // levels, and reports TTFT, TPOT, inter-token latency, end-to-end latency and
-// throughput as a table on stdout and as JSON (--out_json).
+// throughput as a table on stdout and as JSON (--out_json). With --goodput
+// it also reports goodput (requests/s meeting every SLO; goodput.h); with
+// --long_fraction the workload mixes long-document prompts into it.
 //
 //   rill-bench-serve --backend=rill --address=127.0.0.1:50051 --concurrency=1,4,16
 //   rill-bench-serve --backend=llama-server --address=127.0.0.1:8080 --request_rate=2
+//   rill-bench-serve --request_rate=1 --concurrency=64 --long_fraction=0.1 \
+//       --long_input_len=3000 --goodput=ttft_ms:2000,itl_ms:150
 #include <fstream>
 #include <iostream>
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/flags_usage.h"
+#include "bench/serve_bench/goodput.h"
 #include "bench/serve_bench/llama_server_backend.h"
 #include "bench/serve_bench/load_runner.h"
 #include "bench/serve_bench/progress_bar.h"
@@ -42,6 +49,14 @@ ABSL_FLAG(double, output_len_range, 0, "output length spread, fraction in [0, 1)
 ABSL_FLAG(int, shared_prefix_len, 0, "synthetic: tokens shared by every prompt (prefix caching)");
 ABSL_FLAG(uint64_t, seed, 0, "workload and arrival seed");
 ABSL_FLAG(int, connections, 4, "rill: gRPC connections used round-robin");
+ABSL_FLAG(double, long_fraction, 0,
+          "mixed workload: this fraction of the requests (in [0, 1]) become long-document "
+          "prompts of --long_input_len synthetic tokens");
+ABSL_FLAG(int, long_input_len, 4000, "mixed workload: prompt tokens of a long-document request");
+ABSL_FLAG(int, long_output_len, 64, "mixed workload: output tokens of a long-document request");
+ABSL_FLAG(std::string, goodput, "",
+          "SLOs in ms, e.g. 'ttft_ms:2000,itl_ms:150' (keys ttft_ms, tpot_ms, itl_ms = the "
+          "request's p90 gap, e2e_ms): also report goodput, the requests/s meeting all of them");
 ABSL_FLAG(std::string, out_json, "", "write results here");
 ABSL_FLAG(bool, progress, true, "progress bar on stderr");
 
@@ -58,6 +73,15 @@ int Run() {
       return 2;
     }
     levels.push_back(c);
+  }
+  std::optional<SloSpec> slo;
+  if (!absl::GetFlag(FLAGS_goodput).empty()) {
+    absl::StatusOr<SloSpec> parsed = ParseSloSpec(absl::GetFlag(FLAGS_goodput));
+    if (!parsed.ok()) {
+      std::cerr << "error: " << parsed.status().message() << "\n";
+      return 2;
+    }
+    slo = *parsed;
   }
   const std::string backend_name = absl::GetFlag(FLAGS_backend);
   const std::string address = absl::GetFlag(FLAGS_address);
@@ -102,6 +126,26 @@ int Run() {
       std::cerr << "error: " << requests.status().message() << "\n";
       return 2;
     }
+    if (absl::GetFlag(FLAGS_long_fraction) > 0) {
+      LongPromptOptions lp;
+      lp.fraction = absl::GetFlag(FLAGS_long_fraction);
+      lp.input_len = absl::GetFlag(FLAGS_long_input_len);
+      lp.output_len = absl::GetFlag(FLAGS_long_output_len);
+      lp.seed = absl::GetFlag(FLAGS_seed) * 1000003 + level_index;
+      // Only the measured requests: the warm-up pool (the list's tail, split
+      // off below) stays short.
+      const size_t warmup = absl::GetFlag(FLAGS_dataset).empty()
+                                ? static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_warmup_requests)))
+                                : 0;
+      std::vector<BenchRequest> measured(requests->begin(), requests->end() - std::min(warmup, requests->size()));
+      if (absl::Status s = MixInLongPrompts(lp, &measured); !s.ok()) {
+        std::cerr << "error: " << s.message() << "\n";
+        return 2;
+      }
+      std::copy(measured.begin(), measured.end(), requests->begin());
+      workload_desc += absl::StrCat(" + ", lp.fraction, " long (in=", lp.input_len,
+                                    " out=", lp.output_len, ")");
+    }
     LoadOptions lo;
     lo.concurrency = concurrency;
     lo.request_rate = absl::GetFlag(FLAGS_request_rate);
@@ -126,6 +170,7 @@ int Run() {
       return 2;
     }
     LevelResult level{concurrency, lo.request_rate, SummarizeRun(*records)};
+    if (slo) level.goodput = ComputeGoodput(*records, *slo, level.summary.duration_s);
     for (const std::string& e : level.summary.first_errors) {
       std::cerr << backend_name << " c=" << concurrency << " error: " << e << "\n";
     }
@@ -134,7 +179,8 @@ int Run() {
   std::cout << ResultsToTable(backend_name, results) << std::flush;
   if (const std::string path = absl::GetFlag(FLAGS_out_json); !path.empty()) {
     std::ofstream out(path);
-    out << ResultsToJson(backend_name, address, workload_desc, results);
+    out << ResultsToJson(backend_name, address, workload_desc, results,
+                         slo ? slo->ToString() : "");
     if (!out) {
       std::cerr << "error: cannot write " << path << "\n";
       return 1;

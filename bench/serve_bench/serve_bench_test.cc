@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "bench/serve_bench/goodput.h"
 #include "bench/serve_bench/http_sse_reader.h"
 #include "bench/serve_bench/llama_server_backend.h"
 #include "bench/serve_bench/load_runner.h"
@@ -67,6 +68,130 @@ TEST(RunSummaryTest, LatenciesAndThroughput) {
   EXPECT_EQ(s.itl.count, 2);           // The 1 s gap spread over 2 tokens.
   EXPECT_DOUBLE_EQ(s.itl.mean, 500);
   EXPECT_DOUBLE_EQ(s.e2e.max, 1500);
+}
+
+// A successful request sent at `start` whose chunks (one token each)
+// arrived at `times`.
+RequestRecord Streamed(double start, std::vector<double> times) {
+  RequestRecord r;
+  r.start_s = start;
+  r.chunk_times_s = times;
+  r.chunk_tokens.assign(times.size(), 1);
+  r.output_tokens = static_cast<int64_t>(times.size());
+  r.end_s = times.empty() ? start : times.back();
+  r.ok = true;
+  return r;
+}
+
+TEST(GoodputTest, ParsesSpecsAndRejectsBadOnes) {
+  absl::StatusOr<SloSpec> s = ParseSloSpec("ttft_ms:2000,itl_ms:150");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(*s->ttft_ms, 2000);
+  EXPECT_EQ(*s->itl_ms, 150);
+  EXPECT_FALSE(s->tpot_ms.has_value());
+  EXPECT_EQ(s->ToString(), "ttft_ms:2000 itl_ms:150");
+  s = ParseSloSpec("ttft_ms:500 tpot_ms:20.5  e2e_ms:9000");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(*s->tpot_ms, 20.5);
+  EXPECT_EQ(*s->e2e_ms, 9000);
+  for (const char* bad : {"", "ttft:2000", "ttft_ms", "ttft_ms:-1", "ttft_ms:0", "itl_ms:x",
+                          "ttft_ms:1,ttft_ms:2", "ttft_ms:1:2"}) {
+    absl::StatusOr<SloSpec> b = ParseSloSpec(bad);
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(b.status().message().find("--goodput"), std::string::npos) << b.status();
+  }
+}
+
+TEST(GoodputTest, CountsRequestsMeetingEverySlo) {
+  const SloSpec slo = *ParseSloSpec("ttft_ms:1000,itl_ms:100");
+  std::vector<RequestRecord> records;
+  // Meets both: TTFT 0.5 s, gaps 50 ms.
+  records.push_back(Streamed(0.0, {0.5, 0.55, 0.60, 0.65}));
+  // TTFT 1.5 s: misses.
+  records.push_back(Streamed(0.0, {1.5, 1.55, 1.60}));
+  // Gaps fine but one 2 s stall in 11 gaps: its p90 gap is over 100 ms.
+  std::vector<double> stalled = {0.2};
+  for (int i = 0; i < 9; ++i) stalled.push_back(stalled.back() + 0.05);
+  stalled.push_back(stalled.back() + 2.0);
+  stalled.push_back(stalled.back() + 2.0);
+  records.push_back(Streamed(0.0, stalled));
+  // One 2 s stall in 30 gaps: p90 stays at 50 ms, it meets the SLO.
+  std::vector<double> rare = {0.2};
+  for (int i = 0; i < 29; ++i) rare.push_back(rare.back() + 0.05);
+  rare.push_back(rare.back() + 2.0);
+  records.push_back(Streamed(0.0, rare));
+  // Failed: never counts.
+  RequestRecord failed = Streamed(0.0, {0.1, 0.12});
+  failed.ok = false;
+  records.push_back(failed);
+  // Several tokens in one chunk: the gap is spread over them (3 x 40 ms).
+  RequestRecord chunked = Streamed(0.0, {0.3, 0.42});
+  chunked.chunk_tokens = {1, 3};
+  chunked.output_tokens = 4;
+  records.push_back(chunked);
+
+  EXPECT_TRUE(MeetsSlo(records[0], slo));
+  EXPECT_FALSE(MeetsSlo(records[1], slo));
+  EXPECT_FALSE(MeetsSlo(records[2], slo));
+  EXPECT_TRUE(MeetsSlo(records[3], slo));
+  EXPECT_FALSE(MeetsSlo(records[4], slo));
+  EXPECT_TRUE(MeetsSlo(records[5], slo));
+  EXPECT_NEAR(RequestItlP90Seconds(records[5]), 0.04, 1e-9);
+  const GoodputSummary g = ComputeGoodput(records, slo, 4.0);
+  EXPECT_EQ(g.met, 3);
+  EXPECT_DOUBLE_EQ(g.goodput, 3 / 4.0);
+  EXPECT_DOUBLE_EQ(g.attainment, 3 / 6.0);
+  // Only a TTFT SLO: the stalled request now meets it.
+  EXPECT_EQ(ComputeGoodput(records, *ParseSloSpec("ttft_ms:1000"), 4.0).met, 4);
+  // tpot and e2e.
+  EXPECT_TRUE(MeetsSlo(records[0], *ParseSloSpec("tpot_ms:51,e2e_ms:700")));
+  EXPECT_FALSE(MeetsSlo(records[0], *ParseSloSpec("tpot_ms:49")));
+  EXPECT_FALSE(MeetsSlo(records[0], *ParseSloSpec("e2e_ms:600")));
+  // A request with no token meets no TTFT SLO.
+  EXPECT_FALSE(MeetsSlo(Streamed(0.0, {}), slo));
+  EXPECT_EQ(ComputeGoodput({}, slo, 0).goodput, 0);
+}
+
+TEST(WorkloadTest, MixInLongPromptsReplacesAFixedShare) {
+  SyntheticOptions so;
+  so.num_requests = 40;
+  so.input_len = 32;
+  so.output_len = 16;
+  std::vector<BenchRequest> a = *SyntheticWorkload(so);
+  std::vector<BenchRequest> b = a;
+  LongPromptOptions lp;
+  lp.fraction = 0.1;
+  lp.input_len = 3000;
+  lp.output_len = 8;
+  lp.seed = 5;
+  ASSERT_TRUE(MixInLongPrompts(lp, &a).ok());
+  ASSERT_TRUE(MixInLongPrompts(lp, &b).ok());
+  int num_long = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].token_ids, b[i].token_ids) << "deterministic for a seed";
+    if (a[i].token_ids.size() == 3000) {
+      ++num_long;
+      EXPECT_EQ(a[i].max_tokens, 8);
+    } else {
+      EXPECT_EQ(a[i].token_ids.size(), 32u);
+    }
+  }
+  EXPECT_EQ(num_long, 4);
+  lp.fraction = 1.5;
+  EXPECT_FALSE(MixInLongPrompts(lp, &a).ok());
+  lp.fraction = 0.5;
+  lp.input_len = 0;
+  EXPECT_FALSE(MixInLongPrompts(lp, &a).ok());
+}
+
+TEST(WorkloadTest, InputGroundedDatasetLoads) {
+  absl::StatusOr<std::vector<BenchRequest>> d =
+      LoadDataset("bench/serve_bench/data/input_grounded.jsonl", 1, 64);
+  ASSERT_TRUE(d.ok()) << d.status();
+  std::ifstream in("bench/serve_bench/data/input_grounded.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) lines += line.empty() ? 0 : 1;
+  EXPECT_GE(lines, 24);
 }
 
 TEST(WorkloadTest, SyntheticIsDeterministicWithSharedPrefix) {
@@ -270,6 +395,16 @@ TEST(ResultsTest, JsonAndTableHaveTheFigures) {
   EXPECT_NE(json.find("\"p50_ms\":250.0000"), std::string::npos) << json;
   EXPECT_NE(json.find("synthetic \\\"x\\\""), std::string::npos) << json;
   EXPECT_NE(ResultsToTable("rill", levels).find("rill"), std::string::npos);
+  EXPECT_EQ(json.find("goodput"), std::string::npos) << json;
+  levels[0].goodput = GoodputSummary{1, 2.0, 1.0};
+  const std::string with_goodput =
+      ResultsToJson("rill", "127.0.0.1:1", "w", levels, "ttft_ms:2000 itl_ms:150");
+  EXPECT_NE(with_goodput.find("\"slo\":\"ttft_ms:2000 itl_ms:150\""), std::string::npos)
+      << with_goodput;
+  EXPECT_NE(with_goodput.find("\"goodput\":{\"slo_met\":1,\"goodput\":2.0000,\"attainment\":1.0000}"),
+            std::string::npos)
+      << with_goodput;
+  EXPECT_NE(ResultsToTable("rill", levels).find("goodput"), std::string::npos);
   ProgressBar bar("x", 4, false);
   bar.Add(true, 10);
   EXPECT_NE(bar.Render().find("1/4 req"), std::string::npos) << bar.Render();

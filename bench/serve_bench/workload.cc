@@ -84,6 +84,31 @@ absl::StatusOr<std::vector<BenchRequest>> SyntheticWorkload(const SyntheticOptio
   return out;
 }
 
+absl::Status MixInLongPrompts(const LongPromptOptions& o, std::vector<BenchRequest>* requests) {
+  if (!(o.fraction >= 0 && o.fraction <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("long prompt fraction must be in [0, 1], got ", o.fraction));
+  }
+  if (o.input_len < 1 || o.output_len < 1) {
+    return absl::InvalidArgumentError("long prompt input_len and output_len must be >= 1");
+  }
+  if (o.id_lo < 0 || o.id_hi <= o.id_lo) return absl::InvalidArgumentError("bad token id range");
+  const size_t n = requests->size();
+  const size_t num_long = static_cast<size_t>(std::llround(o.fraction * static_cast<double>(n)));
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::mt19937_64 rng(o.seed ^ 0x6c6f6e67ULL);  // Apart from the short prompts' stream.
+  std::shuffle(order.begin(), order.end(), rng);
+  std::uniform_int_distribution<int32_t> id(o.id_lo, o.id_hi - 1);
+  for (size_t k = 0; k < num_long; ++k) {
+    BenchRequest& r = (*requests)[order[k]];
+    r.text.clear();
+    r.token_ids.resize(o.input_len);
+    for (int32_t& t : r.token_ids) t = id(rng);
+    r.max_tokens = o.output_len;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<BenchRequest>> LoadDataset(const std::string& path, int num_requests,
                                                       int default_output_len) {
   if (num_requests < 1) return absl::InvalidArgumentError("num_requests must be >= 1");

@@ -38,6 +38,21 @@ struct SyntheticOptions {
 
 absl::StatusOr<std::vector<BenchRequest>> SyntheticWorkload(const SyntheticOptions& options);
 
+// The mixed workload: short chat requests with a fraction of long-document
+// prompts among them (the case where one long prefill stalls every decode).
+struct LongPromptOptions {
+  double fraction = 0;  // Of the requests, in [0, 1]; round(fraction * n) of them.
+  int input_len = 4000;
+  int output_len = 64;
+  int32_t id_lo = 1000;  // As SyntheticOptions.
+  int32_t id_hi = 40000;
+  uint64_t seed = 0;
+};
+
+// Replaces a seeded random choice of the requests with long synthetic
+// token-id prompts (each its own, so they share no cached prefix).
+absl::Status MixInLongPrompts(const LongPromptOptions& options, std::vector<BenchRequest>* requests);
+
 // JSONL, one object per line: {"prompt": "..."} or {"prompt_token_ids": [..]},
 // optionally "output_len": N (else default_output_len). Blank lines are
 // skipped; any other malformed line is an error naming the file and line.

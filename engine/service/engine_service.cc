@@ -151,6 +151,8 @@ grpc::Status EngineServiceImpl::GetServerConfig(grpc::ServerContext* context,
   if (host_->engine() == nullptr) return ToGrpcStatus(host_->Usable());
   *response = ToServerConfig(host_->engine()->GetEngineConfig(),
                              host_->options().max_waiting_requests);
+  // The budget adapts while serving: read live, not from the start-up config.
+  response->mutable_scheduler()->set_step_token_budget(host_->engine()->GetStats().step_token_budget);
   response->set_is_tracing_enabled(host_->options().tracer != nullptr);
   for (const engine::LoraInfo& l : host_->engine()->ListLoras()) {
     response->mutable_lora()->add_loaded(l.name);

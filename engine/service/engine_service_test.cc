@@ -421,6 +421,10 @@ TEST_F(EngineServiceTest, ConfigLoadAndEncode) {
     EXPECT_EQ(resp.decoding().max_logprobs(), 20);
     // The token-only engine does not detokenize, so it names no detokenizer.
     EXPECT_EQ(resp.decoding().detokenizer(), "");
+    // No latency targets: the fixed step budget.
+    EXPECT_EQ(resp.scheduler().target_itl_ms(), 0);
+    EXPECT_EQ(resp.scheduler().target_ttft_ms(), 0);
+    EXPECT_EQ(resp.scheduler().step_token_budget(), resp.scheduler().max_num_batched_tokens());
   }
   {
     grpc::ClientContext ctx;

@@ -238,6 +238,10 @@ rill::v1::ServerConfig ToServerConfig(const engine::EngineConfig& c, int max_wai
                                         : "fcfs");
   p.mutable_scheduler()->set_chunked_prefill(true);
   p.mutable_scheduler()->set_max_waiting_requests(max_waiting_requests);
+  p.mutable_scheduler()->set_target_itl_ms(
+      static_cast<int32_t>(absl::ToInt64Milliseconds(c.scheduler.slo.itl)));
+  p.mutable_scheduler()->set_target_ttft_ms(
+      static_cast<int32_t>(absl::ToInt64Milliseconds(c.scheduler.slo.ttft)));
   for (int32_t id : c.decoding.eos_token_ids) p.mutable_decoding()->add_eos_token_ids(id);
   // The engine's own per-request limits (ValidateSamplingParams); the
   // frontend narrows them to its flags and adds the ones it enforces alone.
