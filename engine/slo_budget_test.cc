@@ -43,7 +43,7 @@ TEST(StepTimeModelTest, ReadyFromTheFirstStep) {
 }
 
 TEST(StepTimeModelTest, FitsNoisyStepsAndShrugsOffSlowOutliers) {
-  std::mt19937_64 rng = testing::TestRng(1);
+  std::mt19937_64 rng = tests::util::TestRng(1);
   std::normal_distribution<double> noise(1.0, 0.03);
   std::uniform_int_distribution<int> size(1, 512);
   std::uniform_int_distribution<int> pos(0, 4000);
@@ -91,7 +91,7 @@ struct PrefillRun {
 
 PrefillRun PrefillDuringDecodes(SloBudget& budget, const FakeMachine& machine, int64_t prompt,
                          double jitter, uint64_t stream) {
-  std::mt19937_64 rng = testing::TestRng(stream);
+  std::mt19937_64 rng = tests::util::TestRng(stream);
   std::normal_distribution<double> noise(1.0, jitter);
   PrefillRun run;
   int64_t done = 0;
