@@ -99,10 +99,6 @@ absl::Status OpenAiGateway::Start(const OpenAiGatewayOptions& options) {
                                    "--log-level", "warn",
                                    "--worker-urls"};
   for (const std::string& a : options.engine_addresses) argv.push_back("grpc://" + a);
-  if (!options.tokenizer_path.empty()) {
-    argv.push_back("--tokenizer-path");
-    argv.push_back(options.tokenizer_path);
-  }
   if (absl::Status s = process_.Start(argv, options.log_path); !s.ok()) return s;
   const absl::Time deadline = absl::Now() + options.start_timeout;
   while (absl::Now() < deadline) {

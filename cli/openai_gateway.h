@@ -27,9 +27,6 @@ struct OpenAiGatewayOptions {
   // Holds the control-plane key (`Authorization: Bearer <key>` on /workers,
   // /flush_cache, ...). Required.
   std::string admin_key_file;
-  // A Hugging Face tokenizer directory for smg (--tokenizer-path); empty: smg
-  // takes the engine's (GetModelInfo / GetTokenizer).
-  std::string tokenizer_path;
   std::string policy = "cache_aware";
   std::string log_path;  // Empty: inherit stderr.
   absl::Duration start_timeout = absl::Seconds(120);

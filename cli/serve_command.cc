@@ -165,7 +165,8 @@ absl::StatusOr<ReadinessProbe> MakeProbe(const ServerLauncher& launcher) {
 
 // For a Hugging Face directory model: the tokenizer files the engine's
 // GetTokenizer would ship (tokenizer.json without padding/truncation), written
-// to <run_dir>/gateway-tokenizer for smg's --tokenizer-path. Without it smg
+// to <run_dir>/gateway-tokenizer; the engines name it as their tokenizer
+// path (--vllm_tokenizer_path), which smg reads from disk. Without it smg
 // reads the model directory's own tokenizer.json, and a sentence-transformers
 // file pads every input to 128 [PAD] tokens, which the engine then embeds.
 // A GGUF model gives "" (smg asks the engine through GetTokenizer).
@@ -175,7 +176,12 @@ absl::StatusOr<std::string> WriteGatewayTokenizer(const std::string& run_dir) {
   if (!std::filesystem::is_directory(model, ec)) return std::string();
   absl::StatusOr<std::vector<engine::service::ZipEntry>> files =
       engine::service::TokenizerArtifacts(model);
-  if (!files.ok()) return files.status();
+  if (!files.ok()) {
+    // smg then reads the model directory itself, as it would anyway.
+    LOG(WARNING) << "the gateway reads the model's own tokenizer files: "
+                 << files.status().message();
+    return std::string();
+  }
   const std::string dir = run_dir + "/gateway-tokenizer";
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
@@ -307,13 +313,6 @@ int Serve(LaunchOptions opts, const sigset_t& stop_signals) {
         launcher.Stop(/*immediately=*/true);
         return 1;
       }
-    }
-    if (absl::StatusOr<std::string> dir = WriteGatewayTokenizer(run_dir); !dir.ok()) {
-      std::cerr << "rill serve: the gateway's tokenizer: " << dir.status().message() << "\n";
-      launcher.Stop(/*immediately=*/true);
-      return 1;
-    } else {
-      g.tokenizer_path = *dir;
     }
     g.engine_addresses = {absl::StrCat("127.0.0.1:", launcher.engine_port())};
     for (const std::string& a : replicas.addresses()) g.engine_addresses.push_back(a);
@@ -461,6 +460,12 @@ int RunServe(int, char**) {
   // takes VllmEngine calls without one; its own API keeps the secret.
   if (absl::GetFlag(FLAGS_openai_port) > 0) {
     opts.engine_flags.push_back("--vllm_api_without_credentials");
+    absl::StatusOr<std::string> dir = WriteGatewayTokenizer(opts.run_dir);
+    if (!dir.ok()) {
+      std::cerr << "rill serve: the gateway's tokenizer: " << dir.status().message() << "\n";
+      return 1;
+    }
+    if (!dir->empty()) opts.engine_flags.push_back("--vllm_tokenizer_path=" + *dir);
   }
   opts.admin_token = absl::GetFlag(FLAGS_admin_token);
   if (const std::string path = absl::GetFlag(FLAGS_admin_token_file); !path.empty()) {

@@ -27,6 +27,9 @@ namespace rill::engine::service {
 struct HostOptions {
   engine::EngineArgs args;
   std::string model_name = "default";  // As given on the command line.
+  // What GetModelInfo reports as tokenizer_path (--vllm_tokenizer_path);
+  // empty: the model's path.
+  std::string vllm_tokenizer_path;
   int max_waiting_requests = 0;        // 0 = no limit.
   absl::Duration load_delay;           // Tests: hold the loading state this long.
   // Where request spans go (--otlp_traces_endpoint); null: tracing off.

@@ -69,6 +69,10 @@ ABSL_FLAG(bool, vllm_api_network_restricted, false,
           "then --vllm_api_without_credentials may serve on a non-loopback --host. For "
           "gateways that send no credential (smg 1.13).");
 ABSL_FLAG(std::string, profile_dir, "/tmp/rill-profile", "Default Admin.StartProfile dir.");
+ABSL_FLAG(std::string, vllm_tokenizer_path, "",
+          "Set by rill serve --openai_port: the tokenizer directory GetModelInfo names for "
+          "the gateway (the files GetTokenizer ships, written where smg reads them); empty: "
+          "the model's path.");
 ABSL_FLAG(int, engine_restarts, 0,
           "Set by rill serve: how many times it has restarted a dead engine before this one "
           "(exported as rill:engine_restarts_total).");
@@ -106,6 +110,7 @@ int main(int argc, char** argv) {
   }
   options.args.engine_restarts = std::max(0, absl::GetFlag(FLAGS_engine_restarts));
   options.model_name = options.args.model;
+  options.vllm_tokenizer_path = absl::GetFlag(FLAGS_vllm_tokenizer_path);
   options.max_waiting_requests = absl::GetFlag(FLAGS_max_waiting_requests);
   options.load_delay = absl::Seconds(absl::GetFlag(FLAGS_debug_load_delay_s));
 

@@ -202,7 +202,12 @@ grpc::Status VllmEngineServiceImpl::GetModelInfo(grpc::ServerContext* context,
   response->set_vocab_size(static_cast<uint32_t>(c.model.config.vocab_size));
   response->set_supports_vision(false);
   response->set_served_model_name(host_->options().model_name);
-  response->set_tokenizer_path(c.model.path);
+  // smg loads a tokenizer_path that exists on its machine from disk (else it
+  // asks GetTokenizer). A model directory's own tokenizer.json may pad every
+  // text (sentence-transformers: 128 [PAD]), so rill serve points this at
+  // the unpadded copy it wrote.
+  const std::string& tokenizer_dir = host_->options().vllm_tokenizer_path;
+  response->set_tokenizer_path(tokenizer_dir.empty() ? c.model.path : tokenizer_dir);
   response->set_model_type(c.model.config.architecture);
   response->add_architectures(c.model.config.architecture);
   for (int32_t id : c.decoding.eos_token_ids) response->add_eos_token_ids(id);
