@@ -119,15 +119,7 @@ TEST(StructuredOutputLoraEngineTest, ConstrainedAdapterRowsAreMaskedInAMixedBatc
   std::unique_ptr<AsyncLLMEngine> e = std::move(*created);
 
   // A PEFT adapter shaped for the default model (as lora_service_test makes).
-  const worker::loader::ModelConfig& c = e->GetModelConfig();
-  wt::TinySpec spec;
-  spec.hidden = c.hidden_size;
-  spec.heads = c.num_heads;
-  spec.kv_heads = c.num_kv_heads;
-  spec.head_dim = c.head_dim;
-  spec.ffn = c.intermediate_size;
-  spec.layers = c.num_layers;
-  spec.vocab = c.vocab_size;
+  const wt::TinySpec spec = wt::SpecOfModel(e->GetModelConfig());
   wt::AdapterSpec a;
   a.rank = 4;
   a.targets = {"q_proj", "v_proj", "o_proj"};
