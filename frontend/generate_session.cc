@@ -203,7 +203,9 @@ void GenerateSession::EraseLocked(const std::string& id, rill::v1::RequestState 
 void GenerateSession::EndTraceLocked(const std::string& id, const GenerateResponse& last) {
   auto it = active_.find(id);
   if (it == active_.end() || !it->second.trace.has_value()) return;
-  options_.tracer->Export(EndRequestTrace(std::move(*it->second.trace), last));
+  for (base::tracing::Span& span : EndRequestTrace(std::move(*it->second.trace), last)) {
+    options_.tracer->Export(std::move(span));
+  }
   it->second.trace.reset();
 }
 
@@ -374,7 +376,11 @@ void GenerateSession::OnEngineOutput(const std::string& id, const std::string& e
   const bool traced = it->second.trace.has_value();
   const absl::Time detokenize_start = traced ? absl::Now() : absl::InfinitePast();
   CompletionStream::Result r = it->second.stream->OnOutput(out);
-  if (traced) it->second.trace->detokenize += absl::Now() - detokenize_start;
+  if (traced) {
+    int64_t tokens = 0;
+    for (const rill::internal::CompletionDelta& d : out.outputs()) tokens += d.token_ids_size();
+    it->second.trace->RecordDetokenize(detokenize_start, absl::Now(), tokens);
+  }
   if (r.abort_engine) engine_->AbortRequest(engine_id);
   if (r.done) EndTraceLocked(id, r.response ? *r.response : GenerateResponse());
   // The id is free before the client can read the finished response.

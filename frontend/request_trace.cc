@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -72,8 +73,16 @@ RequestTrace BeginRequestTrace(const std::string& request_id, const rill::v1::St
   return t;
 }
 
-Span EndRequestTrace(RequestTrace trace, const rill::v1::GenerateResponse& last) {
-  Span s = std::move(trace.span);
+void RequestTrace::RecordDetokenize(absl::Time start, absl::Time end, int64_t tokens) {
+  if (detokenize_first == absl::InfinitePast()) detokenize_first = start;
+  detokenize_last = end;
+  detokenize += end - start;
+  detokenized_tokens += tokens;
+}
+
+std::vector<Span> EndRequestTrace(RequestTrace trace, const rill::v1::GenerateResponse& last) {
+  std::vector<Span> spans;
+  Span& s = spans.emplace_back(std::move(trace.span));
   s.end = absl::Now();
   std::vector<std::string> reasons;
   for (const rill::v1::Completion& c : last.outputs()) {
@@ -92,7 +101,22 @@ Span EndRequestTrace(RequestTrace trace, const rill::v1::GenerateResponse& last)
     s.error = true;
     s.status_message = last.status().message();
   }
-  return s;
+  if (trace.detokenize_first != absl::InfinitePast()) {
+    // Spans from the first detokenization to the last; the gaps between are
+    // the engine's, so the busy time is an attribute of its own.
+    Span d;
+    d.name = "detokenize";
+    d.trace_id = s.trace_id;
+    d.span_id = base::tracing::NewSpanId();
+    d.parent_span_id = s.span_id;
+    d.trace_state = s.trace_state;
+    d.start = trace.detokenize_first;
+    d.end = trace.detokenize_last;
+    d.Set("rill.detokenize_time_s", absl::ToDoubleSeconds(trace.detokenize));
+    d.Set("rill.detokenized_tokens", trace.detokenized_tokens);
+    spans.push_back(std::move(d));
+  }
+  return spans;
 }
 
 }  // namespace rill::frontend

@@ -72,15 +72,7 @@ class LoraServiceTest : public ::testing::Test {
     args.lora_root = root_;
     auto eng = engine::CreateAsyncLLMEngine(args);
     ASSERT_TRUE(eng.ok()) << eng.status();
-    const worker::loader::ModelConfig& c = (*eng)->GetModelConfig();
-    wt::TinySpec spec;
-    spec.hidden = c.hidden_size;
-    spec.heads = c.num_heads;
-    spec.kv_heads = c.num_kv_heads;
-    spec.head_dim = c.head_dim;
-    spec.ffn = c.intermediate_size;
-    spec.layers = c.num_layers;
-    spec.vocab = c.vocab_size;
+    const wt::TinySpec spec = wt::SpecOfModel((*eng)->GetModelConfig());
     wt::AdapterSpec a;
     a.rank = 4;
     a.targets = {"q_proj", "v_proj", "o_proj"};

@@ -8,8 +8,8 @@ then:
    whose Generate call's metadata does, each give a frontend span
    `llm_request` (SERVER, service rill-frontend) in that trace whose parent
    is the given span, and engine spans queue, prefill, decode (service
-   rill-engine) in the same trace whose parent is the frontend span, with
-   the token counts as attributes;
+   rill-engine) and a frontend span detokenize in the same trace whose
+   parent is the frontend span, with the token counts as attributes;
 3. a request without a traceparent, and one with a malformed one, get a
    fresh trace (a root llm_request with the engine spans below it);
 4. a VllmEngine/Generate call (the gateway's protocol, straight to the
@@ -114,9 +114,9 @@ def generate(pb, stub, rid, trace_headers=None, metadata=None, timeout=120):
         fail("%s: %s with %d tokens" % (rid, reason, tokens))
 
 
-def wait_for_trace(rec, want, deadline_s=20, count=4):
+def wait_for_trace(rec, want, deadline_s=20, count=5):
     """Spans (service, span) matching predicate `want` once `count` are in
-    (4: a request's frontend span and its 3 engine spans)."""
+    (5: a request's llm_request, its 3 engine spans and its detokenize)."""
     deadline = time.time() + deadline_s
     while True:
         with rec.lock:
@@ -162,7 +162,30 @@ def check_request_trace(rec, trace_id, parent, what):
     if not (int(q["endTimeUnixNano"]) <= int(p["startTimeUnixNano"]) + 1000 and
             int(p["endTimeUnixNano"]) <= int(d["startTimeUnixNano"]) + 1000):
         fail("%s: queue, prefill, decode out of order: %s" % (what, engine))
+    check_detokenize_span(spans, front, trace_id, what)
     return front
+
+
+def check_detokenize_span(spans, front, trace_id, what):
+    """The frontend's detokenize span: a child of llm_request, inside it,
+    with every generated token and the busy time llm_request also carries."""
+    detok = [s for svc, s in spans if svc == "rill-frontend" and s["name"] == "detokenize"]
+    if len(detok) != 1:
+        fail("%s: want 1 detokenize span in trace %s, got %s" % (what, trace_id, spans))
+    detok = detok[0]
+    if detok["traceId"] != trace_id or detok.get("parentSpanId") != front["spanId"]:
+        fail("%s: detokenize in trace %s with parent %s, want %s / llm_request %s" % (
+            what, detok["traceId"], detok.get("parentSpanId"), trace_id, front["spanId"]))
+    start, end = int(detok["startTimeUnixNano"]), int(detok["endTimeUnixNano"])
+    if not int(front["startTimeUnixNano"]) <= start <= end <= int(front["endTimeUnixNano"]):
+        fail("%s: detokenize [%d, %d] not inside llm_request %s" % (what, start, end, front))
+    busy = attr(detok, "rill.detokenize_time_s")
+    if attr(detok, "rill.detokenized_tokens") != MAX_TOKENS or busy is None or \
+            not 0 < busy <= (end - start) / 1e9 + 1e-6:
+        fail("%s: detokenize attributes %s (span %d ns)" % (what, detok["attributes"], end - start))
+    if attr(front, "rill.detokenize_time_s") != busy:
+        fail("%s: llm_request rill.detokenize_time_s %s, detokenize span's %s" % (
+            what, attr(front, "rill.detokenize_time_s"), busy))
 
 
 def check_vllm_trace(rec, smg_proto_dir, proto_dir, run_dir):

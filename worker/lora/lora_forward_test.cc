@@ -167,15 +167,7 @@ TEST(DefaultModelLoraTest, AdapterEqualsOfflineMergedWeights) {
   kernels::cpu::ThreadPool pool(0);
   std::unique_ptr<CausalLm> model = LoadModel(path, &pool);
   ASSERT_TRUE(model);
-  const worker::loader::ModelConfig& c = model->config();
-  TinySpec spec;
-  spec.hidden = c.hidden_size;
-  spec.heads = c.num_heads;
-  spec.kv_heads = c.num_kv_heads;
-  spec.head_dim = c.head_dim;
-  spec.ffn = c.intermediate_size;
-  spec.layers = c.num_layers;
-  spec.vocab = c.vocab_size;
+  const TinySpec spec = testing::SpecOfModel(model->config());
   const AdapterSpec a = Targets({"q_proj", "k_proj", "v_proj"}, 8, 16);
   const testing::Weights adapter = testing::RandomAdapter(spec, a, &rng);
   const std::string dir = testing::TempDir() + "/default_lora";
@@ -185,7 +177,7 @@ TEST(DefaultModelLoraTest, AdapterEqualsOfflineMergedWeights) {
   ASSERT_TRUE(merged_written.ok()) << merged_written;
   std::unique_ptr<CausalLm> merged = LoadModel(dir + "/merged.gguf", &pool);
   ASSERT_TRUE(merged);
-  absl::StatusOr<std::shared_ptr<const LoraAdapter>> lora = LoadLoraAdapter(dir + "/adapter", c);
+  absl::StatusOr<std::shared_ptr<const LoraAdapter>> lora = LoadLoraAdapter(dir + "/adapter", model->config());
   ASSERT_TRUE(lora.ok()) << lora.status();
   // "The capital of France is" and a continuation.
   const std::vector<int32_t> prompt = {504, 3575, 282, 4649, 314};

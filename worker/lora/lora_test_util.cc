@@ -76,6 +76,18 @@ std::vector<float> PermuteQk(const std::vector<float>& w, int64_t heads, int64_t
 
 }  // namespace
 
+TinySpec SpecOfModel(const loader::ModelConfig& c) {
+  TinySpec s;
+  s.hidden = c.hidden_size;
+  s.heads = c.num_heads;
+  s.kv_heads = c.num_kv_heads;
+  s.head_dim = c.head_dim;
+  s.ffn = c.intermediate_size;
+  s.layers = c.num_layers;
+  s.vocab = c.vocab_size;
+  return s;
+}
+
 TinySpec DefaultArchitectureSpec(int64_t layers, int64_t vocab) {
   TinySpec s;
   s.hidden = 576;

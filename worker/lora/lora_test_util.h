@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "worker/loader/checkpoint.h"
 
 namespace rill::worker::testing {
 
@@ -22,6 +23,10 @@ struct TinySpec {
   int64_t hidden = 32, heads = 4, kv_heads = 2, head_dim = 8, ffn = 48, layers = 2, vocab = 96;
   int64_t context = 256;
 };
+
+// The dimensions of a loaded model (the default model, say), so adapters
+// can be made for it.
+TinySpec SpecOfModel(const loader::ModelConfig& c);
 
 // SmolLM2-135M's per-layer dimensions (hidden 576, 9 heads / 3 K/V heads of
 // 64, MLP 1536) with `layers` layers and a small vocabulary.
