@@ -36,10 +36,21 @@ int64_t SloBudget::FitsTarget(const StepShape& planned, int64_t start_pos) const
   return static_cast<int64_t>(std::min<double>(std::floor(n), static_cast<double>(max_tokens_)));
 }
 
+bool SloBudget::Overloaded(const StepShape& planned) const {
+  return model_.ready() && model_.Predict(planned) > targets_.itl;
+}
+
 int64_t SloBudget::ChunkLimit(const StepShape& planned, int64_t start_pos, int64_t remaining,
                               absl::Time deadline, absl::Time now, bool first_prefill) const {
   const int64_t explore = std::max<int64_t>(0, ExplorationCap() - planned.tokens);
   int64_t n = std::min(FitsTarget(planned, start_pos), explore);
+  if (Overloaded(planned)) {
+    // What the step holds already misses the target, so no chunk size keeps
+    // its decodes' ITL: holding prompts back would only add TTFT (and lose
+    // goodput) for nothing. The chunk takes what exploration allows, which
+    // doubles with each measured step, until steps fit the target again.
+    n = explore;
+  }
   if (first_prefill) n = std::max(n, kMinChunk);
   // The TTFT target: enough tokens per step to finish the prompt by its
   // deadline, counting steps of about the ITL target.
@@ -55,6 +66,7 @@ int64_t SloBudget::ChunkLimit(const StepShape& planned, int64_t start_pos, int64
 int64_t SloBudget::TokenBudget() const {
   if (!enabled()) return max_tokens_;
   // What a prefill alone in a step gets (ChunkLimit with first_prefill).
+  if (Overloaded(StepShape())) return std::min(ExplorationCap(), max_tokens_);
   return std::min(std::max(std::min(FitsTarget(StepShape(), 0), ExplorationCap()), kMinChunk),
                   max_tokens_);
 }

@@ -5,6 +5,9 @@
 // pieces that fit. A request whose TTFT deadline (arrival + target) can
 // still be met only with bigger chunks gets them; once missed, it is back
 // to the ITL budget (it no longer counts as goodput; the others still do).
+// When the decodes of a step alone are predicted past the target, no chunk
+// size can keep their ITL, so prompts are no longer held back (chunks grow
+// as exploration allows): shrinking them would only lose TTFT.
 //
 // The scheduler never extrapolates far past what it measured: a step holds
 // at most twice the most tokens of a measured step (32 before any), so after
@@ -64,6 +67,9 @@ class SloBudget {
   // The most tokens of a chunk at `start_pos` that keep `planned` plus it
   // within the ITL target by the model (unbounded: max_tokens_).
   int64_t FitsTarget(const StepShape& planned, int64_t start_pos) const;
+  // The model predicts that `planned` alone already takes longer than the
+  // ITL target (the machine is overloaded for it).
+  bool Overloaded(const StepShape& planned) const;
   // The step-size cap from what was measured.
   int64_t ExplorationCap() const;
 

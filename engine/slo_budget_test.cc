@@ -160,14 +160,39 @@ TEST(SloBudgetTest, AdaptsWhenTheMachineSlowsDown) {
 }
 
 TEST(SloBudgetTest, FirstPrefillAlwaysProgresses) {
+  const FakeMachine machine;
+  SloBudget budget({absl::Milliseconds(60), absl::ZeroDuration()}, 2048);
+  PrefillDuringDecodes(budget, machine, 3000, 0.0, 8);
+  // A step whose decodes leave less than a chunk's time: the first prefill
+  // still gets kMinChunk, a second one waits.
+  StepShape planned = Decodes(8, 300);
+  planned.AddChunk(0, budget.ChunkLimit(planned, 0, 4000, absl::InfiniteFuture(), absl::Now(),
+                                        /*first_prefill=*/true));
+  const absl::Time now = absl::Now();
+  EXPECT_LT(budget.ChunkLimit(planned, 0, 1000, absl::InfiniteFuture(), now, false),
+            SloBudget::kMinChunk);
+  EXPECT_GE(budget.ChunkLimit(planned, 0, 1000, absl::InfiniteFuture(), now, true),
+            SloBudget::kMinChunk);
+  EXPECT_EQ(budget.ChunkLimit(planned, 0, 3, absl::InfiniteFuture(), now, true), 3);
+}
+
+TEST(SloBudgetTest, OverloadStopsHoldingPromptsBack) {
+  // Decodes alone take 20 ms against a 5 ms target: no chunk size keeps
+  // their ITL, so prompts get what exploration allows instead of kMinChunk.
   SloBudget budget({absl::Milliseconds(5), absl::ZeroDuration()}, 2048);
   for (int i = 0; i < 5; ++i) budget.ObserveStep(Decodes(8, 100 + i), absl::Milliseconds(20));
-  const StepShape planned = Decodes(8, 110);  // Already past the target alone.
+  const StepShape planned = Decodes(8, 110);
   const absl::Time now = absl::Now();
-  EXPECT_EQ(budget.ChunkLimit(planned, 0, 1000, absl::InfiniteFuture(), now, true),
-            SloBudget::kMinChunk);
-  EXPECT_EQ(budget.ChunkLimit(planned, 0, 1000, absl::InfiniteFuture(), now, false), 0);
+  const int64_t explore = SloBudget::kFirstStepTokens - 8;  // max(2 * 8, 32) - 8.
+  EXPECT_EQ(budget.ChunkLimit(planned, 0, 1000, absl::InfiniteFuture(), now, true), explore);
+  EXPECT_EQ(budget.ChunkLimit(planned, 0, 1000, absl::InfiniteFuture(), now, false), explore);
   EXPECT_EQ(budget.ChunkLimit(planned, 0, 3, absl::InfiniteFuture(), now, true), 3);
+  // Steps that grow are measured, and the next chunk may double.
+  StepShape big = planned;
+  big.AddChunk(0, explore);
+  budget.ObserveStep(big, absl::Milliseconds(60));
+  EXPECT_EQ(budget.ChunkLimit(planned, 0, 1000, absl::InfiniteFuture(), now, true),
+            2 * (8 + explore) - 8);
 }
 
 TEST(SloBudgetTest, TtftTargetEnlargesChunksOnlyWhileItCanBeMet) {
