@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "cli/engine_restarts_flag.h"
 #include "base/exit_message.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include <grpcpp/grpcpp.h>
@@ -136,6 +137,7 @@ void EngineReplicas::Supervise() {
     }
     if (r.state == State::kWaitingToRestart && now >= r.restart_at) {
       r.restarts.push_back(now);
+      SetEngineRestartsFlag(++r.total_restarts, &r.argv);
       if (absl::Status s = Launch(&r, /*restart=*/true); !s.ok()) {
         std::cerr << "rill serve: restarting engine replica " << r.index << ": " << s.message()
                   << std::endl;

@@ -57,6 +57,7 @@ class EngineReplicas {
     State state = State::kServing;
     absl::Time restart_at;
     std::vector<absl::Time> restarts;  // Within the last 10 minutes.
+    int total_restarts = 0;            // rill:engine_restarts_total of the next one.
   };
 
   // Starts (or restarts, appending to its log) one replica's process.

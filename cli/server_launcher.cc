@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "cli/engine_restarts_flag.h"
 #include "base/exit_message.h"
 #include "base/secret_file.h"
 
@@ -217,17 +218,6 @@ absl::Status ServerLauncher::Start(const std::function<bool()>& interrupted) {
   return absl::OkStatus();
 }
 
-void ServerLauncher::SetEngineRestarts(int n) {
-  const std::string flag = absl::StrCat("--engine_restarts=", n);
-  for (std::string& arg : engine_.argv) {
-    if (absl::StartsWith(arg, "--engine_restarts=")) {
-      arg = flag;
-      return;
-    }
-  }
-  engine_.argv.push_back(flag);  // After the user's flags, so it wins.
-}
-
 absl::Status ServerLauncher::Supervise() {
   if (draining_) return absl::OkStatus();  // Frontends exit on purpose now.
   std::vector<Child*> all = {&engine_};
@@ -251,7 +241,7 @@ absl::Status ServerLauncher::Supervise() {
     }
     recent.push_back(now);
     c->restarts = std::move(recent);
-    if (c == &engine_) SetEngineRestarts(++engine_restarts_);
+    if (c == &engine_) SetEngineRestartsFlag(++engine_restarts_, &engine_.argv);
     absl::SleepFor(absl::Milliseconds(200) * static_cast<int>(c->restarts.size()));
     if (absl::Status s = StartChild(
             c, absl::StrCat("the previous one exited (", base::DescribeExitCode(*exited), ")"));

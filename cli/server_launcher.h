@@ -101,8 +101,6 @@ class ServerLauncher {
   absl::StatusOr<int> WaitForPort(Child* child, const std::function<bool()>& interrupted);
   // Why `child` exited with `code`, for the user.
   absl::Status ExitError(const Child& child, int code, const std::string& when) const;
-  // The engine's --engine_restarts flag (for its next start) set to n.
-  void SetEngineRestarts(int n);
   // SIGTERM (unless already sent), up to `wait` for the exit, then SIGKILL.
   void StopChild(Child* child, bool send_sigterm, absl::Duration wait);
 
