@@ -174,13 +174,15 @@ TEST(SchedulerTest, SloTargetsRejectNegativeAndTtftWithoutItl) {
 }
 
 TEST(SchedulerTest, SloStepsOverTheTargetStopHoldingPromptsBack) {
-  // Every step sleeps 30 ms, over the 20 ms target, so the decodes alone
-  // miss it and no chunk size can keep their ITL: the long prompt is not
-  // held to small chunks (which would only add TTFT) but grows as
-  // exploration allows (twice the largest measured step), while both decodes
-  // still get a token every step.
+  // Every step sleeps 100 ms, five times the 20 ms target, so whatever the
+  // noise of a loaded machine adds, the decodes alone are predicted past the
+  // target from the first measured step: no chunk size can keep their ITL,
+  // so the long prompt is not held to kMinChunk (which would only add TTFT)
+  // but grows as exploration allows (twice the largest measured step, which
+  // depends on token counts only), while both decodes still get a token
+  // every step.
   FakeModelExecutor::Options fake = Fake(128, 4);
-  fake.step_delay = absl::Milliseconds(30);
+  fake.step_delay = absl::Milliseconds(100);
   Harness h(fake, WithSlo(Sched(4, 256), absl::Milliseconds(20)));
   for (const char* id : {"d0", "d1"}) {
     ASSERT_TRUE(h.core_.AddRequest(MakeRequest(id, Prompt(3, id[1]), Greedy(12))).ok());
@@ -188,23 +190,20 @@ TEST(SchedulerTest, SloStepsOverTheTargetStopHoldingPromptsBack) {
   h.Step();
   const std::vector<int32_t> prompt = Prompt(100, 9);
   ASSERT_TRUE(h.core_.AddRequest(MakeRequest("long", prompt, Greedy(2))).ok());
-  for (int i = 0; i < 7; ++i) {
+  for (int i = 0; i < 4; ++i) {
     std::vector<std::string> got = h.Step();
     EXPECT_NE(std::find(got.begin(), got.end(), "d0"), got.end()) << "step " << i;
     EXPECT_NE(std::find(got.begin(), got.end(), "d1"), got.end()) << "step " << i;
   }
   h.RunToCompletion();
   const auto sizes = h.fake_.chunk_sizes();
-  // Step 1: only the 6-token first step was measured (30 ms: 5 ms a token),
-  // so 2 decodes look like 10 ms and the prompt gets the minimum chunk.
-  // Step 2: an 18-token step also took about 30 ms, so the decodes alone are
-  // predicted over the target and the chunk is what exploration allows
-  // (2 * 18 - 2 = 34 on an idle machine). Held to kMinChunk, the prompt
-  // would need 7 steps; here the rest fits in step 3.
-  EXPECT_EQ(sizes[1], (std::vector<int>{1, 1, static_cast<int>(SloBudget::kMinChunk)}));
   ASSERT_GE(sizes.size(), 4u);
-  EXPECT_GT(sizes[2][2], SloBudget::kMinChunk);
-  EXPECT_EQ(sizes[1][2] + sizes[2][2] + sizes[3][2], 100);
+  // One 6-token step of >= 100 ms measured: 2 decodes are predicted at
+  // >= 33 ms, over the target, so the chunk is the exploration cap, 32 - 2,
+  // not kMinChunk. (Later chunks depend on how the fit splits the measured
+  // times between tokens and KV reads, which timing noise moves;
+  // slo_budget_test checks the growth with exact step times.)
+  EXPECT_EQ(sizes[1], (std::vector<int>{1, 1, 30}));
   EXPECT_EQ(h.results_["long"].tokens, h.fake_.Generate(prompt, 2));
 }
 
