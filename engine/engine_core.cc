@@ -228,7 +228,7 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
   std::vector<EngineCoreOutput> outputs = TakePendingOutputs();
   const absl::Time step_start = absl::Now();
   const int64_t preempted_before = scheduler_.num_preemptions();
-  SchedulerOutput plan = scheduler_.Schedule(absl::Now());
+  SchedulerOutput plan = scheduler_.Schedule(step_start);
   stats_.preemptions += scheduler_.num_preemptions() - preempted_before;
   if (std::vector<std::pair<std::string, RequestState>> t = scheduler_.TakeTransitions();
       on_transitions_ && !t.empty()) {
