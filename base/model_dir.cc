@@ -1,5 +1,7 @@
 #include "base/model_dir.h"
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 
 namespace rill::base {
@@ -12,6 +14,11 @@ std::string DefaultModelDir() {
 }
 
 std::string DefaultModelFilePath() { return DefaultModelDir() + "/" + kDefaultModelFile; }
+
+bool DefaultModelFileExists() {
+  struct stat st;
+  return stat(DefaultModelFilePath().c_str(), &st) == 0;
+}
 
 std::string DefaultEmbedModelPath() { return DefaultModelDir() + "/" + kDefaultEmbedModel; }
 

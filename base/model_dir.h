@@ -18,6 +18,10 @@ std::string DefaultModelDir();
 // DefaultModelDir()/kDefaultModelFile; the file may not exist.
 std::string DefaultModelFilePath();
 
+// Whether DefaultModelFilePath() exists (tests that need the model skip
+// without it; tools/setup.sh downloads it).
+bool DefaultModelFileExists();
+
 // The default embedding model's HF directory inside DefaultModelDir()
 // (tools/fetch_embed_model.sh puts it there).
 inline constexpr char kDefaultEmbedModel[] = "all-MiniLM-L6-v2";

@@ -1,6 +1,8 @@
 #include "base/model_dir.h"
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -51,6 +53,15 @@ TEST(ModelDirTest, UnsetOrEmptyFallsBackToHomeCache) {
   }
   ScopedEnv dir("RILL_MODEL_DIR", "");
   EXPECT_EQ(DefaultModelDir(), "/home/someone/.cache/rill/models");
+}
+
+TEST(ModelDirTest, DefaultModelFileExistsLooksAtTheResolvedPath) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/models";
+  ScopedEnv env("RILL_MODEL_DIR", dir.c_str());
+  EXPECT_FALSE(DefaultModelFileExists());
+  ASSERT_TRUE(std::filesystem::create_directories(dir));
+  std::ofstream(DefaultModelFilePath()) << "gguf";
+  EXPECT_TRUE(DefaultModelFileExists());
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 // concurrent greedy requests equal each alone, seeded sampling (n = 1 and
 // n = 3) independent of the batch, prompt_logprobs equal to the logprobs the
 // decode path computed. Skips when the model is absent.
-#include <sys/stat.h>
+
+#include <glog/logging.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <memory>
@@ -10,21 +12,14 @@
 #include <string>
 #include <vector>
 
-#include <glog/logging.h>
-#include <gtest/gtest.h>
-
 #include "absl/strings/str_cat.h"
+#include "base/model_dir.h"
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/model_path.h"
 
 namespace rill::engine {
 namespace {
-
-bool HaveModel() {
-  struct stat st;
-  return stat(ResolveModelPath("default").c_str(), &st) == 0;
-}
 
 SamplingParams Greedy(int max_tokens) {
   SamplingParams p;
@@ -64,7 +59,7 @@ std::string PromptText(int i) {
 class ModelFeaturesTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!HaveModel()) return;
+    if (!base::DefaultModelFileExists()) return;
     EngineArgs args;
     args.kv_cache_mb = 256;
     args.max_model_len = 512;

@@ -1,15 +1,15 @@
 // AsyncLLMEngine with the real default model: greedy outputs must not depend
 // on batching, prefix-cache hits or preemption. Skips when the model is absent.
-#include <sys/stat.h>
+
+#include <glog/logging.h>
+#include <gtest/gtest.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <glog/logging.h>
-#include <gtest/gtest.h>
-
 #include "absl/strings/str_cat.h"
+#include "base/model_dir.h"
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/model_path.h"
@@ -18,11 +18,6 @@ namespace rill::engine {
 namespace {
 
 constexpr int kTokens = 16;
-
-bool HaveModel() {
-  struct stat st;
-  return stat(ResolveModelPath("default").c_str(), &st) == 0;
-}
 
 SamplingParams Greedy() {
   SamplingParams p;
@@ -78,7 +73,7 @@ std::vector<std::string> Prompts(int n) {
 class ModelEngineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!HaveModel()) return;
+    if (!base::DefaultModelFileExists()) return;
     EngineArgs args;
     args.kv_cache_mb = 256;
     args.max_model_len = 512;
@@ -157,7 +152,7 @@ TEST_F(ModelEngineTest, PreemptedEqualsUnpreempted) {
 // a short answer, and a batch on the f16 cache equals each request alone.
 // An unknown dtype fails Create with InvalidArgument naming the choices.
 TEST(KvCacheDtypeTest, Float16CacheHoldsTwiceTheBlocksAndServes) {
-  if (!HaveModel()) GTEST_SKIP() << "default model not found";
+  if (!base::DefaultModelFileExists()) GTEST_SKIP() << "default model not found";
   EngineArgs args;
   args.kv_cache_mb = 64;
   args.max_model_len = 512;

@@ -5,19 +5,19 @@
 // stalls every decode for the whole prefill. On a machine so loaded that
 // decodes alone take longer than the target, "near it" means near what
 // decodes alone take. Skips when the model is absent.
-#include <sys/stat.h>
+
+#include <glog/logging.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <glog/logging.h>
-#include <gtest/gtest.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "base/model_dir.h"
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/model_path.h"
@@ -33,11 +33,6 @@ constexpr size_t kLongOutputTokens = 8;
 // A 2-core machine shared with builds: the decodes' p90 ITL during the
 // prefill may exceed max(target, decode-only p90) by this factor.
 constexpr double kNoiseMargin = 2.0;
-
-bool HaveModel() {
-  struct stat st;
-  return stat(ResolveModelPath("default").c_str(), &st) == 0;
-}
 
 SamplingParams Greedy(int max_tokens) {
   SamplingParams p;
@@ -150,7 +145,8 @@ Result LongPromptDuringDecodes(int target_itl_ms) {
 }
 
 TEST(SloSchedulingModelTest, DecodesKeepTheirItlWhileALongPromptPrefills) {
-  if (!HaveModel()) GTEST_SKIP() << "default model not found at " << ResolveModelPath("default");
+  if (!base::DefaultModelFileExists())
+    GTEST_SKIP() << "default model not found at " << ResolveModelPath("default");
   const Result slo = LongPromptDuringDecodes(kTargetItlMs);
   const Result fixed = LongPromptDuringDecodes(0);
   const double slo_p90 = Percentile(slo.itl_ms, 0.9);

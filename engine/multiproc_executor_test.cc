@@ -5,8 +5,8 @@
 // reason, fails what is running instead of hanging, and leaves no process.
 #include "engine/multiproc_executor.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,10 +16,9 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/model_dir.h"
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/model_path.h"
@@ -28,11 +27,6 @@
 
 namespace rill::engine {
 namespace {
-
-bool HaveModel() {
-  struct stat st;
-  return stat(ResolveModelPath("default").c_str(), &st) == 0;
-}
 
 EngineArgs Args(int tp) {
   EngineArgs a;
@@ -99,7 +93,7 @@ std::vector<std::string> TenPrompts() {
 bool ProcessGone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
 
 TEST(MultiprocExecutorTest, TwoRanksMatchOneRankGreedyOnTenPrompts) {
-  if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  if (!base::DefaultModelFileExists()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
   std::vector<RequestOutput> base, tp;
   {
     absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> one = CreateAsyncLLMEngine(Args(1));
@@ -163,7 +157,7 @@ TEST(MultiprocExecutorTest, TwoRanksMatchOneRankGreedyOnTenPrompts) {
 // block count the ranks report half the KV bytes, and logits stay close to
 // the f32 cache's.
 TEST(MultiprocExecutorTest, F16KvCacheReachesTheWorkers) {
-  if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  if (!base::DefaultModelFileExists()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
   MultiprocExecutorOptions o;
   o.model_path = ResolveModelPath("default");
   o.worker_binary = tests::util::RunfilePath("worker/rill-worker");
@@ -201,7 +195,7 @@ TEST(MultiprocExecutorTest, F16KvCacheReachesTheWorkers) {
 }
 
 TEST(MultiprocExecutorTest, SleepWakeAcrossProcessesAndCleanShutdown) {
-  if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  if (!base::DefaultModelFileExists()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
   MultiprocExecutorOptions o;
   o.model_path = ResolveModelPath("default");
   o.worker_binary = tests::util::RunfilePath("worker/rill-worker");
@@ -235,7 +229,7 @@ TEST(MultiprocExecutorTest, SleepWakeAcrossProcessesAndCleanShutdown) {
 }
 
 TEST(MultiprocExecutorTest, KilledWorkerMakesTheEngineDeadWithTheReasonAndFailsRequests) {
-  if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  if (!base::DefaultModelFileExists()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
   absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = CreateAsyncLLMEngine(Args(2));
   ASSERT_TRUE(engine.ok()) << engine.status();
   absl::StatusOr<std::vector<std::string>> info = (*engine)->CollectiveRpc("get_worker_info");
@@ -272,7 +266,7 @@ TEST(MultiprocExecutorTest, KilledWorkerMakesTheEngineDeadWithTheReasonAndFailsR
 }
 
 TEST(MultiprocExecutorTest, IdleWorkerDeathIsNoticedByHealth) {
-  if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  if (!base::DefaultModelFileExists()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
   absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = CreateAsyncLLMEngine(Args(2));
   ASSERT_TRUE(engine.ok()) << engine.status();
   absl::StatusOr<std::vector<std::string>> info = (*engine)->CollectiveRpc("get_worker_info");
@@ -290,7 +284,7 @@ TEST(MultiprocExecutorTest, IdleWorkerDeathIsNoticedByHealth) {
 }
 
 TEST(MultiprocExecutorTest, WorkerDeathIsPushedToTheLoopWithoutAnyCall) {
-  if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  if (!base::DefaultModelFileExists()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
   absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine = CreateAsyncLLMEngine(Args(2));
   ASSERT_TRUE(engine.ok()) << engine.status();
   absl::StatusOr<std::vector<std::string>> info = (*engine)->CollectiveRpc("get_worker_info");
@@ -312,7 +306,7 @@ TEST(MultiprocExecutorTest, WorkerDeathIsPushedToTheLoopWithoutAnyCall) {
 }
 
 TEST(MultiprocExecutorTest, BadConfigurationsAreClearErrors) {
-  if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  if (!base::DefaultModelFileExists()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
   EngineArgs a = Args(4);  // SmolLM2 has 3 K/V heads.
   absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> e = CreateAsyncLLMEngine(a);
   ASSERT_FALSE(e.ok());
@@ -338,7 +332,7 @@ namespace {
 // Workers started on their own (as containers of a Kubernetes pod would be),
 // before the engine, connecting to the engine's socket in a shared directory.
 TEST(MultiprocExecutorTest, ExternalWorkersConnectAndServe) {
-  if (!HaveModel()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
+  if (!base::DefaultModelFileExists()) GTEST_FAIL() << "default model missing: run tools/setup.sh";
   char tmpl[] = "/tmp/rill-ext-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;

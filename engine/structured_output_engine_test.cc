@@ -4,17 +4,17 @@
 // does not change when its sequence is preempted; logit_bias still applies
 // among the tokens a grammar allows; limits and a missing vocabulary are
 // refused at once. Skips when the model is absent.
-#include <sys/stat.h>
-
-#include <memory>
-#include <string>
-#include <vector>
 
 #include <glog/logging.h>
 #include <gtest/gtest.h>
 #include <re2/re2.h>
 
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "base/model_dir.h"
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/model_path.h"
@@ -32,11 +32,6 @@ constexpr char kPrompt[] =
     "You are a helpful assistant that writes contact details for a small company directory. "
     "Each entry has one e-mail address in lower case. Write the e-mail address of the "
     "person who runs the bakery on the corner of the main street: ";
-
-bool HaveModel() {
-  struct stat st;
-  return stat(ResolveModelPath("default").c_str(), &st) == 0;
-}
 
 std::unique_ptr<AsyncLLMEngine> MakeEngine(int num_kv_blocks,
                                            absl::Duration compile_timeout = absl::Seconds(10)) {
@@ -79,7 +74,8 @@ SamplingParams EmailParams(int n, float temperature) {
 class StructuredOutputEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!HaveModel()) GTEST_SKIP() << "default model not found at " << ResolveModelPath("default");
+    if (!base::DefaultModelFileExists())
+      GTEST_SKIP() << "default model not found at " << ResolveModelPath("default");
   }
 };
 

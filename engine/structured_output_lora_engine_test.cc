@@ -6,7 +6,9 @@
 // request must produce exactly the tokens it produces alone, and its text
 // (same prompt, same adapter) must not satisfy the schema, so the
 // constrained adapter row really was masked. Skips when the model is absent.
-#include <sys/stat.h>
+
+#include <glog/logging.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <memory>
@@ -14,11 +16,9 @@
 #include <string>
 #include <vector>
 
-#include <glog/logging.h>
-#include <gtest/gtest.h>
-
 #include "absl/strings/str_cat.h"
 #include "base/json.h"
+#include "base/model_dir.h"
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/model_path.h"
@@ -38,11 +38,6 @@ constexpr char kSchema[] = R"({"type": "object", "properties": {
     "required": ["name", "age", "city"], "additionalProperties": false})";
 constexpr char kPrompt[] = "Describe a person as JSON with a name, an age and a city: ";
 constexpr int kFreeTokens = 24;
-
-bool HaveModel() {
-  struct stat st;
-  return stat(ResolveModelPath("default").c_str(), &st) == 0;
-}
 
 SamplingParams Constrained() {
   SamplingParams p;
@@ -108,7 +103,8 @@ std::string SchemaViolation(const std::string& text) {
 }
 
 TEST(StructuredOutputLoraEngineTest, ConstrainedAdapterRowsAreMaskedInAMixedBatch) {
-  if (!HaveModel()) GTEST_SKIP() << "default model not found at " << ResolveModelPath("default");
+  if (!base::DefaultModelFileExists())
+    GTEST_SKIP() << "default model not found at " << ResolveModelPath("default");
   const std::string root = wt::TempDir() + "/so_lora_root";
   std::filesystem::create_directories(root);
   EngineArgs args;

@@ -2,19 +2,19 @@
 // prompts x 128 tokens, all running at once, are identical with and without
 // n-gram drafts, drafts are accepted, and the spec_decode_* metrics count
 // them. Skips when the model is absent.
-#include <sys/stat.h>
+
+#include <glog/logging.h>
+#include <gtest/gtest.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <glog/logging.h>
-#include <gtest/gtest.h>
-
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/model_dir.h"
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/model_path.h"
@@ -23,11 +23,6 @@ namespace rill::engine {
 namespace {
 
 constexpr int kTokens = 128;
-
-bool HaveModel() {
-  struct stat st;
-  return stat(ResolveModelPath("default").c_str(), &st) == 0;
-}
 
 // Prompts whose answers copy from them (lists, code, repeated phrases) and
 // a few plain ones.
@@ -107,7 +102,8 @@ EngineArgs Args(int k) {
 }
 
 TEST(SpecDecodeModelTest, GreedyIdenticalWithAndWithoutNgramDrafts) {
-  if (!HaveModel()) GTEST_SKIP() << "default model not found at " << ResolveModelPath("default");
+  if (!base::DefaultModelFileExists())
+    GTEST_SKIP() << "default model not found at " << ResolveModelPath("default");
   const std::vector<std::string> prompts = Prompts();
   std::vector<std::vector<int32_t>> plain;
   {
