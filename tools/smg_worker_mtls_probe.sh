@@ -31,6 +31,17 @@ trap stop_children EXIT
 free_port() {
   "$VENV/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
+# smg with the client certificate and CA, routing to worker URL $1, logging
+# to $2; sets http_port and smg_pid.
+start_smg() {
+  http_port=$(free_port)
+  "$VENV/bin/smg" launch --host 127.0.0.1 --port "$http_port" --backend vllm \
+    --prometheus-host 127.0.0.1 --prometheus-port "$(free_port)" --log-level debug \
+    --worker-urls "$1" --client-cert-path "$D/client.pem" --client-key-path "$D/client.key" \
+    --ca-cert-paths "$D/ca.pem" >"$2" 2>&1 &
+  smg_pid=$!
+  PIDS+=("$smg_pid")
+}
 make_ca() {
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$1.key" \
     -out "$1.pem" -days 2 -subj "/CN=$1" -addext basicConstraints=critical,CA:TRUE \
@@ -84,13 +95,7 @@ echo "== rill-engine on 127.0.0.1:$PORT requiring client certificates; direct gR
 
 verdict="smg presented NO client certificate to the gRPC worker"
 for scheme in grpcs grpc https; do
-  http_port=$(free_port)
-  "$VENV/bin/smg" launch --host 127.0.0.1 --port "$http_port" --backend vllm \
-    --prometheus-host 127.0.0.1 --prometheus-port "$(free_port)" --log-level debug \
-    --worker-urls "$scheme://127.0.0.1:$PORT" --client-cert-path "$D/client.pem" \
-    --client-key-path "$D/client.key" --ca-cert-paths "$D/ca.pem" >"smg-$scheme.log" 2>&1 &
-  smg_pid=$!
-  PIDS+=("$smg_pid")
+  start_smg "$scheme://127.0.0.1:$PORT" "smg-$scheme.log"
   sleep 40
   echo "== smg --worker-urls $scheme://127.0.0.1:$PORT --client-cert-path ... --ca-cert-paths ..."
   echo "  GET /workers: $(curl -s -m 5 "http://127.0.0.1:$http_port/workers" | head -c 300)"
@@ -146,13 +151,7 @@ for scheme in grpcs grpc https; do
   obs_pid=$!
   PIDS+=("$obs_pid")
   for _ in $(seq 20); do [ -s observer.port ] && break; sleep 0.5; done
-  http_port=$(free_port)
-  "$VENV/bin/smg" launch --host 127.0.0.1 --port "$http_port" --backend vllm \
-    --prometheus-host 127.0.0.1 --prometheus-port "$(free_port)" --log-level debug \
-    --worker-urls "$scheme://127.0.0.1:$(cat observer.port)" --client-cert-path "$D/client.pem" \
-    --client-key-path "$D/client.key" --ca-cert-paths "$D/ca.pem" >"smg-observer-$scheme.log" 2>&1 &
-  smg_pid=$!
-  PIDS+=("$smg_pid")
+  start_smg "$scheme://127.0.0.1:$(cat observer.port)" "smg-observer-$scheme.log"
   sleep 25
   kill "$smg_pid" "$obs_pid" 2>/dev/null
   wait "$smg_pid" "$obs_pid" 2>/dev/null
