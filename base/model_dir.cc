@@ -15,4 +15,6 @@ std::string DefaultModelFilePath() { return DefaultModelDir() + "/" + kDefaultMo
 
 std::string DefaultEmbedModelPath() { return DefaultModelDir() + "/" + kDefaultEmbedModel; }
 
+std::string LlamaVocabPath() { return DefaultModelDir() + "/" + kLlamaVocabDir; }
+
 }  // namespace rill::base

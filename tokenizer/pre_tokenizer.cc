@@ -16,12 +16,19 @@ struct Cps {
   uint8_t Cat(size_t i) const { return CodePointCategory(c[i]); }
   bool L(size_t i) const { return i < n && (Cat(i) & kCategoryLetter); }
   bool N(size_t i) const { return i < n && (Cat(i) & kCategoryNumber); }
+  bool M(size_t i) const { return i < n && (Cat(i) & kCategoryMark); }
+  // [\p{L}\p{M}]
+  bool LM(size_t i) const {
+    return i < n && (Cat(i) & (kCategoryLetter | kCategoryMark));
+  }
   bool S(size_t i) const { return i < n && (Cat(i) & kCategorySpace); }
   // [^\s\p{L}\p{N}]
   bool Other(size_t i) const {
     return i < n &&
            !(Cat(i) & (kCategorySpace | kCategoryLetter | kCategoryNumber));
   }
+  // [^\s\p{L}\p{M}\p{N}]
+  bool OtherNoMark(size_t i) const { return Other(i) && !M(i); }
   bool Newline(size_t i) const { return i < n && (c[i] == '\r' || c[i] == '\n'); }
 };
 
@@ -55,6 +62,18 @@ size_t MatchTrailingSpace(const Cps& s, size_t i) {
   while (s.S(k)) ++k;
   if (k == s.n || k - i == 1) return k;
   return k - 1;
+}
+
+// \s*[\r\n]+|\s+(?!\S)|\s+ at i (s.S(i) holds): backtracking leaves the
+// first alternative's match just past the last newline of the whitespace run.
+size_t MatchSpaceRun(const Cps& s, size_t i) {
+  size_t k = i, last_newline = s.n;
+  while (s.S(k)) {
+    if (s.Newline(k)) last_newline = k;
+    ++k;
+  }
+  if (last_newline != s.n) return last_newline + 1;
+  return MatchTrailingSpace(s, i);
 }
 
 size_t NextGpt2(const Cps& s, size_t i) {
@@ -100,17 +119,28 @@ size_t NextLlama3(const Cps& s, size_t i, size_t max_digits) {
     while (s.Newline(j)) ++j;
     return j;
   }
-  if (s.S(i)) {
-    // \s*[\r\n]+ : backtracking leaves the match just past the last newline
-    // of the whitespace run.
-    size_t k = i, last_newline = s.n;
-    while (s.S(k)) {
-      if (s.Newline(k)) last_newline = k;
-      ++k;
-    }
-    if (last_newline != s.n) return last_newline + 1;
-    return MatchTrailingSpace(s, i);
+  if (s.S(i)) return MatchSpaceRun(s, i);
+  return i + 1;
+}
+
+size_t NextQwen35(const Cps& s, size_t i) {
+  if (size_t m = MatchContraction(s, i, /*ignore_case=*/true)) return i + m;
+  // [^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+ : a lone mark is a run by itself.
+  size_t j = i;
+  if (!s.L(j) && !s.N(j) && !s.Newline(j) && s.LM(j + 1)) ++j;
+  if (s.LM(j)) {
+    while (s.LM(j)) ++j;
+    return j;
   }
+  if (s.N(i)) return i + 1;
+  // ` ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*`
+  j = s.c[i] == ' ' ? i + 1 : i;
+  if (s.OtherNoMark(j)) {
+    while (s.OtherNoMark(j)) ++j;
+    while (s.Newline(j)) ++j;
+    return j;
+  }
+  if (s.S(i)) return MatchSpaceRun(s, i);
   return i + 1;
 }
 
@@ -126,6 +156,9 @@ void SplitSegment(PreTokenizerType type, const Cps& s,
       case PreTokenizerType::kQwen2:
         e = NextLlama3(s, i, 1);
         break;
+      case PreTokenizerType::kQwen35:
+        e = NextQwen35(s, i);
+        break;
       default:
         e = NextGpt2(s, i);
         break;
@@ -135,22 +168,53 @@ void SplitSegment(PreTokenizerType type, const Cps& s,
   }
 }
 
+// GGUF tokenizer.ggml.pre names (llama.cpp's, which the HF loader also
+// writes) of the regexes above. Each family here is checked against
+// llama.cpp's golden tokenizations by engine:tokenizer_vocab_parity_test.
+struct PreTokenizerName {
+  std::string_view name;
+  PreTokenizerType type;
+};
+constexpr PreTokenizerName kPreTokenizerNames[] = {
+    {"default", PreTokenizerType::kGpt2},
+    {"gpt2", PreTokenizerType::kGpt2},
+    {"gpt-2", PreTokenizerType::kGpt2},
+    {"mpt", PreTokenizerType::kGpt2},
+    {"smollm", PreTokenizerType::kSmolLm},
+    {"starcoder", PreTokenizerType::kSmolLm},
+    {"refact", PreTokenizerType::kSmolLm},
+    {"command-r", PreTokenizerType::kSmolLm},
+    {"llama-bpe", PreTokenizerType::kLlama3},
+    {"llama3", PreTokenizerType::kLlama3},
+    {"llama-v3", PreTokenizerType::kLlama3},
+    {"qwen2", PreTokenizerType::kQwen2},
+    {"qwen35", PreTokenizerType::kQwen35},
+    {"none", PreTokenizerType::kNone},
+};
+
 }  // namespace
 
 absl::StatusOr<PreTokenizerType> PreTokenizerFromName(std::string_view name) {
-  if (name == "gpt2" || name == "default" || name.empty() || name == "gpt-2") {
-    return PreTokenizerType::kGpt2;
+  if (name.empty()) return PreTokenizerType::kGpt2;
+  for (const PreTokenizerName& n : kPreTokenizerNames) {
+    if (n.name == name) return n.type;
   }
-  if (name == "smollm" || name == "starcoder" || name == "refact") {
-    return PreTokenizerType::kSmolLm;
-  }
-  if (name == "llama-bpe" || name == "llama3" || name == "llama-v3") {
-    return PreTokenizerType::kLlama3;
-  }
-  if (name == "qwen2") return PreTokenizerType::kQwen2;
-  if (name == "none") return PreTokenizerType::kNone;
   return absl::UnimplementedError(
-      absl::StrCat("unsupported pre-tokenizer '", std::string(name), "'"));
+      absl::StrCat("pre-tokenizer '", std::string(name),
+                   "' (tokenizer.ggml.pre) is not supported; supported: ",
+                   SupportedPreTokenizerNames()));
+}
+
+std::string SupportedPreTokenizerNames() {
+  std::string names;
+  for (const PreTokenizerName& n : kPreTokenizerNames) {
+    absl::StrAppend(&names, names.empty() ? "" : ", ", n.name);
+  }
+  return names;
+}
+
+bool PreTokenizerIgnoresMerges(PreTokenizerType type) {
+  return type == PreTokenizerType::kLlama3;
 }
 
 std::vector<std::string_view> PreTokenize(PreTokenizerType type,
