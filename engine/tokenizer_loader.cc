@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/tokenizer_json.h"
@@ -114,12 +113,12 @@ absl::StatusOr<tokenizer::WordPieceSpec> WordPieceSpecFromGguf(const GgufFile& f
   std::string known;
   bool supported = false;
   for (std::string_view p : kWordPiecePre) {
-    absl::StrAppend(&known, known.empty() ? "" : ", ", p);
+    absl::StrAppend(&known, known.empty() ? "" : ", ", std::string(p));
     supported = supported || (pre.ok() && *pre == p);
   }
   if (!supported) {
     return absl::UnimplementedError(absl::StrCat(
-        f.path(), ": WordPiece pre-tokenizer '", pre.ok() ? *pre : "(none)",
+        f.path(), ": WordPiece pre-tokenizer '", pre.ok() ? std::string(*pre) : "(none)",
         "' (tokenizer.ggml.pre) is not supported; supported: ", known));
   }
   absl::StatusOr<std::vector<std::string_view>> tokens = f.GetStringArray("tokenizer.ggml.tokens");
@@ -135,12 +134,12 @@ absl::StatusOr<tokenizer::WordPieceSpec> WordPieceSpecFromGguf(const GgufFile& f
     if (control) {
       spec.special_ids.push_back(static_cast<int32_t>(i));
       spec.tokens.emplace_back(t);
-    } else if (absl::StartsWith(t, kWordStart)) {
+    } else if (t.substr(0, kWordStart.size()) == kWordStart) {
       spec.tokens.emplace_back(t.substr(kWordStart.size()));
     } else if (t.size() > 2 && t.front() == '[' && t.back() == ']') {
       spec.tokens.emplace_back(t);  // [unused0] and the like, kept as they are.
     } else {
-      spec.tokens.push_back(absl::StrCat("##", t));
+      spec.tokens.push_back(std::string("##").append(t));
     }
   }
   int32_t cls = -1, sep = -1;

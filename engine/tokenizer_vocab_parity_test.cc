@@ -65,7 +65,7 @@ std::vector<Golden> ReadGoldens(const std::string& gguf) {
   std::vector<Golden> goldens;
   for (size_t i = 0; i < texts.size() && i < lines.size(); ++i) {
     Golden g{texts[i], {}};
-    for (std::string_view id : absl::StrSplit(lines[i], ' ', absl::SkipEmpty())) {
+    for (absl::string_view id : absl::StrSplit(lines[i], ' ', absl::SkipEmpty())) {
       g.ids.push_back(std::stoi(std::string(id)));
     }
     goldens.push_back(std::move(g));
@@ -190,7 +190,7 @@ TEST_P(RefusedVocabTest, LoadingFailsNamingWhatIsUnsupported) {
   absl::StatusOr<tokenizer::TokenizerSpec> spec = TokenizerSpecFromGguf(*f);
   ASSERT_FALSE(spec.ok()) << v.name << " loaded, so it would be tokenized by other rules";
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kUnimplemented);
-  const std::string_view msg = spec.status().message();
+  const std::string msg(spec.status().message());
   EXPECT_TRUE(absl::StrContains(msg, v.names)) << msg;
   EXPECT_TRUE(absl::StrContains(msg, "supported: ")) << msg;
   EXPECT_TRUE(absl::StrContains(msg, f->path())) << msg;

@@ -208,7 +208,7 @@ absl::StatusOr<PreTokenizerType> PreTokenizerFromName(std::string_view name) {
 std::string SupportedPreTokenizerNames() {
   std::string names;
   for (const PreTokenizerName& n : kPreTokenizerNames) {
-    absl::StrAppend(&names, names.empty() ? "" : ", ", n.name);
+    absl::StrAppend(&names, names.empty() ? "" : ", ", std::string(n.name));
   }
   return names;
 }
