@@ -98,13 +98,17 @@ size_t NextGpt2(const Cps& s, size_t i) {
   return i + 1;  // Unreachable: every code point is in some class.
 }
 
-size_t NextLlama3(const Cps& s, size_t i, size_t max_digits) {
+// kLlama3 (max_digits 3), kQwen2 (1) and kQwen35 (1, with_marks: words are
+// [\p{L}\p{M}]+ and marks leave the punctuation class).
+size_t NextLlama3(const Cps& s, size_t i, size_t max_digits, bool with_marks) {
+  auto word = [&](size_t k) { return with_marks ? s.LM(k) : s.L(k); };
+  auto punct = [&](size_t k) { return with_marks ? s.OtherNoMark(k) : s.Other(k); };
   if (size_t m = MatchContraction(s, i, /*ignore_case=*/true)) return i + m;
-  // [^\r\n\p{L}\p{N}]?\p{L}+
+  // [^\r\n\p{L}\p{N}]?\p{L}+ (a lone mark is a word by itself with marks)
   size_t j = i;
-  if (!s.L(j) && !s.N(j) && !s.Newline(j) && s.L(j + 1)) ++j;
-  if (s.L(j)) {
-    while (s.L(j)) ++j;
+  if (!s.L(j) && !s.N(j) && !s.Newline(j) && word(j + 1)) ++j;
+  if (word(j)) {
+    while (word(j)) ++j;
     return j;
   }
   if (s.N(i)) {
@@ -114,29 +118,8 @@ size_t NextLlama3(const Cps& s, size_t i, size_t max_digits) {
   }
   // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
   j = s.c[i] == ' ' ? i + 1 : i;
-  if (s.Other(j)) {
-    while (s.Other(j)) ++j;
-    while (s.Newline(j)) ++j;
-    return j;
-  }
-  if (s.S(i)) return MatchSpaceRun(s, i);
-  return i + 1;
-}
-
-size_t NextQwen35(const Cps& s, size_t i) {
-  if (size_t m = MatchContraction(s, i, /*ignore_case=*/true)) return i + m;
-  // [^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+ : a lone mark is a run by itself.
-  size_t j = i;
-  if (!s.L(j) && !s.N(j) && !s.Newline(j) && s.LM(j + 1)) ++j;
-  if (s.LM(j)) {
-    while (s.LM(j)) ++j;
-    return j;
-  }
-  if (s.N(i)) return i + 1;
-  // ` ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*`
-  j = s.c[i] == ' ' ? i + 1 : i;
-  if (s.OtherNoMark(j)) {
-    while (s.OtherNoMark(j)) ++j;
+  if (punct(j)) {
+    while (punct(j)) ++j;
     while (s.Newline(j)) ++j;
     return j;
   }
@@ -151,13 +134,13 @@ void SplitSegment(PreTokenizerType type, const Cps& s,
     size_t e;
     switch (type) {
       case PreTokenizerType::kLlama3:
-        e = NextLlama3(s, i, 3);
+        e = NextLlama3(s, i, 3, /*with_marks=*/false);
         break;
       case PreTokenizerType::kQwen2:
-        e = NextLlama3(s, i, 1);
+        e = NextLlama3(s, i, 1, /*with_marks=*/false);
         break;
       case PreTokenizerType::kQwen35:
-        e = NextQwen35(s, i);
+        e = NextLlama3(s, i, 1, /*with_marks=*/true);
         break;
       default:
         e = NextGpt2(s, i);
