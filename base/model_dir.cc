@@ -22,4 +22,6 @@ bool DefaultModelFileExists() {
 
 std::string DefaultEmbedModelPath() { return DefaultModelDir() + "/" + kDefaultEmbedModel; }
 
+std::string LlamaVocabPath() { return DefaultModelDir() + "/" + kLlamaVocabDir; }
+
 }  // namespace rill::base

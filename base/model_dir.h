@@ -29,6 +29,14 @@ inline constexpr char kDefaultEmbedModel[] = "all-MiniLM-L6-v2";
 // DefaultModelDir()/kDefaultEmbedModel; the directory may not exist.
 std::string DefaultEmbedModelPath();
 
+// llama.cpp's vocab-only GGUFs with golden tokenizations
+// (ggml-vocab-*.gguf{,.inp,.out}) inside DefaultModelDir()
+// (tools/fetch_llama_vocabs.sh puts them there).
+inline constexpr char kLlamaVocabDir[] = "ggml-vocab";
+
+// DefaultModelDir()/kLlamaVocabDir; the directory may not exist.
+std::string LlamaVocabPath();
+
 }  // namespace rill::base
 
 #endif  // RILL_BASE_MODEL_DIR_H_

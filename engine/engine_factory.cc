@@ -196,19 +196,14 @@ absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> CreateAsyncLLMEngine(
   absl::StatusOr<BuiltExecutor> built = CreateExecutor(args);
   if (!built.ok()) return built.status();
   if (built->executor->is_encoder()) {
-    // Encoders (BERT) come with a WordPiece tokenizer.json, used by Encode;
-    // there is no BPE tokenizer and nothing to generate.
-    const std::string& json = built->checkpoint->tokenizer().tokenizer_json;
-    std::unique_ptr<tokenizer::WordPieceTokenizer> wordpiece;
-    if (!json.empty()) {
-      absl::StatusOr<std::unique_ptr<tokenizer::WordPieceTokenizer>> t =
-          tokenizer::WordPieceTokenizer::FromTokenizerJson(json);
-      if (!t.ok()) return t.status();
-      wordpiece = std::move(*t);
-    }
+    // Encoders (BERT) come with a WordPiece tokenizer (tokenizer.json or
+    // GGUF), used by Encode; there is no BPE tokenizer and nothing to generate.
+    absl::StatusOr<std::unique_ptr<tokenizer::WordPieceTokenizer>> wordpiece =
+        LoadWordPieceTokenizer(*built->checkpoint);
+    if (!wordpiece.ok()) return wordpiece.status();
     absl::StatusOr<std::unique_ptr<AsyncLLMEngine>> engine =
         AsyncLLMEngine::Create(built->resolved, std::move(built->executor), nullptr);
-    if (engine.ok()) (*engine)->SetEncoderTokenizer(std::move(wordpiece));
+    if (engine.ok()) (*engine)->SetEncoderTokenizer(std::move(*wordpiece));
     return engine;
   }
   if (tokenizer == nullptr) {

@@ -74,13 +74,23 @@ absl::Status BpeTokenizer::Init(const TokenizerSpec& spec) {
     absl::StatusOr<PreTokenizerType> pre = PreTokenizerFromName(spec.pre);
     if (!pre.ok()) return pre.status();
     pre_ = *pre;
-  } else if (spec.model == "llama") {
+    ignore_merges_ = PreTokenizerIgnoresMerges(pre_);
+  } else if (spec.model == "llama" || spec.model == "gemma4") {
     byte_level_ = false;
     pre_ = PreTokenizerType::kNone;
     strip_leading_space_ = spec.add_space_prefix;
+    // Gemma 4 (llama.cpp's pre-tokenizer "gemma4"): BPE by merge rank over
+    // raw UTF-8 with '\u2581' for spaces, where runs of newlines never merge
+    // with other characters.
+    split_newline_runs_ = spec.model == "gemma4";
+    if (split_newline_runs_ && spec.merges.empty()) {
+      return absl::InvalidArgumentError("gemma4 tokenizer without merges");
+    }
   } else {
-    return absl::UnimplementedError(
-        absl::StrCat("unsupported tokenizer model '", spec.model, "'"));
+    return absl::UnimplementedError(absl::StrCat(
+        "tokenizer model '", spec.model, "' is not supported by the BPE "
+        "tokenizer; supported: gpt2 (byte-level BPE), llama (SentencePiece "
+        "BPE), gemma4 (BPE over UTF-8 with byte fallback)"));
   }
   if (spec.tokens.empty()) return absl::InvalidArgumentError("empty vocab");
   if (!spec.token_types.empty() &&
@@ -266,6 +276,13 @@ void BpeTokenizer::MergeByRank(std::vector<int32_t>* symbols) const {
 
 void BpeTokenizer::EncodeByteLevelWord(std::string_view word,
                                        std::vector<int32_t>* out) const {
+  if (ignore_merges_) {
+    auto it = token_to_id_.find(BytesToByteLevel(word));
+    if (it != token_to_id_.end()) {
+      out->push_back(it->second);
+      return;
+    }
+  }
   std::vector<int32_t> sym;
   sym.reserve(word.size());
   std::string ch;
@@ -312,7 +329,32 @@ void BpeTokenizer::EncodeSentencePiece(std::string_view text,
       norm.push_back(c);
     }
   }
-  const std::vector<std::string_view> chars = SplitChars(norm);
+  if (!split_newline_runs_) {
+    EncodeSentencePieceWord(norm, out);
+    return;
+  }
+  // [^\n]+|[\n]+ ; a newline run that is a token is taken whole.
+  std::string_view rest = norm;
+  while (!rest.empty()) {
+    const bool newlines = rest[0] == '\n';
+    size_t len = 1;
+    while (len < rest.size() && (rest[len] == '\n') == newlines) ++len;
+    const std::string_view piece = rest.substr(0, len);
+    rest.remove_prefix(len);
+    if (newlines) {
+      auto it = token_to_id_.find(A(piece));
+      if (it != token_to_id_.end()) {
+        out->push_back(it->second);
+        continue;
+      }
+    }
+    EncodeSentencePieceWord(piece, out);
+  }
+}
+
+void BpeTokenizer::EncodeSentencePieceWord(std::string_view word,
+                                           std::vector<int32_t>* out) const {
+  const std::vector<std::string_view> chars = SplitChars(word);
   if (merges_.empty()) {
     EncodeSentencePieceByScore({chars.begin(), chars.end()}, out);
     return;

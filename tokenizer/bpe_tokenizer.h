@@ -1,5 +1,6 @@
 // BPE tokenizers: GPT-2 style byte-level BPE and SentencePiece-style BPE
-// (Llama-2), with special/added tokens matched literally in the input.
+// (Llama-2, Gemma 4), with special/added tokens matched literally in the
+// input.
 #ifndef RILL_TOKENIZER_BPE_TOKENIZER_H_
 #define RILL_TOKENIZER_BPE_TOKENIZER_H_
 
@@ -73,8 +74,12 @@ class BpeTokenizer {
   void MergeByRank(std::vector<int32_t>* symbols) const;
   void EncodeByteLevelWord(std::string_view word,
                            std::vector<int32_t>* out) const;
+  // One text run: space marking, then (gemma4) the newline-run split.
   void EncodeSentencePiece(std::string_view text,
                            std::vector<int32_t>* out) const;
+  // One '\u2581'-marked word: by score, or by merge rank when there are merges.
+  void EncodeSentencePieceWord(std::string_view word,
+                               std::vector<int32_t>* out) const;
   void EncodeSentencePieceByScore(const std::vector<std::string>& chars,
                                   std::vector<int32_t>* out) const;
   void AppendCharOrFallback(std::string_view ch,
@@ -83,6 +88,8 @@ class BpeTokenizer {
   TokenizerSpec spec_;  // Copy kept for metadata (vocab moved out).
   bool byte_level_ = true;
   bool strip_leading_space_ = false;
+  bool ignore_merges_ = false;       // Byte-level: whole-word tokens first.
+  bool split_newline_runs_ = false;  // gemma4.
   PreTokenizerType pre_ = PreTokenizerType::kGpt2;
   std::vector<std::string> tokens_;
   std::vector<TokenType> types_;

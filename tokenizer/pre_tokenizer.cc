@@ -16,12 +16,19 @@ struct Cps {
   uint8_t Cat(size_t i) const { return CodePointCategory(c[i]); }
   bool L(size_t i) const { return i < n && (Cat(i) & kCategoryLetter); }
   bool N(size_t i) const { return i < n && (Cat(i) & kCategoryNumber); }
+  bool M(size_t i) const { return i < n && (Cat(i) & kCategoryMark); }
+  // [\p{L}\p{M}]
+  bool LM(size_t i) const {
+    return i < n && (Cat(i) & (kCategoryLetter | kCategoryMark));
+  }
   bool S(size_t i) const { return i < n && (Cat(i) & kCategorySpace); }
   // [^\s\p{L}\p{N}]
   bool Other(size_t i) const {
     return i < n &&
            !(Cat(i) & (kCategorySpace | kCategoryLetter | kCategoryNumber));
   }
+  // [^\s\p{L}\p{M}\p{N}]
+  bool OtherNoMark(size_t i) const { return Other(i) && !M(i); }
   bool Newline(size_t i) const { return i < n && (c[i] == '\r' || c[i] == '\n'); }
 };
 
@@ -57,6 +64,18 @@ size_t MatchTrailingSpace(const Cps& s, size_t i) {
   return k - 1;
 }
 
+// \s*[\r\n]+|\s+(?!\S)|\s+ at i (s.S(i) holds): backtracking leaves the
+// first alternative's match just past the last newline of the whitespace run.
+size_t MatchSpaceRun(const Cps& s, size_t i) {
+  size_t k = i, last_newline = s.n;
+  while (s.S(k)) {
+    if (s.Newline(k)) last_newline = k;
+    ++k;
+  }
+  if (last_newline != s.n) return last_newline + 1;
+  return MatchTrailingSpace(s, i);
+}
+
 size_t NextGpt2(const Cps& s, size_t i) {
   if (size_t m = MatchContraction(s, i, /*ignore_case=*/false)) return i + m;
   const size_t j = s.c[i] == ' ' ? i + 1 : i;
@@ -79,13 +98,17 @@ size_t NextGpt2(const Cps& s, size_t i) {
   return i + 1;  // Unreachable: every code point is in some class.
 }
 
-size_t NextLlama3(const Cps& s, size_t i, size_t max_digits) {
+// kLlama3 (max_digits 3), kQwen2 (1) and kQwen35 (1, with_marks: words are
+// [\p{L}\p{M}]+ and marks leave the punctuation class).
+size_t NextLlama3(const Cps& s, size_t i, size_t max_digits, bool with_marks) {
+  auto word = [&](size_t k) { return with_marks ? s.LM(k) : s.L(k); };
+  auto punct = [&](size_t k) { return with_marks ? s.OtherNoMark(k) : s.Other(k); };
   if (size_t m = MatchContraction(s, i, /*ignore_case=*/true)) return i + m;
-  // [^\r\n\p{L}\p{N}]?\p{L}+
+  // [^\r\n\p{L}\p{N}]?\p{L}+ (a lone mark is a word by itself with marks)
   size_t j = i;
-  if (!s.L(j) && !s.N(j) && !s.Newline(j) && s.L(j + 1)) ++j;
-  if (s.L(j)) {
-    while (s.L(j)) ++j;
+  if (!s.L(j) && !s.N(j) && !s.Newline(j) && word(j + 1)) ++j;
+  if (word(j)) {
+    while (word(j)) ++j;
     return j;
   }
   if (s.N(i)) {
@@ -95,22 +118,12 @@ size_t NextLlama3(const Cps& s, size_t i, size_t max_digits) {
   }
   // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
   j = s.c[i] == ' ' ? i + 1 : i;
-  if (s.Other(j)) {
-    while (s.Other(j)) ++j;
+  if (punct(j)) {
+    while (punct(j)) ++j;
     while (s.Newline(j)) ++j;
     return j;
   }
-  if (s.S(i)) {
-    // \s*[\r\n]+ : backtracking leaves the match just past the last newline
-    // of the whitespace run.
-    size_t k = i, last_newline = s.n;
-    while (s.S(k)) {
-      if (s.Newline(k)) last_newline = k;
-      ++k;
-    }
-    if (last_newline != s.n) return last_newline + 1;
-    return MatchTrailingSpace(s, i);
-  }
+  if (s.S(i)) return MatchSpaceRun(s, i);
   return i + 1;
 }
 
@@ -121,10 +134,13 @@ void SplitSegment(PreTokenizerType type, const Cps& s,
     size_t e;
     switch (type) {
       case PreTokenizerType::kLlama3:
-        e = NextLlama3(s, i, 3);
+        e = NextLlama3(s, i, 3, /*with_marks=*/false);
         break;
       case PreTokenizerType::kQwen2:
-        e = NextLlama3(s, i, 1);
+        e = NextLlama3(s, i, 1, /*with_marks=*/false);
+        break;
+      case PreTokenizerType::kQwen35:
+        e = NextLlama3(s, i, 1, /*with_marks=*/true);
         break;
       default:
         e = NextGpt2(s, i);
@@ -135,22 +151,53 @@ void SplitSegment(PreTokenizerType type, const Cps& s,
   }
 }
 
+// GGUF tokenizer.ggml.pre names (llama.cpp's, which the HF loader also
+// writes) of the regexes above. Each family here is checked against
+// llama.cpp's golden tokenizations by engine:tokenizer_vocab_parity_test.
+struct PreTokenizerName {
+  std::string_view name;
+  PreTokenizerType type;
+};
+constexpr PreTokenizerName kPreTokenizerNames[] = {
+    {"default", PreTokenizerType::kGpt2},
+    {"gpt2", PreTokenizerType::kGpt2},
+    {"gpt-2", PreTokenizerType::kGpt2},
+    {"mpt", PreTokenizerType::kGpt2},
+    {"smollm", PreTokenizerType::kSmolLm},
+    {"starcoder", PreTokenizerType::kSmolLm},
+    {"refact", PreTokenizerType::kSmolLm},
+    {"command-r", PreTokenizerType::kSmolLm},
+    {"llama-bpe", PreTokenizerType::kLlama3},
+    {"llama3", PreTokenizerType::kLlama3},
+    {"llama-v3", PreTokenizerType::kLlama3},
+    {"qwen2", PreTokenizerType::kQwen2},
+    {"qwen35", PreTokenizerType::kQwen35},
+    {"none", PreTokenizerType::kNone},
+};
+
 }  // namespace
 
 absl::StatusOr<PreTokenizerType> PreTokenizerFromName(std::string_view name) {
-  if (name == "gpt2" || name == "default" || name.empty() || name == "gpt-2") {
-    return PreTokenizerType::kGpt2;
+  if (name.empty()) return PreTokenizerType::kGpt2;
+  for (const PreTokenizerName& n : kPreTokenizerNames) {
+    if (n.name == name) return n.type;
   }
-  if (name == "smollm" || name == "starcoder" || name == "refact") {
-    return PreTokenizerType::kSmolLm;
-  }
-  if (name == "llama-bpe" || name == "llama3" || name == "llama-v3") {
-    return PreTokenizerType::kLlama3;
-  }
-  if (name == "qwen2") return PreTokenizerType::kQwen2;
-  if (name == "none") return PreTokenizerType::kNone;
   return absl::UnimplementedError(
-      absl::StrCat("unsupported pre-tokenizer '", std::string(name), "'"));
+      absl::StrCat("pre-tokenizer '", std::string(name),
+                   "' (tokenizer.ggml.pre) is not supported; supported: ",
+                   SupportedPreTokenizerNames()));
+}
+
+std::string SupportedPreTokenizerNames() {
+  std::string names;
+  for (const PreTokenizerName& n : kPreTokenizerNames) {
+    absl::StrAppend(&names, names.empty() ? "" : ", ", std::string(n.name));
+  }
+  return names;
+}
+
+bool PreTokenizerIgnoresMerges(PreTokenizerType type) {
+  return type == PreTokenizerType::kLlama3;
 }
 
 std::vector<std::string_view> PreTokenize(PreTokenizerType type,

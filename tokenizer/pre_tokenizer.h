@@ -4,6 +4,7 @@
 #ifndef RILL_TOKENIZER_PRE_TOKENIZER_H_
 #define RILL_TOKENIZER_PRE_TOKENIZER_H_
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -24,10 +25,24 @@ enum class PreTokenizerType {
   kLlama3,
   // As kLlama3 with \p{N} instead of \p{N}{1,3}.
   kQwen2,
+  // Qwen3.5: as kQwen2, with marks (\p{M}) joining letter runs and leaving
+  // the punctuation class:
+  // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}|
+  //  ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+  kQwen35,
 };
 
 // Maps a GGUF tokenizer.ggml.pre name ("gpt2", "smollm", "llama-bpe", ...).
+// An unknown name is UnimplementedError naming it and listing the supported
+// ones: tokenizing with another family's rules would silently give wrong ids.
 absl::StatusOr<PreTokenizerType> PreTokenizerFromName(std::string_view name);
+
+// The names PreTokenizerFromName accepts, comma-separated (for messages).
+std::string SupportedPreTokenizerNames();
+
+// Whether a word that is itself a vocabulary token is emitted whole, before
+// any merge (HF BPE ignore_merges; Llama 3 sets it, and llama.cpp follows).
+bool PreTokenizerIgnoresMerges(PreTokenizerType type);
 
 // Splits text into consecutive non-empty pieces (views into text) whose
 // concatenation is text. Invalid UTF-8 bytes are treated as U+FFFD.

@@ -35,9 +35,24 @@ TEST(PreTokenizerTest, Llama3) {
   EXPECT_EQ(Pieces(PreTokenizerType::kQwen2, "ab12"), (V{"ab", "1", "2"}));
 }
 
+TEST(PreTokenizerTest, Qwen35MarksJoinLetters) {
+  // U+0301 (combining acute) stays in the word; Qwen2 splits it off.
+  EXPECT_EQ(Pieces(PreTokenizerType::kQwen35, "re\u0301sume\u0301 12"),
+            (V{"re\u0301sume\u0301", " ", "1", "2"}));
+  EXPECT_EQ(Pieces(PreTokenizerType::kQwen2, "e\u0301"), (V{"e", "\u0301"}));
+}
+
 TEST(PreTokenizerTest, UnknownName) {
-  EXPECT_FALSE(PreTokenizerFromName("nonsense").ok());
+  const absl::StatusOr<PreTokenizerType> bad = PreTokenizerFromName("nonsense");
+  ASSERT_FALSE(bad.ok());
+  // The error names the pre-tokenizer and lists what is supported.
+  EXPECT_NE(bad.status().message().find("'nonsense'"), std::string::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find("supported: default, gpt2"), std::string::npos)
+      << bad.status();
   EXPECT_EQ(*PreTokenizerFromName("llama-bpe"), PreTokenizerType::kLlama3);
+  EXPECT_EQ(*PreTokenizerFromName("qwen35"), PreTokenizerType::kQwen35);
+  EXPECT_TRUE(PreTokenizerIgnoresMerges(PreTokenizerType::kLlama3));
+  EXPECT_FALSE(PreTokenizerIgnoresMerges(PreTokenizerType::kQwen2));
 }
 
 // Exact parity with the `tokenizers` library's regex Split on a corpus.
@@ -48,7 +63,8 @@ TEST(PreTokenizerTest, MatchesHuggingFaceRegexes) {
       {"gpt2", PreTokenizerType::kGpt2},
       {"smollm", PreTokenizerType::kSmolLm},
       {"llama3", PreTokenizerType::kLlama3},
-      {"qwen2", PreTokenizerType::kQwen2}};
+      {"qwen2", PreTokenizerType::kQwen2},
+      {"qwen35", PreTokenizerType::kQwen35}};
   for (const auto& [name, type] : kinds) {
     const auto lines =
         testing::ReadLines(dir + "/pretok_" + std::string(name) + ".tsv");

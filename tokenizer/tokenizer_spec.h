@@ -26,13 +26,15 @@ struct TokenizerSpec {
   // "llama": SentencePiece-style BPE ('▁' marks spaces, byte fallback);
   //          merges by rank if `merges` is non-empty (HF), else by score
   //          (llama.cpp / GGUF).
+  // "gemma4": as "llama" by merge rank, without a space prefix, where runs
+  //          of '\n' are words of their own (llama.cpp's "gemma4").
   std::string model = "gpt2";
   std::vector<std::string> tokens;    // Id -> token text.
   std::vector<int32_t> token_types;   // Empty: all kNormal.
   std::vector<std::string> merges;    // "left right", highest priority first.
   std::vector<float> scores;          // SentencePiece scores (may be empty).
   // GGUF tokenizer.ggml.pre ("gpt2", "smollm", "llama-bpe", "qwen2",
-  // "default"); ignored for "llama" models.
+  // "default", ...: pre_tokenizer.h); ignored for "llama" and "gemma4".
   std::string pre = "default";
   int32_t bos_id = -1;
   int32_t eos_id = -1;

@@ -121,6 +121,35 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromJson
   return t;
 }
 
+absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromSpec(
+    const WordPieceSpec& spec) {
+  const int32_t n = static_cast<int32_t>(spec.tokens.size());
+  if (n == 0) return absl::InvalidArgumentError("WordPiece vocab is empty");
+  auto in_range = [n](int32_t id) { return id >= 0 && id < n; };
+  if (!in_range(spec.unk_id)) {
+    return absl::InvalidArgumentError(absl::StrCat("WordPiece unk id ", spec.unk_id, " is not in [0, ", n, ")"));
+  }
+  for (const std::vector<int32_t>* ids : {&spec.special_ids, &spec.prefix_ids, &spec.suffix_ids}) {
+    for (int32_t id : *ids) {
+      if (!in_range(id)) {
+        return absl::InvalidArgumentError(absl::StrCat("WordPiece special id ", id, " is not in [0, ", n, ")"));
+      }
+    }
+  }
+  std::unique_ptr<WordPieceTokenizer> t(new WordPieceTokenizer());
+  t->id_to_token_ = spec.tokens;
+  for (int32_t id = 0; id < n; ++id) t->vocab_.emplace(spec.tokens[id], id);  // First id wins.
+  t->unk_id_ = spec.unk_id;
+  t->pad_id_ = in_range(spec.pad_id) ? spec.pad_id : -1;
+  t->normalizer_ = spec.normalizer;
+  for (int32_t id : spec.special_ids) t->specials_.emplace_back(spec.tokens[id], id);
+  std::sort(t->specials_.begin(), t->specials_.end(),
+            [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  t->prefix_ids_ = spec.prefix_ids;
+  t->suffix_ids_ = spec.suffix_ids;
+  return t;
+}
+
 std::optional<int32_t> WordPieceTokenizer::TokenToId(std::string_view token) const {
   auto it = vocab_.find(std::string(token));
   if (it == vocab_.end()) return std::nullopt;

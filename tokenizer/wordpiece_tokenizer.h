@@ -1,6 +1,7 @@
 // WordPiece tokenizer of the BERT family, loaded from an HF tokenizer.json
 // (normalizer BertNormalizer, pre_tokenizer BertPreTokenizer, model
-// WordPiece, post_processor TemplateProcessing or BertProcessing).
+// WordPiece, post_processor TemplateProcessing or BertProcessing) or from a
+// plain WordPieceSpec (what a GGUF loader fills).
 // Immutable and thread-safe after construction.
 #ifndef RILL_TOKENIZER_WORDPIECE_TOKENIZER_H_
 #define RILL_TOKENIZER_WORDPIECE_TOKENIZER_H_
@@ -20,8 +21,21 @@
 
 namespace rill::tokenizer {
 
+// A WordPiece vocabulary in plain form, free of any file format.
+struct WordPieceSpec {
+  std::vector<std::string> tokens;   // Id -> piece; continuations carry "##".
+  std::vector<int32_t> special_ids;  // Matched literally in text ([CLS], ...).
+  int32_t unk_id = -1;
+  int32_t pad_id = -1;
+  std::vector<int32_t> prefix_ids;  // Around a single sequence ([CLS] ...
+  std::vector<int32_t> suffix_ids;  // ... [SEP]).
+  BertNormalizerOptions normalizer;
+};
+
 class WordPieceTokenizer {
  public:
+  // InvalidArgument on an empty vocab or ids out of range.
+  static absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> FromSpec(const WordPieceSpec& spec);
   static absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> FromTokenizerJson(
       const std::string& path);
   // From a parsed tokenizer.json; InvalidArgument unless its model is WordPiece.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything a fresh Debian 12 machine needs to build and test Rill:
 # apt packages, the project venv (Python test tools), xgrammar's sources (built
-# by Bazel for structured outputs) and the default model.
+# by Bazel for structured outputs), the default model and llama.cpp's
+# vocab-only GGUFs (tokenizer parity).
 # Idempotent: each step is skipped when already done, so a rerun takes seconds.
 set -euo pipefail
 
@@ -57,6 +58,12 @@ install_embed_model() {
   RILL_MODEL_DIR="$MODEL_DIR" bash "$ROOT/tools/fetch_embed_model.sh" "$VENV/bin/python" 2>&1 | sed 's/^\[fetch_embed_model\]/[setup]/' >&2
 }
 
+install_llama_vocabs() {
+  # llama.cpp's vocab-only GGUFs + golden tokenizations (engine:tokenizer_vocab_parity_test);
+  # pin in fetch_llama_vocabs.sh.
+  RILL_MODEL_DIR="$MODEL_DIR" bash "$ROOT/tools/fetch_llama_vocabs.sh" "$VENV/bin/python" 2>&1 | sed 's/^\[fetch_llama_vocabs\]/[setup]/' >&2
+}
+
 install_smg_protos() {
   # vllm_engine.proto + common.proto (the gateway's engine protocol); pin in fetch_smg_protos.sh.
   bash "$ROOT/tools/fetch_smg_protos.sh" "$VENV/bin/python" 2>&1 | sed 's/^\[fetch_smg_protos\]/[setup]/' >&2
@@ -68,3 +75,4 @@ install_xgrammar
 install_smg_protos
 install_model
 install_embed_model
+install_llama_vocabs

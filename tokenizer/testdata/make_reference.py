@@ -25,6 +25,9 @@ GPT2_RE = (r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+"
 LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+"
              r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2_RE = LLAMA3_RE.replace(r"\p{N}{1,3}", r"\p{N}")
+# Qwen3.5's tokenizer.json regex: marks join letter runs.
+QWEN35_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+"
+             r"|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
@@ -233,6 +236,7 @@ def write_pretok(out, seed, n):
             pre_tokenizers.Split(Regex(GPT2_RE), "isolated")]),
         "llama3": pre_tokenizers.Split(Regex(LLAMA3_RE), "isolated"),
         "qwen2": pre_tokenizers.Split(Regex(QWEN2_RE), "isolated"),
+        "qwen35": pre_tokenizers.Split(Regex(QWEN35_RE), "isolated"),
     }
     for name, pt in pats.items():
         with open(os.path.join(out, "pretok_%s.tsv" % name), "w") as f:

@@ -1,0 +1,210 @@
+// Rill's tokenizers against llama.cpp's golden tokenizations of real
+// vocabularies: the vocab-only ggml-vocab-<name>.gguf files with .inp (texts
+// separated by "\n__ggml_vocab_test__\n") and .out (one line of ids per text,
+// produced by HF tokenizers with add_special_tokens=False) from the pinned
+// llama-cpp-python sdist, which tools/fetch_llama_vocabs.sh extracts into
+// $RILL_MODEL_DIR/ggml-vocab. Each vocabulary is loaded through the engine's
+// GGUF tokenizer loader; every golden line must match exactly, and
+// decode(encode(s)) == s for the lossless (BPE) families. Vocabularies Rill
+// does not implement must be refused with an error that names the model or
+// pre-tokenizer and lists the supported ones.
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "base/model_dir.h"
+#include "engine/tokenizer_loader.h"
+#include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/wordpiece_tokenizer.h"
+#include "worker/loader/gguf.h"
+
+namespace rill::engine {
+namespace {
+
+struct Golden {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// As llama.cpp's tests/test-tokenizer-0.cpp reads them.
+std::vector<Golden> ReadGoldens(const std::string& gguf) {
+  const std::string inp = ReadFile(gguf + ".inp");
+  const std::string out = ReadFile(gguf + ".out");
+  std::vector<std::string> texts;
+  constexpr std::string_view kSep = "\n__ggml_vocab_test__\n";
+  size_t pos = 0;
+  while (pos < inp.size()) {
+    const size_t next = inp.find(kSep, pos);
+    if (next == std::string::npos) {
+      texts.push_back(inp.substr(pos));
+      break;
+    }
+    texts.push_back(inp.substr(pos, next - pos));
+    pos = next + kSep.size();
+  }
+  std::vector<std::string> lines = absl::StrSplit(out, '\n');
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();
+  EXPECT_EQ(texts.size(), lines.size()) << gguf;
+  std::vector<Golden> goldens;
+  for (size_t i = 0; i < texts.size() && i < lines.size(); ++i) {
+    Golden g{texts[i], {}};
+    for (absl::string_view id : absl::StrSplit(lines[i], ' ', absl::SkipEmpty())) {
+      g.ids.push_back(std::stoi(std::string(id)));
+    }
+    goldens.push_back(std::move(g));
+  }
+  return goldens;
+}
+
+std::string VocabPath(const std::string& name) {
+  return absl::StrCat(base::LlamaVocabPath(), "/ggml-vocab-", name, ".gguf");
+}
+
+std::unique_ptr<worker::loader::GgufFile> OpenVocab(const std::string& name) {
+  const std::string path = VocabPath(name);
+  absl::StatusOr<std::unique_ptr<worker::loader::GgufFile>> f =
+      worker::loader::GgufFile::Open(path);
+  EXPECT_TRUE(f.ok()) << f.status() << " (run tools/setup.sh, which fetches "
+                      << "llama.cpp's vocabularies with tools/fetch_llama_vocabs.sh)";
+  return f.ok() ? std::move(*f) : nullptr;
+}
+
+// "deepseek-llm" -> "deepseek_llm" (gtest names are alphanumeric).
+std::string TestName(std::string name) {
+  for (char& c : name) c = absl::ascii_isalnum(c) ? c : '_';
+  return name;
+}
+
+std::string Show(const std::vector<int32_t>& ids) { return absl::StrJoin(ids, " "); }
+
+// BPE vocabularies Rill claims: every golden line is checked, and each is
+// lossless: decode(encode(s)) == s for every golden text.
+struct Claimed {
+  const char* name;
+  bool add_bos;   // What the loader must say (llama.cpp's defaults).
+};
+
+class BpeVocabTest : public ::testing::TestWithParam<Claimed> {};
+
+TEST_P(BpeVocabTest, MatchesEveryGoldenLine) {
+  const Claimed& v = GetParam();
+  std::unique_ptr<worker::loader::GgufFile> f = OpenVocab(v.name);
+  ASSERT_NE(f, nullptr);
+  absl::StatusOr<tokenizer::TokenizerSpec> spec = TokenizerSpecFromGguf(*f);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->add_bos, v.add_bos);
+  absl::StatusOr<std::unique_ptr<tokenizer::BpeTokenizer>> tok =
+      tokenizer::BpeTokenizer::Create(*spec);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const std::vector<Golden> goldens = ReadGoldens(f->path());
+  ASSERT_GE(goldens.size(), 40u);
+  int mismatches = 0, roundtrips = 0;
+  for (const Golden& g : goldens) {
+    const std::vector<int32_t> got = (*tok)->Encode(g.text, /*add_special_tokens=*/false);
+    EXPECT_EQ(Show(got), Show(g.ids)) << v.name << ": text '" << g.text << "'";
+    mismatches += got != g.ids;
+    absl::StatusOr<std::string> back = (*tok)->Decode(got, /*skip_special_tokens=*/false);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, g.text) << v.name << ": round trip";
+    roundtrips += *back == g.text;
+  }
+  if (spec->add_bos) {
+    const std::vector<int32_t> with_bos = (*tok)->Encode("Hello", /*add_special_tokens=*/true);
+    ASSERT_FALSE(with_bos.empty());
+    EXPECT_EQ(with_bos[0], spec->bos_id);
+  }
+  std::cout << v.name << ": " << goldens.size() - mismatches << "/" << goldens.size()
+            << " golden lines match, " << roundtrips << " round trips\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    LlamaCppVocabs, BpeVocabTest,
+    ::testing::Values(
+        // SentencePiece BPE by score with byte fallback (Llama 2, Mistral).
+        Claimed{"llama-spm", true}, Claimed{"phi-3", true},
+        // Byte-level BPE, one pre-tokenizer each.
+        Claimed{"llama-bpe", true}, Claimed{"qwen2", false},
+        Claimed{"qwen35", false}, Claimed{"gpt-2", false},
+        Claimed{"mpt", false}, Claimed{"starcoder", false},
+        Claimed{"refact", false}, Claimed{"command-r", true},
+        // BPE by merge rank over UTF-8 with byte fallback.
+        Claimed{"gemma-4", true}),
+    [](const ::testing::TestParamInfo<Claimed>& info) { return TestName(info.param.name); });
+
+// bert-bge (WordPiece; lowercases, so not lossless).
+TEST(WordPieceVocabTest, BertBgeMatchesEveryGoldenLine) {
+  std::unique_ptr<worker::loader::GgufFile> f = OpenVocab("bert-bge");
+  ASSERT_NE(f, nullptr);
+  absl::StatusOr<tokenizer::WordPieceSpec> spec = WordPieceSpecFromGguf(*f);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<std::unique_ptr<tokenizer::WordPieceTokenizer>> tok =
+      tokenizer::WordPieceTokenizer::FromSpec(*spec);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const std::vector<Golden> goldens = ReadGoldens(f->path());
+  ASSERT_GE(goldens.size(), 40u);
+  int mismatches = 0;
+  for (const Golden& g : goldens) {
+    const std::vector<int32_t> got = (*tok)->Encode(g.text, /*add_special_tokens=*/false);
+    EXPECT_EQ(Show(got), Show(g.ids)) << "bert-bge: text '" << g.text << "'";
+    mismatches += got != g.ids;
+  }
+  // With special tokens: [CLS] ... [SEP], as the engine's Encode sends them.
+  EXPECT_EQ(Show((*tok)->Encode("Hello world", true)), "101 7592 2088 102");
+  std::cout << "bert-bge: " << goldens.size() - mismatches << "/" << goldens.size()
+            << " golden lines match\n";
+  // The BPE loader refuses it with a message that says why.
+  absl::StatusOr<tokenizer::TokenizerSpec> bpe = TokenizerSpecFromGguf(*f);
+  EXPECT_EQ(bpe.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(bpe.status().message(), "'bert'")) << bpe.status();
+}
+
+// Vocabularies Rill does not implement: loading must fail and say which
+// pre-tokenizer or model it is and what is supported.
+struct Refused {
+  const char* name;
+  const char* names;  // What the error must name.
+};
+
+class RefusedVocabTest : public ::testing::TestWithParam<Refused> {};
+
+TEST_P(RefusedVocabTest, LoadingFailsNamingWhatIsUnsupported) {
+  const Refused& v = GetParam();
+  std::unique_ptr<worker::loader::GgufFile> f = OpenVocab(v.name);
+  ASSERT_NE(f, nullptr);
+  absl::StatusOr<tokenizer::TokenizerSpec> spec = TokenizerSpecFromGguf(*f);
+  ASSERT_FALSE(spec.ok()) << v.name << " loaded, so it would be tokenized by other rules";
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kUnimplemented);
+  const std::string msg(spec.status().message());
+  EXPECT_TRUE(absl::StrContains(msg, v.names)) << msg;
+  EXPECT_TRUE(absl::StrContains(msg, "supported: ")) << msg;
+  EXPECT_TRUE(absl::StrContains(msg, f->path())) << msg;
+  std::cout << v.name << ": refused: " << msg << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    LlamaCppVocabs, RefusedVocabTest,
+    ::testing::Values(Refused{"falcon", "pre-tokenizer 'falcon'"},
+                      Refused{"deepseek-llm", "pre-tokenizer 'deepseek-llm'"},
+                      Refused{"deepseek-coder", "pre-tokenizer 'deepseek-coder'"},
+                      Refused{"nomic-bert-moe", "tokenizer model 't5'"}),
+    [](const ::testing::TestParamInfo<Refused>& info) { return TestName(info.param.name); });
+
+}  // namespace
+}  // namespace rill::engine
