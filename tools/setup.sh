@@ -57,6 +57,11 @@ install_embed_model() {
   RILL_MODEL_DIR="$MODEL_DIR" bash "$ROOT/tools/fetch_embed_model.sh" "$VENV/bin/python" 2>&1 | sed 's/^\[fetch_embed_model\]/[setup]/' >&2
 }
 
+install_chat_templates() {
+  # Real chat templates for the template engine's jinja2 parity test; pin in fetch_chat_templates.sh.
+  bash "$ROOT/tools/fetch_chat_templates.sh" "$VENV/bin/python" 2>&1 | sed 's/^\[fetch_chat_templates\]/[setup]/' >&2
+}
+
 install_smg_protos() {
   # vllm_engine.proto + common.proto (the gateway's engine protocol); pin in fetch_smg_protos.sh.
   bash "$ROOT/tools/fetch_smg_protos.sh" "$VENV/bin/python" 2>&1 | sed 's/^\[fetch_smg_protos\]/[setup]/' >&2
@@ -65,6 +70,7 @@ install_smg_protos() {
 install_apt
 install_venv
 install_xgrammar
+install_chat_templates
 install_smg_protos
 install_model
 install_embed_model
