@@ -18,12 +18,12 @@ namespace rill::tokenizer::jinja {
 namespace {
 
 constexpr std::string_view kFilters[] = {
-    "abs", "attr", "capitalize", "count", "d", "default", "first", "float", "indent", "int",
+    "abs", "attr", "capitalize", "count", "d", "default", "dictsort", "first", "float", "indent", "int",
     "items", "join", "last", "length", "list", "lower", "map", "max", "min", "reject",
     "rejectattr", "replace", "reverse", "safe", "select", "selectattr", "sort", "string",
     "sum", "title", "tojson", "trim", "unique", "upper"};
 constexpr std::string_view kJinjaFilters[] = {
-    "batch", "center", "dictsort", "e", "escape", "filesizeformat", "forceescape", "format",
+    "batch", "center", "e", "escape", "filesizeformat", "forceescape", "format",
     "groupby", "pprint", "random", "round", "slice", "striptags", "truncate", "urlencode",
     "urlize", "wordcount", "wordwrap", "xmlattr"};
 constexpr std::string_view kTests[] = {
@@ -301,6 +301,23 @@ Value CallFilter(const std::string& name, const Value& in, const CallArgs& a) {
     if (in.is_undefined()) return Value::List({});
     if (in.kind() != Value::Kind::kDict) Fail("TypeError: items() filter needs a mapping");
     return GetAttr(in, "items").func()(CallArgs{});
+  }
+  if (name == "dictsort") {
+    // dictsort(case_sensitive=False, by='key', reverse=False): (key, value) pairs.
+    if (in.kind() != Value::Kind::kDict) Fail("FilterArgumentError: dictsort needs a mapping");
+    const bool case_sensitive = BoolArg(Arg(a, 0, "case_sensitive"), false);
+    const Value* by = Arg(a, 1, "by");
+    const bool by_value = by != nullptr && by->is_string() && by->str() == "value";
+    if (by != nullptr && !by_value && !(by->is_string() && by->str() == "key")) {
+      Fail("FilterArgumentError: You can only sort by either \"key\" or \"value\"");
+    }
+    const bool reverse = BoolArg(Arg(a, 2, "reverse"), false);
+    std::vector<Value> pairs = GetAttr(in, "items").func()(CallArgs{}).list();
+    auto key = [&](const Value& p) { return SortKey(p.list()[by_value ? 1 : 0], nullptr, case_sensitive); };
+    std::stable_sort(pairs.begin(), pairs.end(), [&](const Value& x, const Value& y) {
+      return reverse ? Compare("<", key(y), key(x)) : Compare("<", key(x), key(y));
+    });
+    return Value::List(std::move(pairs));
   }
   if (name == "replace") {
     return Value::String(PyReplace(SoftStr(in), StrArg(Arg(a, 0, "old"), "replace"),

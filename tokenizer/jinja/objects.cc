@@ -1,6 +1,7 @@
 // Lookup, iteration, operators and methods of the Python objects a template
 // sees (the builtins.h functions that are not filters or tests).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -77,6 +78,59 @@ Value Method(const std::string& owner, const std::string& name, Function f) {
 [[noreturn]] void Unsafe(const std::string& name, const Value& obj) {
   Fail(absl::StrCat("SecurityError: access to attribute '", name, "' of '", obj.TypeName(),
                     "' object is unsafe."));
+}
+
+// str.format with plain fields: {}, {0}, {name}, optionally !s / !r.
+// Format specs and attribute/index lookups inside a field are refused.
+std::string PyFormat(const std::string& fmt, const CallArgs& a) {
+  std::string out;
+  size_t auto_index = 0;
+  bool numbered_auto = false, numbered_manual = false;
+  for (size_t i = 0; i < fmt.size(); ++i) {
+    const char c = fmt[i];
+    if (c == '}') {
+      if (i + 1 < fmt.size() && fmt[i + 1] == '}') ++i;
+      else Fail("ValueError: Single '}' encountered in format string");
+      out.push_back('}');
+      continue;
+    }
+    if (c != '{') {
+      out.push_back(c);
+      continue;
+    }
+    if (i + 1 < fmt.size() && fmt[i + 1] == '{') {
+      out.push_back('{');
+      ++i;
+      continue;
+    }
+    const size_t close = fmt.find('}', i);
+    if (close == std::string::npos) Fail("ValueError: Single '{' encountered in format string");
+    std::string field = fmt.substr(i + 1, close - i - 1);
+    i = close;
+    char conversion = 's';
+    if (field.size() >= 2 && field[field.size() - 2] == '!') {
+      conversion = field.back();
+      field.resize(field.size() - 2);
+    }
+    if (field.find_first_of(":.[{") != std::string::npos || (conversion != 's' && conversion != 'r')) {
+      Unsupported("str.format() with format specs, conversions other than !s/!r or field lookups");
+    }
+    const Value* v = nullptr;
+    if (field.empty() || std::all_of(field.begin(), field.end(), ::isdigit)) {
+      (field.empty() ? numbered_auto : numbered_manual) = true;
+      if (numbered_auto && numbered_manual) {
+        Fail("ValueError: cannot switch from manual field specification to automatic field numbering");
+      }
+      const size_t idx = field.empty() ? auto_index++ : std::stoul(field);
+      if (idx >= a.positional.size()) Fail("IndexError: Replacement index out of range for positional args tuple");
+      v = &a.positional[idx];
+    } else {
+      v = Arg(a, kKeywordOnly, field);
+      if (v == nullptr) Fail(absl::StrCat("KeyError: '", field, "'"));
+    }
+    out += conversion == 'r' ? v->Repr() : v->ToString();
+  }
+  return out;
 }
 
 Value StrMethod(const Value& obj, const std::string& name) {
@@ -174,8 +228,11 @@ Value StrMethod(const Value& obj, const std::string& name) {
       return Value::String(std::move(out));
     });
   }
+  if (name == "format") {
+    return m([=](const CallArgs& a) { return Value::String(PyFormat(s, a)); });
+  }
   static const auto* python_methods = new std::vector<std::string>{
-      "casefold", "center", "encode", "expandtabs", "format", "format_map", "index",
+      "casefold", "center", "encode", "expandtabs", "format_map", "index",
       "isalnum", "isalpha", "isascii", "isdecimal", "isdigit", "isidentifier", "islower",
       "isnumeric", "isprintable", "istitle", "isupper", "ljust", "partition", "rindex",
       "rjust", "rpartition", "swapcase", "translate", "zfill"};

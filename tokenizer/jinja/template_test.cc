@@ -74,6 +74,8 @@ TEST(TemplateTest, RendersLikeJinja2) {
        "||d|e|True"},
       {"{% if ms[0].role == 'system' %}{% set rest = ms[1:] %}{% else %}{% set rest = ms %}{% endif %}{{ rest|length }}{{ ms|last|attr('role') }}",
        "2"},
+      {"{{ '<a{}b{x}{}>'.format(1, 'z', x='q') }}|{{ '{1}{0!r}'.format(1,'y') }}|{{ {'b':1,'A':2}|dictsort }}|{{ '{{}}'.format() }}",
+       "<a1bqz>|y1|[('A', 2), ('b', 1)]|{}"},
   };
   for (const auto& [source, want] : cases) {
     absl::StatusOr<std::string> got = Render(source);
@@ -93,7 +95,7 @@ TEST(TemplateTest, NamesWhatItDoesNotRender) {
       {"{{ x is escaped }}", absl::StatusCode::kUnimplemented, "test 'escaped'"},
       {"{% include 'a' %}", absl::StatusCode::kUnimplemented, "{% include %}"},
       {"{% raw %}x{% endraw %}", absl::StatusCode::kUnimplemented, "{% raw %}"},
-      {"{{ '{}'.format(1) }}", absl::StatusCode::kUnimplemented, "str.format()"},
+      {"{{ '{:>5}'.format(1) }}", absl::StatusCode::kUnimplemented, "str.format() with format specs"},
       {"{{ 'x %s' % 1 }}", absl::StatusCode::kUnimplemented, "'%' string formatting"},
       {"{{ 'ÉCOLE'|lower }}", absl::StatusCode::kUnimplemented, "lower() of non-ASCII"},
       {"{{ x|nosuchfilter }}", absl::StatusCode::kInvalidArgument, "no filter named 'nosuchfilter'"},
