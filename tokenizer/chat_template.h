@@ -41,9 +41,14 @@ struct ChatTemplateOptions {
 // Immutable; Apply may run on many threads at once.
 class ChatTemplate {
  public:
-  // UNIMPLEMENTED when the text is empty or Rill cannot render it: a syntax
-  // error, or a tag, filter or test its engine lacks (named in the message).
+  // UNIMPLEMENTED when the text is empty or Rill cannot use it: a syntax
+  // error or a tag its engine lacks (named in the message).
   static absl::StatusOr<ChatTemplate> Create(std::string_view template_text);
+
+  // Filters and tests the template names that Rill's engine lacks: a
+  // rendering that reaches one fails with UNIMPLEMENTED naming it (worth a
+  // warning when the model loads).
+  std::vector<std::string> UnsupportedFeatures() const { return template_.UnsupportedFeatures(); }
 
   // INVALID_ARGUMENT when the template rejects the messages (its
   // raise_exception message, e.g. "Conversation roles must alternate ...")

@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include "absl/strings/str_join.h"
 #include "tokenizer/tokenizer_json.h"
 
 namespace rill::tokenizer {
@@ -20,6 +21,10 @@ std::unique_ptr<Tokenizer> Tokenizer::FromBpe(std::shared_ptr<const BpeTokenizer
   if (!t->chat_template_.ok() && !bpe->spec().chat_template.empty()) {
     LOG(WARNING) << "the model's chat template cannot be used; chat requests will fail: "
                  << t->chat_template_.status().message();
+  } else if (t->chat_template_.ok() && !t->chat_template_->UnsupportedFeatures().empty()) {
+    LOG(WARNING) << "the model's chat template uses what Rill's template engine lacks ("
+                 << absl::StrJoin(t->chat_template_->UnsupportedFeatures(), ", ")
+                 << "); chat requests that reach it will fail with FAILED_PRECONDITION";
   }
   t->bpe_ = std::move(bpe);
   return t;

@@ -381,7 +381,8 @@ Value CallFilter(const std::string& name, const Value& in, const CallArgs& a) {
     for (const Value& v : Iterate(in)) total = BinaryOp("+", total, attr ? GetPath(v, StrArg(attr, "sum")) : v);
     return total;
   }
-  Unsupported(absl::StrCat("filter '", name, "'"));
+  if (JinjaHasFilter(name)) Unsupported(absl::StrCat("filter '", name, "'"));
+  Fail(absl::StrCat("TemplateRuntimeError: No filter named '", name, "' found."));
 }
 
 bool CallTest(const std::string& name, const Value& v, const CallArgs& a) {

@@ -304,21 +304,18 @@ class Renderer {
 absl::StatusOr<Template> Template::Parse(std::string_view source) {
   absl::StatusOr<Program> p = jinja::Parse(source);
   if (!p.ok()) return p.status();
-  for (const std::string& f : p->filters_used) {
-    if (HasFilter(f)) continue;
-    if (JinjaHasFilter(f)) {
-      return absl::UnimplementedError(absl::StrCat("filter '", f, "' is not supported by Rill's template engine"));
-    }
-    return absl::InvalidArgumentError(absl::StrCat("no filter named '", f, "'"));
-  }
-  for (const std::string& t : p->tests_used) {
-    if (HasTest(t)) continue;
-    if (JinjaHasTest(t)) {
-      return absl::UnimplementedError(absl::StrCat("test '", t, "' is not supported by Rill's template engine"));
-    }
-    return absl::InvalidArgumentError(absl::StrCat("no test named '", t, "'"));
-  }
   return Template(std::make_shared<const Program>(std::move(*p)));
+}
+
+std::vector<std::string> Template::UnsupportedFeatures() const {
+  std::vector<std::string> out;
+  for (const std::string& f : program_->filters_used) {
+    if (!HasFilter(f)) out.push_back(absl::StrCat("filter '", f, "'"));
+  }
+  for (const std::string& t : program_->tests_used) {
+    if (!HasTest(t)) out.push_back(absl::StrCat("test '", t, "'"));
+  }
+  return out;
 }
 
 absl::StatusOr<std::string> Template::Render(std::vector<std::pair<std::string, Value>> globals) const {

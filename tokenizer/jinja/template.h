@@ -2,9 +2,11 @@
 // byte for byte, under the settings transformers' apply_chat_template uses
 // (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols,
 // its tojson and {% generation %}). What it does not implement is refused by
-// name (UNIMPLEMENTED), at parse time where the template shows it (tags,
-// filters, tests) and otherwise when rendering reaches it (a str method, an
-// argument form), never rendered differently.
+// name (UNIMPLEMENTED), at parse time for tags and when rendering reaches it
+// otherwise (a filter, test or str method, an argument form), never rendered
+// differently. Rendering-time refusal is deliberate: as in jinja2, which
+// checks filters only when an {% if %} branch runs, a template whose tool-call
+// branch uses something missing still renders plain chats.
 //
 // Immutable after Parse; Render may run on many threads at once.
 #ifndef RILL_TOKENIZER_JINJA_TEMPLATE_H_
@@ -25,10 +27,13 @@ struct Program;
 
 class Template {
  public:
-  // INVALID_ARGUMENT: not valid jinja2 (syntax, a filter or test jinja2 does
-  // not have); UNIMPLEMENTED: valid jinja2 that this engine does not render.
-  // Messages name the construct and its line.
+  // INVALID_ARGUMENT: not valid jinja2 (syntax); UNIMPLEMENTED: a tag this
+  // engine does not render. Messages name the construct and its line.
   static absl::StatusOr<Template> Parse(std::string_view source);
+
+  // The filters and tests the template names that this engine lacks ("filter
+  // 'wordwrap'"): rendering fails with UNIMPLEMENTED if it reaches one.
+  std::vector<std::string> UnsupportedFeatures() const;
 
   // Renders with `globals` as the template's variables (besides range,
   // namespace and dict). INVALID_ARGUMENT where jinja2 would raise (the

@@ -98,7 +98,7 @@ TEST(TemplateTest, NamesWhatItDoesNotRender) {
       {"{{ '{:>5}'.format(1) }}", absl::StatusCode::kUnimplemented, "str.format() with format specs"},
       {"{{ 'x %s' % 1 }}", absl::StatusCode::kUnimplemented, "'%' string formatting"},
       {"{{ 'ÉCOLE'|lower }}", absl::StatusCode::kUnimplemented, "lower() of non-ASCII"},
-      {"{{ x|nosuchfilter }}", absl::StatusCode::kInvalidArgument, "no filter named 'nosuchfilter'"},
+      {"{{ x|nosuchfilter }}", absl::StatusCode::kInvalidArgument, "No filter named 'nosuchfilter'"},
       {"{% if %}", absl::StatusCode::kInvalidArgument, "line 1"},
       {"{{ ms[0].nope.deeper }}", absl::StatusCode::kInvalidArgument, "has no attribute 'nope'"},
       {"{{ ms.append(1) }}", absl::StatusCode::kInvalidArgument, "unsafe"},
@@ -113,6 +113,17 @@ TEST(TemplateTest, NamesWhatItDoesNotRender) {
     EXPECT_NE(got.status().message().find(c.message_part), std::string::npos)
         << c.source << ": " << got.status();
   }
+}
+
+TEST(TemplateTest, RefusesOnlyWhatRenderingReaches) {
+  absl::StatusOr<Template> t = Template::Parse(
+      "{% if y == 2 %}{{ ms|wordwrap(5) }}{% elif y == 3 %}{{ ms is escaped }}{% endif %}ok");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->UnsupportedFeatures(), (std::vector<std::string>{"filter 'wordwrap'", "test 'escaped'"}));
+  EXPECT_EQ(*t->Render({{"y", Value::Int(1)}}), "ok");
+  absl::StatusOr<std::string> out = t->Render({{"y", Value::Int(2)}});
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(out.status().message().find("filter 'wordwrap'"), std::string::npos) << out.status();
 }
 
 TEST(TemplateTest, RunawayTemplatesStop) {
