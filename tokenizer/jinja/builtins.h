@@ -6,6 +6,7 @@
 #ifndef RILL_TOKENIZER_JINJA_BUILTINS_H_
 #define RILL_TOKENIZER_JINJA_BUILTINS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -5,6 +5,7 @@
 #ifndef RILL_TOKENIZER_JINJA_LEXER_H_
 #define RILL_TOKENIZER_JINJA_LEXER_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
