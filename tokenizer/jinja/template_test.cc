@@ -76,6 +76,7 @@ TEST(TemplateTest, RendersLikeJinja2) {
        "2"},
       {"{{ '<a{}b{x}{}>'.format(1, 'z', x='q') }}|{{ '{1}{0!r}'.format(1,'y') }}|{{ {'b':1,'A':2}|dictsort }}|{{ '{{}}'.format() }}",
        "<a1bqz>|y1|[('A', 2), ('b', 1)]|{}"},
+      {"{{ ['a\u00a0b\u2028 \x7f', \"it's\"] }}", "['a\\xa0b\\u2028 \\x7f', \"it's\"]"},
   };
   for (const auto& [source, want] : cases) {
     absl::StatusOr<std::string> got = Render(source);

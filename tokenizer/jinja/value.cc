@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tokenizer/unicode_data.h"
 
 namespace rill::tokenizer::jinja {
 
@@ -166,24 +168,33 @@ std::string PythonFloatRepr(double f) {
 
 namespace {
 
+// Python's repr(str): quotes chosen as Python does, non-printable code
+// points (controls, format characters, separators but the space) escaped.
 std::string ReprString(const std::string& s) {
   const char quote = s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
   std::string out(1, quote);
-  for (const char c : s) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (c == quote || c == '\\') {
+  std::vector<size_t> off;
+  const std::vector<uint32_t> cps = DecodeUtf8(s, &off);
+  for (size_t i = 0; i < cps.size(); ++i) {
+    const uint32_t cp = cps[i];
+    if (cp == static_cast<uint32_t>(quote) || cp == '\\') {
       out.push_back('\\');
-      out.push_back(c);
-    } else if (c == '\n') {
+      out.push_back(static_cast<char>(cp));
+    } else if (cp == '\n') {
       out += "\\n";
-    } else if (c == '\r') {
+    } else if (cp == '\r') {
       out += "\\r";
-    } else if (c == '\t') {
+    } else if (cp == '\t') {
       out += "\\t";
-    } else if (u < 0x20 || u == 0x7f) {
-      out += absl::StrFormat("\\x%02x", u);
+    } else if (off[i + 1] - off[i] == 1 && static_cast<unsigned char>(s[off[i]]) >= 0x80) {
+      out += absl::StrFormat("\\udc%02x", static_cast<unsigned char>(s[off[i]]));  // surrogateescape
+    } else if (cp != ' ' && (cp < 0x20 || cp == 0x7f ||
+                             (CodePointCategory(cp) & (kCategoryOther | kCategorySeparator)))) {
+      out += cp < 0x100     ? absl::StrFormat("\\x%02x", cp)
+             : cp < 0x10000 ? absl::StrFormat("\\u%04x", cp)
+                            : absl::StrFormat("\\U%08x", cp);
     } else {
-      out.push_back(c);
+      out.append(s, off[i], off[i + 1] - off[i]);
     }
   }
   out.push_back(quote);
