@@ -436,13 +436,15 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b) {
     Fail(absl::StrCat("TypeError: unsupported operand type(s) for ", op, ": '", a.TypeName(),
                       "' and '", b.TypeName(), "'"));
   };
-  auto checked = [](bool overflow, int64_t r) {
+  // Arguments are evaluated in an unspecified order: the overflow check
+  // (which writes r) runs before r is read.
+  int64_t r = 0;
+  auto checked = [&r](bool overflow) {
     if (overflow) Unsupported("integer arithmetic beyond 64 bits");
     return Value::Int(r);
   };
-  int64_t r = 0;
   if (op == "+") {
-    if (ints) return checked(__builtin_add_overflow(a.int_value(), b.int_value(), &r), r);
+    if (ints) return checked(__builtin_add_overflow(a.int_value(), b.int_value(), &r));
     if (nums) return Value::Float(a.float_value() + b.float_value());
     if (a.is_string() && b.is_string()) return Value::String(a.str() + b.str());
     if (a.is_list() && b.is_list()) {
@@ -457,12 +459,12 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b) {
     type_error();
   }
   if (op == "-") {
-    if (ints) return checked(__builtin_sub_overflow(a.int_value(), b.int_value(), &r), r);
+    if (ints) return checked(__builtin_sub_overflow(a.int_value(), b.int_value(), &r));
     if (nums) return Value::Float(a.float_value() - b.float_value());
     type_error();
   }
   if (op == "*") {
-    if (ints) return checked(__builtin_mul_overflow(a.int_value(), b.int_value(), &r), r);
+    if (ints) return checked(__builtin_mul_overflow(a.int_value(), b.int_value(), &r));
     if (nums) return Value::Float(a.float_value() * b.float_value());
     const Value& seq = a.is_number() ? b : a;
     const Value& count = a.is_number() ? a : b;

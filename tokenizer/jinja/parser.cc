@@ -68,7 +68,7 @@ class Parser {
     return true;
   }
   void ExpectOp(std::string_view op) {
-    if (!AcceptOp(op)) SyntaxError(absl::StrCat("expected '", op, "', got '", Describe(), "'"));
+    if (!AcceptOp(op)) SyntaxError(absl::StrCat("expected '", std::string(op), "', got '", Describe(), "'"));
   }
   std::string ExpectName() {
     if (Cur().type != T::kName) SyntaxError(absl::StrCat("expected a name, got '", Describe(), "'"));

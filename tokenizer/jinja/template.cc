@@ -17,7 +17,7 @@ namespace {
 // Bounds no real chat template comes near; they turn a runaway template
 // (nested loops over large ranges, deep macro recursion) into an error
 // instead of a hung or crashed request.
-constexpr int64_t kMaxSteps = 5'000'000;
+constexpr int64_t kMaxSteps = 1'000'000;
 constexpr int kMaxMacroDepth = 64;
 constexpr size_t kMaxOutputBytes = 64 << 20;
 
@@ -149,7 +149,18 @@ class Renderer {
       return;
     }
     const int64_t n = static_cast<int64_t>(items.size());
+    // loop.cycle and loop.changed are made once per loop; cycle reads the
+    // current index through `index`.
+    auto index = std::make_shared<int64_t>(0);
+    const Value cycle = Value::Func("loop.cycle", [index](const CallArgs& a) {
+      if (a.positional.empty()) Fail("TypeError: no items for cycling given");
+      return a.positional[*index % a.positional.size()];
+    });
+    const Value changed = Value::Func("loop.changed", [](const CallArgs&) -> Value {
+      Unsupported("loop.changed()");
+    });
     for (int64_t i = 0; i < n; ++i) {
+      *index = i;
       Step();
       ScopePtr iter = Child(scope);
       Bind(s.targets, items[i], iter.get());
@@ -165,14 +176,9 @@ class Renderer {
           {"depth0", Value::Int(0)},
           {"previtem", i > 0 ? items[i - 1] : Value::Undefined("there is no previous item")},
           {"nextitem", i + 1 < n ? items[i + 1] : Value::Undefined("there is no next item")},
+          {"cycle", cycle},
+          {"changed", changed},
       });
-      loop.dict().Set("cycle", Value::Func("loop.cycle", [i](const CallArgs& a) {
-        if (a.positional.empty()) Fail("TypeError: no items for cycling given");
-        return a.positional[i % a.positional.size()];
-      }));
-      loop.dict().Set("changed", Value::Func("loop.changed", [](const CallArgs&) -> Value {
-        Unsupported("loop.changed()");
-      }));
       iter->vars.Set("loop", loop);
       if (Exec(s.body, iter, out) == Flow::kBreak) break;
     }
