@@ -120,7 +120,9 @@ TEST(ChatTemplateTest, MatchesJinja2OnPublishedTemplates) {
   for (const std::string& name : RequiredTemplates()) {
     EXPECT_TRUE(templates.count(name)) << name << " is missing from the reference set";
   }
-  if (with_model) EXPECT_TRUE(templates.count("default-model"));
+  if (with_model) {
+    EXPECT_TRUE(templates.count("default-model"));
+  }
 
   for (const base::json::JsonValue& c : ref->Find("cases")->array_items()) {
     const std::string& name = c.Find("template")->string_value();
@@ -151,8 +153,9 @@ TEST(ChatTemplateTest, MatchesJinja2OnPublishedTemplates) {
       continue;
     }
     if (c.Find("error") != nullptr) {
-      ASSERT_FALSE(got.ok()) << where << ": jinja2 raised " << c.Find("error")->string_value()
+      EXPECT_FALSE(got.ok()) << where << ": jinja2 raised " << c.Find("error")->string_value()
                              << " but Rill rendered " << base::json::QuoteJsonString(*got);
+      if (got.ok()) continue;
       EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << where;
       if (c.Find("raised")->bool_value()) {
         EXPECT_EQ(got.status().message(), c.Find("error")->string_value()) << where;
@@ -160,7 +163,8 @@ TEST(ChatTemplateTest, MatchesJinja2OnPublishedTemplates) {
       ++n.same_error;
       continue;
     }
-    ASSERT_TRUE(got.ok()) << where << ": " << got.status();
+    EXPECT_TRUE(got.ok()) << where << ": " << got.status();
+    if (!got.ok()) continue;
     EXPECT_EQ(*got, c.Find("output")->string_value()) << where;
     if (*got == c.Find("output")->string_value()) ++n.identical;
   }

@@ -80,6 +80,7 @@ Value SelectFilter(const Value& in, const CallArgs& a, bool with_attr, bool keep
   const Value* test = test_at < a.positional.size() ? &a.positional[test_at] : nullptr;
   const CallArgs test_args = Rest(a, test_at + 1);
   std::vector<Value> out;
+  if (!in.Truthy()) return Value::List({});  // jinja2 checks `if value:` first.
   for (const Value& item : Iterate(in)) {
     const Value v = with_attr ? GetPath(item, attr) : item;
     const bool ok = test ? CallTest(StrArg(test, "select"), v, test_args) : v.Truthy();
@@ -90,6 +91,7 @@ Value SelectFilter(const Value& in, const CallArgs& a, bool with_attr, bool keep
 
 Value MapFilter(const Value& in, const CallArgs& a) {
   std::vector<Value> out;
+  if (!in.Truthy()) return Value::List({});  // jinja2 checks `if value:` first.
   if (a.positional.empty()) {
     const Value* attr = Arg(a, kKeywordOnly, "attribute");
     if (attr == nullptr) Fail("TypeError: map() needs a filter name or attribute=");
