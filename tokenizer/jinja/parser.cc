@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <initializer_list>
 #include <set>
 #include <string>
 #include <utility>
@@ -270,17 +271,24 @@ class Parser {
     return b;
   }
 
-  ExprPtr ParseOr() {
-    ExprPtr e = ParseAnd();
-    while (AcceptName("or")) e = Binary("or", std::move(e), ParseAnd());
-    return e;
+  // One left-associative precedence level: operand (op operand)*, the
+  // operators being names (and, or) or operator tokens.
+  ExprPtr LeftAssoc(ExprPtr (Parser::*operand)(), std::initializer_list<std::string_view> ops,
+                    bool names) {
+    ExprPtr e = (this->*operand)();
+    while (true) {
+      std::string op;
+      for (std::string_view o : ops) {
+        if (names ? IsName(o) : IsOp(o)) op = std::string(o);
+      }
+      if (op.empty()) return e;
+      Next();
+      e = Binary(op, std::move(e), (this->*operand)());
+    }
   }
 
-  ExprPtr ParseAnd() {
-    ExprPtr e = ParseNot();
-    while (AcceptName("and")) e = Binary("and", std::move(e), ParseNot());
-    return e;
-  }
+  ExprPtr ParseOr() { return LeftAssoc(&Parser::ParseAnd, {"or"}, true); }
+  ExprPtr ParseAnd() { return LeftAssoc(&Parser::ParseNot, {"and"}, true); }
 
   ExprPtr ParseNot() {
     if (IsName("not")) {
@@ -323,37 +331,12 @@ class Parser {
     return c ? std::move(c) : std::move(first);
   }
 
-  ExprPtr ParseMath1() {
-    ExprPtr e = ParseConcat();
-    while (IsOp("+") || IsOp("-")) {
-      const std::string op = Cur().value;
-      Next();
-      e = Binary(op, std::move(e), ParseConcat());
-    }
-    return e;
-  }
-
-  ExprPtr ParseConcat() {
-    ExprPtr e = ParseMath2();
-    while (AcceptOp("~")) e = Binary("~", std::move(e), ParseMath2());
-    return e;
-  }
-
-  ExprPtr ParseMath2() {
-    ExprPtr e = ParsePow();
-    while (IsOp("*") || IsOp("/") || IsOp("//") || IsOp("%")) {
-      const std::string op = Cur().value;
-      Next();
-      e = Binary(op, std::move(e), ParsePow());
-    }
-    return e;
-  }
-
-  ExprPtr ParsePow() {
-    ExprPtr e = ParseUnary(true);
-    while (AcceptOp("**")) e = Binary("**", std::move(e), ParseUnary(true));
-    return e;
-  }
+  // jinja2's precedence, loosest first: + -, then ~, then * / // %, then **.
+  ExprPtr ParseMath1() { return LeftAssoc(&Parser::ParseConcat, {"+", "-"}, false); }
+  ExprPtr ParseConcat() { return LeftAssoc(&Parser::ParseMath2, {"~"}, false); }
+  ExprPtr ParseMath2() { return LeftAssoc(&Parser::ParsePow, {"*", "/", "//", "%"}, false); }
+  ExprPtr ParsePow() { return LeftAssoc(&Parser::ParseUnaryWithFilters, {"**"}, false); }
+  ExprPtr ParseUnaryWithFilters() { return ParseUnary(true); }
 
   ExprPtr ParseUnary(bool with_filter) {
     ExprPtr e;
