@@ -447,10 +447,7 @@ class Parser {
       } else if (AcceptOp("[")) {
         e = ParseSubscript(std::move(e));
       } else if (IsOp("(")) {
-        ExprPtr c = Node(Expr::Type::kCall);
-        c->items.push_back(std::move(e));
-        ParseCallArgs(c.get());
-        e = std::move(c);
+        e = ParseCall(std::move(e));
       } else {
         return e;
       }
@@ -480,6 +477,14 @@ class Parser {
     s->items.push_back(std::move(obj));
     for (ExprPtr& p : parts) s->items.push_back(std::move(p));
     return s;
+  }
+
+  // callee( args ): the '(' is current.
+  ExprPtr ParseCall(ExprPtr callee) {
+    ExprPtr c = Node(Expr::Type::kCall);
+    c->items.push_back(std::move(callee));
+    ParseCallArgs(c.get());
+    return c;
   }
 
   // ( args, name=value ... ) after the callee; the '(' is current.
@@ -535,10 +540,7 @@ class Parser {
         }
         e = std::move(t);
       } else if (IsOp("(")) {
-        ExprPtr c = Node(Expr::Type::kCall);
-        c->items.push_back(std::move(e));
-        ParseCallArgs(c.get());
-        e = std::move(c);
+        e = ParseCall(std::move(e));
       } else {
         return e;
       }
