@@ -1,5 +1,6 @@
 #include "tokenizer/chat_template.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -9,6 +10,8 @@
 #include <gtest/gtest.h>
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/json.h"
 #include "tokenizer/test_util.h"
 
@@ -124,6 +127,8 @@ TEST(ChatTemplateTest, MatchesJinja2OnPublishedTemplates) {
     EXPECT_TRUE(templates.count("default-model"));
   }
 
+  absl::Duration render_time;
+  int renders = 0;
   for (const base::json::JsonValue& c : ref->Find("cases")->array_items()) {
     const std::string& name = c.Find("template")->string_value();
     const absl::StatusOr<ChatTemplate>& t = templates.at(name);
@@ -144,7 +149,10 @@ TEST(ChatTemplateTest, MatchesJinja2OnPublishedTemplates) {
         name, " on ", msgs.size(), " messages (first: ",
         msgs.empty() ? "" : msgs[0].role + " " + base::json::QuoteJsonString(msgs[0].content), ")",
         options.add_generation_prompt ? " +generation prompt" : "");
+    const absl::Time start = absl::Now();
     absl::StatusOr<std::string> got = t->Apply(msgs, options);
+    render_time += absl::Now() - start;
+    ++renders;
     Tally& n = tally[name];
     if (!got.ok() && got.status().code() == absl::StatusCode::kUnimplemented) {
       EXPECT_EQ(RequiredTemplates().count(name), 0u) << where << " must render: " << got.status();
@@ -180,6 +188,8 @@ TEST(ChatTemplateTest, MatchesJinja2OnPublishedTemplates) {
   }
   fprintf(stderr, "total: %d identical, %d same error, %d of %zu templates refused (at least in part)\n",
           identical, errors, refused_templates, templates.size());
+  fprintf(stderr, "rendering took %.1f us per case on average (%d cases)\n",
+          absl::ToDoubleMicroseconds(render_time) / std::max(renders, 1), renders);
   EXPECT_GT(identical, 1500);
   EXPECT_GT(errors, 0);  // Role checks (raise_exception) were exercised.
 }

@@ -18,13 +18,16 @@ bool IsPythonSpace(uint32_t cp) {
 
 namespace {
 
-// Byte length of the Python whitespace at the start of s.
+// Byte length of the Python whitespace at the start of s (decoding only as
+// far as the whitespace goes: s may be the rest of the template).
 size_t LeadingSpace(std::string_view s) {
-  std::vector<size_t> off;
-  const std::vector<uint32_t> cps = DecodeUtf8(s, &off);
   size_t i = 0;
-  while (i < cps.size() && IsPythonSpace(cps[i])) ++i;
-  return off[i];
+  while (i < s.size()) {
+    const int n = Utf8SequenceLength(s.substr(i));
+    if (n <= 0 || !IsPythonSpace(DecodeUtf8(s.substr(i, n))[0])) break;
+    i += n;
+  }
+  return i;
 }
 
 // s without its trailing Python whitespace.
