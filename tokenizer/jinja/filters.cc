@@ -190,7 +190,9 @@ void DumpJson(const Value& v, int indent, int level, bool sort_keys, std::string
       *out += "{";
       for (size_t i = 0; i < items.size(); ++i) {
         *out += (i ? sep : "") + nl;
-        JsonString(items[i]->first, out);
+        const Value key = DictKeyValue(items[i]->first);
+        // json.dumps writes None/int/float keys as "null", "512", "1.5".
+        JsonString(key.is_string() ? key.str() : ToJson(key, -1, false), out);
         *out += ": ";
         DumpJson(items[i]->second, indent, level + 1, sort_keys, out);
       }

@@ -250,9 +250,9 @@ Value DictMethod(const Value& obj, const std::string& name) {
       std::vector<Value> out;
       for (const auto& [k, v] : d.dict().items) {
         if (name == "items") {
-          out.push_back(Value::List({Value::String(k), v}, /*tuple=*/true));
+          out.push_back(Value::List({DictKeyValue(k), v}, /*tuple=*/true));
         } else {
-          out.push_back(name == "keys" ? Value::String(k) : v);
+          out.push_back(name == "keys" ? DictKeyValue(k) : v);
         }
       }
       return Value::List(std::move(out));
@@ -264,8 +264,8 @@ Value DictMethod(const Value& obj, const std::string& name) {
       const Value* key = Arg(a, 0, "key");
       const Value* def = Arg(a, 1, "default");
       if (key == nullptr) Fail("TypeError: get expected at least 1 argument");
-      if (key->is_string()) {
-        if (const Value* v = d.dict().Find(key->str())) return *v;
+      if (key->kind() != Value::Kind::kList && key->kind() != Value::Kind::kDict) {
+        if (const Value* v = d.dict().Find(DictKey(*key))) return *v;
       }
       return def != nullptr ? *def : Value::None();
     });
@@ -340,8 +340,8 @@ Value GetItem(const Value& obj, const Value& key) {
     const std::vector<size_t> off = CodePointOffsets(obj.str());
     const int64_t i = NormalizeIndex(key.int_value(), static_cast<int64_t>(off.size()) - 1);
     if (i >= 0) return Value::String(obj.str().substr(off[i], off[i + 1] - off[i]));
-  } else if (obj.kind() == Value::Kind::kDict && key.is_string()) {
-    if (const Value* v = obj.dict().Find(key.str())) return *v;
+  } else if (obj.kind() == Value::Kind::kDict && !key.is_undefined() && !key.is_list() && !key.is_dict()) {
+    if (const Value* v = obj.dict().Find(DictKey(key))) return *v;
   }
   if (key.is_string()) return GetAttr(obj, key.str());
   return Value::Undefined(absl::StrCat("'", obj.TypeName(), " object' has no element ", key.Repr()));
@@ -401,7 +401,7 @@ std::vector<Value> Iterate(const Value& v) {
     case Value::Kind::kList: return v.list();
     case Value::Kind::kDict: {
       std::vector<Value> keys;
-      for (const auto& item : v.dict().items) keys.push_back(Value::String(item.first));
+      for (const auto& item : v.dict().items) keys.push_back(DictKeyValue(item.first));
       return keys;
     }
     case Value::Kind::kString: {
@@ -537,7 +537,8 @@ bool Compare(const std::string& op, const Value& a, const Value& b) {
     } else if (b.is_list()) {
       for (const Value& v : b.list()) found = found || v.Equals(a);
     } else if (b.kind() == Value::Kind::kDict) {
-      found = a.is_string() && b.dict().Find(a.str()) != nullptr;
+      found = !a.is_undefined() && !a.is_list() && !a.is_dict() && a.kind() != Value::Kind::kFunction &&
+              b.dict().Find(DictKey(a)) != nullptr;
     } else if (!b.is_undefined()) {
       Fail(absl::StrCat("TypeError: argument of type '", b.TypeName(), "' is not iterable"));
     }

@@ -233,8 +233,7 @@ class Renderer {
         Value d = Value::Dict();
         for (size_t i = 0; i + 1 < e.items.size(); i += 2) {
           const Value k = Eval(*e.items[i], scope);
-          if (!k.is_string()) Unsupported("a dict literal with non-string keys");
-          d.dict().Set(k.str(), Eval(*e.items[i + 1], scope));
+          d.dict().Set(DictKey(k), Eval(*e.items[i + 1], scope));
         }
         return d;
       }

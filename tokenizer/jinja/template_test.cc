@@ -77,6 +77,8 @@ TEST(TemplateTest, RendersLikeJinja2) {
       {"{{ '<a{}b{x}{}>'.format(1, 'z', x='q') }}|{{ '{1}{0!r}'.format(1,'y') }}|{{ {'b':1,'A':2}|dictsort }}|{{ '{{}}'.format() }}",
        "<a1bqz>|y1|[('A', 2), ('b', 1)]|{}"},
       {"{{ ['a\u00a0b\u2028 \x7f', \"it's\"] }}", "['a\\xa0b\\u2028 \\x7f', \"it's\"]"},
+      {"{% set d = {512: 'b', 0: 'a', 1.5: 'f'} %}{{ d[512] }}{{ d[1.0 - 1] }}|{{ d }}|{% for k, v in d|dictsort %}{{ k }}={{ v }},{% endfor %}|{{ d|tojson }}|{{ 512 in d }}{{ '512' in d }}|{{ d.keys()|list }}|{{ {none: 1} }}",
+       "ba|{512: 'b', 0: 'a', 1.5: 'f'}|0=a,1.5=f,512=b,|{\"512\": \"b\", \"0\": \"a\", \"1.5\": \"f\"}|TrueFalse|[512, 0, 1.5]|{None: 1}"},
   };
   for (const auto& [source, want] : cases) {
     absl::StatusOr<std::string> got = Render(source);

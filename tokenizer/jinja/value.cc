@@ -29,6 +29,28 @@ void DictData::Set(std::string key, Value v) {
   items.emplace_back(std::move(key), std::move(v));
 }
 
+std::string DictKey(const Value& key) {
+  switch (key.kind()) {
+    case Value::Kind::kString: return key.str();
+    case Value::Kind::kNone: return "\xffn";
+    case Value::Kind::kBool:
+    case Value::Kind::kInt: return absl::StrCat("\xffi", key.int_value());
+    case Value::Kind::kFloat: {
+      const double f = key.float_value();
+      if (f == std::floor(f) && std::fabs(f) < 9e18) return absl::StrCat("\xffi", static_cast<int64_t>(f));
+      return absl::StrCat("\xff" "f", absl::StrFormat("%.17g", f));
+    }
+    default: Fail(absl::StrCat("TypeError: unhashable type: '", key.TypeName(), "'"));
+  }
+}
+
+Value DictKeyValue(const std::string& key) {
+  if (key.empty() || key[0] != '\xff' || key.size() < 2) return Value::String(key);
+  if (key[1] == 'n') return Value::None();
+  if (key[1] == 'i') return Value::Int(std::strtoll(key.c_str() + 2, nullptr, 10));
+  return Value::Float(std::strtod(key.c_str() + 2, nullptr));
+}
+
 Value Value::Undefined(std::string name) {
   Value v;
   v.s_ = std::move(name);
@@ -232,7 +254,7 @@ std::string Value::Repr() const {
       std::string out = kind_ == Kind::kNamespace ? "<Namespace {" : "{";
       for (size_t i = 0; i < dict_->items.size(); ++i) {
         if (i > 0) out += ", ";
-        out += ReprString(dict_->items[i].first) + ": " + dict_->items[i].second.Repr();
+        out += DictKeyValue(dict_->items[i].first).Repr() + ": " + dict_->items[i].second.Repr();
       }
       return out + (kind_ == Kind::kNamespace ? "}>" : "}");
     }

@@ -29,8 +29,15 @@ struct CallArgs {
 
 using Function = std::function<Value(const CallArgs&)>;
 
+// A dict's key as stored: a str key is itself; None, bool, int and float
+// keys (as in {512: 128}) are tagged with a leading 0xFF byte, which no
+// UTF-8 text starts with. 1, 1.0 and True are one key, as in Python.
+std::string DictKey(const Value& key);
+// The key as a template sees it (what iterating over the dict yields).
+Value DictKeyValue(const std::string& key);
+
 struct DictData {
-  std::vector<std::pair<std::string, Value>> items;  // Insertion order.
+  std::vector<std::pair<std::string, Value>> items;  // DictKey, value; insertion order.
   const Value* Find(std::string_view key) const;
   void Set(std::string key, Value v);
 };
