@@ -31,7 +31,7 @@ std::string DefaultEmbedModelPath();
 
 // llama.cpp's vocab-only GGUFs with golden tokenizations
 // (ggml-vocab-*.gguf{,.inp,.out}) inside DefaultModelDir()
-// (tools/fetch_llama_vocabs.sh puts them there).
+// (tools/fetch_llama_cpp_test_data.sh puts them there).
 inline constexpr char kLlamaVocabDir[] = "ggml-vocab";
 
 // DefaultModelDir()/kLlamaVocabDir; the directory may not exist.

@@ -2,7 +2,7 @@
 // vocabularies: the vocab-only ggml-vocab-<name>.gguf files with .inp (texts
 // separated by "\n__ggml_vocab_test__\n") and .out (one line of ids per text,
 // produced by HF tokenizers with add_special_tokens=False) from the pinned
-// llama-cpp-python sdist, which tools/fetch_llama_vocabs.sh extracts into
+// llama-cpp-python sdist, which tools/fetch_llama_cpp_test_data.sh extracts into
 // $RILL_MODEL_DIR/ggml-vocab. Each vocabulary is loaded through the engine's
 // GGUF tokenizer loader; every golden line must match exactly, and
 // decode(encode(s)) == s for the lossless (BPE) families. Vocabularies Rill
@@ -82,7 +82,7 @@ std::unique_ptr<worker::loader::GgufFile> OpenVocab(const std::string& name) {
   absl::StatusOr<std::unique_ptr<worker::loader::GgufFile>> f =
       worker::loader::GgufFile::Open(path);
   EXPECT_TRUE(f.ok()) << f.status() << " (run tools/setup.sh, which fetches "
-                      << "llama.cpp's vocabularies with tools/fetch_llama_vocabs.sh)";
+                      << "llama.cpp's vocabularies with tools/fetch_llama_cpp_test_data.sh)";
   return f.ok() ? std::move(*f) : nullptr;
 }
 

@@ -1,14 +1,23 @@
-// Chat templates without a Jinja engine: the template string is recognised
-// as one of a few known families and rendered by hand, byte-for-byte as
-// Jinja (HF settings) renders it. Unknown templates are rejected.
+// A model's chat template (GGUF tokenizer.chat_template, HF
+// tokenizer_config.json chat_template) rendered the way transformers'
+// apply_chat_template renders it, by Rill's Jinja engine (tokenizer/jinja):
+// the same globals (messages, bos_token, eos_token, add_generation_prompt,
+// tools=None, raise_exception, strftime_now) and the same bytes out. A
+// template the engine cannot render is refused with an error naming what it
+// lacks, never rendered differently.
 #ifndef RILL_TOKENIZER_CHAT_TEMPLATE_H_
 #define RILL_TOKENIZER_CHAT_TEMPLATE_H_
 
+#include <ctime>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "tokenizer/jinja/template.h"
 
 namespace rill::tokenizer {
 
@@ -17,38 +26,45 @@ struct ChatMessage {
   std::string content;
 };
 
+// One rendering's settings besides the messages.
+struct ChatTemplateOptions {
+  bool add_generation_prompt = true;
+  std::string bos_token;  // The token texts the template may reference.
+  std::string eos_token;
+  // Extra template variables (transformers' chat_template_kwargs), e.g.
+  // {"enable_thinking", false} for Qwen3. Unset ones stay undefined.
+  std::vector<std::pair<std::string, bool>> kwargs;
+  // The time strftime_now() formats (local time); unset: the current time.
+  std::optional<std::time_t> now;
+};
+
+// Immutable; Apply may run on many threads at once.
 class ChatTemplate {
  public:
-  enum class Family {
-    kChatMl,               // <|im_start|>role\n...<|im_end|>\n
-    kChatMlDefaultSystem,  // ChatML + default system prompt (SmolLM2, Qwen2)
-    kLlama3,               // <|start_header_id|>role<|end_header_id|>\n\n
-    kLlama2,               // <s>[INST] <<SYS>>...<</SYS>> ... [/INST]
-  };
-
-  // UnimplementedError when the template is not a known family.
+  // UNIMPLEMENTED when the text is empty or Rill cannot use it: a syntax
+  // error or a tag its engine lacks (named in the message).
   static absl::StatusOr<ChatTemplate> Create(std::string_view template_text);
 
-  // bos/eos_token: the token texts the template may reference. Fails (like
-  // the template's raise_exception) on role orders the template rejects.
+  // Filters and tests the template names that Rill's engine lacks: a
+  // rendering that reaches one fails with UNIMPLEMENTED naming it (worth a
+  // warning when the model loads).
+  std::vector<std::string> UnsupportedFeatures() const { return template_.UnsupportedFeatures(); }
+
+  // INVALID_ARGUMENT when the template rejects the messages (its
+  // raise_exception message, e.g. "Conversation roles must alternate ...")
+  // or fails on them as jinja2 would; UNIMPLEMENTED when rendering reaches
+  // something the engine lacks.
+  absl::StatusOr<std::string> Apply(absl::Span<const ChatMessage> messages,
+                                    const ChatTemplateOptions& options) const;
   absl::StatusOr<std::string> Apply(absl::Span<const ChatMessage> messages,
                                     bool add_generation_prompt,
                                     std::string_view bos_token,
                                     std::string_view eos_token) const;
 
-  Family family() const { return family_; }
-  const std::string& default_system_prompt() const { return system_; }
-
  private:
-  ChatTemplate(Family f, std::string system)
-      : family_(f), system_(std::move(system)) {}
-  Family family_;
-  std::string system_;
+  explicit ChatTemplate(jinja::Template t) : template_(std::move(t)) {}
+  jinja::Template template_;
 };
-
-// Exposed for tests: whitespace inside {{ }} / {% %} (outside string
-// literals) removed, literals decoded and wrapped in \x01...\x02.
-std::string CanonicalizeTemplate(std::string_view t);
 
 }  // namespace rill::tokenizer
 

@@ -1,5 +1,8 @@
 #include "tokenizer/tokenizer.h"
 
+#include <glog/logging.h>
+
+#include "absl/strings/str_join.h"
 #include "tokenizer/tokenizer_json.h"
 
 namespace rill::tokenizer {
@@ -15,6 +18,14 @@ std::unique_ptr<Tokenizer> Tokenizer::FromBpe(std::shared_ptr<const BpeTokenizer
   std::unique_ptr<Tokenizer> t(new Tokenizer);
   // A bad template only disables ApplyChatTemplate; encoding still works.
   t->chat_template_ = ChatTemplate::Create(bpe->spec().chat_template);
+  if (!t->chat_template_.ok() && !bpe->spec().chat_template.empty()) {
+    LOG(WARNING) << "the model's chat template cannot be used; chat requests will fail: "
+                 << t->chat_template_.status().message();
+  } else if (t->chat_template_.ok() && !t->chat_template_->UnsupportedFeatures().empty()) {
+    LOG(WARNING) << "the model's chat template uses what Rill's template engine lacks ("
+                 << absl::StrJoin(t->chat_template_->UnsupportedFeatures(), ", ")
+                 << "); chat requests that reach it will fail with FAILED_PRECONDITION";
+  }
   t->bpe_ = std::move(bpe);
   return t;
 }

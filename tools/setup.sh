@@ -58,10 +58,11 @@ install_embed_model() {
   RILL_MODEL_DIR="$MODEL_DIR" bash "$ROOT/tools/fetch_embed_model.sh" "$VENV/bin/python" 2>&1 | sed 's/^\[fetch_embed_model\]/[setup]/' >&2
 }
 
-install_llama_vocabs() {
-  # llama.cpp's vocab-only GGUFs + golden tokenizations (engine:tokenizer_vocab_parity_test);
-  # pin in fetch_llama_vocabs.sh.
-  RILL_MODEL_DIR="$MODEL_DIR" bash "$ROOT/tools/fetch_llama_vocabs.sh" "$VENV/bin/python" 2>&1 | sed 's/^\[fetch_llama_vocabs\]/[setup]/' >&2
+install_llama_cpp_test_data() {
+  # llama.cpp's vocab GGUFs with golden tokenizations (engine:tokenizer_vocab_parity_test) and
+  # published chat templates (tokenizer:chat_template_test); pin in fetch_llama_cpp_test_data.sh.
+  RILL_MODEL_DIR="$MODEL_DIR" bash "$ROOT/tools/fetch_llama_cpp_test_data.sh" "$VENV/bin/python" 2>&1 |
+    sed 's/^\[fetch_llama_cpp_test_data\]/[setup]/' >&2
 }
 
 install_smg_protos() {
@@ -72,7 +73,7 @@ install_smg_protos() {
 install_apt
 install_venv
 install_xgrammar
+install_llama_cpp_test_data
 install_smg_protos
 install_model
 install_embed_model
-install_llama_vocabs

@@ -9,6 +9,7 @@ namespace rill::frontend::testing {
 void FrontendFixture::SetUp() {
   absl::StatusOr<rill::internal::TokenizerSpec> spec = DefaultModelSpec();
   if (!spec.ok()) GTEST_SKIP() << spec.status();
+  CustomizeSpec(&*spec);
   engine_ = std::make_unique<FakeEngine>(*spec);
   ASSERT_TRUE(engine_->Start().ok());
   FrontendOptions opts;

@@ -25,6 +25,9 @@ class FrontendFixture : public ::testing::Test {
   void SetUp() override;
   // Lets a test change the frontend's options before it starts.
   virtual void Customize(FrontendOptions* opts) {}
+  // Lets a test change the model's tokenizer (e.g. its chat template) before
+  // the fake engine serves it.
+  virtual void CustomizeSpec(rill::internal::TokenizerSpec* spec) {}
   void TearDown() override;
 
   const tokenizer::Tokenizer& tok() { return frontend_->engine()->tokenizer(); }

@@ -35,7 +35,7 @@ struct CliRun {
   std::vector<int32_t> ids;
 };
 
-// The ChatML template (tokenizer/chat_template.h recognises it).
+// The ChatML template (rendered by tokenizer/chat_template.h).
 constexpr char kChatMlTemplate[] =
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' "
     "+ message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
