@@ -1,5 +1,6 @@
 // rill-bench-serve (also `./rill bench serve`): replays a workload against a
-// Rill server (gRPC) or llama.cpp's llama-server (HTTP), at one or more load
+// Rill server (gRPC), llama.cpp's llama-server (HTTP) or any OpenAI-compatible
+// server (/v1/completions, e.g. smg in front of Rill), at one or more load
 // levels, and reports TTFT, TPOT, inter-token latency, end-to-end latency and
 // throughput as a table on stdout and as JSON (--out_json). With --goodput
 // it also reports goodput (requests/s meeting every SLO; goodput.h); with
@@ -7,6 +8,7 @@
 //
 //   rill-bench-serve --backend=rill --address=127.0.0.1:50051 --concurrency=1,4,16
 //   rill-bench-serve --backend=llama-server --address=127.0.0.1:8080 --request_rate=2
+//   rill-bench-serve --backend=openai --address=127.0.0.1:8000 --model_name=m --concurrency=16
 //   rill-bench-serve --request_rate=1 --concurrency=64 --long_fraction=0.1 \
 //       --long_input_len=3000 --goodput=ttft_ms:2000,itl_ms:150
 #include <fstream>
@@ -29,12 +31,15 @@
 #include "bench/serve_bench/goodput.h"
 #include "bench/serve_bench/llama_server_backend.h"
 #include "bench/serve_bench/load_runner.h"
+#include "bench/serve_bench/openai_backend.h"
 #include "bench/serve_bench/progress_bar.h"
 #include "bench/serve_bench/results_json.h"
 #include "bench/serve_bench/rill_backend.h"
 #include "bench/serve_bench/workload.h"
 
-ABSL_FLAG(std::string, backend, "rill", "rill (gRPC) or llama-server (HTTP /completion)");
+ABSL_FLAG(std::string, backend, "rill",
+          "rill (gRPC), llama-server (HTTP /completion) or openai (HTTP /v1/completions)");
+ABSL_FLAG(std::string, model_name, "", "openai: the request's model (the server's /v1/models id)");
 ABSL_FLAG(std::string, address, "127.0.0.1:50051", "host:port of the server");
 ABSL_FLAG(std::string, concurrency, "1", "comma-separated load levels (clients in flight)");
 ABSL_FLAG(double, request_rate, 0, "> 0: Poisson arrivals at this rate (req/s), capped by concurrency");
@@ -91,8 +96,15 @@ int Run() {
     backend = std::make_unique<RillBackend>(epoch, address, absl::GetFlag(FLAGS_connections));
   } else if (backend_name == "llama-server") {
     backend = std::make_unique<LlamaServerBackend>(epoch, address);
+  } else if (backend_name == "openai") {
+    if (absl::GetFlag(FLAGS_model_name).empty()) {
+      std::cerr << "error: --backend=openai needs --model_name (an id from GET /v1/models)\n";
+      return 2;
+    }
+    backend = std::make_unique<OpenAiBackend>(epoch, address, absl::GetFlag(FLAGS_model_name));
   } else {
-    std::cerr << "error: --backend must be rill or llama-server, got '" << backend_name << "'\n";
+    std::cerr << "error: --backend must be rill, llama-server or openai, got '" << backend_name
+              << "'\n";
     return 2;
   }
 
@@ -198,7 +210,7 @@ int Run() {
 
 int main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
-  const char* usage = "rill-bench-serve --backend=rill|llama-server --address=host:port ...";
+  const char* usage = "rill-bench-serve --backend=rill|llama-server|openai --address=host:port ...";
   rill::base::HandleHelpFlag(argc, argv, {usage, {"bench/serve_bench/serve_bench_main.cc"}});
   absl::SetProgramUsageMessage(usage);
   absl::ParseCommandLine(argc, argv);
