@@ -79,6 +79,10 @@ int Run() {
     }
     levels.push_back(c);
   }
+  if (absl::GetFlag(FLAGS_warmup_requests) < 0) {
+    std::cerr << "error: --warmup_requests must be >= 0\n";
+    return 2;
+  }
   std::optional<SloSpec> slo;
   if (!absl::GetFlag(FLAGS_goodput).empty()) {
     absl::StatusOr<SloSpec> parsed = ParseSloSpec(absl::GetFlag(FLAGS_goodput));
@@ -114,14 +118,18 @@ int Run() {
     const int concurrency = levels[level_index];
     const int n = absl::GetFlag(FLAGS_num_requests) > 0 ? absl::GetFlag(FLAGS_num_requests)
                                                          : std::max(8, 2 * concurrency);
+    const int warmup = absl::GetFlag(FLAGS_warmup_requests);
     absl::StatusOr<std::vector<BenchRequest>> requests;
     if (!absl::GetFlag(FLAGS_dataset).empty()) {
-      requests = LoadDataset(absl::GetFlag(FLAGS_dataset), n, absl::GetFlag(FLAGS_output_len));
+      // The extra ones are the warm-up's own prompts (see below): the next
+      // lines of the file, so a measured prompt is not warmed into a cache.
+      requests = LoadDataset(absl::GetFlag(FLAGS_dataset), n + warmup,
+                             absl::GetFlag(FLAGS_output_len));
       workload_desc = absl::StrCat("dataset ", absl::GetFlag(FLAGS_dataset));
     } else {
       SyntheticOptions so;
       // The extra ones are the warm-up's own prompts (see below).
-      so.num_requests = n + absl::GetFlag(FLAGS_warmup_requests);
+      so.num_requests = n + warmup;
       so.input_len = absl::GetFlag(FLAGS_input_len);
       so.input_len_range = absl::GetFlag(FLAGS_input_len_range);
       so.output_len = absl::GetFlag(FLAGS_output_len);
@@ -146,10 +154,7 @@ int Run() {
       lp.seed = absl::GetFlag(FLAGS_seed) * 1000003 + level_index;
       // Only the measured requests: the warm-up pool (the list's tail, split
       // off below) stays short.
-      const size_t warmup = absl::GetFlag(FLAGS_dataset).empty()
-                                ? static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_warmup_requests)))
-                                : 0;
-      std::vector<BenchRequest> measured(requests->begin(), requests->end() - std::min(warmup, requests->size()));
+      std::vector<BenchRequest> measured(requests->begin(), requests->begin() + n);
       if (absl::Status s = MixInLongPrompts(lp, &measured); !s.ok()) {
         std::cerr << "error: " << s.message() << "\n";
         return 2;
@@ -161,11 +166,11 @@ int Run() {
     LoadOptions lo;
     lo.concurrency = concurrency;
     lo.request_rate = absl::GetFlag(FLAGS_request_rate);
-    lo.warmup_requests = absl::GetFlag(FLAGS_warmup_requests);
+    lo.warmup_requests = warmup;
     // Warm-up prompts come from the end of the list and are not measured
     // again (a measured request must not hit its own warm-up in a cache).
-    if (lo.warmup_requests > 0 && absl::GetFlag(FLAGS_dataset).empty()) {
-      lo.warmup_pool.assign(requests->end() - lo.warmup_requests, requests->end());
+    if (warmup > 0) {
+      lo.warmup_pool.assign(requests->begin() + n, requests->end());
       requests->resize(n);
     }
     lo.duration_s = absl::GetFlag(FLAGS_duration_s);
