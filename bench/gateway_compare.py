@@ -59,8 +59,8 @@ def model_id(openai_base):
 def write_tokenizer(run_dir, out_dir, proto_dir):
     """The tokenizer files smg itself uses (the engine's VllmEngine.GetTokenizer,
     which `rill serve --openai_port` serves without credentials on loopback),
-    unzipped for aiperf, which counts prompt tokens with a local HF tokenizer
-    (there is no Hugging Face Hub access here)."""
+    unzipped for aiperf, which needs a Hugging Face tokenizer and should not
+    need the Hub."""
     import grpc
     sys.path.insert(0, os.path.join(ROOT, "tests/clients"))
     from vllm_engine_conformance import load_stubs
@@ -84,8 +84,9 @@ class Datasets:
     with a run number, so no run finds another run's prompts in a server's
     prefix cache (the same prompts repeat at every level and client)."""
 
-    def __init__(self, prompts_path, out_dir, output_len):
+    def __init__(self, prompts_path, out_dir, output_len, num_requests, warmup):
         self.rows, self.out_dir, self.runs = [], os.path.join(out_dir, "prompts"), 0
+        self.num_requests, self.warmup = num_requests, warmup
         os.makedirs(self.out_dir, exist_ok=True)
         with open(prompts_path) as f:
             for line in f:
@@ -99,9 +100,18 @@ class Datasets:
         tag = f"Request set {self.runs:03d}.\n\n"
         rill_path = os.path.join(self.out_dir, f"{self.runs:03d}-{name}.jsonl")
         aiperf_path = os.path.join(self.out_dir, f"{self.runs:03d}-{name}.aiperf.jsonl")
-        with open(rill_path, "w") as rill, open(aiperf_path, "w") as ai:
+        with open(rill_path, "w") as rill:
             for prompt, n in self.rows:
                 rill.write(json.dumps({"prompt": tag + prompt, "output_len": n}) + "\n")
+        # rill-bench-serve measures lines 0..N-1 and warms up on the next W;
+        # aiperf sends the file in order, warm-up first: so the W warm-up
+        # lines go first, and both clients measure the same N prompts.
+        count, n_req = len(self.rows), self.num_requests
+        order = ([(n_req + i) % count for i in range(self.warmup)] +
+                 [i % count for i in range(n_req)])
+        with open(aiperf_path, "w") as ai:
+            for i in order:
+                prompt, n = self.rows[i]
                 ai.write(json.dumps({"text": tag + prompt, "output_length": n,
                                      "extra": {"min_tokens": n}}) + "\n")
         return rill_path, aiperf_path
@@ -134,7 +144,9 @@ def run_aiperf(args, datasets, url, model, tokenizer, name, concurrency):
            "--extra-inputs", json.dumps(extra),
            "--random-seed", "1", "--artifact-dir", artifacts, "--ui-type", "none",
            "--no-server-metrics", "--no-gpu-telemetry"] + args.aiperf_arg
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    # Not HF_HUB_OFFLINE: aiperf 0.13 then looks a local tokenizer path up in
+    # the Hub cache and fails; a local path is read without the network anyway.
+    env = dict(os.environ, HF_HUB_DISABLE_TELEMETRY="1")
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     log_path = os.path.join(args.out_dir, f"aiperf-{name}-c{concurrency}.log")
     with open(log_path, "w") as log:
@@ -253,7 +265,8 @@ def main():
     serve_bench.RILL, serve_bench.BENCH = args.rill, args.bench_serve
     serve_bench.LLAMA_SERVER = args.llama_server
     os.environ.setdefault("RILL_VENV", os.path.join(ROOT, ".venv"))  # smg, as ./rill sets it
-    datasets = Datasets(args.dataset, args.out_dir, args.output_len)
+    datasets = Datasets(args.dataset, args.out_dir, args.output_len, args.num_requests,
+                        args.warmup_requests)
 
     rows = []
 
