@@ -276,37 +276,45 @@ def main():
               f"{r['errors']} failed, {r['output_tok_s']:.1f} tok/s, "
               f"TTFT p50 {r['ttft_p50_ms']:.1f} ms", file=sys.stderr, flush=True)
 
-    gateway = [f"--openai_port={args.openai_port}", f"--engines={args.engines}",
-               f"--max_num_seqs={max(64, max(levels))}"]
-    proc, native = serve_bench.start_rill(args, args.out_dir, gateway)
     try:
-        base = f"http://127.0.0.1:{args.openai_port}"
-        model = model_id(base)
-        tokenizer = write_tokenizer(os.path.join(args.out_dir, "rill-run"), args.out_dir,
-                                    args.proto_dir)
-        for c in levels:
-            # Native and gateway back to back per level, so drift hits both alike.
-            add(NATIVE, BENCH_SERVE, run_bench_serve(args, datasets, "rill", native, "native", c))
-            add(GATEWAY, BENCH_SERVE, run_bench_serve(
-                args, datasets, "openai", f"127.0.0.1:{args.openai_port}", "gateway", c,
-                [f"--model_name={model}"]))
-            add(GATEWAY, AIPERF, run_aiperf(args, datasets, base, model, tokenizer, "gateway", c))
-    finally:
-        serve_bench.stop(proc)
-    if not args.skip_llama:
-        slot_ctx = 2048 + max(args.output_len, 128) + 64  # The longest prompt is ~1.3k tokens.
-        proc, address = serve_bench.start_llama(args, args.out_dir, max(levels), slot_ctx)
+        gateway = [f"--openai_port={args.openai_port}", f"--engines={args.engines}",
+                   f"--max_num_seqs={max(64, max(levels))}"]
+        proc, native = serve_bench.start_rill(args, args.out_dir, gateway)
         try:
-            base = f"http://{address}"
-            llama_model = model_id(base)
+            base = f"http://127.0.0.1:{args.openai_port}"
+            model = model_id(base)
+            tokenizer = write_tokenizer(os.path.join(args.out_dir, "rill-run"), args.out_dir,
+                                        args.proto_dir)
             for c in levels:
-                add(LLAMA, AIPERF, run_aiperf(args, datasets, base, llama_model, tokenizer,
-                                              "llama", c))
-                add(LLAMA, BENCH_SERVE, run_bench_serve(args, datasets, "openai", address, "llama",
-                                                        c, [f"--model_name={llama_model}"]))
+                # Native and gateway back to back per level, so drift hits both alike.
+                add(NATIVE, BENCH_SERVE,
+                    run_bench_serve(args, datasets, "rill", native, "native", c))
+                add(GATEWAY, BENCH_SERVE, run_bench_serve(
+                    args, datasets, "openai", f"127.0.0.1:{args.openai_port}", "gateway", c,
+                    [f"--model_name={model}"]))
+                add(GATEWAY, AIPERF,
+                    run_aiperf(args, datasets, base, model, tokenizer, "gateway", c))
         finally:
             serve_bench.stop(proc)
+        if not args.skip_llama:
+            slot_ctx = 2048 + max(args.output_len, 128) + 64  # The longest prompt is ~1.3k tokens.
+            proc, address = serve_bench.start_llama(args, args.out_dir, max(levels), slot_ctx)
+            try:
+                base = f"http://{address}"
+                llama_model = model_id(base)
+                for c in levels:
+                    add(LLAMA, AIPERF, run_aiperf(args, datasets, base, llama_model, tokenizer,
+                                                  "llama", c))
+                    add(LLAMA, BENCH_SERVE,
+                        run_bench_serve(args, datasets, "openai", address, "llama", c,
+                                        [f"--model_name={llama_model}"]))
+            finally:
+                serve_bench.stop(proc)
+    finally:  # A failed run still reports what it measured.
+        report(args, levels, rows)
 
+
+def report(args, levels, rows):
     print(f"\nmodel {os.path.basename(args.model)}, {args.threads} threads per server, "
           f"{args.num_requests} requests per level, "
           f"{args.output_len or 'per-prompt (output_len)'} output tokens (ignore_eos), "

@@ -15,6 +15,10 @@ AIPERF_VERSION=0.13.0
 PYTHON="${PYTHON:-python3}"
 
 "$PYTHON" -c 'import sys; assert (3, 11) <= sys.version_info[:2] < (3, 14), "aiperf needs Python 3.11-3.13"'
+if [[ "${1:-}" != "--relock" ]] && ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+  echo "error: $REQ pins CPython 3.11 wheels; use PYTHON=python3.11, or --relock for this Python" >&2
+  exit 2
+fi
 
 if [[ "${1:-}" == "--relock" ]]; then
   # Resolve in a throw-away venv; pip's install report names each wheel and its hash.
