@@ -255,6 +255,8 @@ def main():
     ap.add_argument("--llama-port", type=int, default=50572)
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench/out/gateway_compare"))
     args = ap.parse_args()
+    # SIGTERM (e.g. `timeout`) unwinds like Ctrl-C: servers stopped, partial report.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     levels = [int(c) for c in args.concurrency.split(",")]
     for path, what in ((args.aiperf, "aiperf (run bench/setup_loadgen.sh)"),
                        (args.bench_serve, "rill-bench-serve"), (args.rill, "rill"),
