@@ -6,23 +6,25 @@
 
 #include <string>
 
-#include "bench/serve_bench/backend.h"
+#include "bench/serve_bench/http_sse_backend.h"
 
 namespace rill::bench {
 
 // The JSON body of one /completion request (exposed for tests).
 std::string LlamaCompletionBody(const BenchRequest& request);
 
-class LlamaServerBackend : public Backend {
+class LlamaServerBackend : public HttpSseBackend {
  public:
-  // address: "host:port" (IPv4 or a resolvable name).
-  LlamaServerBackend(BenchClock::time_point epoch, const std::string& address);
+  using HttpSseBackend::HttpSseBackend;
   std::string name() const override { return "llama-server"; }
-  void Send(const BenchRequest& request, RequestRecord* record) override;
 
  private:
-  std::string host_;
-  std::string port_;
+  std::string Path() const override { return "/completion"; }
+  std::string Body(const BenchRequest& request) const override {
+    return LlamaCompletionBody(request);
+  }
+  bool OnEvent(const base::json::JsonValue& event, double arrival_s,
+               RequestRecord* record) override;
 };
 
 }  // namespace rill::bench

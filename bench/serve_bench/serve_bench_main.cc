@@ -1,5 +1,6 @@
 // rill-bench-serve (also `./rill bench serve`): replays a workload against a
-// Rill server (gRPC) or llama.cpp's llama-server (HTTP), at one or more load
+// Rill server (gRPC), llama.cpp's llama-server (HTTP) or any OpenAI-compatible
+// server (/v1/completions, e.g. smg in front of Rill), at one or more load
 // levels, and reports TTFT, TPOT, inter-token latency, end-to-end latency and
 // throughput as a table on stdout and as JSON (--out_json). With --goodput
 // it also reports goodput (requests/s meeting every SLO; goodput.h); with
@@ -7,6 +8,7 @@
 //
 //   rill-bench-serve --backend=rill --address=127.0.0.1:50051 --concurrency=1,4,16
 //   rill-bench-serve --backend=llama-server --address=127.0.0.1:8080 --request_rate=2
+//   rill-bench-serve --backend=openai --address=127.0.0.1:8000 --model_name=m --concurrency=16
 //   rill-bench-serve --request_rate=1 --concurrency=64 --long_fraction=0.1 \
 //       --long_input_len=3000 --goodput=ttft_ms:2000,itl_ms:150
 #include <fstream>
@@ -29,12 +31,15 @@
 #include "bench/serve_bench/goodput.h"
 #include "bench/serve_bench/llama_server_backend.h"
 #include "bench/serve_bench/load_runner.h"
+#include "bench/serve_bench/openai_backend.h"
 #include "bench/serve_bench/progress_bar.h"
 #include "bench/serve_bench/results_json.h"
 #include "bench/serve_bench/rill_backend.h"
 #include "bench/serve_bench/workload.h"
 
-ABSL_FLAG(std::string, backend, "rill", "rill (gRPC) or llama-server (HTTP /completion)");
+ABSL_FLAG(std::string, backend, "rill",
+          "rill (gRPC), llama-server (HTTP /completion) or openai (HTTP /v1/completions)");
+ABSL_FLAG(std::string, model_name, "", "openai: the request's model (the server's /v1/models id)");
 ABSL_FLAG(std::string, address, "127.0.0.1:50051", "host:port of the server");
 ABSL_FLAG(std::string, concurrency, "1", "comma-separated load levels (clients in flight)");
 ABSL_FLAG(double, request_rate, 0, "> 0: Poisson arrivals at this rate (req/s), capped by concurrency");
@@ -74,6 +79,10 @@ int Run() {
     }
     levels.push_back(c);
   }
+  if (absl::GetFlag(FLAGS_warmup_requests) < 0) {
+    std::cerr << "error: --warmup_requests must be >= 0\n";
+    return 2;
+  }
   std::optional<SloSpec> slo;
   if (!absl::GetFlag(FLAGS_goodput).empty()) {
     absl::StatusOr<SloSpec> parsed = ParseSloSpec(absl::GetFlag(FLAGS_goodput));
@@ -91,8 +100,15 @@ int Run() {
     backend = std::make_unique<RillBackend>(epoch, address, absl::GetFlag(FLAGS_connections));
   } else if (backend_name == "llama-server") {
     backend = std::make_unique<LlamaServerBackend>(epoch, address);
+  } else if (backend_name == "openai") {
+    if (absl::GetFlag(FLAGS_model_name).empty()) {
+      std::cerr << "error: --backend=openai needs --model_name (an id from GET /v1/models)\n";
+      return 2;
+    }
+    backend = std::make_unique<OpenAiBackend>(epoch, address, absl::GetFlag(FLAGS_model_name));
   } else {
-    std::cerr << "error: --backend must be rill or llama-server, got '" << backend_name << "'\n";
+    std::cerr << "error: --backend must be rill, llama-server or openai, got '" << backend_name
+              << "'\n";
     return 2;
   }
 
@@ -102,14 +118,18 @@ int Run() {
     const int concurrency = levels[level_index];
     const int n = absl::GetFlag(FLAGS_num_requests) > 0 ? absl::GetFlag(FLAGS_num_requests)
                                                          : std::max(8, 2 * concurrency);
+    const int warmup = absl::GetFlag(FLAGS_warmup_requests);
     absl::StatusOr<std::vector<BenchRequest>> requests;
     if (!absl::GetFlag(FLAGS_dataset).empty()) {
-      requests = LoadDataset(absl::GetFlag(FLAGS_dataset), n, absl::GetFlag(FLAGS_output_len));
+      // The extra ones are the warm-up's own prompts (see below): the next
+      // lines of the file, so a measured prompt is not warmed into a cache.
+      requests = LoadDataset(absl::GetFlag(FLAGS_dataset), n + warmup,
+                             absl::GetFlag(FLAGS_output_len));
       workload_desc = absl::StrCat("dataset ", absl::GetFlag(FLAGS_dataset));
     } else {
       SyntheticOptions so;
       // The extra ones are the warm-up's own prompts (see below).
-      so.num_requests = n + absl::GetFlag(FLAGS_warmup_requests);
+      so.num_requests = n + warmup;
       so.input_len = absl::GetFlag(FLAGS_input_len);
       so.input_len_range = absl::GetFlag(FLAGS_input_len_range);
       so.output_len = absl::GetFlag(FLAGS_output_len);
@@ -134,10 +154,7 @@ int Run() {
       lp.seed = absl::GetFlag(FLAGS_seed) * 1000003 + level_index;
       // Only the measured requests: the warm-up pool (the list's tail, split
       // off below) stays short.
-      const size_t warmup = absl::GetFlag(FLAGS_dataset).empty()
-                                ? static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_warmup_requests)))
-                                : 0;
-      std::vector<BenchRequest> measured(requests->begin(), requests->end() - std::min(warmup, requests->size()));
+      std::vector<BenchRequest> measured(requests->begin(), requests->begin() + n);
       if (absl::Status s = MixInLongPrompts(lp, &measured); !s.ok()) {
         std::cerr << "error: " << s.message() << "\n";
         return 2;
@@ -149,11 +166,11 @@ int Run() {
     LoadOptions lo;
     lo.concurrency = concurrency;
     lo.request_rate = absl::GetFlag(FLAGS_request_rate);
-    lo.warmup_requests = absl::GetFlag(FLAGS_warmup_requests);
+    lo.warmup_requests = warmup;
     // Warm-up prompts come from the end of the list and are not measured
     // again (a measured request must not hit its own warm-up in a cache).
-    if (lo.warmup_requests > 0 && absl::GetFlag(FLAGS_dataset).empty()) {
-      lo.warmup_pool.assign(requests->end() - lo.warmup_requests, requests->end());
+    if (warmup > 0) {
+      lo.warmup_pool.assign(requests->begin() + n, requests->end());
       requests->resize(n);
     }
     lo.duration_s = absl::GetFlag(FLAGS_duration_s);
@@ -198,7 +215,7 @@ int Run() {
 
 int main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
-  const char* usage = "rill-bench-serve --backend=rill|llama-server --address=host:port ...";
+  const char* usage = "rill-bench-serve --backend=rill|llama-server|openai --address=host:port ...";
   rill::base::HandleHelpFlag(argc, argv, {usage, {"bench/serve_bench/serve_bench_main.cc"}});
   absl::SetProgramUsageMessage(usage);
   absl::ParseCommandLine(argc, argv);

@@ -1,7 +1,7 @@
 // Tests of the serving benchmark client: statistics, workloads, the SSE
-// reader, the load runner's concurrency and rate control, and both backends
-// against small in-process servers (an HTTP/SSE one for llama-server, a gRPC
-// Inference one for Rill).
+// reader, the load runner's concurrency and rate control, and every backend
+// against small in-process servers (an HTTP/SSE one for llama-server and the
+// OpenAI API, a gRPC Inference one for Rill).
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,7 +11,9 @@
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -21,6 +23,7 @@
 #include "bench/serve_bench/http_sse_reader.h"
 #include "bench/serve_bench/llama_server_backend.h"
 #include "bench/serve_bench/load_runner.h"
+#include "bench/serve_bench/openai_backend.h"
 #include "bench/serve_bench/progress_bar.h"
 #include "bench/serve_bench/results_json.h"
 #include "bench/serve_bench/rill_backend.h"
@@ -410,11 +413,12 @@ TEST(ResultsTest, JsonAndTableHaveTheFigures) {
   EXPECT_NE(bar.Render().find("1/4 req"), std::string::npos) << bar.Render();
 }
 
-// A one-request-at-a-time HTTP server that answers /completion with a chunked
-// SSE stream of `tokens` events in llama-server's format.
-class FakeLlamaServer {
+// A one-request-at-a-time HTTP server that answers any POST with a chunked
+// SSE stream of the given event payloads (or a 503 when status != 200).
+class FakeSseServer {
  public:
-  explicit FakeLlamaServer(int status = 200) : status_(status) {
+  explicit FakeSseServer(std::vector<std::string> events, int status = 200)
+      : events_(std::move(events)), status_(status) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -426,7 +430,7 @@ class FakeLlamaServer {
     listen(fd_, 8);
     thread_ = std::thread([this] { Serve(); });
   }
-  ~FakeLlamaServer() {
+  ~FakeSseServer() {
     shutdown(fd_, SHUT_RDWR);
     close(fd_);
     thread_.join();
@@ -451,30 +455,36 @@ class FakeLlamaServer {
       send_str("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 7\r\n\r\nloading");
     } else {
       send_str("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n");
-      for (int i = 0; i < 3; ++i) {
-        const std::string ev = absl::StrCat("data: {\"content\":\"t", i, "\",\"tokens\":[", i,
-                                            "],\"stop\":false}\n\n");
+      for (const std::string& data : events_) {
+        const std::string ev = absl::StrCat("data: ", data, "\n\n");
         char size[16];
         std::snprintf(size, sizeof(size), "%zx", ev.size());
         send_str(absl::StrCat(size, "\r\n", ev, "\r\n"));
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
-      const std::string last =
-          "data: {\"content\":\"\",\"stop\":true,\"tokens_predicted\":3,\"tokens_evaluated\":5}\n\n";
-      char size[16];
-      std::snprintf(size, sizeof(size), "%zx", last.size());
-      send_str(absl::StrCat(size, "\r\n", last, "\r\n0\r\n\r\n"));
+      send_str("0\r\n\r\n");
     }
     close(c);
   }
+  std::vector<std::string> events_;
   int status_;
   int fd_ = -1;
   int port_ = 0;
   std::thread thread_;
 };
 
+// Three one-token events and the final one, in llama-server's format.
+std::vector<std::string> LlamaEvents() {
+  std::vector<std::string> events;
+  for (int i = 0; i < 3; ++i) {
+    events.push_back(absl::StrCat("{\"content\":\"t", i, "\",\"tokens\":[", i, "],\"stop\":false}"));
+  }
+  events.push_back("{\"content\":\"\",\"stop\":true,\"tokens_predicted\":3,\"tokens_evaluated\":5}");
+  return events;
+}
+
 TEST(LlamaServerBackendTest, StreamsAndCounts) {
-  FakeLlamaServer server;
+  FakeSseServer server(LlamaEvents());
   LlamaServerBackend backend(BenchClock::now(), server.address());
   BenchRequest req;
   req.token_ids = {1, 2, 3, 4, 5};
@@ -493,7 +503,7 @@ TEST(LlamaServerBackendTest, StreamsAndCounts) {
 
 TEST(LlamaServerBackendTest, HttpErrorAndRefusedConnection) {
   {
-    FakeLlamaServer server(503);
+    FakeSseServer server({}, 503);
     LlamaServerBackend backend(BenchClock::now(), server.address());
     RequestRecord r;
     backend.Send(BenchRequest{"hi", {}, 2}, &r);
@@ -506,6 +516,65 @@ TEST(LlamaServerBackendTest, HttpErrorAndRefusedConnection) {
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.error.find("connect"), std::string::npos) << r.error;
   EXPECT_NE(LlamaCompletionBody(BenchRequest{"a\"b\n", {}, 2}).find("\"a\\\"b\\n\""), std::string::npos);
+}
+
+TEST(OpenAiBackendTest, StreamsCountsFromUsageAndStopsAtDone) {
+  FakeSseServer server({
+      R"({"id":"c","object":"text_completion","choices":[{"index":0,"text":"He","finish_reason":null}]})",
+      R"({"id":"c","choices":[{"index":0,"text":"","finish_reason":null}]})",
+      R"({"id":"c","choices":[{"index":0,"text":"llo","finish_reason":null}]})",
+      R"({"id":"c","choices":[{"index":0,"text":"!","finish_reason":"length"}],"usage":null})",
+      R"({"id":"c","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":4,"total_tokens":11}})",
+      "[DONE]"});
+  OpenAiBackend backend(BenchClock::now(), server.address(), "smol");
+  BenchRequest req;
+  req.text = "Say \"hi\"";
+  req.max_tokens = 4;
+  RequestRecord r;
+  backend.Send(req, &r);
+  ASSERT_TRUE(r.ok) << r.error;
+  // Three events carried text; usage says four tokens (one event held two).
+  EXPECT_EQ(r.chunk_times_s.size(), 3u);
+  EXPECT_EQ(r.output_tokens, 4);
+  EXPECT_EQ(r.prompt_tokens, 7);
+  EXPECT_GT(r.ttft_s(), 0);
+  const std::string& sent = server.last_request;
+  EXPECT_NE(sent.find("POST /v1/completions "), std::string::npos) << sent;
+  EXPECT_NE(sent.find(R"("model":"smol")"), std::string::npos) << sent;
+  EXPECT_NE(sent.find(R"("prompt":"Say \"hi\"")"), std::string::npos) << sent;
+  EXPECT_NE(sent.find(R"("max_tokens":4,"min_tokens":4)"), std::string::npos) << sent;
+  EXPECT_NE(sent.find(R"("stream_options":{"include_usage":true})"), std::string::npos) << sent;
+  EXPECT_NE(sent.find(R"("ignore_eos":true)"), std::string::npos) << sent;
+  EXPECT_NE(OpenAiCompletionBody("m", BenchRequest{"", {5, 6}, 2}).find(R"("prompt":[5,6])"),
+            std::string::npos);
+}
+
+TEST(OpenAiBackendTest, ErrorEventsAndTruncatedStreamsFail) {
+  {
+    FakeSseServer server({R"({"error":{"message":"model not found","code":404}})"});
+    OpenAiBackend backend(BenchClock::now(), server.address(), "m");
+    RequestRecord r;
+    backend.Send(BenchRequest{"hi", {}, 2}, &r);
+    EXPECT_FALSE(r.ok);
+    EXPECT_EQ(r.error, "model not found");
+  }
+  {
+    // No [DONE]: the server closed mid-stream.
+    FakeSseServer server({R"({"choices":[{"index":0,"text":"a"}]})"});
+    OpenAiBackend backend(BenchClock::now(), server.address(), "m");
+    RequestRecord r;
+    backend.Send(BenchRequest{"hi", {}, 2}, &r);
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(r.error.find("closed before the final event"), std::string::npos) << r.error;
+  }
+  {
+    FakeSseServer server({}, 503);
+    OpenAiBackend backend(BenchClock::now(), server.address(), "m");
+    RequestRecord r;
+    backend.Send(BenchRequest{"hi", {}, 2}, &r);
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(r.error.find("HTTP 503"), std::string::npos) << r.error;
+  }
 }
 
 // Streams max_tokens single-token deltas; fails requests whose prompt is empty.
