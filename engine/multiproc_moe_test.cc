@@ -6,8 +6,6 @@
 // logit checks use. Tiny random Mixtral, Qwen2-MoE (shared expert behind a
 // sigmoid gate) and Qwen3-MoE, in HF and GGUF forms; three prompts run
 // together so steps batch their chunks.
-#include <algorithm>
-#include <cmath>
 #include <functional>
 #include <memory>
 #include <random>
@@ -22,6 +20,7 @@
 #include "engine/engine_factory.h"
 #include "tests/util/subprocess.h"
 #include "tests/util/tiny_models.h"
+#include "worker/models/batch_invariance_harness.h"
 
 namespace rill::engine {
 namespace {
@@ -79,15 +78,6 @@ std::vector<Completion> RunAll(AsyncLLMEngine* engine,
   return out;
 }
 
-double RelL2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
-
 class MultiprocMoeTest
     : public rill::tests::util::TinyModels<::testing::TestWithParam<std::string>> {};
 
@@ -140,7 +130,9 @@ TEST_P(MultiprocMoeTest, TwoWorkerRanksMatchOneRank) {
     ASSERT_GT(one[i].logprobs.size(), static_cast<size_t>(kPromptTokens + kGreedyTokens));
     // The row-parallel sums (attention output, experts) add in another
     // float order; the TP logit checks allow 1e-4 relative.
-    EXPECT_LT(RelL2(two[i].logprobs, one[i].logprobs), 1e-4) << GetParam() << " prompt " << i;
+    const double rel = worker::RelativeL2(two[i].logprobs, one[i].logprobs);
+    std::cout << GetParam() << " prompt " << i << ": logprobs relative L2 " << rel << "\n";
+    EXPECT_LT(rel, 1e-4) << GetParam() << " prompt " << i;
   }
 }
 
