@@ -600,9 +600,9 @@ absl::StatusOr<std::vector<std::string>> MultiprocExecutor::CollectiveRpc(
         "{\"rank\":", i.rank(), ",\"world_size\":", i.world_size(), ",\"pid\":", i.pid(),
         ",\"threads\":", i.threads(), ",\"kv_cache_bytes\":", i.kv_cache_bytes(),
         ",\"num_kv_heads\":", i.num_kv_heads(), ",\"q_heads\":[", i.q_head_begin(), ",",
-        i.q_head_end(), "],\"ffn\":[", i.ffn_begin(), ",", i.ffn_end(),
-        "],\"communicator\":\"", i.communicator(), "\",\"steps\":", i.steps(),
-        ",\"process\":\"rill-worker\"}"));
+        i.q_head_end(), "],\"ffn\":[", i.ffn_begin(), ",", i.ffn_end(), "],\"expert_ffn\":[",
+        i.expert_ffn_begin(), ",", i.expert_ffn_end(), "],\"communicator\":\"", i.communicator(),
+        "\",\"steps\":", i.steps(), ",\"process\":\"rill-worker\"}"));
   }
   return results;
 }

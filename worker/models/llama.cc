@@ -134,7 +134,7 @@ class Llama : public CausalLm {
     return absl::OkStatus();
   }
 
-  // Narrows every layer to this rank's heads and MLP features.
+  // Narrows every layer to this rank's heads and MLP (or experts') features.
   void TakeShard() {
     const int64_t hd = config().head_dim;
     const int64_t q0 = part_.q_head_begin * hd, q1 = part_.q_head_end * hd;
@@ -147,9 +147,13 @@ class Llama : public CausalLm {
       L.k = SliceRows(L.k, kv0, kv1);
       L.v = SliceRows(L.v, kv0, kv1);
       L.o = SliceCols(L.o, q0, q1, &shard_storage_);
-      L.gate = SliceRows(L.gate, part_.ffn_begin, part_.ffn_end);
-      L.up = SliceRows(L.up, part_.ffn_begin, part_.ffn_end);
-      L.down = SliceCols(L.down, part_.ffn_begin, part_.ffn_end, &shard_storage_);
+      if (L.moe) {
+        L.moe->TakeShard(part_, &shard_storage_);
+      } else {
+        L.gate = SliceRows(L.gate, part_.ffn_begin, part_.ffn_end);
+        L.up = SliceRows(L.up, part_.ffn_begin, part_.ffn_end);
+        L.down = SliceCols(L.down, part_.ffn_begin, part_.ffn_end, &shard_storage_);
+      }
       if (!L.q_bias.empty()) {
         L.q_bias = slice(L.q_bias, q0, q1);
         L.k_bias = slice(L.k_bias, kv0, kv1);
@@ -277,7 +281,8 @@ class Llama : public CausalLm {
       // tokens (same results, MatMul being batch invariant): the two widest
       // buffers stay small however long the prefill.
       // A mixture-of-experts layer runs its experts instead (the loop below
-      // is the dense MLP's).
+      // is the dense MLP's); sharded, it leaves this rank's partial sum in
+      // tmp like the dense down projection, for the same one all-reduce.
       if (L.moe) L.moe->Forward(xn_.data(), n, tmp, pool_, pm, &moe_scratch_);
       for (int64_t t0 = 0; !L.moe && t0 < n; t0 += kFfnTokens) {
         const int64_t m = std::min(kFfnTokens, n - t0);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/ops.h"
+#include "worker/models/tp_slice.h"
 
 namespace rill::worker {
 namespace {
@@ -66,6 +67,17 @@ void MoeFeedForward::Bind(TensorBinder* bind, const worker::loader::ModelConfig&
     bind->Matrix(p + "ffn_up_shexp", fs, h, &shared_.up);
     bind->Matrix(p + "ffn_down_shexp", h, fs, &shared_.down);
   }
+}
+
+void MoeFeedForward::TakeShard(const TpPartition& part,
+                               std::vector<std::unique_ptr<kernels::cpu::AlignedFloats>>* storage) {
+  auto narrow = [storage](Expert* e, int64_t f0, int64_t f1) {
+    e->gate = SliceRows(e->gate, f0, f1);
+    e->up = SliceRows(e->up, f0, f1);
+    e->down = SliceCols(e->down, f0, f1, storage);
+  };
+  for (Expert& e : experts_) narrow(&e, part.expert_ffn_begin, part.expert_ffn_end);
+  if (has_shared_) narrow(&shared_, part.shared_expert_ffn_begin, part.shared_expert_ffn_end);
 }
 
 void MoeFeedForward::PackWith(const std::function<void(kernels::cpu::WeightMatrix*)>& pack) {

@@ -1,8 +1,9 @@
 // Mixture-of-experts models (worker/models/moe.h) on the tiny random
 // Mixtral / Qwen2-MoE / Qwen3-MoE models: what the loader reads from each
 // form, batch invariance with experts shared across a step's sequences, and
-// the refusal of tensor parallelism. Parity with the float64 reference is in
-// reference_parity_test (MoeParityTest).
+// how tensor parallelism partitions the experts. Parity with the float64
+// reference is in reference_parity_test (MoeParityTest), TP=2 against TP=1
+// in tensor_parallel_test and engine/multiproc_moe_test.
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -81,12 +82,85 @@ TEST_F(MoeConfigTest, FlopsCountTheExpertsUsed) {
   }
 }
 
-TEST_F(MoeConfigTest, TensorParallelismIsRefused) {
-  const ModelConfig m = Load("mixtral/hf-f32");
-  absl::StatusOr<TpPartition> p = PartitionForRank(m, 0, 2);
+// Tensor parallelism splits every expert's features (and the shared
+// expert's) like the dense MLP's; a model without dense layers splits no
+// dense size. Parity of the sharded forward is in tensor_parallel_test.
+TEST_F(MoeConfigTest, TensorParallelPartitionSplitsEveryExpert) {
+  const ModelConfig mixtral = Load("mixtral/hf-f32");
+  absl::StatusOr<TpPartition> m0 = PartitionForRank(mixtral, 0, 2),
+                              m1 = PartitionForRank(mixtral, 1, 2);
+  ASSERT_TRUE(m0.ok() && m1.ok()) << m0.status() << " " << m1.status();
+  // 64 features: two 32-feature blocks.
+  EXPECT_EQ(m0->expert_ffn_begin, 0);
+  EXPECT_EQ(m0->expert_ffn_end, 32);
+  EXPECT_EQ(m1->expert_ffn_begin, 32);
+  EXPECT_EQ(m1->expert_ffn_end, 64);
+  EXPECT_EQ(m0->ffn_size(), 0);  // no dense layer
+  EXPECT_EQ(m1->shared_expert_ffn_end, 0);
+
+  const ModelConfig qwen2 = Load("qwen2_moe/model.f32.gguf");
+  absl::StatusOr<TpPartition> q0 = PartitionForRank(qwen2, 0, 2),
+                              q1 = PartitionForRank(qwen2, 1, 2);
+  ASSERT_TRUE(q0.ok() && q1.ok()) << q0.status() << " " << q1.status();
+  // 32 features are one block: split at 16.
+  EXPECT_EQ(q0->expert_ffn_end, 16);
+  EXPECT_EQ(q1->expert_ffn_begin, 16);
+  EXPECT_EQ(q1->expert_ffn_end, 32);
+  // The shared expert's 96 = three blocks: 2 + 1.
+  EXPECT_EQ(q0->shared_expert_ffn_begin, 0);
+  EXPECT_EQ(q0->shared_expert_ffn_end, 64);
+  EXPECT_EQ(q1->shared_expert_ffn_begin, 64);
+  EXPECT_EQ(q1->shared_expert_ffn_end, 96);
+
+  // mlp_only_layers: [0] keeps its dense MLP, which is split too.
+  const ModelConfig dense0 = Load("qwen2_moe_dense0/hf-f32");
+  absl::StatusOr<TpPartition> d1 = PartitionForRank(dense0, 1, 2);
+  ASSERT_TRUE(d1.ok()) << d1.status();
+  EXPECT_EQ(d1->ffn_begin, dense0.intermediate_size / 2);
+  EXPECT_EQ(d1->ffn_end, dense0.intermediate_size);
+  EXPECT_EQ(d1->expert_ffn_begin, 16);
+
+  // One rank holds everything.
+  absl::StatusOr<TpPartition> whole = PartitionForRank(qwen2, 0, 1);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->expert_ffn_end, qwen2.expert_intermediate_size);
+  EXPECT_EQ(whole->shared_expert_ffn_end, qwen2.shared_expert_intermediate_size);
+}
+
+// A size with fewer features than ranks is a load error naming it.
+TEST(MoePartitionTest, UnsplittableExpertSizesAreClearErrors) {
+  ModelConfig c;
+  c.num_heads = 8;
+  c.num_kv_heads = 4;
+  c.num_layers = 2;
+  c.intermediate_size = 4096;
+  c.expert_count = 8;
+  c.expert_used_count = 2;
+  c.expert_intermediate_size = 3;
+  absl::StatusOr<TpPartition> p = PartitionForRank(c, 0, 4);
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.status().message().find("mixture-of-experts"), std::string::npos) << p.status();
-  EXPECT_TRUE(PartitionForRank(m, 0, 1).ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << p.status();
+  EXPECT_NE(p.status().message().find("expert intermediate size 3 cannot be split over 4 ranks"),
+            std::string::npos)
+      << p.status();
+  EXPECT_TRUE(PartitionForRank(c, 2, 3).ok());  // 3 features, 3 ranks: one each
+
+  c.expert_intermediate_size = 64;
+  c.shared_expert_intermediate_size = 2;
+  p = PartitionForRank(c, 3, 4);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("shared expert intermediate size 2"), std::string::npos)
+      << p.status();
+
+  // A pure mixture-of-experts model never splits its (unused) dense size.
+  c.shared_expert_intermediate_size = 0;
+  c.intermediate_size = 1;
+  EXPECT_TRUE(PartitionForRank(c, 3, 4).ok());
+  c.moe_layers = {false, true};  // layer 0 dense: now it must split
+  p = PartitionForRank(c, 3, 4);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("intermediate size 1 cannot"), std::string::npos)
+      << p.status();
 }
 
 // The matmul paths, as in batch_invariance_test.

@@ -2,6 +2,9 @@
 // (Megatron-style): each rank owns whole K/V heads and the query heads of
 // their groups (column-parallel Q/K/V, row-parallel O), and a slice of the
 // MLP's intermediate features (column-parallel gate/up, row-parallel down).
+// A mixture-of-experts layer is split the same way inside every expert (and
+// the shared expert): each rank holds the same feature slice of all of them,
+// runs the replicated router, and one all-reduce sums the partial outputs.
 // Uneven splits are allowed (SmolLM2 has 3 K/V heads: 2 ranks hold 2 and 1),
 // so any tensor_parallel_size up to the number of K/V heads works. The
 // engine uses this to size each rank's KV cache; the model to bind its share.
@@ -20,7 +23,12 @@ struct TpPartition {
   int world_size = 1;
   int kv_head_begin = 0, kv_head_end = 0;  // [begin, end)
   int q_head_begin = 0, q_head_end = 0;
-  int64_t ffn_begin = 0, ffn_end = 0;  // intermediate features
+  // Intermediate features, [begin, end): of the dense MLP (none when every
+  // layer is a mixture of experts), of every expert, of the shared expert
+  // (Qwen2-MoE); the expert ranges are empty for dense models.
+  int64_t ffn_begin = 0, ffn_end = 0;
+  int64_t expert_ffn_begin = 0, expert_ffn_end = 0;
+  int64_t shared_expert_ffn_begin = 0, shared_expert_ffn_end = 0;
 
   int num_kv_heads() const { return kv_head_end - kv_head_begin; }
   int num_heads() const { return q_head_end - q_head_begin; }
@@ -28,7 +36,8 @@ struct TpPartition {
 };
 
 // Rank `rank`'s share. InvalidArgument when world_size exceeds the model's
-// K/V heads (K/V heads are never replicated) or the sizes cannot be split.
+// K/V heads (K/V heads are never replicated) or an intermediate size (dense,
+// expert or shared expert) has fewer features than ranks.
 absl::StatusOr<TpPartition> PartitionForRank(const worker::loader::ModelConfig& config, int rank,
                                              int world_size);
 
