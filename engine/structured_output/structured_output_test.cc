@@ -65,6 +65,17 @@ CompiledConstraint YesNo() {
   return *g;
 }
 
+// num ("+" num)* over the digits 1 and 2.
+CompiledConstraint Arithmetic() {
+  auto pool = Pool();
+  Constraint c;
+  c.kind = ConstraintKind::kGrammar;
+  c.text = "root ::= num (\"+\" num)*\nnum ::= [12]+";
+  absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, c);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return *g;
+}
+
 TEST(ConstraintMatcherTest, ChoiceMasksAndAllowsEosOnlyAtTheEnd) {
   ConstraintMatcher m(YesNo());
   EXPECT_EQ(Allowed(m), (std::vector<int>{1, 4, 6}));  // y, n, yes
@@ -114,13 +125,7 @@ TEST(ConstraintMatcherTest, IdsPastTheGrammarVocabularyAreMasked) {
 }
 
 TEST(ConstraintMatcherTest, ArithmeticGrammar) {
-  auto pool = Pool();
-  Constraint c;
-  c.kind = ConstraintKind::kGrammar;
-  c.text = "root ::= num (\"+\" num)*\nnum ::= [12]+";
-  absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, c);
-  ASSERT_TRUE(g.ok()) << g.status();
-  ConstraintMatcher m(*g);
+  ConstraintMatcher m(Arithmetic());
   EXPECT_EQ(Allowed(m), (std::vector<int>{8, 9}));
   ASSERT_TRUE(m.Sync({8, 10}).ok());  // "1+"
   EXPECT_EQ(Allowed(m), (std::vector<int>{8, 9}));
@@ -144,23 +149,18 @@ TEST(ConstraintMatcherTest, DraftsEndAtTheFirstRejectedTokenAndLeaveTheMatcherAs
 }
 
 TEST(ConstraintMatcherTest, DraftBitmasksAreTheMasksOfEachPrefixAndSyncRollsBack) {
-  auto pool = Pool();
-  Constraint c;
-  c.kind = ConstraintKind::kGrammar;
-  c.text = "root ::= num (\"+\" num)*\nnum ::= [12]+";
-  absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, c);
-  ASSERT_TRUE(g.ok()) << g.status();
+  const CompiledConstraint g = Arithmetic();
   // Row j of a draft's fill is what a matcher that took draft[0, j) one
   // token at a time allows.
   const std::vector<int32_t> outputs = {8};  // "1"
   const std::vector<int32_t> draft = {10, 9, 9, 10, 8, kEos};  // "+22+1" EOS
-  ConstraintMatcher m(*g);
+  ConstraintMatcher m(g);
   ASSERT_TRUE(m.Sync(outputs).ok());
   m.FillBitmasks(draft);
   EXPECT_EQ(m.num_accepted(), 7);  // It stands after the draft.
   EXPECT_TRUE(m.IsTerminated());
   for (size_t j = 0; j <= draft.size(); ++j) {
-    ConstraintMatcher one(*g);
+    ConstraintMatcher one(g);
     std::vector<int32_t> prefix = outputs;
     prefix.insert(prefix.end(), draft.begin(), draft.begin() + j);
     ASSERT_TRUE(one.Sync(prefix).ok());
