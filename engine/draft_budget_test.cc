@@ -211,5 +211,26 @@ TEST(DraftBudgetEngineTest, StepsPastTheItlTargetGetNoDrafts) {
   }
 }
 
+TEST(DraftBudgetEngineTest, StepTimesAreObservedWithTheirDraftTokens) {
+  // A 2-token prompt and then decodes of 1 token: only the draft tokens can
+  // make a step the step-time model saw hold more than 2.
+  FakeModelExecutor fake(Cyclic(absl::ZeroDuration()));
+  EngineCore core(&fake, Sched(absl::Seconds(60)), /*enable_prefix_caching=*/true);
+  spec_decode::SpecDecodeConfig spec;
+  spec.ngram_k = kWanted;
+  core.SetSpeculation(spec);
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = 40;
+  p.ignore_eos = true;
+  auto r = std::make_unique<Request>("r", std::vector<int32_t>{1, 2}, p);
+  r->times.arrival = absl::Now();
+  ASSERT_TRUE(core.AddRequest(std::move(r)).ok());
+  for (int step = 0; step < 100 && core.HasUnfinished(); ++step) ASSERT_TRUE(core.Step().ok());
+  ASSERT_FALSE(core.HasUnfinished());
+  EXPECT_GT(core.spec_stats().num_draft_tokens, core.spec_stats().num_drafts);
+  EXPECT_GT(core.scheduler().slo_budget().model().largest_observed_tokens(), 2);
+}
+
 }  // namespace
 }  // namespace rill::engine
