@@ -153,12 +153,12 @@ std::vector<int32_t> PromptOf(int i) {
   return prompt;
 }
 
-struct Run {
+struct EngineRun {
   std::map<std::string, std::vector<int32_t>> tokens;
   spec_decode::SpecDecodeStats spec;
 };
 
-Run RunThree(FakeModelExecutor& fake, const SchedulerConfig& sched, int max_tokens) {
+EngineRun RunThree(FakeModelExecutor& fake, const SchedulerConfig& sched, int max_tokens) {
   EngineCore core(&fake, sched, /*enable_prefix_caching=*/true);
   spec_decode::SpecDecodeConfig spec;
   spec.ngram_k = kWanted;
@@ -173,7 +173,7 @@ Run RunThree(FakeModelExecutor& fake, const SchedulerConfig& sched, int max_toke
     r->times.arrival = absl::Now();
     EXPECT_TRUE(core.AddRequest(std::move(r)).ok());
   }
-  Run run;
+  EngineRun run;
   for (int step = 0; step < 2000 && core.HasUnfinished(); ++step) {
     absl::StatusOr<std::vector<EngineCoreOutput>> outs = core.Step();
     EXPECT_TRUE(outs.ok()) << outs.status();
@@ -190,8 +190,8 @@ Run RunThree(FakeModelExecutor& fake, const SchedulerConfig& sched, int max_toke
 
 TEST(DraftBudgetEngineTest, ALooseItlTargetLeavesEveryDraftAsItIs) {
   FakeModelExecutor fake(Cyclic(absl::ZeroDuration()));
-  const Run without = RunThree(fake, Sched(absl::ZeroDuration()), 40);
-  const Run loose = RunThree(fake, Sched(absl::Seconds(60)), 40);
+  const EngineRun without = RunThree(fake, Sched(absl::ZeroDuration()), 40);
+  const EngineRun loose = RunThree(fake, Sched(absl::Seconds(60)), 40);
   EXPECT_GT(without.spec.num_accepted_tokens, 0);
   EXPECT_EQ(loose.tokens, without.tokens);
   EXPECT_EQ(loose.spec.num_drafts, without.spec.num_drafts);
@@ -204,7 +204,7 @@ TEST(DraftBudgetEngineTest, StepsPastTheItlTargetGetNoDrafts) {
   // step on, the decodes alone are predicted past it (timing noise only
   // makes steps slower), so no draft is proposed; outputs are unchanged.
   FakeModelExecutor fake(Cyclic(absl::Milliseconds(60)));
-  const Run tight = RunThree(fake, Sched(absl::Milliseconds(5)), 12);
+  const EngineRun tight = RunThree(fake, Sched(absl::Milliseconds(5)), 12);
   EXPECT_EQ(tight.spec.num_drafts, 0);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(tight.tokens.at(absl::StrCat("r", i)), fake.Generate(PromptOf(i), 12)) << i;
