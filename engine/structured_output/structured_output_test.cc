@@ -65,15 +65,20 @@ CompiledConstraint YesNo() {
   return *g;
 }
 
-// num ("+" num)* over the digits 1 and 2.
-CompiledConstraint Arithmetic() {
+// The grammar of a regex or EBNF text.
+CompiledConstraint CompileText(ConstraintKind kind, const std::string& text) {
   auto pool = Pool();
   Constraint c;
-  c.kind = ConstraintKind::kGrammar;
-  c.text = "root ::= num (\"+\" num)*\nnum ::= [12]+";
+  c.kind = kind;
+  c.text = text;
   absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, c);
   EXPECT_TRUE(g.ok()) << g.status();
   return *g;
+}
+
+// num ("+" num)* over the digits 1 and 2.
+CompiledConstraint Arithmetic() {
+  return CompileText(ConstraintKind::kGrammar, "root ::= num (\"+\" num)*\nnum ::= [12]+");
 }
 
 TEST(ConstraintMatcherTest, ChoiceMasksAndAllowsEosOnlyAtTheEnd) {
@@ -112,13 +117,7 @@ TEST(ConstraintMatcherTest, ATokenOutsideTheGrammarIsAnError) {
 }
 
 TEST(ConstraintMatcherTest, IdsPastTheGrammarVocabularyAreMasked) {
-  auto pool = Pool();
-  Constraint c;
-  c.kind = ConstraintKind::kRegex;
-  c.text = "x+";
-  absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, c);
-  ASSERT_TRUE(g.ok()) << g.status();
-  ConstraintMatcher m(*g);
+  ConstraintMatcher m(CompileText(ConstraintKind::kRegex, "x+"));
   EXPECT_EQ(Allowed(m, kTokens.size() + 40), (std::vector<int>{7}));
   ASSERT_TRUE(m.Sync({7}).ok());
   EXPECT_EQ(Allowed(m), (std::vector<int>{kEos, 7}));
