@@ -127,14 +127,16 @@ std::vector<EngineCoreOutput> EngineCore::FailAll(const absl::Status& status) {
   return out;
 }
 
-EngineCore::SampledRow EngineCore::SampleRow(Request* r, float* logits) const {
+EngineCore::SampledRow EngineCore::SampleRow(Request* r, float* logits, int draft_row) const {
   ProcessLogits(*r, eos_ids_, logits, vocab_size_);
   // The grammar mask goes last, so penalties and logit_bias never revive a
   // forbidden token; the sampler's temperature / top-k / top-p / min-p and
   // seed then apply to what is left. Step filled the bitmask during the
-  // forward (ExecuteFillingMasks); Sync is a no-op unless that failed.
-  if (r->matcher != nullptr && r->matcher->Sync(r->output_token_ids).ok()) {
-    r->matcher->ApplyBitmask(logits, vocab_size_);
+  // forward (ExecuteFillingMasks); Sync is a no-op unless that failed. A
+  // draft's rows use the masks filled along it, with no Sync (which would
+  // roll the matcher back from the draft's end).
+  if (r->matcher != nullptr && (draft_row >= 0 || r->matcher->Sync(r->output_token_ids).ok())) {
+    r->matcher->ApplyBitmask(logits, vocab_size_, std::max(draft_row, 0));
     // A grammar that has ended allows only EOS, which min_tokens masks: the
     // grammar wins (EOS tokens fill up to min_tokens) rather than a row with
     // nothing left to sample.
@@ -153,7 +155,7 @@ EngineCore::SampledRow EngineCore::SampleRow(Request* r, float* logits) const {
   return out;
 }
 
-EngineCoreOutput EngineCore::Advance(Request* r, SampledRow tok) {
+EngineCoreOutput EngineCore::Advance(Request* r, SampledRow tok, bool check_grammar) {
   const absl::Time now = absl::Now();
   r->output_token_ids.push_back(tok.token);
   r->output_logprobs.push_back(tok.logprob);
@@ -176,7 +178,7 @@ EngineCoreOutput EngineCore::Advance(Request* r, SampledRow tok) {
   } else if (past_min && std::find(stops.begin(), stops.end(), tok.token) != stops.end()) {
     end = RequestState::kFinishedStopped;
     r->stop_reason = tok.token;
-  } else if (r->matcher != nullptr &&
+  } else if (r->matcher != nullptr && check_grammar &&
              !(o.error = r->matcher->Sync(r->output_token_ids)).ok()) {
     end = RequestState::kFinishedError;  // Only if the mask let a forbidden token through.
   } else if (num_out >= r->params.max_tokens ||
@@ -208,15 +210,20 @@ absl::Status EngineCore::ExecuteFillingMasks(const SchedulerOutput& plan,
   // far, so the rows about to be sampled get theirs on the core's helper
   // thread while the model runs (the loop thread only waits in Execute
   // meanwhile). Wait comes before any return: the task reads `masked`.
-  std::vector<Request*> masked;
-  for (const ScheduledChunk& c : plan.chunks) {
+  // A chunk that verifies a draft gets one bitmask per position
+  // (ProposeDrafts kept only what the grammar accepts).
+  std::vector<std::pair<Request*, const std::vector<int32_t>*>> masked;
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ScheduledChunk& c = plan.chunks[i];
     Request* r = c.request;
-    if (r->matcher != nullptr && c.start_pos + c.num_tokens >= r->num_tokens()) masked.push_back(r);
+    if (r->matcher != nullptr && c.start_pos + c.num_tokens >= r->num_tokens()) {
+      masked.emplace_back(r, &drafts_[i]);
+    }
   }
   if (masked.empty()) return executor_->Execute(batch, fwd);
   mask_filler_.Start([&masked] {
-    for (Request* r : masked) {
-      if (r->matcher->Sync(r->output_token_ids).ok()) r->matcher->FillBitmask();
+    for (const auto& [r, draft] : masked) {
+      if (r->matcher->Sync(r->output_token_ids).ok()) r->matcher->FillBitmasks(*draft);
     }
   });
   absl::Status s = executor_->Execute(batch, fwd);
@@ -236,7 +243,9 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
   }
   last_step_ = StepReport();
   if (plan.empty()) return outputs;
-  ProposeDrafts(plan, scheduler_.config().max_num_batched_tokens - plan.num_batched_tokens);
+  DraftBudget draft_budget(plan, scheduler_.config().max_num_batched_tokens,
+                           scheduler_.slo_budget());
+  ProposeDrafts(plan, &draft_budget);
 
   worker::ForwardBatch batch;
   batch.sequences.reserve(plan.chunks.size());
@@ -327,9 +336,8 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
       outputs.push_back(Advance(r, std::move(sampled_[k][0])));
     }
   }
-  // Advance may have finished requests, but the plan's positions and counts
-  // are all RecordStepTime reads.
-  scheduler_.RecordStepTime(plan, absl::Now() - step_start);
+  // The verified drafts' tokens were computed too, accepted or not.
+  scheduler_.RecordStepTime(draft_budget.step(), absl::Now() - step_start);
   return outputs;
 }
 

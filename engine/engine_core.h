@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/block_manager.h"
+#include "engine/draft_budget.h"
 #include "engine/helper_thread.h"
 #include "engine/model_executor.h"
 #include "engine/request.h"
@@ -125,13 +126,17 @@ class EngineCore {
   };
   // Applies r's logits processing to the row in place and samples it. Uses
   // only r's own state (its sampler, params, outputs so far), so different
-  // requests' rows may be sampled at the same time.
-  SampledRow SampleRow(Request* r, float* logits) const;
+  // requests' rows may be sampled at the same time. `draft_row`: -1 for the
+  // row after r's outputs, else the row's position in a draft being
+  // verified (its grammar bitmask row; the matcher stands past the draft).
+  SampledRow SampleRow(Request* r, float* logits, int draft_row = -1) const;
   // Appends the sampled token and applies stop checks; returns the output.
-  // Engine loop thread, serially.
-  EngineCoreOutput Advance(Request* r, SampledRow tok);
-  // Execute, with the grammar bitmasks of the rows to sample filled on
-  // mask_filler_ meanwhile (structured outputs).
+  // `check_grammar` false skips syncing the grammar matcher, for a verified
+  // draft token it accepted already. Engine loop thread, serially.
+  EngineCoreOutput Advance(Request* r, SampledRow tok, bool check_grammar = true);
+  // Execute, with the grammar bitmasks of the rows to sample (for a chunk
+  // that verifies a draft, one per position) filled on mask_filler_
+  // meanwhile (structured outputs).
   absl::Status ExecuteFillingMasks(const SchedulerOutput& plan, const worker::ForwardBatch& batch,
                                    worker::ForwardOutput* fwd);
   // Records prompt logprobs from an all_logits row of chunk `c`.
@@ -139,16 +144,20 @@ class EngineCore {
 
   // Speculative decoding (engine_core_spec.cc). Fills drafts_[i] for the
   // plan's decode chunks that speculate this step, with KV blocks allocated
-  // for their draft positions; `budget`: tokens the step may still add.
-  void ProposeDrafts(const SchedulerOutput& plan, int64_t budget);
+  // for their draft positions, within `budget` (which records them). A
+  // constrained request's draft ends before the first token its grammar
+  // rejects.
+  void ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget);
   // Samples the rows of a chunk that verifies `draft` (row j predicts the
-  // token after draft[j - 1]) until a sample differs from the draft: the
+  // token after draft[j - 1]; a constrained row is masked with the grammar
+  // bitmask after draft[0, j)) until a sample differs from the draft: the
   // accepted draft tokens, then the differing (or bonus) token. Same
   // threading as SampleRow.
   std::vector<SampledRow> VerifyDraft(Request* r, float* rows,
                                       const std::vector<int32_t>& draft) const;
-  // Advances r by the verified tokens (one output), rolls the KV cache back
-  // past the accepted ones and adapts r's draft length. Loop thread.
+  // Advances r by the verified tokens (one output), rolls the KV cache (and
+  // the grammar matcher) back past the accepted ones and adapts r's draft
+  // length. Loop thread.
   EngineCoreOutput AdvanceVerified(Request* r, const ScheduledChunk& c,
                                    const std::vector<int32_t>& draft,
                                    std::vector<SampledRow> tokens);

@@ -12,21 +12,38 @@
 // logits as without speculation (penalties, logit_bias and min_tokens see
 // the tokens accepted before that position), one draw per emitted token:
 // greedy outputs are identical, and so are seeded ones, draw for draw.
+//
+// With a grammar, "the same processed logits" include the grammar's mask at
+// each position: the matcher is advanced through the draft while the masks
+// are filled (one per position, during the forward), and the tokens after a
+// rejection are rolled back; a draft token the grammar rejects could never
+// be sampled, so the draft ends before it.
 #include <algorithm>
 #include <utility>
 
 #include "engine/engine_core.h"
 #include "engine/spec_decode/draft_length.h"
 #include "engine/spec_decode/ngram_proposer.h"
+#include "engine/structured_output/constraint_matcher.h"
 
 namespace rill::engine {
+namespace {
 
-void EngineCore::ProposeDrafts(const SchedulerOutput& plan, int64_t budget) {
+// How many leading tokens of `draft` r's grammar accepts after its outputs
+// (0 if its matcher cannot follow them).
+size_t GrammarAcceptedPrefix(Request* r, const std::vector<int32_t>& draft) {
+  if (!r->matcher->Sync(r->output_token_ids).ok()) return 0;
+  return static_cast<size_t>(r->matcher->AcceptablePrefix(draft));
+}
+
+}  // namespace
+
+void EngineCore::ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget) {
   drafts_.resize(plan.chunks.size());
   for (std::vector<int32_t>& d : drafts_) d.clear();
   if (!spec_.enabled() || scheduler_.num_running() >= spec_.disable_batch_size) return;
   const int64_t max_len = scheduler_.config().max_model_len;
-  for (size_t i = 0; i < plan.chunks.size() && budget > 0; ++i) {
+  for (size_t i = 0; i < plan.chunks.size() && !budget->exhausted(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
     Request* r = c.request;
     // Decode steps only: the last token is computed now and a token was
@@ -34,25 +51,24 @@ void EngineCore::ProposeDrafts(const SchedulerOutput& plan, int64_t budget) {
     if (c.num_tokens != 1 || r->output_token_ids.empty() || c.start_pos + 1 != r->num_tokens()) {
       continue;
     }
-    // The grammar matcher follows accepted tokens only; constrained requests
-    // decode one token at a time.
-    if (r->matcher != nullptr) continue;
     if (r->draft_length == 0) r->draft_length = spec_.ngram_k;
     // The emitted tokens (accepted + 1) stay within max_tokens, the
     // positions within max_model_len.
     const int64_t outputs = static_cast<int64_t>(r->output_token_ids.size());
     const int64_t room =
         std::min<int64_t>(r->params.max_tokens - outputs, max_len - r->num_tokens()) - 1;
-    const int64_t k = std::min<int64_t>({r->draft_length, spec_.ngram_k, room, budget});
+    const int64_t k =
+        budget->Limit(c, std::min<int64_t>({r->draft_length, spec_.ngram_k, room}));
     if (k <= 0) continue;
     std::vector<int32_t> draft = spec_decode::ProposeNgramDraft(
         r->AllTokens(), spec_.ngram_min_n, spec_.ngram_max_n, static_cast<int>(k));
+    if (r->matcher != nullptr) draft.resize(GrammarAcceptedPrefix(r, draft));
     if (draft.empty()) continue;
     // A draft never preempts anyone: without free blocks it is dropped.
     if (!blocks_.Allocate(r->seq_no, c.start_pos + 1 + static_cast<int64_t>(draft.size()))) {
       continue;
     }
-    budget -= static_cast<int64_t>(draft.size());
+    budget->Take(c, static_cast<int64_t>(draft.size()));
     drafts_[i] = std::move(draft);
   }
 }
@@ -62,7 +78,7 @@ std::vector<EngineCore::SampledRow> EngineCore::VerifyDraft(
   std::vector<SampledRow> out;
   const size_t outputs_before = r->output_token_ids.size();
   for (size_t j = 0; j <= draft.size(); ++j) {
-    out.push_back(SampleRow(r, rows + j * vocab_size_));
+    out.push_back(SampleRow(r, rows + j * vocab_size_, static_cast<int>(j)));
     if (j == draft.size() || out.back().token != draft[j]) break;
     // The next position's penalties and min_tokens count this token.
     r->output_token_ids.push_back(draft[j]);
@@ -88,12 +104,16 @@ EngineCoreOutput EngineCore::AdvanceVerified(Request* r, const ScheduledChunk& c
   std::vector<TopLogprobs> tops;
   EngineCoreOutput last;
   for (size_t j = 0; j < tokens.size(); ++j) {
-    if (j + 1 == tokens.size() && blocks_.prefix_caching()) {
+    const bool is_last = j + 1 == tokens.size();
+    if (is_last && blocks_.prefix_caching()) {
       // Every computed token is an output now: cache the full blocks among
       // them (never a block past them, which may hold a rejected token).
       blocks_.CacheFullBlocks(r->seq_no, r->AllTokens(), r->num_computed_tokens, r->lora_key);
     }
-    last = Advance(r, std::move(tokens[j]));
+    // The grammar matcher accepted the draft tokens as their masks were
+    // filled; the last token's check syncs it, which rolls back the rejected
+    // ones and accepts that token.
+    last = Advance(r, std::move(tokens[j]), /*check_grammar=*/is_last);
     ids.insert(ids.end(), last.new_token_ids.begin(), last.new_token_ids.end());
     logprobs.insert(logprobs.end(), last.new_logprobs.begin(), last.new_logprobs.end());
     for (TopLogprobs& t : last.new_top_logprobs) tops.push_back(std::move(t));

@@ -45,7 +45,8 @@
   X(int, target_itl_ms, 0, base::AtLeast(0),                                                      \
     "Target inter-token latency in ms; 0 = off. When set, each step's prefill chunks are sized " \
     "online from the step times the engine measures (at most --max_num_batched_tokens) so "      \
-    "running decodes keep this latency while long prompts are prefilled in pieces.")             \
+    "running decodes keep this latency while long prompts are prefilled in pieces; "             \
+    "speculative drafts get only the step time left.")                                           \
   X(int, target_ttft_ms, 0, base::AtLeast(0),                                                     \
     "Target time to first token in ms (needs --target_itl_ms); 0 = none. A prompt that can "     \
     "still meet it only with bigger chunks gets them.")                                           \
@@ -92,8 +93,8 @@
   X(int, speculative_ngram_k, 0, base::AtLeast(0),                                                \
     "Speculative decoding by prompt lookup: up to this many draft tokens per decoding sequence " \
     "and step, copied from where the sequence's last n tokens occurred before in its prompt "   \
-    "and output, verified in the same forward (outputs unchanged); 0 = off. Requests with a "   \
-    "structured-output constraint do not speculate.")                                           \
+    "and output, verified in the same forward (outputs unchanged); 0 = off. A structured-"     \
+    "output request's draft ends before the first token its grammar rejects.")                 \
   X(int, speculative_ngram_max_n, 3, base::AtLeast(1),                                            \
     "Longest n-gram looked up for a draft (tried first).")                                       \
   X(int, speculative_ngram_min_n, 1, base::AtLeast(1),                                            \

@@ -209,11 +209,15 @@ int64_t Scheduler::PrefillLimit(const Request& r, int64_t start, int64_t remaini
   return slo_.ChunkLimit(planned, start, remaining, deadline, now, first_prefill);
 }
 
-void Scheduler::RecordStepTime(const SchedulerOutput& plan, absl::Duration step_time) {
-  if (!slo_.enabled() || plan.empty()) return;
+StepShape SchedulerOutput::Shape() const {
   StepShape shape;
-  for (const ScheduledChunk& c : plan.chunks) shape.AddChunk(c.start_pos, c.num_tokens);
-  slo_.ObserveStep(shape, step_time);
+  for (const ScheduledChunk& c : chunks) shape.AddChunk(c.start_pos, c.num_tokens);
+  return shape;
+}
+
+void Scheduler::RecordStepTime(const StepShape& step, absl::Duration step_time) {
+  if (!slo_.enabled() || step.tokens == 0) return;
+  slo_.ObserveStep(step, step_time);
 }
 
 SchedulerOutput Scheduler::Schedule(absl::Time now) {

@@ -28,6 +28,7 @@
 #include "engine/block_manager.h"
 #include "engine/request.h"
 #include "engine/slo_budget.h"
+#include "engine/step_time_model.h"
 
 namespace rill::engine {
 
@@ -66,6 +67,8 @@ struct SchedulerOutput {
   int64_t num_batched_tokens = 0;
   std::vector<Request*> preempted;  // Preempted during this Schedule call.
   bool empty() const { return chunks.empty(); }
+  // The chunks' work, as the step-time model sees it (drafts not included).
+  StepShape Shape() const;
 };
 
 class Scheduler {
@@ -84,9 +87,10 @@ class Scheduler {
   absl::Status CheckFits(const Request& request) const;
 
   SchedulerOutput Schedule(absl::Time now);
-  // What the step that ran `plan` took (schedule to sampled tokens): feeds
-  // the SLO budget's step-time model. A no-op without SLO targets.
-  void RecordStepTime(const SchedulerOutput& plan, absl::Duration step_time);
+  // What a step took (schedule to sampled tokens) for the work it ran (the
+  // plan's Shape plus the drafts it verified, see DraftBudget): feeds the
+  // SLO budget's step-time model. A no-op without SLO targets.
+  void RecordStepTime(const StepShape& step, absl::Duration step_time);
   // The SLO budget (targets, step-time model, chosen token budget).
   const SloBudget& slo_budget() const { return slo_; }
 

@@ -63,6 +63,12 @@ int64_t SloBudget::ChunkLimit(const StepShape& planned, int64_t start_pos, int64
   return std::min({n, remaining, max_tokens_});
 }
 
+int64_t SloBudget::DraftLimit(const StepShape& planned, int64_t start_pos, int64_t wanted) const {
+  if (!enabled() || wanted <= 0) return std::max<int64_t>(wanted, 0);
+  const int64_t explore = std::max<int64_t>(0, ExplorationCap() - planned.tokens);
+  return std::min({wanted, FitsTarget(planned, start_pos), explore});
+}
+
 int64_t SloBudget::TokenBudget() const {
   if (!enabled()) return max_tokens_;
   // What a prefill alone in a step gets (ChunkLimit with first_prefill).

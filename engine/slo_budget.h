@@ -56,6 +56,14 @@ class SloBudget {
   int64_t ChunkLimit(const StepShape& planned, int64_t start_pos, int64_t remaining,
                      absl::Time deadline, absl::Time now, bool first_prefill) const;
 
+  // The most draft tokens (<= wanted) that speculative decoding may verify
+  // at positions start_pos.. in a step that already holds `planned`: what
+  // keeps its predicted time within the ITL target, and the exploration cap.
+  // Drafts are optional work, so unlike a prompt's chunk they get nothing
+  // once the step is predicted past the target (0), and nothing is
+  // guaranteed. Without targets: `wanted`.
+  int64_t DraftLimit(const StepShape& planned, int64_t start_pos, int64_t wanted) const;
+
   // What the config RPC and metrics report as the chosen budget: the tokens
   // one step may hold (a prefill from position 0 alone) within the target;
   // at least kMinChunk, which such a prefill always gets.

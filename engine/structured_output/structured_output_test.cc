@@ -8,12 +8,15 @@
 #include <gtest/gtest.h>
 
 #include "absl/synchronization/notification.h"
+#include "engine/structured_output/compile_now.h"
 #include "engine/structured_output/constraint.h"
 #include "engine/structured_output/constraint_matcher.h"
 #include "engine/structured_output/grammar_compiler.h"
 
 namespace rill::engine::structured_output {
 namespace {
+
+using testing::CompileNow;
 
 // id 0 is EOS (""), then single letters and one multi-letter token.
 const std::vector<std::string> kTokens = {"", "y", "e", "s", "n", "o", "yes", "x", "1", "2", "+"};
@@ -28,26 +31,22 @@ std::unique_ptr<GrammarCompilerPool> Pool(GrammarCompilerOptions options = {}) {
   return std::move(*pool);
 }
 
-absl::StatusOr<CompiledConstraint> CompileNow(GrammarCompilerPool& pool, const Constraint& c) {
-  absl::Notification done;
-  absl::StatusOr<CompiledConstraint> out = absl::UnknownError("no callback");
-  pool.Compile(c, [&](absl::StatusOr<CompiledConstraint> r) {
-    out = std::move(r);
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return out;
-}
-
-// Token ids whose logits survive the mask.
-std::vector<int> Allowed(ConstraintMatcher& m, int64_t width = kTokens.size()) {
+// Token ids whose logits survive bitmask row `row` of the last fill.
+std::vector<int> AllowedByRow(const ConstraintMatcher& m, int row,
+                              int64_t width = kTokens.size()) {
   std::vector<float> logits(width, 1.0f);
-  m.Mask(logits.data(), width);
+  m.ApplyBitmask(logits.data(), width, row);
   std::vector<int> ids;
   for (int64_t i = 0; i < width; ++i) {
     if (!std::isinf(logits[i])) ids.push_back(static_cast<int>(i));
   }
   return ids;
+}
+
+// Token ids whose logits survive the mask.
+std::vector<int> Allowed(ConstraintMatcher& m, int64_t width = kTokens.size()) {
+  m.FillBitmask();
+  return AllowedByRow(m, 0, width);
 }
 
 Constraint Choice(std::vector<std::string> choices) {
@@ -64,6 +63,22 @@ CompiledConstraint YesNo() {
   absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, Choice({"yes", "no"}));
   EXPECT_TRUE(g.ok()) << g.status();
   return *g;
+}
+
+// The grammar of a regex or EBNF text.
+CompiledConstraint CompileText(ConstraintKind kind, const std::string& text) {
+  auto pool = Pool();
+  Constraint c;
+  c.kind = kind;
+  c.text = text;
+  absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, c);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return *g;
+}
+
+// num ("+" num)* over the digits 1 and 2.
+CompiledConstraint Arithmetic() {
+  return CompileText(ConstraintKind::kGrammar, "root ::= num (\"+\" num)*\nnum ::= [12]+");
 }
 
 TEST(ConstraintMatcherTest, ChoiceMasksAndAllowsEosOnlyAtTheEnd) {
@@ -102,31 +117,66 @@ TEST(ConstraintMatcherTest, ATokenOutsideTheGrammarIsAnError) {
 }
 
 TEST(ConstraintMatcherTest, IdsPastTheGrammarVocabularyAreMasked) {
-  auto pool = Pool();
-  Constraint c;
-  c.kind = ConstraintKind::kRegex;
-  c.text = "x+";
-  absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, c);
-  ASSERT_TRUE(g.ok()) << g.status();
-  ConstraintMatcher m(*g);
+  ConstraintMatcher m(CompileText(ConstraintKind::kRegex, "x+"));
   EXPECT_EQ(Allowed(m, kTokens.size() + 40), (std::vector<int>{7}));
   ASSERT_TRUE(m.Sync({7}).ok());
   EXPECT_EQ(Allowed(m), (std::vector<int>{kEos, 7}));
 }
 
 TEST(ConstraintMatcherTest, ArithmeticGrammar) {
-  auto pool = Pool();
-  Constraint c;
-  c.kind = ConstraintKind::kGrammar;
-  c.text = "root ::= num (\"+\" num)*\nnum ::= [12]+";
-  absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, c);
-  ASSERT_TRUE(g.ok()) << g.status();
-  ConstraintMatcher m(*g);
+  ConstraintMatcher m(Arithmetic());
   EXPECT_EQ(Allowed(m), (std::vector<int>{8, 9}));
   ASSERT_TRUE(m.Sync({8, 10}).ok());  // "1+"
   EXPECT_EQ(Allowed(m), (std::vector<int>{8, 9}));
   ASSERT_TRUE(m.Sync({8, 10, 9}).ok());
   EXPECT_EQ(Allowed(m), (std::vector<int>{kEos, 8, 9, 10}));
+}
+
+TEST(ConstraintMatcherTest, DraftsEndAtTheFirstRejectedTokenAndLeaveTheMatcherAsItWas) {
+  ConstraintMatcher m(YesNo());
+  // "y" "e" "s" EOS: accepted through the EOS that ends the grammar, nothing after it.
+  EXPECT_EQ(m.AcceptablePrefix(std::vector<int32_t>{1, 2, 3, kEos, 1}), 4);
+  EXPECT_EQ(m.AcceptablePrefix(std::vector<int32_t>{1, 5, 2}), 1);  // "y" then "o" breaks it.
+  EXPECT_EQ(m.AcceptablePrefix(std::vector<int32_t>{7}), 0);
+  EXPECT_EQ(m.AcceptablePrefix(std::vector<int32_t>{}), 0);
+  EXPECT_EQ(m.num_accepted(), 0);
+  EXPECT_FALSE(m.IsTerminated());
+  EXPECT_EQ(Allowed(m), (std::vector<int>{1, 4, 6}));
+  ASSERT_TRUE(m.Sync({4}).ok());
+  EXPECT_EQ(m.AcceptablePrefix(std::vector<int32_t>{5, kEos}), 2);
+  EXPECT_EQ(Allowed(m), (std::vector<int>{5}));
+}
+
+TEST(ConstraintMatcherTest, DraftBitmasksAreTheMasksOfEachPrefixAndSyncRollsBack) {
+  const CompiledConstraint g = Arithmetic();
+  // Row j of a draft's fill is what a matcher that took draft[0, j) one
+  // token at a time allows.
+  const std::vector<int32_t> outputs = {8};  // "1"
+  const std::vector<int32_t> draft = {10, 9, 9, 10, 8, kEos};  // "+22+1" EOS
+  ConstraintMatcher m(g);
+  ASSERT_TRUE(m.Sync(outputs).ok());
+  m.FillBitmasks(draft);
+  EXPECT_EQ(m.num_accepted(), 7);  // It stands after the draft.
+  EXPECT_TRUE(m.IsTerminated());
+  for (size_t j = 0; j <= draft.size(); ++j) {
+    ConstraintMatcher one(g);
+    std::vector<int32_t> prefix = outputs;
+    prefix.insert(prefix.end(), draft.begin(), draft.begin() + j);
+    ASSERT_TRUE(one.Sync(prefix).ok());
+    EXPECT_EQ(AllowedByRow(m, static_cast<int>(j)), Allowed(one)) << "row " << j;
+  }
+  // Verification accepted "+2" and sampled "+" instead of the second "2":
+  // the Sync with those outputs rolls the rest back, ending included.
+  ASSERT_TRUE(m.Sync({8, 10, 9, 10}).ok());
+  EXPECT_FALSE(m.IsTerminated());
+  EXPECT_EQ(m.num_accepted(), 4);
+  EXPECT_EQ(Allowed(m), (std::vector<int>{8, 9}));
+  // A draft token the grammar rejects leaves the rows after it allowing
+  // nothing (verification stops at the row before, which forbids it).
+  m.FillBitmasks(std::vector<int32_t>{9, 10, 10});  // "2++"
+  EXPECT_EQ(m.num_accepted(), 6);
+  EXPECT_EQ(AllowedByRow(m, 2), (std::vector<int>{8, 9}));
+  EXPECT_TRUE(AllowedByRow(m, 3).empty());
 }
 
 TEST(ConstraintMatcherTest, StructuralTagSequence) {
