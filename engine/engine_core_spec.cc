@@ -16,9 +16,9 @@
 #include <algorithm>
 #include <utility>
 
-#include "engine/engine_core.h"
-
 #include <glog/logging.h>
+
+#include "engine/engine_core.h"
 #include "engine/spec_decode/draft_length.h"
 #include "engine/spec_decode/ngram_proposer.h"
 

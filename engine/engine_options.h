@@ -106,7 +106,7 @@
     "target's vocabulary and tokenizer proposes --speculative_num_draft_tokens greedy tokens "  \
     "per decoding sequence and step, verified in the target's forward (outputs unchanged). It " \
     "runs on the CPU in the engine process (with tensor-parallel workers too), with its own KV " \
-    "cache of as many blocks as the target's. \"\" = off; not with --speculative_ngram_k.")     \
+    "cache of --kv_cache_mb. \"\" = off; not with --speculative_ngram_k.")                      \
   X(int, speculative_num_draft_tokens, 0, base::AtLeast(0),                                       \
     "Draft tokens per sequence and step of --speculative_model (each sequence's draft length "  \
     "then adapts to its acceptance, up to this).")

@@ -56,7 +56,11 @@ absl::Status AttachDraftModel(const EngineArgs& args, const worker::loader::Chec
   if (absl::Status s = ValidateSpecDecodeConfig(drafting); !s.ok()) return s;
   LocalExecutorOptions options;
   options.model_path = ResolveModelPath(args.speculative_model);
-  options.num_blocks = executor->num_blocks();
+  // Its own --kv_cache_mb of CPU memory (pages are committed as blocks are
+  // first used): as many blocks as the target's for a draft as large, more
+  // for a smaller one; a CUDA target's cache may hold more sequences than
+  // this, and those without draft blocks decode without drafts.
+  options.kv_cache_bytes = args.kv_cache_mb << 20;
   options.block_size = executor->block_size();
   // The target's K/V format where the CPU has it (a CUDA target's bfloat16
   // is not a CPU format: f32 then).

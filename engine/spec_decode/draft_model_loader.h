@@ -2,8 +2,8 @@
 // a LocalModelExecutor in the engine process (on the CPU whatever the
 // target's backend, also with tensor-parallel workers: a draft is small, and
 // its k sequential steps per engine step would each cost a broadcast to the
-// workers otherwise), with as many KV blocks of the target's size as the
-// target has, so every sequence the target holds fits in the draft's cache.
+// workers otherwise), with a KV cache of --kv_cache_mb in blocks of the
+// target's size.
 #ifndef RILL_ENGINE_SPEC_DECODE_DRAFT_MODEL_LOADER_H_
 #define RILL_ENGINE_SPEC_DECODE_DRAFT_MODEL_LOADER_H_
 
