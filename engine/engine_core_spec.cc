@@ -75,7 +75,9 @@ void EngineCore::ProposeDrafts(const SchedulerOutput& plan, int64_t budget) {
 void EngineCore::ProposeFromDraftModel(
     const SchedulerOutput& plan, const std::vector<spec_decode::DraftModelProposer::Want>& wants,
     const std::vector<size_t>& chunks) {
-  absl::StatusOr<std::vector<std::vector<int32_t>>> drafts = draft_->Propose(wants);
+  // The draft's catch-up forward takes at most a step's token budget.
+  absl::StatusOr<std::vector<std::vector<int32_t>>> drafts =
+      draft_->Propose(wants, scheduler_.config().max_num_batched_tokens);
   if (!drafts.ok()) {
     // The target's step goes on without drafts: its outputs do not depend on them.
     LOG_EVERY_N(ERROR, 100) << "draft model failed, no drafts this step: " << drafts.status();

@@ -6,7 +6,9 @@
 // of them that the sequence still has (the accepted draft tokens), truncates
 // the rest and computes what is missing (the prompt on the first draft, the
 // target's own token after a rejection, tokens of steps that did not
-// speculate) in the same forward that proposes the first draft token.
+// speculate) in the same forward that proposes the first draft token. That
+// forward computes at most a step's token budget: a long prompt is caught
+// up in chunks over several steps, which draft nothing for it meanwhile.
 //
 // The proposals are greedy (argmax of the draft's logits), so the proposal
 // distribution q is one-hot: the target's verification by its own sampler
@@ -24,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "engine/block_manager.h"
 #include "engine/model_executor.h"
+#include "worker/forward_batch.h"
 
 namespace rill::engine::spec_decode {
 
@@ -37,10 +40,13 @@ class DraftModelProposer {
     std::vector<int32_t> tokens;  // The sequence's prompt + outputs so far.
     int k = 0;                    // Draft tokens wanted (>= 1).
   };
-  // Per want, its k draft tokens, or none when the draft cache has no room
-  // or the draft model's context is too short. An error from the draft
-  // executor drops every draft sequence (they are recomputed next time).
-  absl::StatusOr<std::vector<std::vector<int32_t>>> Propose(const std::vector<Want>& wants);
+  // Per want, its k draft tokens, or none when the draft cache has no room,
+  // the draft model's context is too short or the sequence is still being
+  // caught up (the first forward computes at most `max_batch_tokens`
+  // missing tokens). An error from the draft executor drops every draft
+  // sequence (they are recomputed next time).
+  absl::StatusOr<std::vector<std::vector<int32_t>>> Propose(const std::vector<Want>& wants,
+                                                           int64_t max_batch_tokens);
 
   // Frees the sequence's draft blocks (the target freed its own).
   void Release(int64_t seq_id);
