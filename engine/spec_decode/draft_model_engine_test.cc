@@ -73,7 +73,7 @@ class WrongEvery5th : public ModelExecutor {
   FakeModelExecutor model_;
 };
 
-struct Run {
+struct GreedyRun {
   Driver driver;
   SpecDecodeStats stats;
   std::map<std::string, std::vector<int32_t>> prompts;
@@ -82,12 +82,12 @@ struct Run {
 // 12 greedy requests on a WholeContext model with `draft` as its draft
 // model (k = 4, prefix caching on); checks every output against the model
 // and that both caches are empty at the end.
-Run RunGreedy(std::unique_ptr<ModelExecutor> draft) {
+GreedyRun RunGreedy(std::unique_ptr<ModelExecutor> draft) {
   FakeModelExecutor fake(WholeContext(256));
   fake.AttachDraftModel(std::move(draft));
   EngineCore core(&fake, Sched(), /*enable_prefix_caching=*/true);
   core.SetSpeculation(DraftModelSpec(4));
-  Run run;
+  GreedyRun run;
   for (int i = 0; i < 12; ++i) {
     const std::string id = absl::StrCat("r", i);
     run.prompts[id] = Prompt(5 + i, i, 16);
@@ -112,7 +112,7 @@ Run RunGreedy(std::unique_ptr<ModelExecutor> draft) {
 }
 
 TEST(DraftModelEngineTest, TheModelAsItsOwnDraftHasEveryTokenAccepted) {
-  const Run run = RunGreedy(std::make_unique<FakeModelExecutor>(WholeContext(256)));
+  const GreedyRun run = RunGreedy(std::make_unique<FakeModelExecutor>(WholeContext(256)));
   EXPECT_GT(run.stats.num_drafts, 50);
   EXPECT_EQ(run.stats.num_accepted_tokens, run.stats.num_draft_tokens);
 }
@@ -120,7 +120,7 @@ TEST(DraftModelEngineTest, TheModelAsItsOwnDraftHasEveryTokenAccepted) {
 TEST(DraftModelEngineTest, AnotherDraftModelChangesNoOutput) {
   FakeModelExecutor::Options other = WholeContext(256);
   other.context_window = 1;  // Another function of the context: mostly wrong.
-  const Run run = RunGreedy(std::make_unique<FakeModelExecutor>(other));
+  const GreedyRun run = RunGreedy(std::make_unique<FakeModelExecutor>(other));
   EXPECT_GT(run.stats.num_drafts, 50);
   EXPECT_LT(run.stats.num_accepted_tokens * 4, run.stats.num_draft_tokens);
 }
@@ -129,7 +129,7 @@ TEST(DraftModelEngineTest, AnotherDraftModelChangesNoOutput) {
 // kept a rejected token's K/V (or lost an accepted one's), every later
 // draft would be wrong.
 TEST(DraftModelEngineTest, DraftCacheRollsBackToTheAcceptedTokens) {
-  const Run run = RunGreedy(std::make_unique<WrongEvery5th>(WholeContext(256)));
+  const GreedyRun run = RunGreedy(std::make_unique<WrongEvery5th>(WholeContext(256)));
   EXPECT_LT(run.stats.num_accepted_tokens, run.stats.num_draft_tokens);  // Rejections happened.
   EXPECT_GT(run.stats.num_accepted_tokens * 2, run.stats.num_draft_tokens);
 }
@@ -138,7 +138,7 @@ TEST(DraftModelEngineTest, DraftCacheRollsBackToTheAcceptedTokens) {
 TEST(DraftModelEngineTest, FailingDraftModelOnlyStopsDrafting) {
   auto draft = std::make_unique<FakeModelExecutor>(WholeContext(256));
   draft->SetFailure(absl::InternalError("draft broke"));
-  const Run run = RunGreedy(std::move(draft));
+  const GreedyRun run = RunGreedy(std::move(draft));
   EXPECT_EQ(run.stats.num_drafts, 0);
 }
 
