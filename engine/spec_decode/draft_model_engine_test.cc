@@ -21,7 +21,6 @@
 #include "engine/spec_decode/draft_model_proposer.h"
 #include "engine/spec_decode/spec_decode_config.h"
 #include "engine/spec_decode/spec_decode_test_util.h"
-#include "tests/util/test_seed.h"
 
 namespace rill::engine {
 namespace {
@@ -30,13 +29,12 @@ using spec_decode::SpecDecodeStats;
 using spec_decode::testing::Cyclic;
 using spec_decode::testing::DraftModelSpec;
 using spec_decode::testing::Driver;
+using spec_decode::testing::ExpectSeededSamplingUnchanged;
+using spec_decode::testing::ExpectTemperatureOneMatchesMarkov;
 using spec_decode::testing::Greedy;
 using spec_decode::testing::MakeRequest;
-using spec_decode::testing::MarkovChiSquare;
 using spec_decode::testing::MarkovExecutor;
-using spec_decode::testing::NgramSpec;
 using spec_decode::testing::Prompt;
-using spec_decode::testing::RunMarkov;
 using spec_decode::testing::Sched;
 
 // The fake model with a next token that hashes the whole context: a draft
@@ -202,12 +200,7 @@ TEST(DraftModelEngineTest, SeededSamplingEqualsNonSpeculative) {
   p.repetition_penalty = 1.1f;
   p.min_tokens = 6;
   p.max_tokens = 48;
-  int64_t accepted = 0;
-  const auto plain = RunMarkov(NgramSpec(0), p, 32, 100, nullptr);
-  const auto spec =
-      RunMarkov(DraftModelSpec(4), p, 32, 100, &accepted, std::make_unique<MarkovExecutor>());
-  EXPECT_GT(accepted, 0);
-  EXPECT_EQ(spec, plain);
+  ExpectSeededSamplingUnchanged(p, DraftModelSpec(4), std::make_unique<MarkovExecutor>());
 }
 
 // Temperature 1: the transitions of every output, pooled over many seeds,
@@ -215,23 +208,7 @@ TEST(DraftModelEngineTest, SeededSamplingEqualsNonSpeculative) {
 // The greedy draft is one-hot, so the verification rule is exact rejection
 // sampling; accepting a draft token more often than p(x) skews it.
 TEST(DraftModelEngineTest, TemperatureOneDistributionMatchesTheModel) {
-  const uint64_t seed = rill::tests::util::StreamSeed(0);
-  std::cout << "seed " << seed << "\n";
-  SamplingParams p;
-  p.temperature = 1.0f;
-  p.max_tokens = 64;
-  p.ignore_eos = true;
-  int64_t accepted = 0;
-  const auto outs = RunMarkov(DraftModelSpec(4), p, 320, seed * 1000, &accepted,
-                              std::make_unique<MarkovExecutor>());
-  int64_t total = 0;
-  const double chi2 = MarkovChiSquare(outs, &total);
-  ASSERT_EQ(total, 320 * 64);
-  std::cout << "chi-square " << chi2 << " (30 dof), accepted draft tokens " << accepted
-            << " of " << total << " outputs\n";
-  EXPECT_GT(accepted, 200);
-  // P(chi2_30 > 67.6) = 1e-4.
-  EXPECT_LT(chi2, 67.6);
+  ExpectTemperatureOneMatchesMarkov(DraftModelSpec(4), std::make_unique<MarkovExecutor>());
 }
 
 }  // namespace

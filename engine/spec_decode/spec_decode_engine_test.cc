@@ -16,7 +16,6 @@
 #include "engine/fake_model_executor.h"
 #include "engine/spec_decode/spec_decode_config.h"
 #include "engine/spec_decode/spec_decode_test_util.h"
-#include "tests/util/test_seed.h"
 
 namespace rill::engine {
 namespace {
@@ -24,12 +23,12 @@ namespace {
 using spec_decode::SpecDecodeConfig;
 using spec_decode::testing::Cyclic;
 using spec_decode::testing::Driver;
+using spec_decode::testing::ExpectSeededSamplingUnchanged;
+using spec_decode::testing::ExpectTemperatureOneMatchesMarkov;
 using spec_decode::testing::Greedy;
 using spec_decode::testing::MakeRequest;
-using spec_decode::testing::MarkovChiSquare;
 using spec_decode::testing::NgramSpec;
 using spec_decode::testing::Prompt;
-using spec_decode::testing::RunMarkov;
 using spec_decode::testing::Sched;
 
 // Greedy with the fake model (whose next token depends on what it reads back
@@ -186,11 +185,7 @@ TEST(SpecDecodeEngineTest, SeededSamplingEqualsNonSpeculative) {
   p.logit_bias = {{2, 0.7f}, {5, -0.4f}};
   p.min_tokens = 6;
   p.max_tokens = 48;
-  int64_t accepted = 0;
-  const auto plain = RunMarkov(NgramSpec(0), p, 32, 100, nullptr);
-  const auto spec = RunMarkov(NgramSpec(4), p, 32, 100, &accepted);
-  EXPECT_GT(accepted, 0);
-  EXPECT_EQ(spec, plain);
+  ExpectSeededSamplingUnchanged(p, NgramSpec(4));
 }
 
 // Temperature 1, no other adjustment: the transitions (a -> b) of every
@@ -199,22 +194,7 @@ TEST(SpecDecodeEngineTest, SeededSamplingEqualsNonSpeculative) {
 // resampling a rejected position from p instead of p without the draft
 // token, skews them far past the bound.
 TEST(SpecDecodeEngineTest, TemperatureOneDistributionMatchesTheModel) {
-  const uint64_t seed = rill::tests::util::StreamSeed(0);
-  std::cout << "seed " << seed << "\n";
-  SamplingParams p;
-  p.temperature = 1.0f;
-  p.max_tokens = 64;
-  p.ignore_eos = true;
-  int64_t accepted = 0;
-  const auto outs = RunMarkov(NgramSpec(4), p, 320, seed * 1000, &accepted);
-  int64_t total = 0;
-  const double chi2 = MarkovChiSquare(outs, &total);
-  ASSERT_EQ(total, 320 * 64);
-  std::cout << "chi-square " << chi2 << " (30 dof), accepted draft tokens " << accepted
-            << " of " << total << " outputs\n";
-  EXPECT_GT(accepted, 200);  // Drafts were accepted, so the check means something.
-  // P(chi2_30 > 67.6) = 1e-4.
-  EXPECT_LT(chi2, 67.6);
+  ExpectTemperatureOneMatchesMarkov(NgramSpec(4));
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 #include "engine/spec_decode/spec_decode_test_util.h"
 
 #include <cmath>
+#include <iostream>
 #include <random>
 #include <utility>
 
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "tests/util/test_seed.h"
 
 namespace rill::engine::spec_decode::testing {
 
@@ -169,6 +171,34 @@ double MarkovChiSquare(const std::map<std::string, std::vector<int32_t>>& outs, 
     }
   }
   return chi2;
+}
+
+void ExpectSeededSamplingUnchanged(const SamplingParams& p, const SpecDecodeConfig& spec,
+                                   std::unique_ptr<ModelExecutor> draft) {
+  int64_t accepted = 0;
+  const auto plain = RunMarkov(NgramSpec(0), p, 32, 100, nullptr);
+  const auto speculative = RunMarkov(spec, p, 32, 100, &accepted, std::move(draft));
+  EXPECT_GT(accepted, 0);
+  EXPECT_EQ(speculative, plain);
+}
+
+void ExpectTemperatureOneMatchesMarkov(const SpecDecodeConfig& spec,
+                                       std::unique_ptr<ModelExecutor> draft) {
+  const uint64_t seed = rill::tests::util::StreamSeed(0);
+  std::cout << "seed " << seed << "\n";
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.max_tokens = 64;
+  p.ignore_eos = true;
+  int64_t accepted = 0;
+  const auto outs = RunMarkov(spec, p, 320, seed * 1000, &accepted, std::move(draft));
+  int64_t total = 0;
+  const double chi2 = MarkovChiSquare(outs, &total);
+  ASSERT_EQ(total, 320 * 64);
+  std::cout << "chi-square " << chi2 << " (30 dof), accepted draft tokens " << accepted
+            << " of " << total << " outputs\n";
+  EXPECT_GT(accepted, 200);  // Drafts were accepted, so the check means something.
+  EXPECT_LT(chi2, 67.6);
 }
 
 }  // namespace rill::engine::spec_decode::testing

@@ -80,6 +80,19 @@ std::map<std::string, std::vector<int32_t>> RunMarkov(const SpecDecodeConfig& sp
 // kVocab * (kVocab - 1) = 30 degrees of freedom. `total`: transitions counted.
 double MarkovChiSquare(const std::map<std::string, std::vector<int32_t>>& outs, int64_t* total);
 
+// Seeded sampling with `p` on the Markov model (32 requests): outputs with
+// `spec` (and `draft`) equal those without speculation, draw for draw, and
+// draft tokens were accepted.
+void ExpectSeededSamplingUnchanged(const SamplingParams& p, const SpecDecodeConfig& spec,
+                                   std::unique_ptr<ModelExecutor> draft = nullptr);
+// Temperature 1 on the Markov model, 320 requests x 64 tokens (seeds from
+// the suite's stream 0): more than 200 draft tokens accepted, and the
+// chi-square of the transitions below 67.6 (P = 1e-4 under the model).
+// Accepting drafts too often, or resampling a rejected position from p
+// instead of p without the draft token, skews it far past that.
+void ExpectTemperatureOneMatchesMarkov(const SpecDecodeConfig& spec,
+                                       std::unique_ptr<ModelExecutor> draft = nullptr);
+
 }  // namespace rill::engine::spec_decode::testing
 
 #endif  // RILL_ENGINE_SPEC_DECODE_SPEC_DECODE_TEST_UTIL_H_
