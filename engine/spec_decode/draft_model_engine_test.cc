@@ -35,6 +35,7 @@ using spec_decode::testing::Greedy;
 using spec_decode::testing::MakeRequest;
 using spec_decode::testing::MarkovExecutor;
 using spec_decode::testing::Prompt;
+using spec_decode::testing::RunWithAbortsAfterAcceptedDrafts;
 using spec_decode::testing::Sched;
 
 // The fake model with a next token that hashes the whole context: a draft
@@ -155,35 +156,11 @@ TEST(DraftModelEngineTest, PreemptionAndAbortLeakNoBlocksInEitherCache) {
     core.SetSpeculation(DraftModelSpec(4));
     const spec_decode::DraftModelProposer* proposer = core.draft_proposer();
     ASSERT_NE(proposer, nullptr);
-    std::map<std::string, std::vector<int32_t>> prompts;
-    for (int i = 0; i < 6; ++i) {
-      const std::string id = absl::StrCat("r", i);
-      prompts[id] = Prompt(8, i, 16);
-      ASSERT_TRUE(core.AddRequest(MakeRequest(id, prompts[id], Greedy(40))).ok());
-    }
-    Driver run;
-    std::vector<std::string> aborted;
-    for (int step = 0; step < 20000 && core.HasUnfinished(); ++step) {
-      const int64_t accepted_before = core.spec_stats().num_accepted_tokens;
-      run.Step(&core);
-      if (HasFatalFailure()) return;
+    // Draft sequences never outlive their running target sequences.
+    RunWithAbortsAfterAcceptedDrafts(fake, &core, [&] {
       EXPECT_LE(proposer->num_sequences(), core.scheduler().num_running());
-      // Abort r1 and r4 after the first steps where drafts were accepted.
-      if (core.spec_stats().num_accepted_tokens > accepted_before && aborted.size() < 2) {
-        const std::string id = aborted.empty() ? "r1" : "r4";
-        if (core.AbortRequest(id).ok()) aborted.push_back(id);
-        EXPECT_LE(proposer->num_sequences(), core.scheduler().num_running());
-      }
-    }
-    ASSERT_FALSE(core.HasUnfinished());
-    run.Collect(core.TakePendingOutputs());
-    EXPECT_EQ(aborted.size(), 2u);
-    EXPECT_GT(run.preemptions, 0);
-    EXPECT_GT(core.spec_stats().num_accepted_tokens, 0);
-    for (const auto& [id, prompt] : prompts) {
-      if (run.state[id] == RequestState::kFinishedAborted) continue;
-      EXPECT_EQ(run.tokens[id], fake.Generate(prompt, 40)) << id;
-    }
+    });
+    if (HasFatalFailure()) return;
     EXPECT_EQ(core.block_manager().num_free_blocks(), 24);
     EXPECT_EQ(proposer->num_sequences(), 0);
     EXPECT_EQ(proposer->block_manager().num_free_blocks(), 16);

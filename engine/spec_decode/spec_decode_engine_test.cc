@@ -29,6 +29,7 @@ using spec_decode::testing::Greedy;
 using spec_decode::testing::MakeRequest;
 using spec_decode::testing::NgramSpec;
 using spec_decode::testing::Prompt;
+using spec_decode::testing::RunWithAbortsAfterAcceptedDrafts;
 using spec_decode::testing::Sched;
 
 // Greedy with the fake model (whose next token depends on what it reads back
@@ -120,33 +121,8 @@ TEST(SpecDecodeEngineTest, PreemptionAndAbortLeakNoBlocks) {
     FakeModelExecutor fake(Cyclic(24));  // 96 slots; 6 requests want 6 * 48.
     EngineCore core(&fake, Sched(), prefix_caching);
     core.SetSpeculation(NgramSpec(4));
-    std::map<std::string, std::vector<int32_t>> prompts;
-    for (int i = 0; i < 6; ++i) {
-      const std::string id = absl::StrCat("r", i);
-      prompts[id] = Prompt(8, i, 16);
-      ASSERT_TRUE(core.AddRequest(MakeRequest(id, prompts[id], Greedy(40))).ok());
-    }
-    Driver run;
-    std::vector<std::string> aborted;
-    for (int step = 0; step < 20000 && core.HasUnfinished(); ++step) {
-      const int64_t accepted_before = core.spec_stats().num_accepted_tokens;
-      run.Step(&core);
-      if (HasFatalFailure()) return;
-      // Abort r1 and r4 after the first steps where drafts were accepted.
-      if (core.spec_stats().num_accepted_tokens > accepted_before && aborted.size() < 2) {
-        const std::string id = aborted.empty() ? "r1" : "r4";
-        if (core.AbortRequest(id).ok()) aborted.push_back(id);
-      }
-    }
-    ASSERT_FALSE(core.HasUnfinished());
-    run.Collect(core.TakePendingOutputs());
-    EXPECT_EQ(aborted.size(), 2u);
-    EXPECT_GT(run.preemptions, 0);
-    EXPECT_GT(core.spec_stats().num_accepted_tokens, 0);
-    for (const auto& [id, prompt] : prompts) {
-      if (run.state[id] == RequestState::kFinishedAborted) continue;
-      EXPECT_EQ(run.tokens[id], fake.Generate(prompt, 40)) << id;
-    }
+    RunWithAbortsAfterAcceptedDrafts(fake, &core);
+    if (HasFatalFailure()) return;
     EXPECT_EQ(core.block_manager().num_free_blocks(), 24);
   }
 }

@@ -173,6 +173,38 @@ double MarkovChiSquare(const std::map<std::string, std::vector<int32_t>>& outs, 
   return chi2;
 }
 
+void RunWithAbortsAfterAcceptedDrafts(const FakeModelExecutor& model, EngineCore* core,
+                                      const std::function<void()>& check) {
+  std::map<std::string, std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) {
+    const std::string id = absl::StrCat("r", i);
+    prompts[id] = Prompt(8, i, 16);
+    ASSERT_TRUE(core->AddRequest(MakeRequest(id, prompts[id], Greedy(40))).ok());
+  }
+  Driver run;
+  std::vector<std::string> aborted;
+  for (int step = 0; step < 20000 && core->HasUnfinished(); ++step) {
+    const int64_t accepted_before = core->spec_stats().num_accepted_tokens;
+    run.Step(core);
+    if (::testing::Test::HasFatalFailure()) return;
+    check();
+    if (core->spec_stats().num_accepted_tokens > accepted_before && aborted.size() < 2) {
+      const std::string id = aborted.empty() ? "r1" : "r4";
+      if (core->AbortRequest(id).ok()) aborted.push_back(id);
+      check();
+    }
+  }
+  ASSERT_FALSE(core->HasUnfinished());
+  run.Collect(core->TakePendingOutputs());
+  EXPECT_EQ(aborted.size(), 2u);
+  EXPECT_GT(run.preemptions, 0);
+  EXPECT_GT(core->spec_stats().num_accepted_tokens, 0);
+  for (const auto& [id, prompt] : prompts) {
+    if (run.state[id] == RequestState::kFinishedAborted) continue;
+    EXPECT_EQ(run.tokens[id], model.Generate(prompt, 40)) << id;
+  }
+}
+
 void ExpectSeededSamplingUnchanged(const SamplingParams& p, const SpecDecodeConfig& spec,
                                    std::unique_ptr<ModelExecutor> draft) {
   int64_t accepted = 0;

@@ -7,6 +7,7 @@
 #define RILL_ENGINE_SPEC_DECODE_SPEC_DECODE_TEST_UTIL_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -79,6 +80,14 @@ std::map<std::string, std::vector<int32_t>> RunMarkov(const SpecDecodeConfig& sp
 // following the prompt's last token 2) against MarkovExecutor's matrix:
 // kVocab * (kVocab - 1) = 30 degrees of freedom. `total`: transitions counted.
 double MarkovChiSquare(const std::map<std::string, std::vector<int32_t>>& outs, int64_t* total);
+
+// Six greedy requests (8-token prompts, 40 tokens) on `core` over `model`,
+// driven to completion while r1, then r4, are aborted right after steps
+// that accepted drafts; `check` runs after every step and abort. Expects
+// both aborts, a preemption, accepted drafts and the model's outputs for
+// the others.
+void RunWithAbortsAfterAcceptedDrafts(const FakeModelExecutor& model, EngineCore* core,
+                                      const std::function<void()>& check = [] {});
 
 // Seeded sampling with `p` on the Markov model (32 requests): outputs with
 // `spec` (and `draft`) equal those without speculation, draw for draw, and
