@@ -183,6 +183,7 @@ void BlockManager::Free(int64_t seq_id) {
     Release(seq.blocks[i]);
   }
   seqs_.erase(it);
+  if (freed_listener_) freed_listener_(seq_id);
 }
 
 void BlockManager::Truncate(int64_t seq_id, int64_t num_tokens) {

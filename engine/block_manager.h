@@ -121,6 +121,12 @@ class BlockManager {
   // Reports every block entering (kStored) or leaving (kRemoved: evicted for
   // reuse) the prefix cache and every reset (kCleared). Null: none.
   void SetEventListener(KvEventListener listener) { listener_ = std::move(listener); }
+  // Called with the sequence's id whenever Free drops a known sequence
+  // (finished, aborted, preempted): a draft model's cache, which mirrors
+  // these sequences, frees them too. Engine loop thread. Null: none.
+  void SetSequenceFreedListener(std::function<void(int64_t seq_id)> listener) {
+    freed_listener_ = std::move(listener);
+  }
 
  private:
   struct Block {
@@ -149,6 +155,7 @@ class BlockManager {
   absl::flat_hash_map<int64_t, Sequence> seqs_;
   PrefixCacheStats stats_;
   KvEventListener listener_;
+  std::function<void(int64_t)> freed_listener_;
 };
 
 }  // namespace rill::engine

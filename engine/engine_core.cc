@@ -48,6 +48,9 @@ EngineCoreOutput OutputFor(const Request& r) {
 EngineCore::EngineCore(ModelExecutor* executor, SchedulerConfig scheduler,
                        bool enable_prefix_caching)
     : executor_(executor),
+      draft_(executor->draft_model() == nullptr
+                 ? nullptr
+                 : std::make_unique<spec_decode::DraftModelProposer>(executor->draft_model())),
       blocks_(executor->num_blocks(), executor->block_size(), enable_prefix_caching),
       scheduler_(Clamp(scheduler, executor->model_config()), &blocks_),
       vocab_size_(executor->model_config().vocab_size) {
@@ -56,6 +59,13 @@ EngineCore::EngineCore(ModelExecutor* executor, SchedulerConfig scheduler,
   if (m.eos_token_id >= 0 &&
       std::find(eos_ids_.begin(), eos_ids_.end(), m.eos_token_id) == eos_ids_.end()) {
     eos_ids_.push_back(static_cast<int32_t>(m.eos_token_id));
+  }
+  if (draft_ != nullptr) {
+    CHECK_EQ(draft_->executor()->model_config().vocab_size, vocab_size_)
+        << "the draft model's vocabulary differs from the model's";
+    // Whatever frees a sequence's blocks (finish, abort, preemption) frees
+    // its draft blocks too.
+    blocks_.SetSequenceFreedListener([this](int64_t seq_id) { draft_->Release(seq_id); });
   }
 }
 
@@ -346,9 +356,17 @@ absl::Status EngineCore::Sleep(int level) {
     scheduler_.PreemptAll();
     blocks_.ResetPrefixCache();
   }
+  if (draft_ != nullptr) {
+    if (absl::Status s = draft_->executor()->Sleep(level); !s.ok()) return s;
+  }
   return executor_->Sleep(level);
 }
 
-absl::Status EngineCore::WakeUp() { return executor_->WakeUp(); }
+absl::Status EngineCore::WakeUp() {
+  if (draft_ != nullptr) {
+    if (absl::Status s = draft_->executor()->WakeUp(); !s.ok()) return s;
+  }
+  return executor_->WakeUp();
+}
 
 }  // namespace rill::engine

@@ -20,6 +20,7 @@
 #include "engine/model_executor.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/spec_decode/draft_model_proposer.h"
 #include "engine/spec_decode/spec_decode_config.h"
 
 namespace rill::engine {
@@ -65,7 +66,8 @@ struct EngineCoreStats {
 class EngineCore {
  public:
   // `executor` must outlive the core. scheduler.max_model_len is clamped to
-  // the model's context length.
+  // the model's context length. The executor's draft model, if any, must
+  // share the model's vocabulary (the engine factory checks it).
   EngineCore(ModelExecutor* executor, SchedulerConfig scheduler, bool enable_prefix_caching);
 
   // Validates sampling params and token ids (InvalidArgument naming the
@@ -75,6 +77,9 @@ class EngineCore {
   // must be valid (ValidateSpecDecodeConfig).
   void SetSpeculation(const spec_decode::SpecDecodeConfig& config) { spec_ = config; }
   const spec_decode::SpecDecodeStats& spec_stats() const { return spec_stats_; }
+  // Drafting with the executor's draft model (config.num_draft_tokens > 0);
+  // null when the executor has none.
+  const spec_decode::DraftModelProposer* draft_proposer() const { return draft_.get(); }
 
   // All admission checks except the duplicate id; thread-safe (reads only
   // immutable configuration).
@@ -148,6 +153,11 @@ class EngineCore {
   // constrained request's draft ends before the first token its grammar
   // rejects.
   void ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget);
+  // The draft model's tokens for wants[w] (plan chunk chunks[w]) into
+  // drafts_, with target KV blocks for them; none this step if it fails.
+  void ProposeFromDraftModel(const SchedulerOutput& plan,
+                             const std::vector<spec_decode::DraftModelProposer::Want>& wants,
+                             const std::vector<size_t>& chunks);
   // Samples the rows of a chunk that verifies `draft` (row j predicts the
   // token after draft[j - 1]; a constrained row is masked with the grammar
   // bitmask after draft[0, j)) until a sample differs from the draft: the
@@ -163,6 +173,9 @@ class EngineCore {
                                    std::vector<SampledRow> tokens);
 
   ModelExecutor* executor_;
+  // Before blocks_, so it outlives the block manager's freed-sequence
+  // listener that releases its sequences.
+  std::unique_ptr<spec_decode::DraftModelProposer> draft_;
   BlockManager blocks_;
   Scheduler scheduler_;
   std::vector<int32_t> eos_ids_;

@@ -18,8 +18,11 @@
 // are filled (one per position, during the forward), and the tokens after a
 // rejection are rolled back; a draft token the grammar rejects could never
 // be sampled, so the draft ends before it.
+// Draft-model drafts (draft_model_proposer.h) are greedy, so one-hot too.
 #include <algorithm>
 #include <utility>
+
+#include <glog/logging.h>
 
 #include "engine/engine_core.h"
 #include "engine/spec_decode/draft_length.h"
@@ -42,6 +45,11 @@ void EngineCore::ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget)
   drafts_.resize(plan.chunks.size());
   for (std::vector<int32_t>& d : drafts_) d.clear();
   if (!spec_.enabled() || scheduler_.num_running() >= spec_.disable_batch_size) return;
+  const bool use_draft_model = spec_.num_draft_tokens > 0;
+  if (use_draft_model && draft_ == nullptr) return;
+  const int max_k = spec_.max_draft_tokens();
+  std::vector<spec_decode::DraftModelProposer::Want> wants;
+  std::vector<size_t> want_chunks;
   const int64_t max_len = scheduler_.config().max_model_len;
   for (size_t i = 0; i < plan.chunks.size() && !budget->exhausted(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
@@ -51,15 +59,20 @@ void EngineCore::ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget)
     if (c.num_tokens != 1 || r->output_token_ids.empty() || c.start_pos + 1 != r->num_tokens()) {
       continue;
     }
-    if (r->draft_length == 0) r->draft_length = spec_.ngram_k;
+    if (r->draft_length == 0) r->draft_length = max_k;
     // The emitted tokens (accepted + 1) stay within max_tokens, the
     // positions within max_model_len.
     const int64_t outputs = static_cast<int64_t>(r->output_token_ids.size());
     const int64_t room =
         std::min<int64_t>(r->params.max_tokens - outputs, max_len - r->num_tokens()) - 1;
-    const int64_t k =
-        budget->Limit(c, std::min<int64_t>({r->draft_length, spec_.ngram_k, room}));
+    const int64_t k = budget->Limit(c, std::min<int64_t>({r->draft_length, max_k, room}));
     if (k <= 0) continue;
+    if (use_draft_model) {  // One batch of draft forwards for all of them, below.
+      wants.push_back({r->seq_no, r->AllTokens(), static_cast<int>(k)});
+      want_chunks.push_back(i);
+      budget->Take(c, k);  // Reserved now; a draft cut short leaves the rest unused.
+      continue;
+    }
     std::vector<int32_t> draft = spec_decode::ProposeNgramDraft(
         r->AllTokens(), spec_.ngram_min_n, spec_.ngram_max_n, static_cast<int>(k));
     if (r->matcher != nullptr) draft.resize(GrammarAcceptedPrefix(r, draft));
@@ -70,6 +83,32 @@ void EngineCore::ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget)
     }
     budget->Take(c, static_cast<int64_t>(draft.size()));
     drafts_[i] = std::move(draft);
+  }
+  if (!wants.empty()) ProposeFromDraftModel(plan, wants, want_chunks);
+}
+
+void EngineCore::ProposeFromDraftModel(
+    const SchedulerOutput& plan, const std::vector<spec_decode::DraftModelProposer::Want>& wants,
+    const std::vector<size_t>& chunks) {
+  // The draft's catch-up forward takes at most a step's token budget.
+  absl::StatusOr<std::vector<std::vector<int32_t>>> drafts =
+      draft_->Propose(wants, scheduler_.config().max_num_batched_tokens);
+  if (!drafts.ok()) {
+    // The target's step goes on without drafts: its outputs do not depend on them.
+    LOG_EVERY_N(ERROR, 100) << "draft model failed, no drafts this step: " << drafts.status();
+    return;
+  }
+  for (size_t w = 0; w < wants.size(); ++w) {
+    std::vector<int32_t>& draft = (*drafts)[w];
+    const ScheduledChunk& c = plan.chunks[chunks[w]];
+    if (c.request->matcher != nullptr) {
+      draft.resize(GrammarAcceptedPrefix(c.request, draft));
+    }
+    if (draft.empty() ||
+        !blocks_.Allocate(c.request->seq_no, c.start_pos + 1 + static_cast<int64_t>(draft.size()))) {
+      continue;
+    }
+    drafts_[chunks[w]] = std::move(draft);
   }
 }
 
@@ -93,7 +132,7 @@ EngineCoreOutput EngineCore::AdvanceVerified(Request* r, const ScheduledChunk& c
   const int proposed = static_cast<int>(draft.size());
   const int accepted = static_cast<int>(tokens.size()) - 1;
   spec_stats_.Record(proposed, accepted);
-  r->draft_length = spec_decode::NextDraftLength(r->draft_length, proposed, accepted, spec_.ngram_k);
+  r->draft_length = spec_decode::NextDraftLength(r->draft_length, proposed, accepted, spec_.max_draft_tokens());
   // The last token's and the accepted draft tokens' K/V are valid; the slots
   // of rejected ones are past num_computed_tokens, so no later step reads
   // them before rewriting them, and their blocks beyond the next position go.

@@ -10,6 +10,7 @@
 #include "engine/grammar_vocabulary.h"
 #include "engine/local_model_executor.h"
 #include "engine/multiproc_executor.h"
+#include "engine/spec_decode/draft_model_loader.h"
 #include "engine/model_path.h"
 #include "engine/tokenizer_loader.h"
 #include "glog/logging.h"
@@ -137,7 +138,7 @@ absl::StatusOr<BuiltExecutor> CreateOnCuda(const EngineArgs& args) {
   return built;
 }
 
-absl::StatusOr<BuiltExecutor> CreateExecutor(const EngineArgs& args) {
+absl::StatusOr<BuiltExecutor> CreateTargetExecutor(const EngineArgs& args) {
   if (absl::Status s = ValidateEngineArgs(args); !s.ok()) return s;
   absl::StatusOr<kernels::backend::BackendChoice> backend =
       kernels::backend::ChooseBackend(args.backend);
@@ -161,6 +162,18 @@ absl::StatusOr<BuiltExecutor> CreateExecutor(const EngineArgs& args) {
       LocalModelExecutor::Create(options);
   if (!executor.ok()) return executor.status();
   return BuiltFrom(std::move(*executor), args, options.model_path);
+}
+
+// The model's executor, with --speculative_model's draft model attached.
+absl::StatusOr<BuiltExecutor> CreateExecutor(const EngineArgs& args) {
+  absl::StatusOr<BuiltExecutor> built = CreateTargetExecutor(args);
+  if (!built.ok() || args.speculative_model.empty()) return built;
+  if (absl::Status s =
+          spec_decode::AttachDraftModel(args, *built->checkpoint, built->executor.get());
+      !s.ok()) {
+    return s;
+  }
+  return built;
 }
 
 // Structured outputs over the tokenizer's vocabulary. Without it the engine

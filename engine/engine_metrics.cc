@@ -148,7 +148,7 @@ EngineMetrics::EngineMetrics(const EngineArgs& args, const EngineConfig& config)
           "--max_num_batched_tokens.")) {
   engine_restarts_.Increment(static_cast<double>(args.engine_restarts));
   // Present (at 0) from the start for every position a draft can have.
-  for (int i = 0; i < args.speculative_ngram_k; ++i) {
+  for (int i = 0; i < std::max(args.speculative_ngram_k, args.speculative_num_draft_tokens); ++i) {
     spec_accepted_per_pos_.Labels({model_name_, absl::StrCat(i)});
   }
   // The SLO targets as set (0: none), beside the budget chosen for them.

@@ -101,7 +101,16 @@
     "Shortest n-gram looked up for a draft; at most --speculative_ngram_max_n.")                 \
   X(int, speculative_disable_batch_size, 8, base::AtLeast(1),                                     \
     "No speculation in a step while this many requests or more run (a large batch is "          \
-    "compute-bound, where drafts cost throughput).")
+    "compute-bound, where drafts cost throughput).")                                            \
+  X(std::string, speculative_model, "", base::AnyValue(),                                         \
+    "Speculative decoding with a draft model: a smaller checkpoint (name or path) with the "    \
+    "target's vocabulary and tokenizer proposes --speculative_num_draft_tokens greedy tokens "  \
+    "per decoding sequence and step, verified in the target's forward (outputs unchanged). It " \
+    "runs on the CPU in the engine process (with tensor-parallel workers too), with its own KV " \
+    "cache of --kv_cache_mb. \"\" = off; not with --speculative_ngram_k.")                      \
+  X(int, speculative_num_draft_tokens, 0, base::AtLeast(0),                                       \
+    "Draft tokens per sequence and step of --speculative_model (each sequence's draft length "  \
+    "then adapts to its acceptance, up to this).")
 // clang-format on
 
 #endif  // RILL_ENGINE_ENGINE_OPTIONS_H_

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -92,6 +93,19 @@ class ModelExecutor {
   // result per rank: "ping" and "get_worker_info". Anything else is
   // PermissionDenied: there are no arbitrary calls into workers.
   virtual absl::StatusOr<std::vector<std::string>> CollectiveRpc(const std::string& method);
+
+  // Speculative decoding with a draft model (--speculative_model): the
+  // smaller model whose greedy tokens are proposed to this one, with its own
+  // KV cache. It runs in the engine process whatever this executor is (with
+  // tensor-parallel workers too): a draft is small enough for one process,
+  // and running it beside the engine keeps its k sequential steps off the
+  // per-step broadcast to the workers. Null: none. Attach before an engine
+  // is built over this executor; the executor owns it from then on.
+  void AttachDraftModel(std::unique_ptr<ModelExecutor> draft) { draft_model_ = std::move(draft); }
+  ModelExecutor* draft_model() const { return draft_model_.get(); }
+
+ private:
+  std::unique_ptr<ModelExecutor> draft_model_;
 };
 
 // PermissionDenied naming the allow-list, for methods outside it.

@@ -1,5 +1,6 @@
-// Batch-1 decode speed with and without n-gram (prompt-lookup) speculative
-// decoding, in process over the real model. Two prompt sets: input-grounded
+// Batch-1 decode speed with and without speculative decoding (n-gram /
+// prompt-lookup drafts, or a draft model with --speculative_model), in
+// process over the real model. Two prompt sets: input-grounded
 // (repeat-with-changes, code edits, copying lists: the answer copies from
 // the prompt) and plain chat. Each prompt runs alone, greedy, once per
 // engine, the two engines alternating per prompt so drift on a noisy
@@ -8,6 +9,8 @@
 // the same tokens (greedy is lossless), and counts the forward passes each
 // engine ran (the saving that does not depend on the machine's load).
 // Usage: bazel run //bench/spec_decode_bench:spec_decode_bench -- --k=4
+//        bazel run //bench/spec_decode_bench:spec_decode_bench -- \
+//            --speculative_model=<draft .gguf or name> --k=4
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -24,7 +27,11 @@
 
 ABSL_FLAG(std::string, model, "default", "Model name or path.");
 ABSL_FLAG(int, threads, 0, "Model threads (0 = all cores).");
-ABSL_FLAG(int, k, 4, "--speculative_ngram_k of the speculating engine.");
+ABSL_FLAG(int, k, 4,
+          "Draft tokens per step of the speculating engine: --speculative_ngram_k, or "
+          "--speculative_num_draft_tokens with --speculative_model.");
+ABSL_FLAG(std::string, speculative_model, "",
+          "Draft model (name or path) of the speculating engine instead of n-gram drafts.");
 ABSL_FLAG(int, max_n, 3, "--speculative_ngram_max_n.");
 ABSL_FLAG(int, min_n, 1, "--speculative_ngram_min_n.");
 ABSL_FLAG(int, output_len, 128, "Generated tokens per prompt.");
@@ -110,9 +117,15 @@ int Main() {
   args.enable_prefix_caching = false;  // Every run computes its prompt.
   auto off = CreateAsyncLLMEngine(args);
   CHECK(off.ok()) << off.status();
-  args.speculative_ngram_k = absl::GetFlag(FLAGS_k);
-  args.speculative_ngram_max_n = absl::GetFlag(FLAGS_max_n);
-  args.speculative_ngram_min_n = absl::GetFlag(FLAGS_min_n);
+  const std::string draft_model = absl::GetFlag(FLAGS_speculative_model);
+  if (draft_model.empty()) {
+    args.speculative_ngram_k = absl::GetFlag(FLAGS_k);
+    args.speculative_ngram_max_n = absl::GetFlag(FLAGS_max_n);
+    args.speculative_ngram_min_n = absl::GetFlag(FLAGS_min_n);
+  } else {
+    args.speculative_model = draft_model;
+    args.speculative_num_draft_tokens = absl::GetFlag(FLAGS_k);
+  }
   auto on = CreateAsyncLLMEngine(args);
   CHECK(on.ok()) << on.status();
   // Warm-up (first-touch of weights and caches).
@@ -120,7 +133,7 @@ int Main() {
   RunOne(on->get(), "Hello", "warm-on");
 
   std::printf("%-15s %8s %12s %12s %7s %12s %12s %9s\n", "prompt set", "prompts", "off tok/s",
-              "ngram tok/s", "ratio", "accepted", "forwards", "same ids");
+              draft_model.empty() ? "ngram tok/s" : "draft tok/s", "ratio", "accepted", "forwards", "same ids");
   const std::string kSteps = "rill:engine_steps_total";
   int n = 0;
   for (const auto& [name, prompts] :

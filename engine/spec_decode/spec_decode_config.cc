@@ -18,6 +18,19 @@ absl::Status ValidateSpecDecodeConfig(const SpecDecodeConfig& c) {
     return absl::InvalidArgumentError(absl::StrCat(
         "speculative_disable_batch_size must be >= 1, got ", c.disable_batch_size));
   }
+  if (c.num_draft_tokens < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("speculative_num_draft_tokens must be >= 0, got ", c.num_draft_tokens));
+  }
+  if (c.draft_model.empty() != (c.num_draft_tokens == 0)) {
+    return absl::InvalidArgumentError(
+        "speculative_model and speculative_num_draft_tokens (>= 1) go together: set both or "
+        "neither");
+  }
+  if (!c.draft_model.empty() && c.ngram_k > 0) {
+    return absl::InvalidArgumentError(
+        "speculative_model and speculative_ngram_k are two drafting methods: set one");
+  }
   return absl::OkStatus();
 }
 

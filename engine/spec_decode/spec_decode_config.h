@@ -4,6 +4,7 @@
 #define RILL_ENGINE_SPEC_DECODE_SPEC_DECODE_CONFIG_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -19,8 +20,15 @@ struct SpecDecodeConfig {
   // No drafts in a step while this many requests or more run: a large batch
   // is compute-bound, so verifying drafts costs more than it saves.
   int disable_batch_size = 8;
+  // Draft-model drafting (instead of n-grams): the draft model's path
+  // (--speculative_model; the engine factory attaches it to the executor,
+  // ModelExecutor::draft_model) and its tokens per sequence and step.
+  std::string draft_model;
+  int num_draft_tokens = 0;
 
-  bool enabled() const { return ngram_k > 0; }
+  bool enabled() const { return ngram_k > 0 || num_draft_tokens > 0; }
+  // The longest draft of either method.
+  int max_draft_tokens() const { return num_draft_tokens > 0 ? num_draft_tokens : ngram_k; }
 };
 
 // InvalidArgument naming the option when a value is out of range.

@@ -3,11 +3,9 @@
 // distribution at temperature 1 is the model's (chi-square), and rejected
 // drafts leave nothing behind in the KV cache, the prefix cache or the
 // block counts, through preemption and aborts.
-#include <cmath>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -17,98 +15,22 @@
 #include "engine/engine_core.h"
 #include "engine/fake_model_executor.h"
 #include "engine/spec_decode/spec_decode_config.h"
-#include "tests/util/test_seed.h"
+#include "engine/spec_decode/spec_decode_test_util.h"
 
 namespace rill::engine {
 namespace {
 
 using spec_decode::SpecDecodeConfig;
-
-SpecDecodeConfig Spec(int k) {
-  SpecDecodeConfig c;
-  c.ngram_k = k;
-  c.ngram_min_n = 1;
-  c.ngram_max_n = 3;
-  c.disable_batch_size = 64;
-  return c;
-}
-
-SchedulerConfig Sched(int budget = 64) {
-  SchedulerConfig c;
-  c.max_num_seqs = 16;
-  c.max_num_batched_tokens = budget;
-  c.max_model_len = 256;
-  return c;
-}
-
-SamplingParams Greedy(int max_tokens) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
-
-std::vector<int32_t> Prompt(int n, int32_t salt, int vocab) {
-  std::vector<int32_t> v(n);
-  for (int i = 0; i < n; ++i) v[i] = 1 + (i * 7 + salt * 13) % (vocab - 1);
-  return v;
-}
-
-// Drives one EngineCore to completion, checking after every step that no
-// running request holds blocks past its tokens (rejected drafts rolled back).
-struct Driver {
-  std::map<std::string, std::vector<int32_t>> tokens;
-  std::map<std::string, RequestState> state;
-  int preemptions = 0;
-
-  void Collect(const std::vector<EngineCoreOutput>& outs) {
-    for (const EngineCoreOutput& o : outs) {
-      auto& t = tokens[o.request_id];
-      t.insert(t.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-      if (o.finished()) {
-        state[o.request_id] = o.state;
-        preemptions += o.num_preemptions;
-      }
-    }
-  }
-  void Step(EngineCore* core) {
-    absl::StatusOr<std::vector<EngineCoreOutput>> outs = core->Step();
-    ASSERT_TRUE(outs.ok()) << outs.status();
-    Collect(*outs);
-    BlockManager& blocks = core->block_manager();
-    for (const std::string& id : core->scheduler().UnfinishedIds()) {
-      const Request* r = core->scheduler().Find(id);
-      EXPECT_LE(static_cast<int64_t>(blocks.BlockTable(r->seq_no).size()),
-                blocks.BlocksFor(r->num_tokens()))
-          << id << " holds blocks past its tokens";
-    }
-  }
-  void ToCompletion(EngineCore* core) {
-    for (int i = 0; i < 20000 && core->HasUnfinished(); ++i) {
-      Step(core);
-      if (::testing::Test::HasFatalFailure()) return;
-    }
-    ASSERT_FALSE(core->HasUnfinished());
-    Collect(core->TakePendingOutputs());
-  }
-};
-
-std::unique_ptr<Request> MakeRequest(const std::string& id, std::vector<int32_t> prompt,
-                                     const SamplingParams& params) {
-  auto r = std::make_unique<Request>(id, std::move(prompt), params);
-  r->times.arrival = absl::Now();
-  return r;
-}
-
-FakeModelExecutor::Options Cyclic(int num_blocks) {
-  FakeModelExecutor::Options o;
-  o.num_blocks = num_blocks;
-  o.block_size = 4;
-  o.vocab_size = 16;
-  o.context_window = 2;  // Greedy outputs cycle: drafts get accepted.
-  return o;
-}
+using spec_decode::testing::Cyclic;
+using spec_decode::testing::Driver;
+using spec_decode::testing::ExpectSeededSamplingUnchanged;
+using spec_decode::testing::ExpectTemperatureOneMatchesMarkov;
+using spec_decode::testing::Greedy;
+using spec_decode::testing::MakeRequest;
+using spec_decode::testing::NgramSpec;
+using spec_decode::testing::Prompt;
+using spec_decode::testing::RunWithAbortsAfterAcceptedDrafts;
+using spec_decode::testing::Sched;
 
 // Greedy with the fake model (whose next token depends on what it reads back
 // through the block tables): identical tokens with and without speculation,
@@ -118,7 +40,7 @@ FakeModelExecutor::Options Cyclic(int num_blocks) {
 TEST(SpecDecodeEngineTest, GreedyEqualsReferenceAndPrefixCacheStaysClean) {
   FakeModelExecutor fake(Cyclic(256));
   EngineCore core(&fake, Sched(), /*enable_prefix_caching=*/true);
-  core.SetSpeculation(Spec(4));
+  core.SetSpeculation(NgramSpec(4));
   std::map<std::string, std::vector<int32_t>> prompts;
   for (int i = 0; i < 12; ++i) {
     const std::string id = absl::StrCat("r", i);
@@ -166,7 +88,7 @@ TEST(SpecDecodeEngineTest, StopsInsideDraftsAsWithout) {
   auto run_with = [&](int k) {
     FakeModelExecutor fake(o);
     EngineCore core(&fake, Sched(/*budget=*/20), true);
-    core.SetSpeculation(Spec(k));
+    core.SetSpeculation(NgramSpec(k));
     for (int i = 0; i < 10; ++i) {
       SamplingParams p = Greedy(7 + 5 * i);
       p.ignore_eos = i % 2 == 0;
@@ -198,34 +120,9 @@ TEST(SpecDecodeEngineTest, PreemptionAndAbortLeakNoBlocks) {
     SCOPED_TRACE(prefix_caching ? "prefix caching" : "no prefix caching");
     FakeModelExecutor fake(Cyclic(24));  // 96 slots; 6 requests want 6 * 48.
     EngineCore core(&fake, Sched(), prefix_caching);
-    core.SetSpeculation(Spec(4));
-    std::map<std::string, std::vector<int32_t>> prompts;
-    for (int i = 0; i < 6; ++i) {
-      const std::string id = absl::StrCat("r", i);
-      prompts[id] = Prompt(8, i, 16);
-      ASSERT_TRUE(core.AddRequest(MakeRequest(id, prompts[id], Greedy(40))).ok());
-    }
-    Driver run;
-    std::vector<std::string> aborted;
-    for (int step = 0; step < 20000 && core.HasUnfinished(); ++step) {
-      const int64_t accepted_before = core.spec_stats().num_accepted_tokens;
-      run.Step(&core);
-      if (HasFatalFailure()) return;
-      // Abort r1 and r4 after the first steps where drafts were accepted.
-      if (core.spec_stats().num_accepted_tokens > accepted_before && aborted.size() < 2) {
-        const std::string id = aborted.empty() ? "r1" : "r4";
-        if (core.AbortRequest(id).ok()) aborted.push_back(id);
-      }
-    }
-    ASSERT_FALSE(core.HasUnfinished());
-    run.Collect(core.TakePendingOutputs());
-    EXPECT_EQ(aborted.size(), 2u);
-    EXPECT_GT(run.preemptions, 0);
-    EXPECT_GT(core.spec_stats().num_accepted_tokens, 0);
-    for (const auto& [id, prompt] : prompts) {
-      if (run.state[id] == RequestState::kFinishedAborted) continue;
-      EXPECT_EQ(run.tokens[id], fake.Generate(prompt, 40)) << id;
-    }
+    core.SetSpeculation(NgramSpec(4));
+    RunWithAbortsAfterAcceptedDrafts(fake, &core);
+    if (HasFatalFailure()) return;
     EXPECT_EQ(core.block_manager().num_free_blocks(), 24);
   }
 }
@@ -233,7 +130,7 @@ TEST(SpecDecodeEngineTest, PreemptionAndAbortLeakNoBlocks) {
 TEST(SpecDecodeEngineTest, NoDraftsAtOrAboveTheBatchSizeThreshold) {
   FakeModelExecutor fake(Cyclic(256));
   EngineCore core(&fake, Sched(), true);
-  SpecDecodeConfig spec = Spec(4);
+  SpecDecodeConfig spec = NgramSpec(4);
   spec.disable_batch_size = 3;
   core.SetSpeculation(spec);
   for (int i = 0; i < 3; ++i) {
@@ -247,68 +144,6 @@ TEST(SpecDecodeEngineTest, NoDraftsAtOrAboveTheBatchSizeThreshold) {
   run.ToCompletion(&core);
   EXPECT_GT(core.spec_stats().num_drafts, 0);
   EXPECT_EQ(run.tokens["alone"], run.tokens["r0"]);
-}
-
-// A model whose next-token distribution depends on the previous token only,
-// through a fixed transition matrix: the exact distribution every sampled
-// token must follow.
-class MarkovExecutor : public ModelExecutor {
- public:
-  static constexpr int kVocab = 6;
-
-  MarkovExecutor() {
-    config_.architecture = "markov";
-    config_.vocab_size = kVocab;
-    config_.max_position_embeddings = 512;
-    config_.eos_token_id = 0;
-    config_.eos_token_ids = {0};
-    std::mt19937 rng(7);
-    std::uniform_real_distribution<double> u(0.0, 1.0);
-    for (int a = 0; a < kVocab; ++a) {
-      double sum = 0;
-      for (int b = 0; b < kVocab; ++b) sum += (p_[a][b] = 0.02 + u(rng) * u(rng));
-      for (int b = 0; b < kVocab; ++b) p_[a][b] /= sum;
-    }
-  }
-  double P(int a, int b) const { return p_[a][b]; }
-
-  absl::Status Execute(const worker::ForwardBatch& batch, worker::ForwardOutput* out) override {
-    out->logits.clear();
-    for (const worker::SequenceChunk& s : batch.sequences) {
-      const size_t first = s.all_logits ? 0 : s.tokens.size() - 1;
-      std::vector<float>& rows = out->logits.emplace_back();
-      for (size_t j = first; j < s.tokens.size(); ++j) {
-        for (int b = 0; b < kVocab; ++b) rows.push_back(std::log(p_[s.tokens[j]][b]));
-      }
-    }
-    return absl::OkStatus();
-  }
-  int num_blocks() const override { return 512; }
-  int block_size() const override { return 4; }
-  const worker::loader::ModelConfig& model_config() const override { return config_; }
-
- private:
-  worker::loader::ModelConfig config_;
-  double p_[kVocab][kVocab];
-};
-
-std::map<std::string, std::vector<int32_t>> RunMarkov(int k, const SamplingParams& base,
-                                                      int requests, uint64_t seed0,
-                                                      int64_t* accepted) {
-  MarkovExecutor model;
-  EngineCore core(&model, Sched(256), true);
-  core.SetSpeculation(Spec(k));
-  Driver run;
-  for (int i = 0; i < requests; ++i) {
-    SamplingParams p = base;
-    p.seed = seed0 + i;
-    const std::vector<int32_t> prompt = {1, 2, 3, 1, 2, 3, 4, 1, 2};
-    EXPECT_TRUE(core.AddRequest(MakeRequest(absl::StrCat("s", i), prompt, p)).ok());
-    if (i % 16 == 15) run.ToCompletion(&core);
-  }
-  run.ToCompletion(&core);
-  if (accepted != nullptr) *accepted = core.spec_stats().num_accepted_tokens;
-  return run.tokens;
 }
 
 // Seeded sampling with every logits adjustment: each emitted token costs one
@@ -326,11 +161,7 @@ TEST(SpecDecodeEngineTest, SeededSamplingEqualsNonSpeculative) {
   p.logit_bias = {{2, 0.7f}, {5, -0.4f}};
   p.min_tokens = 6;
   p.max_tokens = 48;
-  int64_t accepted = 0;
-  const auto plain = RunMarkov(0, p, 32, 100, nullptr);
-  const auto spec = RunMarkov(4, p, 32, 100, &accepted);
-  EXPECT_GT(accepted, 0);
-  EXPECT_EQ(spec, plain);
+  ExpectSeededSamplingUnchanged(p, NgramSpec(4));
 }
 
 // Temperature 1, no other adjustment: the transitions (a -> b) of every
@@ -339,41 +170,7 @@ TEST(SpecDecodeEngineTest, SeededSamplingEqualsNonSpeculative) {
 // resampling a rejected position from p instead of p without the draft
 // token, skews them far past the bound.
 TEST(SpecDecodeEngineTest, TemperatureOneDistributionMatchesTheModel) {
-  const uint64_t seed = rill::tests::util::StreamSeed(0);
-  std::cout << "seed " << seed << "\n";
-  SamplingParams p;
-  p.temperature = 1.0f;
-  p.max_tokens = 64;
-  p.ignore_eos = true;
-  int64_t accepted = 0;
-  const auto outs = RunMarkov(4, p, 320, seed * 1000, &accepted);
-  const MarkovExecutor model;
-  constexpr int V = MarkovExecutor::kVocab;
-  std::vector<std::vector<int64_t>> counts(V, std::vector<int64_t>(V, 0));
-  int64_t total = 0;
-  for (const auto& [id, tokens] : outs) {
-    int prev = 2;  // The prompt's last token.
-    for (int32_t t : tokens) {
-      ++counts[prev][t];
-      prev = t;
-      ++total;
-    }
-  }
-  ASSERT_EQ(total, 320 * 64);
-  double chi2 = 0.0;
-  for (int a = 0; a < V; ++a) {
-    int64_t n = 0;
-    for (int b = 0; b < V; ++b) n += counts[a][b];
-    for (int b = 0; b < V; ++b) {
-      const double expected = n * model.P(a, b);
-      if (expected > 0) chi2 += (counts[a][b] - expected) * (counts[a][b] - expected) / expected;
-    }
-  }
-  std::cout << "chi-square " << chi2 << " (30 dof), accepted draft tokens " << accepted
-            << " of " << total << " outputs\n";
-  EXPECT_GT(accepted, 200);  // Drafts were accepted, so the check means something.
-  // P(chi2_30 > 67.6) = 1e-4.
-  EXPECT_LT(chi2, 67.6);
+  ExpectTemperatureOneMatchesMarkov(NgramSpec(4));
 }
 
 }  // namespace

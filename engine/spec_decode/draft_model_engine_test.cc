@@ -1,0 +1,192 @@
+// Draft-model drafting through EngineCore, over fake executors: greedy
+// outputs equal the model's whatever the draft proposes (the model itself:
+// every draft token accepted; another model: few), the draft's own KV cache
+// is rolled back to the accepted tokens (a draft that reads stale K/V stops
+// being accepted), its blocks are freed with the target's on finish, abort
+// and preemption, and sampling at temperature 1 keeps the model's
+// distribution (chi-square).
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/engine_core.h"
+#include "engine/fake_model_executor.h"
+#include "engine/spec_decode/draft_model_proposer.h"
+#include "engine/spec_decode/spec_decode_config.h"
+#include "engine/spec_decode/spec_decode_test_util.h"
+
+namespace rill::engine {
+namespace {
+
+using spec_decode::SpecDecodeStats;
+using spec_decode::testing::Cyclic;
+using spec_decode::testing::DraftModelSpec;
+using spec_decode::testing::Driver;
+using spec_decode::testing::ExpectSeededSamplingUnchanged;
+using spec_decode::testing::ExpectTemperatureOneMatchesMarkov;
+using spec_decode::testing::Greedy;
+using spec_decode::testing::MakeRequest;
+using spec_decode::testing::MarkovExecutor;
+using spec_decode::testing::Prompt;
+using spec_decode::testing::RunWithAbortsAfterAcceptedDrafts;
+using spec_decode::testing::Sched;
+
+// The fake model with a next token that hashes the whole context: a draft
+// whose cache holds one stale token predicts wrong from there on.
+FakeModelExecutor::Options WholeContext(int num_blocks) {
+  FakeModelExecutor::Options o = Cyclic(num_blocks);
+  o.context_window = 0;
+  return o;
+}
+
+// The fake model, except that its prediction after every 5th position is
+// another token: its drafts are rejected there, and accepted elsewhere only
+// if its cache was rolled back to exactly the accepted tokens.
+class WrongEvery5th : public ModelExecutor {
+ public:
+  explicit WrongEvery5th(const FakeModelExecutor::Options& o) : model_(o) {}
+  absl::Status Execute(const worker::ForwardBatch& batch, worker::ForwardOutput* out) override {
+    if (absl::Status s = model_.Execute(batch, out); !s.ok()) return s;
+    const int64_t vocab = model_.model_config().vocab_size;
+    for (size_t i = 0; i < batch.sequences.size(); ++i) {
+      const worker::SequenceChunk& c = batch.sequences[i];
+      if ((c.start_pos + c.tokens.size() - 1) % 5 != 0) continue;
+      float* row = out->logits[i].data() + out->logits[i].size() - vocab;
+      const int64_t t = std::max_element(row, row + vocab) - row;
+      row[t % (vocab - 1) + 1] = row[t] + 1.0f;  // Never t, never 0 (EOS).
+    }
+    return absl::OkStatus();
+  }
+  int num_blocks() const override { return model_.num_blocks(); }
+  int block_size() const override { return model_.block_size(); }
+  const worker::loader::ModelConfig& model_config() const override { return model_.model_config(); }
+
+ private:
+  FakeModelExecutor model_;
+};
+
+struct GreedyRun {
+  Driver driver;
+  SpecDecodeStats stats;
+  std::map<std::string, std::vector<int32_t>> prompts;
+};
+
+// 12 greedy requests on a WholeContext model with `draft` as its draft
+// model (k = 4, prefix caching on); checks every output against the model
+// and that both caches are empty at the end.
+GreedyRun RunGreedy(std::unique_ptr<ModelExecutor> draft) {
+  FakeModelExecutor fake(WholeContext(256));
+  fake.AttachDraftModel(std::move(draft));
+  EngineCore core(&fake, Sched(), /*enable_prefix_caching=*/true);
+  core.SetSpeculation(DraftModelSpec(4));
+  GreedyRun run;
+  for (int i = 0; i < 12; ++i) {
+    const std::string id = absl::StrCat("r", i);
+    run.prompts[id] = Prompt(5 + i, i, 16);
+    EXPECT_TRUE(core.AddRequest(MakeRequest(id, run.prompts[id], Greedy(40 + i))).ok());
+  }
+  run.driver.ToCompletion(&core);
+  for (const auto& [id, prompt] : run.prompts) {
+    EXPECT_EQ(run.driver.tokens[id], fake.Generate(prompt, 40 + std::stoi(id.substr(1)))) << id;
+    EXPECT_EQ(run.driver.state[id], RequestState::kFinishedLength) << id;
+  }
+  run.stats = core.spec_stats();
+  std::cout << "drafts " << run.stats.num_drafts << " draft tokens " << run.stats.num_draft_tokens
+            << " accepted " << run.stats.num_accepted_tokens << "\n";
+  EXPECT_EQ(core.block_manager().num_free_blocks(), 256);
+  const spec_decode::DraftModelProposer* proposer = core.draft_proposer();
+  EXPECT_NE(proposer, nullptr);
+  if (proposer != nullptr) {
+    EXPECT_EQ(proposer->num_sequences(), 0);
+    EXPECT_EQ(proposer->block_manager().num_free_blocks(), 256);
+  }
+  return run;
+}
+
+TEST(DraftModelEngineTest, TheModelAsItsOwnDraftHasEveryTokenAccepted) {
+  const GreedyRun run = RunGreedy(std::make_unique<FakeModelExecutor>(WholeContext(256)));
+  EXPECT_GT(run.stats.num_drafts, 50);
+  EXPECT_EQ(run.stats.num_accepted_tokens, run.stats.num_draft_tokens);
+}
+
+TEST(DraftModelEngineTest, AnotherDraftModelChangesNoOutput) {
+  FakeModelExecutor::Options other = WholeContext(256);
+  other.context_window = 1;  // Another function of the context: mostly wrong.
+  const GreedyRun run = RunGreedy(std::make_unique<FakeModelExecutor>(other));
+  EXPECT_GT(run.stats.num_drafts, 50);
+  EXPECT_LT(run.stats.num_accepted_tokens * 4, run.stats.num_draft_tokens);
+}
+
+// Rejected every 5th position, so its cache is rolled back often: if it
+// kept a rejected token's K/V (or lost an accepted one's), every later
+// draft would be wrong.
+TEST(DraftModelEngineTest, DraftCacheRollsBackToTheAcceptedTokens) {
+  const GreedyRun run = RunGreedy(std::make_unique<WrongEvery5th>(WholeContext(256)));
+  EXPECT_LT(run.stats.num_accepted_tokens, run.stats.num_draft_tokens);  // Rejections happened.
+  EXPECT_GT(run.stats.num_accepted_tokens * 2, run.stats.num_draft_tokens);
+}
+
+// A draft model that fails: no drafts, the same outputs, nothing held.
+TEST(DraftModelEngineTest, FailingDraftModelOnlyStopsDrafting) {
+  auto draft = std::make_unique<FakeModelExecutor>(WholeContext(256));
+  draft->SetFailure(absl::InternalError("draft broke"));
+  const GreedyRun run = RunGreedy(std::move(draft));
+  EXPECT_EQ(run.stats.num_drafts, 0);
+}
+
+// A cache too small for everyone: requests are preempted (and recomputed)
+// between speculative steps, some are aborted right after a step that
+// verified their drafts, and the draft's cache is smaller still (some drafts
+// find no room). Draft sequences never outlive their running target
+// sequences, outputs equal the model's and every block of both caches
+// comes back.
+TEST(DraftModelEngineTest, PreemptionAndAbortLeakNoBlocksInEitherCache) {
+  for (bool prefix_caching : {false, true}) {
+    SCOPED_TRACE(prefix_caching ? "prefix caching" : "no prefix caching");
+    FakeModelExecutor fake(WholeContext(24));  // 96 slots; 6 requests want 6 * 48.
+    fake.AttachDraftModel(std::make_unique<FakeModelExecutor>(WholeContext(16)));
+    EngineCore core(&fake, Sched(), prefix_caching);
+    core.SetSpeculation(DraftModelSpec(4));
+    const spec_decode::DraftModelProposer* proposer = core.draft_proposer();
+    ASSERT_NE(proposer, nullptr);
+    // Draft sequences never outlive their running target sequences.
+    RunWithAbortsAfterAcceptedDrafts(fake, &core, [&] {
+      EXPECT_LE(proposer->num_sequences(), core.scheduler().num_running());
+    });
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(core.block_manager().num_free_blocks(), 24);
+    EXPECT_EQ(proposer->num_sequences(), 0);
+    EXPECT_EQ(proposer->block_manager().num_free_blocks(), 16);
+  }
+}
+
+// Seeded sampling with the Markov model as its own (greedy) draft: one draw
+// of the request's generator per emitted token, so identical draw for draw.
+TEST(DraftModelEngineTest, SeededSamplingEqualsNonSpeculative) {
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_k = 4;
+  p.top_p = 0.9f;
+  p.repetition_penalty = 1.1f;
+  p.min_tokens = 6;
+  p.max_tokens = 48;
+  ExpectSeededSamplingUnchanged(p, DraftModelSpec(4), std::make_unique<MarkovExecutor>());
+}
+
+// Temperature 1: the transitions of every output, pooled over many seeds,
+// follow the model's matrix (Pearson chi-square, 30 degrees of freedom).
+// The greedy draft is one-hot, so the verification rule is exact rejection
+// sampling; accepting a draft token more often than p(x) skews it.
+TEST(DraftModelEngineTest, TemperatureOneDistributionMatchesTheModel) {
+  ExpectTemperatureOneMatchesMarkov(DraftModelSpec(4), std::make_unique<MarkovExecutor>());
+}
+
+}  // namespace
+}  // namespace rill::engine
