@@ -4,7 +4,6 @@
 // without speculation, every one satisfies the schema, and drafts were
 // accepted (the schema's repeated keys are what n-grams predict). Skips when
 // the model is absent.
-#include <sys/stat.h>
 
 #include <iterator>
 #include <memory>
@@ -18,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/json.h"
+#include "base/model_dir.h"
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/model_path.h"
@@ -43,11 +43,6 @@ const char* const kPrompts[] = {
     "The animals on the farm, counted, in JSON: ",
     "Write a shopping list in JSON: ",
 };
-
-bool HaveModel() {
-  struct stat st;
-  return stat(ResolveModelPath("default").c_str(), &st) == 0;
-}
 
 // Empty when `text` satisfies kSchema; else what is wrong.
 std::string SchemaViolation(const std::string& text) {
@@ -133,7 +128,8 @@ double AcceptedDraftTokens(const AsyncLLMEngine& e) {
 }
 
 TEST(StructuredOutputSpecDecodeModelTest, JsonSchemaOutputsEqualNonSpeculativeAndAreValid) {
-  if (!HaveModel()) GTEST_SKIP() << "default model not found at " << ResolveModelPath("default");
+  if (!base::DefaultModelFileExists())
+    GTEST_SKIP() << "default model not found at " << ResolveModelPath("default");
   std::vector<CompletionOutput> plain;
   absl::Duration plain_time;
   {
