@@ -18,7 +18,8 @@
 //     formats with a min: acc = fma(m, SX_b, acc), SX_b = BlockSum(token's block b)
 // (Sub16 formats, Q6_K and Q3_K: q_j is the integer times its 16-column
 // scale, an exact float; the F32Scaled formats, Q4_K, Q5_K and Q5_1, read
-// d and m as f32.)
+// d and m as f32; Q2_K: q_j is the weight's float, fma(q, d * s, dmin * n)
+// per 16 columns as DequantizeRow rounds it, and d = 1.)
 // acc starts at 0 and is the output (no horizontal sum). The direct tiles
 // (weights widened in registers; 1 or 2 tokens) and the panel tiles (weights
 // expanded once per call to f32; 3 tokens and more) both follow it, so the
@@ -354,6 +355,9 @@ RILL_TARGET_AVX2 void InterleavedMatMul(const PackedWeights* const* ws, float* c
             break;
           case Format::k8BitSub16Interleaved8:
             Piece<Format::k8BitSub16Interleaved8>(o, g0, g1, nt, avx512);
+            break;
+          case Format::k2BitSub16MinInterleaved8:
+            Piece<Format::k2BitSub16MinInterleaved8>(o, g0, g1, nt, avx512);
             break;
           default: break;  // not an interleaved format (MatMul never sends one)
         }

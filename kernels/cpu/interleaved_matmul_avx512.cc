@@ -50,7 +50,9 @@ RILL_TARGET_AVX512 inline __m512 PairHalves(const uint8_t* a, const uint8_t* b) 
 // null): LoadScales' floats, 16 lanes.
 template <Format F>
 RILL_TARGET_AVX512 inline __m512 PairScales(const uint8_t* a, const uint8_t* b, size_t off) {
-  if constexpr (InterleavedF32Scales(F)) {
+  if constexpr (InterleavedTwoBit(F)) {
+    return _mm512_set1_ps(1.0f);  // Q2_K's widened weights carry their scales
+  } else if constexpr (InterleavedF32Scales(F)) {
     const __m256d lo = _mm256_loadu_pd(reinterpret_cast<const double*>(a + off));
     const __m256d hi = b == nullptr ? _mm256_setzero_pd()
                                     : _mm256_loadu_pd(reinterpret_cast<const double*>(b + off));
@@ -68,7 +70,24 @@ RILL_TARGET_AVX512 inline __m512 PairScales(const uint8_t* a, const uint8_t* b, 
 template <Format F>
 RILL_TARGET_AVX512 inline void Widen16(const uint8_t* a, const uint8_t* b, int p, __m512* qe,
                                        __m512* qo) {
-  if constexpr (InterleavedEightBit(F)) {
+  if constexpr (InterleavedTwoBit(F)) {
+    // Q2_K: Q2KHalfScales and WidenPair's fma, 16 lanes.
+    auto at = [b](size_t off) { return b == nullptr ? nullptr : b + off; };
+    const size_t qo_off = 8 * (p / 2), h = 8 * (p / 8);
+    __m512i v = _mm512_cvtepu8_epi32(Pair8(a + qo_off, at(qo_off)));
+    if (p % 2 != 0) v = _mm512_srli_epi32(v, 4);
+    const __m512i three = _mm512_set1_epi32(3);
+    auto int8s = [&](size_t off) {
+      return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(Pair8(a + off, at(off))));
+    };
+    const __m512 ds = _mm512_mul_ps(PairHalves(a + kQ2KDOffset, at(kQ2KDOffset)),
+                                    int8s(kQ2KScaleOffset + h));
+    const __m512 dm = _mm512_mul_ps(PairHalves(a + kQ2KDminOffset, at(kQ2KDminOffset)),
+                                    int8s(kQ2KNegMinOffset + h));
+    *qe = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, three)), ds, dm);
+    *qo = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 2), three)),
+                          ds, dm);
+  } else if constexpr (InterleavedEightBit(F)) {
     const __m128i e = Pair8(a + 16 * p, b == nullptr ? nullptr : b + 16 * p);
     const __m128i o = Pair8(a + 16 * p + 8, b == nullptr ? nullptr : b + 16 * p + 8);
     *qe = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(e));
@@ -362,6 +381,8 @@ void InterleavedDirectPieceAvx512(Format format, const Operands& o, int64_t g0, 
       return Direct<Format::k8BitF32ScaledInterleaved8>(o, g0, g1, nt);
     case Format::k8BitSub16Interleaved8:
       return Direct<Format::k8BitSub16Interleaved8>(o, g0, g1, nt);
+    case Format::k2BitSub16MinInterleaved8:
+      return Direct<Format::k2BitSub16MinInterleaved8>(o, g0, g1, nt);
     default: return;  // not an interleaved format
   }
 }
@@ -377,6 +398,8 @@ void InterleavedPanelPieceAvx512(Format format, const Operands& o, int64_t g0, i
       return Piece<Format::k8BitF32ScaledInterleaved8>(o, g0, g1, nt);
     case Format::k8BitSub16Interleaved8:
       return Piece<Format::k8BitSub16Interleaved8>(o, g0, g1, nt);
+    case Format::k2BitSub16MinInterleaved8:
+      return Piece<Format::k2BitSub16MinInterleaved8>(o, g0, g1, nt);
     default: return;  // not an interleaved format
   }
 }
