@@ -46,6 +46,14 @@ RILL_TARGET_AVX512 inline __m512 PairHalves(const uint8_t* a, const uint8_t* b) 
   return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
 }
 
+// b + off, or null when b is (an absent second group).
+inline const uint8_t* At(const uint8_t* b, size_t off) { return b == nullptr ? nullptr : b + off; }
+
+// The 8 int8 of group a and of group b (zero when null) at off as 16 floats.
+RILL_TARGET_AVX512 inline __m512 PairInt8s(const uint8_t* a, const uint8_t* b, size_t off) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(Pair8(a + off, At(b, off))));
+}
+
 // The scales (d or m) at offset off of block a and block b (zero when
 // null): LoadScales' floats, 16 lanes.
 template <Format F>
@@ -72,18 +80,14 @@ RILL_TARGET_AVX512 inline void Widen16(const uint8_t* a, const uint8_t* b, int p
                                        __m512* qo) {
   if constexpr (InterleavedTwoBit(F)) {
     // Q2_K: Q2KHalfScales and WidenPair's fma, 16 lanes.
-    auto at = [b](size_t off) { return b == nullptr ? nullptr : b + off; };
-    const size_t qo_off = 8 * (p / 2), h = 8 * (p / 8);
-    __m512i v = _mm512_cvtepu8_epi32(Pair8(a + qo_off, at(qo_off)));
+    const size_t q_off = 8 * (p / 2), h = 8 * (p / 8);
+    __m512i v = _mm512_cvtepu8_epi32(Pair8(a + q_off, At(b, q_off)));
     if (p % 2 != 0) v = _mm512_srli_epi32(v, 4);
     const __m512i three = _mm512_set1_epi32(3);
-    auto int8s = [&](size_t off) {
-      return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(Pair8(a + off, at(off))));
-    };
-    const __m512 ds = _mm512_mul_ps(PairHalves(a + kQ2KDOffset, at(kQ2KDOffset)),
-                                    int8s(kQ2KScaleOffset + h));
-    const __m512 dm = _mm512_mul_ps(PairHalves(a + kQ2KDminOffset, at(kQ2KDminOffset)),
-                                    int8s(kQ2KNegMinOffset + h));
+    const __m512 ds = _mm512_mul_ps(PairHalves(a + kQ2KDOffset, At(b, kQ2KDOffset)),
+                                    PairInt8s(a, b, kQ2KScaleOffset + h));
+    const __m512 dm = _mm512_mul_ps(PairHalves(a + kQ2KDminOffset, At(b, kQ2KDminOffset)),
+                                    PairInt8s(a, b, kQ2KNegMinOffset + h));
     *qe = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, three)), ds, dm);
     *qo = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 2), three)),
                           ds, dm);

@@ -37,13 +37,14 @@ using Format = PackedWeights::Format;
 
 // Q2_K's d * s and dmin * n of the 8 lanes for columns 16 h .. 16 h + 15
 // (exact products: an f16 times a 4-bit integer).
+RILL_TARGET_AVX2 inline __m256 LoadInt8s(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
 RILL_TARGET_AVX2 inline void Q2KHalfScales(const uint8_t* blk, int h, __m256* ds, __m256* dm) {
-  auto int8s = [](const uint8_t* p) {
-    return _mm256_cvtepi32_ps(
-        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-  };
-  *ds = _mm256_mul_ps(LoadHalves(blk + kQ2KDOffset), int8s(blk + kQ2KScaleOffset + 8 * h));
-  *dm = _mm256_mul_ps(LoadHalves(blk + kQ2KDminOffset), int8s(blk + kQ2KNegMinOffset + 8 * h));
+  *ds = _mm256_mul_ps(LoadHalves(blk + kQ2KDOffset), LoadInt8s(blk + kQ2KScaleOffset + 8 * h));
+  *dm =
+      _mm256_mul_ps(LoadHalves(blk + kQ2KDminOffset), LoadInt8s(blk + kQ2KNegMinOffset + 8 * h));
 }
 
 // The 8 lanes' weights j = 2p and 2p + 1 of a block, as floats (Sub16: the

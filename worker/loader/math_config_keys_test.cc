@@ -427,7 +427,21 @@ TEST(MathConfigKeysTest, Gemma3ConfigsFollowGemma3TextConfig) {
                        Extra::kGemma3),
                 {"hidden_activation 'gelu'"});
   ExpectRefused(LoadHf("gemma3_mm", R"("model_type": "gemma3")"), {"text_config"});
+}
 
+// LlamaGguf plus the norms a Gemma 2 / Gemma 3 checkpoint must hold.
+GgufWriter GemmaGguf(const std::string& arch) {
+  GgufWriter w = LlamaGguf(arch);
+  for (int l = 0; l < kLayers; ++l) {
+    const std::string b = absl::StrCat("blk.", l, ".");
+    w.AddF32Tensor(b + "post_attention_norm.weight", {kH}, Zeros(kH));
+    w.AddF32Tensor(b + "post_ffw_norm.weight", {kH}, Zeros(kH));
+    if (arch == "gemma3") {
+      w.AddF32Tensor(b + "attn_q_norm.weight", {kHd}, Zeros(kHd));
+      w.AddF32Tensor(b + "attn_k_norm.weight", {kHd}, Zeros(kHd));
+    }
+  }
+  return w;
 }
 
 // GGUF's <arch>.attention.sliding_window_pattern, as llama.cpp's
@@ -463,7 +477,7 @@ TEST(MathConfigKeysTest, GgufSlidingWindowPatternIsRead) {
   };
   for (const Case& t : cases) {
     SCOPED_TRACE(t.name);
-    GgufWriter w = LlamaGguf(t.arch);
+    GgufWriter w = GemmaGguf(t.arch);
     if (t.set) t.set(&w, t.arch + "." + key);
     const std::string path = TmpPath(absl::StrCat(t.name, ".gguf"));
     ASSERT_TRUE(w.WriteFile(path).ok());
@@ -477,7 +491,7 @@ TEST(MathConfigKeysTest, GgufSlidingWindowPatternIsRead) {
   auto refused = [&](const char* name, std::function<void(GgufWriter*, const std::string&)> set,
                      std::initializer_list<const char*> needles) {
     SCOPED_TRACE(name);
-    GgufWriter w = LlamaGguf("gemma3");
+    GgufWriter w = GemmaGguf("gemma3");
     set(&w, "gemma3." + key);
     const std::string path = TmpPath(absl::StrCat(name, ".gguf"));
     ASSERT_TRUE(w.WriteFile(path).ok());
