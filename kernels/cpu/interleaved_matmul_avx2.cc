@@ -171,11 +171,25 @@ RILL_TARGET_AVX2 void ExpandPanel(const Operands& o, int64_t g0, int n, float* p
     for (int64_t b = 0; b < o.nb; ++b) {
       const uint8_t* blk = gw + b * o.block_bytes;
       float* dst = panel + (i * o.nb + b) * kPanelBlockFloats;
-      for (int p = 0; p < 16; ++p) {
-        __m256 qe, qo;
-        WidenPair<F>(blk, p, &qe, &qo);
-        _mm256_store_ps(dst + kLanes * (2 * p), qe);
-        _mm256_store_ps(dst + kLanes * (2 * p + 1), qo);
+      if constexpr (InterleavedTwoBit(F)) {
+        // The stores may alias the block: Q2_K's scales are read once per half.
+        for (int h = 0; h < 2; ++h) {
+          __m256 ds, dm;
+          Q2KHalfScales(blk, h, &ds, &dm);
+          for (int p = 8 * h; p < 8 * h + 8; ++p) {
+            __m256 qe, qo;
+            WidenQ2KPair(blk, p, ds, dm, &qe, &qo);
+            _mm256_store_ps(dst + kLanes * (2 * p), qe);
+            _mm256_store_ps(dst + kLanes * (2 * p + 1), qo);
+          }
+        }
+      } else {
+        for (int p = 0; p < 16; ++p) {
+          __m256 qe, qo;
+          WidenPair<F>(blk, p, &qe, &qo);
+          _mm256_store_ps(dst + kLanes * (2 * p), qe);
+          _mm256_store_ps(dst + kLanes * (2 * p + 1), qo);
+        }
       }
       _mm256_store_ps(dst + 32 * kLanes, LoadScales<F>(blk + InterleavedDOffset(F)));
       if constexpr (InterleavedHasMin(F)) {
