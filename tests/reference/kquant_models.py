@@ -39,18 +39,19 @@ def _safe_div(a, b):
         return np.where(b != 0, a / np.where(b != 0, b, 1), 0.0)
 
 
-def _scale_min_k(xs, qmax):
-    """Per 32-column sub-block (xs: [n, 8, 32]): 6-bit scales and mins under
-    f16 super-block d / dmin, and the integers. Returns d, dmin, sc, mn, q."""
+def _scale_min_k(xs, qmax, smax=63):
+    """Per sub-block (xs: [n, sub-blocks, columns], e.g. [n, 8, 32]): scales
+    and mins of up to smax (6 bits; Q2_K: 4) under f16 super-block d / dmin,
+    and the integers. Returns d, dmin, sc, mn, q."""
     lo = np.minimum(xs.min(-1), 0.0)
     scale = (xs.max(-1) - lo) / qmax
     mins = -lo
-    d = (scale.max(-1) / 63).astype(np.float16)
-    dmin = (mins.max(-1) / 63).astype(np.float16)
+    d = (scale.max(-1) / smax).astype(np.float16)
+    dmin = (mins.max(-1) / smax).astype(np.float16)
     df = d.astype(np.float32)[:, None]
     dminf = dmin.astype(np.float32)[:, None]
-    sc = np.clip(np.rint(_safe_div(scale, df)), 0, 63).astype(np.uint8)
-    mn = np.clip(np.rint(_safe_div(mins, dminf)), 0, 63).astype(np.uint8)
+    sc = np.clip(np.rint(_safe_div(scale, df)), 0, smax).astype(np.uint8)
+    mn = np.clip(np.rint(_safe_div(mins, dminf)), 0, smax).astype(np.uint8)
     de = (df * sc)[..., None]
     me = (dminf * mn)[..., None]
     q = np.clip(np.rint(_safe_div(xs + me, de)), 0, qmax).astype(np.uint8)
@@ -107,19 +108,8 @@ def quantize_q6_k(x):
 
 def quantize_q2_k(x):
     n = x.size // QK_K
-    xs = x.reshape(n, 16, 16)  # 16-column sub-blocks, 4-bit scales and mins
-    lo = np.minimum(xs.min(-1), 0.0)
-    scale = (xs.max(-1) - lo) / 3
-    mins = -lo
-    d = (scale.max(-1) / 15).astype(np.float16)
-    dmin = (mins.max(-1) / 15).astype(np.float16)
-    df = d.astype(np.float32)[:, None]
-    dminf = dmin.astype(np.float32)[:, None]
-    sc = np.clip(np.rint(_safe_div(scale, df)), 0, 15).astype(np.uint8)
-    mn = np.clip(np.rint(_safe_div(mins, dminf)), 0, 15).astype(np.uint8)
-    de = (df * sc)[..., None]
-    me = (dminf * mn)[..., None]
-    q = np.clip(np.rint(_safe_div(xs + me, de)), 0, 3).astype(np.uint8)
+    # 16-column sub-blocks, 4-bit scales and mins.
+    d, dmin, sc, mn, q = _scale_min_k(x.reshape(n, 16, 16), 3, smax=15)
     # Weight 128 h + 32 k + l sits in bits 2k of qs[32 h + l] (quant_types.cc's
     # DequantQ2_K); scales[i] = sc | mn << 4 for the i-th 16 columns.
     u = q.reshape(n, 2, 4, 32)
