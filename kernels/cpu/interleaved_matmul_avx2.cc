@@ -18,7 +18,8 @@
 //     formats with a min: acc = fma(m, SX_b, acc), SX_b = BlockSum(token's block b)
 // (Sub16 formats, Q6_K and Q3_K: q_j is the integer times its 16-column
 // scale, an exact float; the F32Scaled formats, Q4_K, Q5_K and Q5_1, read
-// d and m as f32.)
+// d and m as f32; Q2_K: q_j is the weight's float, fma(q, d * s, dmin * n)
+// per 16 columns as DequantizeRow rounds it, and d = 1.)
 // acc starts at 0 and is the output (no horizontal sum). The direct tiles
 // (weights widened in registers; 1 or 2 tokens) and the panel tiles (weights
 // expanded once per call to f32; 3 tokens and more) both follow it, so the
@@ -170,11 +171,25 @@ RILL_TARGET_AVX2 void ExpandPanel(const Operands& o, int64_t g0, int n, float* p
     for (int64_t b = 0; b < o.nb; ++b) {
       const uint8_t* blk = gw + b * o.block_bytes;
       float* dst = panel + (i * o.nb + b) * kPanelBlockFloats;
-      for (int p = 0; p < 16; ++p) {
-        __m256 qe, qo;
-        WidenPair<F>(blk, p, &qe, &qo);
-        _mm256_store_ps(dst + kLanes * (2 * p), qe);
-        _mm256_store_ps(dst + kLanes * (2 * p + 1), qo);
+      if constexpr (InterleavedTwoBit(F)) {
+        // The stores may alias the block: Q2_K's scales are read once per half.
+        for (int h = 0; h < 2; ++h) {
+          __m256 ds, dm;
+          Q2KHalfScales(blk, h, &ds, &dm);
+          for (int p = 8 * h; p < 8 * h + 8; ++p) {
+            __m256 qe, qo;
+            WidenQ2KPair(blk, p, ds, dm, &qe, &qo);
+            _mm256_store_ps(dst + kLanes * (2 * p), qe);
+            _mm256_store_ps(dst + kLanes * (2 * p + 1), qo);
+          }
+        }
+      } else {
+        for (int p = 0; p < 16; ++p) {
+          __m256 qe, qo;
+          WidenPair<F>(blk, p, &qe, &qo);
+          _mm256_store_ps(dst + kLanes * (2 * p), qe);
+          _mm256_store_ps(dst + kLanes * (2 * p + 1), qo);
+        }
       }
       _mm256_store_ps(dst + 32 * kLanes, LoadScales<F>(blk + InterleavedDOffset(F)));
       if constexpr (InterleavedHasMin(F)) {
@@ -354,6 +369,9 @@ RILL_TARGET_AVX2 void InterleavedMatMul(const PackedWeights* const* ws, float* c
             break;
           case Format::k8BitSub16Interleaved8:
             Piece<Format::k8BitSub16Interleaved8>(o, g0, g1, nt, avx512);
+            break;
+          case Format::k2BitSub16MinInterleaved8:
+            Piece<Format::k2BitSub16MinInterleaved8>(o, g0, g1, nt, avx512);
             break;
           default: break;  // not an interleaved format (MatMul never sends one)
         }

@@ -46,11 +46,21 @@ RILL_TARGET_AVX512 inline __m512 PairHalves(const uint8_t* a, const uint8_t* b) 
   return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
 }
 
+// b + off, or null when b is (an absent second group).
+inline const uint8_t* At(const uint8_t* b, size_t off) { return b == nullptr ? nullptr : b + off; }
+
+// The 8 int8 of group a and of group b (zero when null) at off as 16 floats.
+RILL_TARGET_AVX512 inline __m512 PairInt8s(const uint8_t* a, const uint8_t* b, size_t off) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(Pair8(a + off, At(b, off))));
+}
+
 // The scales (d or m) at offset off of block a and block b (zero when
 // null): LoadScales' floats, 16 lanes.
 template <Format F>
 RILL_TARGET_AVX512 inline __m512 PairScales(const uint8_t* a, const uint8_t* b, size_t off) {
-  if constexpr (InterleavedF32Scales(F)) {
+  if constexpr (InterleavedTwoBit(F)) {
+    return _mm512_set1_ps(1.0f);  // Q2_K's widened weights carry their scales
+  } else if constexpr (InterleavedF32Scales(F)) {
     const __m256d lo = _mm256_loadu_pd(reinterpret_cast<const double*>(a + off));
     const __m256d hi = b == nullptr ? _mm256_setzero_pd()
                                     : _mm256_loadu_pd(reinterpret_cast<const double*>(b + off));
@@ -58,6 +68,28 @@ RILL_TARGET_AVX512 inline __m512 PairScales(const uint8_t* a, const uint8_t* b, 
   } else {
     return PairHalves(a + off, b == nullptr ? nullptr : b + off);
   }
+}
+
+// Q2_K's Q2KHalfScales for group a (lanes 0-7) and group b (8-15, zero
+// when null).
+RILL_TARGET_AVX512 inline void Q2KHalfScales16(const uint8_t* a, const uint8_t* b, int h,
+                                               __m512* ds, __m512* dm) {
+  *ds = _mm512_mul_ps(PairHalves(a + kQ2KDOffset, At(b, kQ2KDOffset)),
+                      PairInt8s(a, b, kQ2KScaleOffset + 8 * h));
+  *dm = _mm512_mul_ps(PairHalves(a + kQ2KDminOffset, At(b, kQ2KDminOffset)),
+                      PairInt8s(a, b, kQ2KNegMinOffset + 8 * h));
+}
+
+// Q2_K's WidenQ2KPair, 16 lanes.
+RILL_TARGET_AVX512 inline void WidenQ2KPair16(const uint8_t* a, const uint8_t* b, int p,
+                                              __m512 ds, __m512 dm, __m512* qe, __m512* qo) {
+  const size_t off = 8 * (p / 2);
+  __m512i v = _mm512_cvtepu8_epi32(Pair8(a + off, At(b, off)));
+  if (p % 2 != 0) v = _mm512_srli_epi32(v, 4);
+  const __m512i three = _mm512_set1_epi32(3);
+  *qe = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, three)), ds, dm);
+  *qo = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 2), three)), ds,
+                        dm);
 }
 
 // The 16 lanes' weights j = 2p and 2p + 1 of one block of group a (lanes
@@ -68,7 +100,11 @@ RILL_TARGET_AVX512 inline __m512 PairScales(const uint8_t* a, const uint8_t* b, 
 template <Format F>
 RILL_TARGET_AVX512 inline void Widen16(const uint8_t* a, const uint8_t* b, int p, __m512* qe,
                                        __m512* qo) {
-  if constexpr (InterleavedEightBit(F)) {
+  if constexpr (InterleavedTwoBit(F)) {
+    __m512 ds, dm;
+    Q2KHalfScales16(a, b, p / 8, &ds, &dm);
+    WidenQ2KPair16(a, b, p, ds, dm, qe, qo);
+  } else if constexpr (InterleavedEightBit(F)) {
     const __m128i e = Pair8(a + 16 * p, b == nullptr ? nullptr : b + 16 * p);
     const __m128i o = Pair8(a + 16 * p + 8, b == nullptr ? nullptr : b + 16 * p + 8);
     *qe = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(e));
@@ -104,12 +140,27 @@ RILL_TARGET_AVX512 void ExpandSlice(const Operands& o, int64_t g0, int64_t g1, i
       const uint8_t* ba = wa + off;
       const uint8_t* bb = wb == nullptr ? nullptr : wb + off;
       float* dst = panel + (z * kSliceBlocks + (b - b0)) * kBlockFloats;
+      if constexpr (InterleavedTwoBit(F)) {
+        // The stores may alias the blocks: Q2_K's scales are read once per half.
+        for (int h = 0; h < 2; ++h) {
+          __m512 ds, dm;
+          Q2KHalfScales16(ba, bb, h, &ds, &dm);
+#pragma GCC unroll 8
+          for (int p = 8 * h; p < 8 * h + 8; ++p) {
+            __m512 qe, qo;
+            WidenQ2KPair16(ba, bb, p, ds, dm, &qe, &qo);
+            _mm512_store_ps(dst + kZmmLanes * (2 * p), qe);
+            _mm512_store_ps(dst + kZmmLanes * (2 * p + 1), qo);
+          }
+        }
+      } else {
 #pragma GCC unroll 16
-      for (int p = 0; p < 16; ++p) {
-        __m512 qe, qo;
-        Widen16<F>(ba, bb, p, &qe, &qo);
-        _mm512_store_ps(dst + kZmmLanes * (2 * p), qe);
-        _mm512_store_ps(dst + kZmmLanes * (2 * p + 1), qo);
+        for (int p = 0; p < 16; ++p) {
+          __m512 qe, qo;
+          Widen16<F>(ba, bb, p, &qe, &qo);
+          _mm512_store_ps(dst + kZmmLanes * (2 * p), qe);
+          _mm512_store_ps(dst + kZmmLanes * (2 * p + 1), qo);
+        }
       }
       _mm512_store_ps(dst + kZmmLanes * 32, PairScales<F>(ba, bb, InterleavedDOffset(F)));
       if constexpr (InterleavedHasMin(F)) {
@@ -362,6 +413,8 @@ void InterleavedDirectPieceAvx512(Format format, const Operands& o, int64_t g0, 
       return Direct<Format::k8BitF32ScaledInterleaved8>(o, g0, g1, nt);
     case Format::k8BitSub16Interleaved8:
       return Direct<Format::k8BitSub16Interleaved8>(o, g0, g1, nt);
+    case Format::k2BitSub16MinInterleaved8:
+      return Direct<Format::k2BitSub16MinInterleaved8>(o, g0, g1, nt);
     default: return;  // not an interleaved format
   }
 }
@@ -377,6 +430,8 @@ void InterleavedPanelPieceAvx512(Format format, const Operands& o, int64_t g0, i
       return Piece<Format::k8BitF32ScaledInterleaved8>(o, g0, g1, nt);
     case Format::k8BitSub16Interleaved8:
       return Piece<Format::k8BitSub16Interleaved8>(o, g0, g1, nt);
+    case Format::k2BitSub16MinInterleaved8:
+      return Piece<Format::k2BitSub16MinInterleaved8>(o, g0, g1, nt);
     default: return;  // not an interleaved format
   }
 }

@@ -181,15 +181,19 @@ TEST_P(InterleavedMatMulTest, DequantizedRowsAreTheFileRows) {
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleavedMatMulTest,
                          ::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0,
-                                           GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ3_K,
-                                           GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K),
+                                           GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K,
+                                           GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                                           GgmlType::kQ6_K),
                          [](const auto& info) { return std::string(GgmlTypeName(info.param)); });
 
 TEST(PackWeightsInterleaved, RefusesWhatItCannotRun) {
-  // Q2_K's per-16 mins have no place in the recipe: it stays on the
-  // dequantizing fallback.
+  // Q8_1 (an activation format) has no interleaved layout; a K-quant row
+  // must hold whole super-blocks.
   std::vector<uint8_t> data(RowBytes(GgmlType::kQ2_K, 256) * 4);
-  EXPECT_EQ(PackWeightsInterleaved(GgmlType::kQ2_K, 4, 256, data.data(),
+  EXPECT_EQ(PackWeightsInterleaved(GgmlType::kQ8_1, 4, 64, data.data(),
+                                   RowBytes(GgmlType::kQ8_1, 64)),
+            nullptr);
+  EXPECT_EQ(PackWeightsInterleaved(GgmlType::kQ2_K, 4, 128, data.data(),
                                    RowBytes(GgmlType::kQ2_K, 256)),
             nullptr);
   std::vector<float> f(4 * 64);
@@ -225,6 +229,39 @@ TEST(PackWeightsInterleaved, ChosenOnEveryAvx2Cpu) {
   row_major.float_activations = true;
   EXPECT_FALSE(PackForKernelPlan(*plan, &row_major));
   EXPECT_EQ(row_major.packed, nullptr);
+}
+
+// matmul=int16 has kernels for Q4_0, Q4_1 and Q8_0 only: the other types
+// run the exact interleaved kernels (the same bits as on the exact plan),
+// never the int16 rounding nor the slow fallback.
+TEST(PackWeightsInterleaved, Int16PlanRunsOtherTypesOnTheExactKernels) {
+  if (!PackedKernelsAvailable()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  KernelPlanOptions options;
+  options.matmul = "int16";
+  absl::StatusOr<KernelPlan> int16 = ChooseKernelPlan(options);
+  ASSERT_TRUE(int16.ok()) << int16.status();
+  std::mt19937 rng(Seed() + 400);
+  const int64_t rows = 24, cols = 512, n_tokens = 5;
+  for (GgmlType type : {GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                        GgmlType::kQ6_K, GgmlType::kQ5_0, GgmlType::kQ5_1}) {
+    SCOPED_TRACE(std::string(GgmlTypeName(type)));
+    Problem p = MakeProblem(type, rows, cols, n_tokens, rng);  // packed as exact packs it
+    WeightMatrix w = MakeWeightMatrix(type, rows, cols, p.data.data());
+    w.float_activations = int16->float_activations();
+    EXPECT_TRUE(PackForKernelPlan(*int16, &w));
+    ASSERT_NE(w.packed, nullptr);
+    EXPECT_TRUE(IsInterleavedFormat(w.packed->format));
+    std::vector<float> got(n_tokens * rows, NAN), want(n_tokens * rows, NAN);
+    MatMul(w, p.x.data(), n_tokens, got.data(), nullptr);
+    MatMul(p.w, p.x.data(), n_tokens, want.data(), nullptr);
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "i=" << i;
+  }
+  std::vector<uint8_t> data = RandomBlockRows(GgmlType::kQ4_1, rows, cols, rng);
+  WeightMatrix q4_1 = MakeWeightMatrix(GgmlType::kQ4_1, rows, cols, data.data());
+  q4_1.float_activations = true;
+  EXPECT_TRUE(PackForKernelPlan(*int16, &q4_1));
+  ASSERT_NE(q4_1.packed, nullptr);
+  EXPECT_EQ(q4_1.packed->format, PackedWeights::Format::k4Bit);
 }
 
 }  // namespace

@@ -35,11 +35,41 @@ RILL_TARGET_AVX2 inline __m256 LoadHalves(const uint8_t* p) {
 
 using Format = PackedWeights::Format;
 
+// Q2_K's d * s and dmin * n of the 8 lanes for columns 16 h .. 16 h + 15
+// (exact products: an f16 times a 4-bit integer).
+RILL_TARGET_AVX2 inline __m256 LoadInt8s(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+RILL_TARGET_AVX2 inline void Q2KHalfScales(const uint8_t* blk, int h, __m256* ds, __m256* dm) {
+  *ds = _mm256_mul_ps(LoadHalves(blk + kQ2KDOffset), LoadInt8s(blk + kQ2KScaleOffset + 8 * h));
+  *dm =
+      _mm256_mul_ps(LoadHalves(blk + kQ2KDminOffset), LoadInt8s(blk + kQ2KNegMinOffset + 8 * h));
+}
+
+// Q2_K's weights j = 2p and 2p + 1 given their half's scales (the panel
+// expansions compute those once per half: their stores may alias the block).
+RILL_TARGET_AVX2 inline void WidenQ2KPair(const uint8_t* blk, int p, __m256 ds, __m256 dm,
+                                          __m256* qe, __m256* qo) {
+  __m256i b =
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 8 * (p / 2))));
+  if (p % 2 != 0) b = _mm256_srli_epi32(b, 4);
+  const __m256i three = _mm256_set1_epi32(3);
+  *qe = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b, three)), ds, dm);
+  *qo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(b, 2), three)), ds,
+                        dm);
+}
+
 // The 8 lanes' weights j = 2p and 2p + 1 of a block, as floats (Sub16: the
-// integers times their 16-column scale, an exact product).
+// integers times their 16-column scale, an exact product; Q2_K: the
+// weights' floats, fma(q, d * s, dmin * n), DequantizeRow's bits).
 template <Format F>
 RILL_TARGET_AVX2 inline void WidenPair(const uint8_t* blk, int p, __m256* qe, __m256* qo) {
-  if constexpr (InterleavedEightBit(F)) {
+  if constexpr (InterleavedTwoBit(F)) {
+    __m256 ds, dm;
+    Q2KHalfScales(blk, p / 8, &ds, &dm);
+    WidenQ2KPair(blk, p, ds, dm, qe, qo);
+  } else if constexpr (InterleavedEightBit(F)) {
     const __m128i e = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 16 * p));
     const __m128i o = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 16 * p + 8));
     *qe = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(e));
@@ -59,10 +89,13 @@ RILL_TARGET_AVX2 inline void WidenPair(const uint8_t* blk, int p, __m256* qe, __
   }
 }
 
-// The 8 lanes' d (or m) at p: f16 or f32 as the format stores them.
+// The 8 lanes' d (or m) at p: f16 or f32 as the format stores them (1 for
+// Q2_K, whose widened weights carry their scales).
 template <Format F>
 RILL_TARGET_AVX2 inline __m256 LoadScales(const uint8_t* p) {
-  if constexpr (InterleavedF32Scales(F)) {
+  if constexpr (InterleavedTwoBit(F)) {
+    return _mm256_set1_ps(1.0f);
+  } else if constexpr (InterleavedF32Scales(F)) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
   } else {
     return LoadHalves(p);

@@ -43,7 +43,11 @@ std::string KernelPlan::Describe() const {
       weights = interleaved ? "f32 activations, interleaved weights"
                             : "f32 activations, row-major weights";
       break;
-    case MatmulKind::kInt16: weights = "int16 activations, VNNI-packed weights"; break;
+    case MatmulKind::kInt16:
+      weights =
+          "int16 activations, VNNI-packed Q4_0/Q4_1/Q8_0 weights; other types on the exact "
+          "interleaved kernels";
+      break;
     case MatmulKind::kQ8: weights = "8-bit activations, file weights"; break;
   }
   return absl::StrCat(MatmulKindName(matmul), " (", weights, "), ",

@@ -22,7 +22,9 @@ enum class MatmulKind {
   kExact,
   // Exact's weights repacked for the AVX-512 VNNI kernels with int16
   // activations: ~1.5-2x decode and prefill, batch invariant, logits
-  // ~1e-4 (rarely 1e-3) from the reference. Needs AVX-512 VNNI.
+  // ~1e-4 (rarely 1e-3) from the reference. Needs AVX-512 VNNI. Only
+  // Q4_0, Q4_1 and Q8_0 have int16 kernels: the other types (Q5_x, the
+  // K-quants) run exact's interleaved kernels (logged once per type).
   kInt16,
   // 8-bit activations and integer dot products, as llama.cpp: faster
   // prefill than exact, ~1e-2 relative logit error.
@@ -37,7 +39,7 @@ inline constexpr char kMatmulHelp[] =
     "How quantized weights meet activations on the CPU: auto (= exact); exact (f32 "
     "activations, matches a float64 reference to ~1e-5); int16 (exact's weights repacked for "
     "the AVX-512 VNNI kernels with int16 activations: ~1.5-2x faster, logits ~1e-4 off; needs "
-    "AVX-512 VNNI); q8 (8-bit activations as llama.cpp: faster prefill, ~1e-2 logit error).";
+    "AVX-512 VNNI; Q4_0/Q4_1/Q8_0 only, other types run exact's kernels); q8 (8-bit activations as llama.cpp: faster prefill, ~1e-2 logit error).";
 
 struct KernelPlanOptions {
   std::string matmul = "auto";  // auto, exact, int16 or q8
@@ -53,7 +55,7 @@ struct KernelPlan {
   MatmulKind matmul = MatmulKind::kExact;
   bool avx2 = false;    // the AVX2/FMA kernels (else the scalar fallbacks)
   bool avx512 = false;  // the AVX-512 kernels where they exist
-  // Exact weights (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 and Q3_K-Q6_K) repacked into
+  // Exact weights (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 and Q2_K-Q6_K) repacked into
   // 8-row interleaved groups (packed_matmul.h): against the row-major chunk
   // kernels, batch-1 decode is 1.35-1.4x as fast and batches 8-32 as fast or
   // faster, same numerics (the types without chunk kernels, Q5_x and the
@@ -62,8 +64,9 @@ struct KernelPlan {
 
   // Whether the activations stay f32 (WeightMatrix::float_activations).
   bool float_activations() const { return matmul != MatmulKind::kQ8; }
-  // Whether quantized weights get repacked at load (int16: Q4_0/Q4_1/Q8_0;
-  // interleaved: those, Q5_0/Q5_1 and the K-quants but Q2_K).
+  // Whether quantized weights get repacked at load (int16: Q4_0/Q4_1/Q8_0
+  // for its kernels, the rest as interleaved; interleaved: those, Q5_0/Q5_1
+  // and the K-quants).
   bool packs_weights() const {
     return matmul == MatmulKind::kInt16 || (matmul == MatmulKind::kExact && interleaved);
   }

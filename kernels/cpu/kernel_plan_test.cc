@@ -58,7 +58,9 @@ TEST(ChooseKernelPlan, Int16NeedsVnni) {
   EXPECT_TRUE(plan.float_activations());
   EXPECT_TRUE(plan.packs_weights());
   EXPECT_FALSE(plan.interleaved);
-  EXPECT_EQ(plan.Describe(), "int16 (int16 activations, VNNI-packed weights), avx512");
+  EXPECT_EQ(plan.Describe(),
+            "int16 (int16 activations, VNNI-packed Q4_0/Q4_1/Q8_0 weights; other types on the "
+            "exact interleaved kernels), avx512");
 
   for (const CpuFeatures& f : {kScalarCpu, kAvx2Cpu, kAvx512Cpu}) {
     KernelPlanOptions options;

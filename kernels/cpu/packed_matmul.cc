@@ -1,6 +1,7 @@
 // Repacking of file blocks into the row-group layout of packed_matmul.h.
 #include "kernels/cpu/packed_matmul.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/sub_block_ints.h"
@@ -27,6 +28,21 @@ constexpr int kInterleavedRows = 8;
 // DequantizeRow's.
 void DequantizeInterleavedBlock(const PackedWeights& w, const uint8_t* blk, int lane, float* y) {
   const PackedWeights::Format f = w.format;
+  if (InterleavedTwoBit(f)) {  // Q2_K: d * s * q - dmin * min, as the kernels widen it
+    uint16_t h;
+    std::memcpy(&h, blk + kQ2KDOffset + 2 * lane, 2);
+    const float d = F16ToF32(h);
+    std::memcpy(&h, blk + kQ2KDminOffset + 2 * lane, 2);
+    const float dmin = F16ToF32(h);
+    for (int j = 0; j < 32; ++j) {
+      const int q = (blk[8 * (j / 4) + lane] >> (2 * (j % 4))) & 3;
+      const int half = 8 * (j / 16) + lane;
+      const float ds = d * static_cast<int8_t>(blk[kQ2KScaleOffset + half]);
+      const float dm = dmin * static_cast<int8_t>(blk[kQ2KNegMinOffset + half]);
+      y[j] = std::fma(static_cast<float>(q), ds, dm);
+    }
+    return;
+  }
   int q[32];
   for (int j = 0; j < 32; ++j) {
     q[j] = InterleavedEightBit(f) ? static_cast<int8_t>(blk[8 * j + lane])
@@ -139,6 +155,19 @@ std::shared_ptr<const PackedWeights> PackWeightsInterleaved(GgmlType type, int64
         if (row >= rows) break;  // padding rows stay zero (d = m = 0)
         internal::SubBlockInts sub;
         internal::ReadSubBlock(type, src + row * row_stride, b, &sub);
+        if (InterleavedTwoBit(f)) {
+          for (int k = 0; k < 8; ++k) {
+            const int8_t* q = sub.q + 4 * k;
+            out[8 * k + r] = static_cast<uint8_t>(q[0] | q[1] << 2 | q[2] << 4 | q[3] << 6);
+          }
+          for (int half = 0; half < 2; ++half) {
+            out[kQ2KScaleOffset + 8 * half + r] = static_cast<uint8_t>(sub.s[half]);
+            out[kQ2KNegMinOffset + 8 * half + r] = static_cast<uint8_t>(sub.neg_min[half]);
+          }
+          std::memcpy(out + kQ2KDOffset + 2 * r, &sub.d16, 2);
+          std::memcpy(out + kQ2KDminOffset + 2 * r, &sub.m16, 2);
+          continue;
+        }
         if (InterleavedEightBit(f)) {
           for (int j = 0; j < 32; ++j) out[8 * j + r] = static_cast<uint8_t>(sub.q[j]);
         } else {

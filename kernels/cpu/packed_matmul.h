@@ -39,6 +39,9 @@ struct PackedWeights {
     k4BitF32ScaledInterleaved8,  // Q4_K: d = super d * scale, m = -dmin * min, as f32
     k8BitF32ScaledInterleaved8,  // Q5_K, Q5_1: int8 q, f32 d and m
     k8BitSub16Interleaved8,      // Q6_K, Q3_K: int8 q, int8 scale per 16 columns, f16 d
+    // Q2_K: 2-bit q, int8 scale and minus min per 16 columns, f16 d and
+    // dmin; the kernels widen each weight to its float (their d is 1).
+    k2BitSub16MinInterleaved8,
   };
   Format format = Format::k4Bit;
   GgmlType source_type = GgmlType::kQ4_1;  // the file's type
@@ -73,18 +76,33 @@ std::shared_ptr<const PackedWeights> PackWeights(GgmlType type, int64_t rows, in
 // 6-bit sc) has at most 17 significant bits, so the f32 product is exact,
 // and d * sc * q (q < 64) is exact too; Q6_K's and Q3_K's d * s * q likewise.
 // The kernels' d * sum(q x) + m * sum(x) is then the reference's sum of
-// (d q + m) x up to f32 rounding of the sums.
+// (d q + m) x up to f32 rounding of the sums. Q2_K's mins are per 16
+// columns, which the block sums cannot carry: its kernels compute every
+// weight as DequantizeRow does, d * s (4-bit s: exact) times q (2 bits:
+// exact) plus dmin * n (exact) in one rounding, and sum w x.
 inline constexpr size_t kInterleaved4BitQBytes = 128;
 inline constexpr size_t kInterleaved8BitQBytes = 256;
+inline constexpr size_t kInterleaved2BitQBytes = 64;
+// Q2_K's byte offsets in a (group, block).
+inline constexpr size_t kQ2KScaleOffset = 64;    // s[2][8]
+inline constexpr size_t kQ2KNegMinOffset = 80;   // n[2][8]
+inline constexpr size_t kQ2KDOffset = 96;        // d[8] f16
+inline constexpr size_t kQ2KDminOffset = 112;    // dmin[8] f16
+inline constexpr size_t kQ2KBlockBytes = 128;
 
 // Whether the format is one of the interleaved exact path's.
 constexpr bool IsInterleavedFormat(PackedWeights::Format f) {
   return f != PackedWeights::Format::k4Bit && f != PackedWeights::Format::k8Bit;
 }
 // Traits of the interleaved formats (the kernels' template parameters).
+// Q2_K's: the integers are 2-bit, and the widened weights carry their
+// scales and mins (the kernels' d is 1, no block-sum term).
+constexpr bool InterleavedTwoBit(PackedWeights::Format f) {
+  return f == PackedWeights::Format::k2BitSub16MinInterleaved8;
+}
 constexpr bool InterleavedEightBit(PackedWeights::Format f) {
   return f != PackedWeights::Format::k4BitInterleaved8 &&
-         f != PackedWeights::Format::k4BitF32ScaledInterleaved8;
+         f != PackedWeights::Format::k4BitF32ScaledInterleaved8 && !InterleavedTwoBit(f);
 }
 constexpr bool InterleavedF32Scales(PackedWeights::Format f) {
   return f == PackedWeights::Format::k4BitF32ScaledInterleaved8 ||
@@ -92,15 +110,17 @@ constexpr bool InterleavedF32Scales(PackedWeights::Format f) {
 }
 constexpr bool InterleavedHasMin(PackedWeights::Format f) {
   return f != PackedWeights::Format::k8BitInterleaved8 &&
-         f != PackedWeights::Format::k8BitSub16Interleaved8;
+         f != PackedWeights::Format::k8BitSub16Interleaved8 && !InterleavedTwoBit(f);
 }
 constexpr bool InterleavedSub16(PackedWeights::Format f) {
   return f == PackedWeights::Format::k8BitSub16Interleaved8;
 }
 // Byte offsets in a (group, block): the integers, Sub16's s[2][8], d[8],
-// then m[8] where the format has a min.
+// then m[8] where the format has a min (Q2_K: the kQ2K* offsets).
 constexpr size_t InterleavedQBytes(PackedWeights::Format f) {
-  return InterleavedEightBit(f) ? kInterleaved8BitQBytes : kInterleaved4BitQBytes;
+  return InterleavedTwoBit(f)     ? kInterleaved2BitQBytes
+         : InterleavedEightBit(f) ? kInterleaved8BitQBytes
+                                  : kInterleaved4BitQBytes;
 }
 constexpr size_t InterleavedDOffset(PackedWeights::Format f) {
   return InterleavedQBytes(f) + (InterleavedSub16(f) ? 16 : 0);
@@ -109,6 +129,7 @@ constexpr size_t InterleavedMOffset(PackedWeights::Format f) {
   return InterleavedDOffset(f) + (InterleavedF32Scales(f) ? 32 : 16);
 }
 constexpr size_t InterleavedBlockBytes(PackedWeights::Format f) {
+  if (InterleavedTwoBit(f)) return kQ2KBlockBytes;
   return InterleavedMOffset(f) + (InterleavedHasMin(f) ? InterleavedMOffset(f) -
                                                              InterleavedDOffset(f)
                                                        : 0);
@@ -120,11 +141,9 @@ constexpr size_t InterleavedBlockBytes(PackedWeights::Format f) {
 // step expanding blocks, decode at batch 1 is 1.35x (AVX-512 Xeon) to 1.4x
 // (AVX2) as fast, batches 8-32 as fast or faster (bench/README.md).
 
-// Repacks a [rows x cols] matrix of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q3_K,
-// Q4_K, Q5_K or Q6_K rows into the interleaved layout (not Q2_K, whose
-// per-16 mins have no place in the recipe: it keeps the dequantizing
-// fallback). nullptr for other types or cols not a multiple of the
-// type's block.
+// Repacks a [rows x cols] matrix of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
+// Q3_K, Q4_K, Q5_K or Q6_K rows into the interleaved layout. nullptr for
+// other types or cols not a multiple of the type's block.
 // Unlike the int16 layout, MatMul over it keeps the exact path's numerics
 // (f32 activations; ~1e-7 relative of the chunk kernels' result, and
 // bitwise batch invariant).

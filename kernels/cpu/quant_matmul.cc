@@ -1,6 +1,7 @@
 #include "kernels/cpu/quant_matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -84,6 +85,17 @@ void ChunkMatMul(const MatMulTarget* targets, int count, const float* x, int64_t
   }
 }
 
+// Logs, once per type and process, that `type` runs the exact kernels on
+// the int16 plan (load time only; every matrix of the type says the same).
+void LogInt16FallbackOnce(GgmlType type) {
+  static std::atomic<uint64_t> logged{0};
+  const uint64_t bit = uint64_t{1} << (static_cast<unsigned>(type) % 64);
+  if (logged.fetch_or(bit) & bit) return;
+  LOG(INFO) << "matmul int16: " << GgmlTypeName(type)
+            << " weights have no int16 kernels; they run the exact path's interleaved kernels "
+               "(f32 activations)";
+}
+
 }  // namespace
 
 WeightMatrix MakeWeightMatrix(GgmlType type, int64_t rows, int64_t cols, const void* data) {
@@ -130,7 +142,13 @@ bool PackForInterleavedKernels(WeightMatrix* w) {
 
 bool PackForKernelPlan(const KernelPlan& plan, WeightMatrix* w) {
   switch (plan.matmul) {
-    case MatmulKind::kInt16: return PackForCpu(w);
+    case MatmulKind::kInt16:
+      if (PackForCpu(w)) return true;
+      // No int16 kernels for this type (Q5_x, the K-quants): the exact
+      // path's interleaved kernels, rather than its slow fallback.
+      if (!PackForInterleavedKernels(w)) return false;
+      LogInt16FallbackOnce(w->type);
+      return true;
     case MatmulKind::kExact: return plan.interleaved && PackForInterleavedKernels(w);
     case MatmulKind::kQ8: return false;
   }

@@ -43,15 +43,17 @@ bool PackForCpu(WeightMatrix* w);
 
 // Repacks w into the 8-row interleaved layout (packed_matmul.h) when it
 // uses the exact path, its type has one (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and
-// the K-quants Q3_K to Q6_K) and the CPU runs AVX2; otherwise leaves it as
-// it is (Q2_K keeps the dequantize-then-dot fallback). Returns whether it
-// packed. The results keep the exact path's numerics.
+// the K-quants Q2_K to Q6_K) and the CPU runs AVX2; otherwise leaves it as
+// it is. Returns whether it packed. The results keep the exact path's
+// numerics.
 bool PackForInterleavedKernels(WeightMatrix* w);
 
 // Repacks w as `plan` says (PackForCpu for int16, PackForInterleavedKernels
 // for exact with interleaved weights, nothing otherwise). Returns whether it
 // packed. Every model family binds its weights through this, so all of them
-// run the plan's kernels.
+// run the plan's kernels. On int16, the types without int16 kernels (all
+// but Q4_0, Q4_1, Q8_0) are packed for the interleaved exact kernels
+// instead, logged once per type (KernelPlan::Describe says so too).
 bool PackForKernelPlan(const KernelPlan& plan, WeightMatrix* w);
 
 // OK when MatMul can run the matrix (cols a multiple of the block size,

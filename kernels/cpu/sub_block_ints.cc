@@ -64,6 +64,22 @@ void SubBlockQ3K(const BlockQ3_K& x, int j, SubBlockInts* out) {
   out->d16 = x.d;
 }
 
+// Q2_K sub-block j: its 128-half's 2-bit plane, and the 4-bit scale and
+// min of each 16 columns (DequantizeRow's order: scales[8 h + 2 k] for
+// columns 0-15, the next for 16-31).
+void SubBlockQ2K(const BlockQ2_K& x, int j, SubBlockInts* out) {
+  const int h = j / 4, k = j % 4;
+  const uint8_t* qs = x.qs + 32 * h;
+  for (int l = 0; l < 32; ++l) out->q[l] = static_cast<int8_t>((qs[l] >> (2 * k)) & 3);
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t sc = x.scales[8 * h + 2 * k + half];
+    out->s[half] = static_cast<int8_t>(sc & 0x0F);
+    out->neg_min[half] = static_cast<int8_t>(-(sc >> 4));
+  }
+  out->d16 = x.d;
+  out->m16 = x.dmin;
+}
+
 }  // namespace
 
 bool InterleavedFormatFor(GgmlType type, PackedWeights::Format* format) {
@@ -78,6 +94,7 @@ bool InterleavedFormatFor(GgmlType type, PackedWeights::Format* format) {
     case GgmlType::kQ5_1: *format = F::k8BitF32ScaledInterleaved8; return true;
     case GgmlType::kQ6_K:
     case GgmlType::kQ3_K: *format = F::k8BitSub16Interleaved8; return true;
+    case GgmlType::kQ2_K: *format = F::k2BitSub16MinInterleaved8; return true;
     default: return false;
   }
 }
@@ -134,6 +151,9 @@ void ReadSubBlock(GgmlType type, const uint8_t* row, int64_t b, SubBlockInts* ou
       return;
     case GgmlType::kQ3_K:
       SubBlockQ3K(reinterpret_cast<const BlockQ3_K*>(row)[sb], j, out);
+      return;
+    case GgmlType::kQ2_K:
+      SubBlockQ2K(reinterpret_cast<const BlockQ2_K*>(row)[sb], j, out);
       return;
     default: return;
   }

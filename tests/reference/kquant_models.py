@@ -3,7 +3,7 @@
 
 Why: the `gguf` package dequantizes every K-quant but quantizes none, and the
 tests may not depend on llama.cpp's llama-quantize (a bench-only build). This
-script quantizes to Q4_K, Q5_K and Q6_K with simple min/max rules (not
+script quantizes to Q2_K, Q4_K, Q5_K and Q6_K with simple min/max rules (not
 llama.cpp's optimized search: the files only need to be valid and close to
 their floats; the reference reads whatever blocks they hold), byte for byte
 in ggml's block layouts, and checks each tensor against
@@ -14,7 +14,7 @@ gguf.quants.dequantize.
   # attn_v / ffn_down, Q5_0 / Q8_0 for rows that are not a multiple of 256):
   python kquant_models.py requantize IN.gguf OUT.gguf [--scheme q4_k_m|mixed_k]
   # A tiny random Llama (hidden 256, so every matrix can be a K-quant) with
-  # its matrices in Q4_K, Q5_K and Q6_K (--scheme mixed_k), plus its F32 form:
+  # its matrices in Q2_K, Q4_K, Q5_K and Q6_K (--scheme mixed_k), plus its F32 form:
   python kquant_models.py tiny OUT_DIR --seed N
 """
 
@@ -39,18 +39,19 @@ def _safe_div(a, b):
         return np.where(b != 0, a / np.where(b != 0, b, 1), 0.0)
 
 
-def _scale_min_k(xs, qmax):
-    """Per 32-column sub-block (xs: [n, 8, 32]): 6-bit scales and mins under
-    f16 super-block d / dmin, and the integers. Returns d, dmin, sc, mn, q."""
+def _scale_min_k(xs, qmax, smax=63):
+    """Per sub-block (xs: [n, sub-blocks, columns], e.g. [n, 8, 32]): scales
+    and mins of up to smax (6 bits; Q2_K: 4) under f16 super-block d / dmin,
+    and the integers. Returns d, dmin, sc, mn, q."""
     lo = np.minimum(xs.min(-1), 0.0)
     scale = (xs.max(-1) - lo) / qmax
     mins = -lo
-    d = (scale.max(-1) / 63).astype(np.float16)
-    dmin = (mins.max(-1) / 63).astype(np.float16)
+    d = (scale.max(-1) / smax).astype(np.float16)
+    dmin = (mins.max(-1) / smax).astype(np.float16)
     df = d.astype(np.float32)[:, None]
     dminf = dmin.astype(np.float32)[:, None]
-    sc = np.clip(np.rint(_safe_div(scale, df)), 0, 63).astype(np.uint8)
-    mn = np.clip(np.rint(_safe_div(mins, dminf)), 0, 63).astype(np.uint8)
+    sc = np.clip(np.rint(_safe_div(scale, df)), 0, smax).astype(np.uint8)
+    mn = np.clip(np.rint(_safe_div(mins, dminf)), 0, smax).astype(np.uint8)
     de = (df * sc)[..., None]
     me = (dminf * mn)[..., None]
     q = np.clip(np.rint(_safe_div(xs + me, de)), 0, qmax).astype(np.uint8)
@@ -105,9 +106,25 @@ def quantize_q6_k(x):
         [ql.reshape(n, 128), qh.reshape(n, 64), sc.view(np.uint8), _f16_bytes(d)], 1)
 
 
-QUANTIZERS = {T.Q4_K: quantize_q4_k, T.Q5_K: quantize_q5_k, T.Q6_K: quantize_q6_k}
+def quantize_q2_k(x):
+    n = x.size // QK_K
+    # 16-column sub-blocks, 4-bit scales and mins.
+    d, dmin, sc, mn, q = _scale_min_k(x.reshape(n, 16, 16), 3, smax=15)
+    # Weight 128 h + 32 k + l sits in bits 2k of qs[32 h + l] (quant_types.cc's
+    # DequantQ2_K); scales[i] = sc | mn << 4 for the i-th 16 columns.
+    u = q.reshape(n, 2, 4, 32)
+    qs = u[:, :, 0] | (u[:, :, 1] << 2) | (u[:, :, 2] << 4) | (u[:, :, 3] << 6)
+    return np.concatenate(
+        [sc | (mn << 4), qs.reshape(n, 64), _f16_bytes(d), _f16_bytes(dmin)], 1)
+
+
+QUANTIZERS = {T.Q2_K: quantize_q2_k, T.Q4_K: quantize_q4_k, T.Q5_K: quantize_q5_k,
+              T.Q6_K: quantize_q6_k}
 # llama.cpp's fallbacks for rows that are not a multiple of 256.
-FALLBACK = {T.Q4_K: T.Q5_0, T.Q5_K: T.Q5_1, T.Q6_K: T.Q8_0}
+FALLBACK = {T.Q2_K: T.Q4_0, T.Q4_K: T.Q5_0, T.Q5_K: T.Q5_1, T.Q6_K: T.Q8_0}
+# Round-trip error a correct packing stays under (2 bits are coarse); a
+# packing mistake reads back as noise (error ~1).
+MAX_ROUND_TRIP_ERROR = {T.Q2_K: 0.6}
 
 
 def quantize(arr, qtype):
@@ -120,7 +137,7 @@ def quantize(arr, qtype):
     data = blocks.reshape(rows, -1)
     back = gguf.quants.dequantize(data, qtype).reshape(rows, cols)
     err = np.linalg.norm(back - arr) / max(np.linalg.norm(arr), 1e-30)
-    if not err < 0.2:  # a packing mistake reads back as noise (err ~1)
+    if not err < MAX_ROUND_TRIP_ERROR.get(qtype, 0.2):
         raise ValueError(f'{qtype.name} round trip error {err:.3f}')
     return data, qtype
 
@@ -132,13 +149,13 @@ def use_more_bits(i, n):
 
 def choose_type(name, n_layers, tied, scheme):
     if scheme == 'mixed_k':
-        # Every K type on every kind of matrix across the layers.
+        # Every K type (Q2_K too) across the layers' matrices.
         if name == 'token_embd.weight' or name == 'output.weight':
             return T.Q6_K
         kinds = ['attn_q', 'attn_k', 'attn_v', 'attn_output', 'ffn_gate', 'ffn_up', 'ffn_down']
         layer = int(name.split('.')[1])
         kind = name.split('.')[2]
-        return (T.Q4_K, T.Q5_K, T.Q6_K)[(kinds.index(kind) + layer) % 3]
+        return (T.Q4_K, T.Q5_K, T.Q6_K, T.Q2_K)[(kinds.index(kind) + layer) % 4]
     if name == 'output.weight' or (tied and name == 'token_embd.weight'):
         return T.Q6_K
     if name.startswith('blk.') and name.split('.')[2] in ('attn_v', 'ffn_down'):

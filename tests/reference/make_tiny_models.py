@@ -185,6 +185,10 @@ def model_specs():
         rope_scaling={'type': 'longrope',
                       'short_factor': [1.0 + 0.25 * i for i in range(pairs)],
                       'long_factor': [1.0 + 3.0 * i for i in range(pairs)]})
+    # Gemma 3 with every third layer global (HF: sliding_window_pattern 3;
+    # GGUF: attention.sliding_window_pattern, as a period or one flag per
+    # layer), so that a reader ignoring the key gets other logits.
+    specs['gemma3_pattern'] = dict(gemma3, sliding_window_pattern=3)
     return specs
 
 
@@ -641,6 +645,15 @@ def write_gguf(path, cfg, tensors, qtype_name, tokens, types, merges):
         w.add_float32(f'{arch}.rope.freq_base', theta)
         if cfg.get('sliding_window'):
             w.add_uint32(f'{arch}.attention.sliding_window', cfg['sliding_window'])
+        if cfg.get('sliding_window_pattern'):
+            # Both forms llama.cpp reads: a period (f16, q4_1 files) and one
+            # bool per layer, as its model saver writes it (f32, q8_0).
+            n = cfg['sliding_window_pattern']
+            key = f'{arch}.attention.sliding_window_pattern'
+            if qtype_name in ('f32', 'q8_0'):
+                w.add_array(key, [i % n < n - 1 for i in range(cfg['num_hidden_layers'])])
+            else:
+                w.add_uint32(key, n)
         for key in ('attn_logit_softcapping', 'final_logit_softcapping'):
             if cfg.get(key):
                 w.add_float32(f'{arch}.{key}', cfg[key])

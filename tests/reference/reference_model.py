@@ -119,6 +119,22 @@ def _gguf_field(reader, key, default=None):
     return field.contents()
 
 
+def _swa_layers(pattern, n_layers, default_period):
+    """Which layers slide, as llama.cpp's load_swa_pattern reads
+    `<arch>.attention.sliding_window_pattern`: one flag per layer, or a period
+    n (layer i slides unless i % n == n - 1; 0: every layer). Absent: the
+    architecture's period."""
+    if pattern is None:
+        pattern = default_period
+    if isinstance(pattern, (list, tuple, np.ndarray)):
+        if len(pattern) != n_layers:
+            raise ValueError(f'sliding_window_pattern has {len(pattern)} entries, '
+                             f'expected {n_layers}')
+        return [bool(v) for v in pattern]
+    n = int(pattern)
+    return [n == 0 or i % n < n - 1 for i in range(n_layers)]
+
+
 def load_gguf(path: str, dtype=np.float64):
     """Reads a GGUF file; every tensor is dequantized with gguf.quants.
 
@@ -192,16 +208,19 @@ def load_gguf(path: str, dtype=np.float64):
         cfg.moe_norm = bool(key('expert_weights_norm', arch != 'qwen2moe'))
     if arch == 'gemma2':
         # llama.cpp's converter stores the norms as w + 1 (offset 0 here),
-        # every other layer slides (from layer 0), and scales queries by
+        # every other layer slides (from layer 0; or as
+        # attention.sliding_window_pattern says), and scales queries by
         # 1/sqrt(head_dim) (by 1/sqrt(hidden/heads) for the 46-layer 27B).
         cfg.embed_scale = float(np.float32(math.sqrt(hidden)))
         cfg.act = 'gelu_tanh'
-        cfg.sliding_layers = [i % 2 == 0 for i in range(cfg.n_layers)]
+        cfg.sliding_layers = _swa_layers(key('attention.sliding_window_pattern'),
+                                         cfg.n_layers, 2)
         cfg.attn_scale = (hidden / n_heads if cfg.n_layers == 46 else head_dim) ** -0.5
         cfg.attn_softcap = float(key('attn_logit_softcapping', 0.0) or 0.0)
         cfg.final_softcap = float(key('final_logit_softcapping', 0.0) or 0.0)
     if arch == 'gemma3':
-        # As llama.cpp runs Gemma 3: five sliding layers then a global one;
+        # As llama.cpp runs Gemma 3: five sliding layers then a global one
+        # unless attention.sliding_window_pattern says otherwise;
         # the sliding ones rotate with base 10000 unscaled, the global ones
         # with rope.freq_base and the file's scaling; norms stored as w + 1;
         # queries scaled by 1/sqrt(head_dim) (1/sqrt(hidden/heads) for the
@@ -209,7 +228,8 @@ def load_gguf(path: str, dtype=np.float64):
         cfg.embed_scale = float(np.float32(math.sqrt(hidden)))
         cfg.act = 'gelu_tanh'
         cfg.sliding_window = int(key('attention.sliding_window', 4096))
-        cfg.sliding_layers = [i % 6 < 5 for i in range(cfg.n_layers)]
+        cfg.sliding_layers = _swa_layers(key('attention.sliding_window_pattern'),
+                                         cfg.n_layers, 6)
         cfg.local_rope_layers = list(cfg.sliding_layers)
         cfg.local_rope_theta = 10000.0
         cfg.attn_scale = (hidden / n_heads if cfg.n_layers == 62 else head_dim) ** -0.5

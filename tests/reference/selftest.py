@@ -103,6 +103,14 @@ def test_tiny_models(out_dir, seed):
             nowin.cfg.sliding_window = 0
             err = rel_err(nowin.forward(tokens), ref)
             check(f'{name} sliding window has an effect', err > 1e-3, f'rel_l2={err:.2e}')
+        if entry['config'].get('sliding_window_pattern') and entry['gguf']:
+            # Gemma 3's default period (6) instead of the file's pattern.
+            fixed, _ = rm.load(entry['gguf']['f32'])
+            fixed.cfg.sliding_layers = [i % 6 < 5 for i in range(fixed.cfg.n_layers)]
+            fixed.cfg.local_rope_layers = list(fixed.cfg.sliding_layers)
+            err = rel_err(fixed.forward(tokens), ref)
+            check(f'{name} sliding_window_pattern has an effect', err > 1e-3,
+                  f'rel_l2={err:.2e}')
         if base.cfg.arch == 'llama' and base.cfg.rope_theta != 10000.0:
             # What a reader that misses the theta (e.g. in rope_parameters) gets.
             theta, _ = rm.load(entry['hf']['f32'])

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -39,6 +41,51 @@ std::string CanonicalName(std::string_view gguf_name) {
     if (!_v.ok()) return _v.status();  \
     lhs = *_v;                         \
   }
+
+// Which layers slide, as llama.cpp's load_swa_pattern reads
+// `key` (<arch>.attention.sliding_window_pattern): one flag per layer (bool
+// or integer entries, as llama.cpp's model saver writes it), or a period n
+// (layer i slides unless i % n == n - 1; 0: every layer). Absent: the
+// architecture's period (Gemma 2: 2, Gemma 3: 6).
+absl::StatusOr<std::vector<bool>> SlidingLayers(const GgufFile& f, const std::string& key,
+                                                int64_t num_layers, int64_t default_period,
+                                                const std::string& path) {
+  std::vector<bool> layers;
+  const GgufValue* v = f.Find(key);
+  if (v != nullptr && v->type() == GgufValueType::kArray) {
+    if (v->size() != static_cast<uint64_t>(num_layers)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", key, " has ", v->size(),
+                                                     " entries, expected one per layer (",
+                                                     num_layers, ")"));
+    }
+    for (uint64_t i = 0; i < v->size(); ++i) {
+      const GgufValue e = v->At(i);
+      std::optional<bool> flag = e.AsBool();
+      if (!flag.has_value()) {
+        std::optional<int64_t> n = e.AsInt64();
+        if (n.has_value()) flag = *n != 0;
+      }
+      if (!flag.has_value()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": ", key, " must be a period or one bool or integer per layer, not an array of ",
+            Sv(GgufValueTypeName(v->element_type()))));
+      }
+      layers.push_back(*flag);
+    }
+    return layers;
+  }
+  int64_t period = default_period;
+  if (v != nullptr) {
+    std::optional<int64_t> n = v->AsInt64();
+    if (!n.has_value() || *n < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": ", key, " must be a period >= 0 or one bool or integer per layer"));
+    }
+    period = *n;
+  }
+  for (int64_t i = 0; i < num_layers; ++i) layers.push_back(period == 0 || i % period < period - 1);
+  return layers;
+}
 
 // Llama-family metadata that changes the math: the sliding window is
 // implemented; the rest has one supported value and is refused otherwise,
@@ -77,26 +124,21 @@ absl::Status ReadLlamaFamilyExtras(const GgufFile& f, const std::string& arch,
   }
   if (gemma2 || gemma3) {
     // As llama.cpp reads Gemma 2: soft-caps default to 50 / 30, every other
-    // layer slides (from layer 0), norms are stored as w + 1 already, and
+    // layer slides (from layer 0) unless attention.sliding_window_pattern
+    // says otherwise (SlidingLayers), norms are stored as w + 1 already, and
     // queries are scaled by 1/sqrt(head_dim) (1/sqrt(hidden/heads) for the
     // 46-layer 27B, whose query_pre_attn_scalar GGUF does not carry).
     // Gemma 3: no soft-caps unless set; five sliding layers, then a global
-    // one; the sliding layers rotate with base 10000 unscaled, the global
+    // one (by default); the sliding layers rotate with base 10000 unscaled, the global
     // ones with rope.freq_base and rope.scaling (both as llama.cpp fixes
     // them); 1/sqrt(hidden/heads) for the 62-layer 27B.
     ASSIGN_OR_RETURN_(m->attn_logit_softcap,
                       FloatOr(f, p + "attn_logit_softcapping", gemma3 ? 0.0 : 50.0));
     ASSIGN_OR_RETURN_(m->final_logit_softcap,
                       FloatOr(f, p + "final_logit_softcapping", gemma3 ? 0.0 : 30.0));
-    if (f.Find(p + "attention.sliding_window_pattern") != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": ", p, "attention.sliding_window_pattern is not supported (Rill uses ",
-          gemma3 ? "llama.cpp's fixed pattern of 6" : "alternating layers", ")"));
-    }
-    m->sliding_layers.clear();
-    for (int64_t i = 0; i < m->num_layers; ++i) {
-      m->sliding_layers.push_back(gemma3 ? i % 6 < 5 : i % 2 == 0);
-    }
+    ASSIGN_OR_RETURN_(m->sliding_layers,
+                      SlidingLayers(f, p + "attention.sliding_window_pattern", m->num_layers,
+                                    gemma3 ? 6 : 2, path));
     if (gemma3) {
       m->local_rope_layers = m->sliding_layers;
       m->local_rope_theta = 10000.0;

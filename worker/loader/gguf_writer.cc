@@ -63,6 +63,12 @@ void GgufWriter::AddInt32Array(const std::string& key, const std::vector<int32_t
   AddRaw(key, GgufValueType::kArray, EncodeArray(GgufValueType::kInt32, enc));
 }
 
+void GgufWriter::AddBoolArray(const std::string& key, const std::vector<bool>& v) {
+  std::vector<std::string> enc;
+  for (bool x : v) enc.push_back(Pod<uint8_t>(x ? 1 : 0));
+  AddRaw(key, GgufValueType::kArray, EncodeArray(GgufValueType::kBool, enc));
+}
+
 void GgufWriter::AddFloat32Array(const std::string& key, const std::vector<float>& v) {
   std::vector<std::string> enc;
   for (float x : v) enc.push_back(Pod(x));

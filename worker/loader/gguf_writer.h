@@ -38,6 +38,7 @@ class GgufWriter {
   void AddString(const std::string& key, const std::string& v);
   void AddStringArray(const std::string& key, const std::vector<std::string>& v);
   void AddInt32Array(const std::string& key, const std::vector<int32_t>& v);
+  void AddBoolArray(const std::string& key, const std::vector<bool>& v);
   void AddFloat32Array(const std::string& key, const std::vector<float>& v);
   // Also writes general.alignment.
   void SetAlignment(uint32_t alignment);

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -425,12 +427,85 @@ TEST(MathConfigKeysTest, Gemma3ConfigsFollowGemma3TextConfig) {
                        Extra::kGemma3),
                 {"hidden_activation 'gelu'"});
   ExpectRefused(LoadHf("gemma3_mm", R"("model_type": "gemma3")"), {"text_config"});
+}
 
-  GgufWriter w = LlamaGguf("gemma3");
-  w.AddUint32("gemma3.attention.sliding_window_pattern", 2);
-  const std::string path = TmpPath("gemma3_pattern.gguf");
-  ASSERT_TRUE(w.WriteFile(path).ok());
-  ExpectRefused(LoadCheckpoint(path), {"sliding_window_pattern"});
+// LlamaGguf plus the norms a Gemma 2 / Gemma 3 checkpoint must hold.
+GgufWriter GemmaGguf(const std::string& arch) {
+  GgufWriter w = LlamaGguf(arch);
+  for (int l = 0; l < kLayers; ++l) {
+    const std::string b = absl::StrCat("blk.", l, ".");
+    w.AddF32Tensor(b + "post_attention_norm.weight", {kH}, Zeros(kH));
+    w.AddF32Tensor(b + "post_ffw_norm.weight", {kH}, Zeros(kH));
+    if (arch == "gemma3") {
+      w.AddF32Tensor(b + "attn_q_norm.weight", {kHd}, Zeros(kHd));
+      w.AddF32Tensor(b + "attn_k_norm.weight", {kHd}, Zeros(kHd));
+    }
+  }
+  return w;
+}
+
+// GGUF's <arch>.attention.sliding_window_pattern, as llama.cpp's
+// load_swa_pattern reads it: a period n (layer i slides unless
+// i % n == n - 1; 0: every layer) or one bool / integer per layer; absent,
+// Gemma 3's period 6 and Gemma 2's 2. The sliding layers of Gemma 3 also
+// rotate with the local base.
+TEST(MathConfigKeysTest, GgufSlidingWindowPatternIsRead) {
+  const std::string key = "attention.sliding_window_pattern";
+  struct Case {
+    const char* name;
+    std::string arch;
+    std::function<void(GgufWriter*, const std::string&)> set;
+    std::vector<bool> sliding;
+  };
+  const std::vector<Case> cases = {
+      {"gemma3_default", "gemma3", nullptr, {true, true, true}},
+      {"gemma2_default", "gemma2", nullptr, {true, false, true}},
+      {"gemma3_period2", "gemma3", [](GgufWriter* w, const std::string& k) { w->AddUint32(k, 2); },
+       {true, false, true}},
+      {"gemma3_period3", "gemma3", [](GgufWriter* w, const std::string& k) { w->AddInt32(k, 3); },
+       {true, true, false}},
+      {"gemma3_period1", "gemma3", [](GgufWriter* w, const std::string& k) { w->AddUint32(k, 1); },
+       {false, false, false}},
+      {"gemma2_period0", "gemma2", [](GgufWriter* w, const std::string& k) { w->AddUint32(k, 0); },
+       {true, true, true}},
+      {"gemma3_bools", "gemma3",
+       [](GgufWriter* w, const std::string& k) { w->AddBoolArray(k, {false, true, false}); },
+       {false, true, false}},
+      {"gemma2_ints", "gemma2",
+       [](GgufWriter* w, const std::string& k) { w->AddInt32Array(k, {0, 0, 1}); },
+       {false, false, true}},
+  };
+  for (const Case& t : cases) {
+    SCOPED_TRACE(t.name);
+    GgufWriter w = GemmaGguf(t.arch);
+    if (t.set) t.set(&w, t.arch + "." + key);
+    const std::string path = TmpPath(absl::StrCat(t.name, ".gguf"));
+    ASSERT_TRUE(w.WriteFile(path).ok());
+    auto c = LoadCheckpoint(path);
+    ASSERT_TRUE(c.ok()) << c.status();
+    for (int l = 0; l < kLayers; ++l) {
+      EXPECT_EQ((*c)->config().LayerWindow(l), t.sliding[l] ? 4096 : 0) << "layer " << l;
+      if (t.arch == "gemma3") EXPECT_EQ((*c)->config().UsesLocalRope(l), t.sliding[l]) << l;
+    }
+  }
+  auto refused = [&](const char* name, std::function<void(GgufWriter*, const std::string&)> set,
+                     std::initializer_list<const char*> needles) {
+    SCOPED_TRACE(name);
+    GgufWriter w = GemmaGguf("gemma3");
+    set(&w, "gemma3." + key);
+    const std::string path = TmpPath(absl::StrCat(name, ".gguf"));
+    ASSERT_TRUE(w.WriteFile(path).ok());
+    ExpectRefused(LoadCheckpoint(path), needles);
+  };
+  refused("short", [](GgufWriter* w, const std::string& k) { w->AddBoolArray(k, {true, false}); },
+          {"sliding_window_pattern", "2 entries", "one per layer (3)"});
+  refused("floats",
+          [](GgufWriter* w, const std::string& k) { w->AddFloat32Array(k, {1.0f, 0.0f, 1.0f}); },
+          {"sliding_window_pattern", "float32"});
+  refused("negative", [](GgufWriter* w, const std::string& k) { w->AddInt32(k, -2); },
+          {"sliding_window_pattern", "period >= 0"});
+  refused("string", [](GgufWriter* w, const std::string& k) { w->AddString(k, "6"); },
+          {"sliding_window_pattern", "period >= 0"});
 }
 
 TEST(MathConfigKeysTest, Phi3LongRopePartialRotaryAndWindow) {

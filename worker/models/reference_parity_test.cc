@@ -235,6 +235,11 @@ INSTANTIATE_TEST_SUITE_P(
         "gemma3_tf5/hf-f32",
         // The multimodal wrapper: text_config with class defaults, nested names.
         "gemma3_mm/hf-f32",
+        // Every third layer global: HF's sliding_window_pattern 3; GGUF's
+        // attention.sliding_window_pattern as one bool per layer (f32,
+        // q8_0) and as the period (f16).
+        "gemma3_pattern/hf-f32", "gemma3_pattern/model.f32.gguf",
+        "gemma3_pattern/model.f16.gguf", "gemma3_pattern/model.q8_0.gguf",
         // Phi-3: fused qkv / gate_up split at load, a window of 8 (every layer).
         "phi3/hf-f32", "phi3/hf-bf16", "phi3/model.f32.gguf", "phi3/model.q8_0.gguf",
         // LongRoPE (long factors, attention factor), 12 of 16 dims rotated, GQA.
@@ -282,19 +287,26 @@ namespace {
 constexpr char kKQuantModels[] = "tests/reference/kquant_models.py";
 
 // The exact plan with the interleaved weights (this CPU's default) and
-// without them (K-quants then take the dequantize-then-dot fallback).
-std::vector<std::pair<std::string, ModelOptions>> ExactPlans() {
+// without them (K-quants then take the dequantize-then-dot fallback), and
+// the int16 plan where the CPU runs it.
+std::vector<std::pair<std::string, ModelOptions>> KQuantPlans() {
   std::vector<std::pair<std::string, ModelOptions>> plans = {{"default", ModelOptions{}}};
   kernels::cpu::KernelPlanOptions row_major;
   row_major.interleaved = false;
   absl::StatusOr<kernels::cpu::KernelPlan> plan = kernels::cpu::ChooseKernelPlan(row_major);
   EXPECT_TRUE(plan.ok()) << plan.status();
   if (plan.ok()) plans.push_back({"not interleaved", ModelOptions{.kernel_plan = *plan}});
+  // matmul=int16 has no K-quant kernels: its K-quant matrices run exact's
+  // interleaved kernels (where the CPU has AVX-512 VNNI; refused elsewhere).
+  kernels::cpu::KernelPlanOptions int16;
+  int16.matmul = "int16";
+  absl::StatusOr<kernels::cpu::KernelPlan> int16_plan = kernels::cpu::ChooseKernelPlan(int16);
+  if (int16_plan.ok()) plans.push_back({"int16", ModelOptions{.kernel_plan = *int16_plan}});
   return plans;
 }
 
-// A tiny random Llama whose matrices are Q4_K, Q5_K and Q6_K (every type on
-// every kind of matrix across its layers), fresh weights each run.
+// A tiny random Llama whose matrices are Q2_K, Q4_K, Q5_K and Q6_K (every
+// type across its layers' kinds of matrix), fresh weights each run.
 TEST(KQuantParityTest, TinyMixedKModelMatchesReference) {
   const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(0));
   std::cout << "tiny K-quant model seed " << seed << "\n";
@@ -305,7 +317,7 @@ TEST(KQuantParityTest, TinyMixedKModelMatchesReference) {
   ASSERT_EQ(made->exit_code, 0) << made->output;
   std::mt19937 rng(seed);
   const std::vector<int32_t> prompt = RandomPrompt(&rng, 24, 300);
-  for (const auto& [name, options] : ExactPlans()) {
+  for (const auto& [name, options] : KQuantPlans()) {
     bool passed = false;
     const std::string report = CompareWithReference(absl::StrCat(dir, "/model.mixed_k.gguf"),
                                                     prompt, 16, 1e-3, &passed, options);

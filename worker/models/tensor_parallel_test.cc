@@ -188,6 +188,26 @@ TEST_F(TinyTpTest, MoeShardedLogitsMatchUnsharded) {
   }
 }
 
+// K-quant weights (Q2_K, Q4_K, Q5_K, Q6_K: 256-column super-blocks) on a
+// tiny Llama with hidden 256 and 512 MLP features. The row-parallel cuts:
+// ffn_down at feature 256, on a super-block (a zero-copy view, repacked
+// per rank); attn_output at column 128 (2 of 4 heads), inside one, so that
+// slice is kept as an exact f32 copy. Either way TP=2 equals TP=1.
+TEST(KQuantTpTest, MixedKModelShardedMatchesUnsharded) {
+  const uint32_t seed = static_cast<uint32_t>(rill::tests::util::StreamSeed(1));
+  std::cout << "tiny K-quant model seed " << seed << "\n";
+  const std::string dir = absl::StrCat(TestTempDir(), "/kquant_tp");
+  absl::StatusOr<rill::tests::util::CommandResult> made = RunPython(
+      "tests/reference/kquant_models.py", {"tiny", dir, "--seed", absl::StrCat(seed % 100000)});
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_EQ(made->exit_code, 0) << made->output;
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, 299);
+  std::vector<int32_t> prompt(21);
+  for (int32_t& t : prompt) t = dist(rng);
+  ExpectShardedMatches(absl::StrCat(dir, "/model.mixed_k.gguf"), 2, prompt, 8);
+}
+
 TEST_F(TinyTpTest, Gpt2RefusesTensorParallelism) {
   absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
       worker::loader::LoadCheckpoint(absl::StrCat(dir_, "/gpt2/hf-f32"));
@@ -221,6 +241,13 @@ TEST(TpPlanTest, SplitsHeadsByGroupsAndRejectsTooManyRanks) {
   EXPECT_EQ(r0->ffn_end, 768);
   EXPECT_EQ(r1->ffn_begin, 768);
   EXPECT_EQ(*MaxKvHeadsPerRank(c, 2), 2);
+  // K-quant-sized MLPs split in whole 256-feature super-blocks (3 blocks:
+  // 2 and 1), so a K-quant ffn_down's cut is a zero-copy view.
+  c.intermediate_size = 768;
+  r0 = PartitionForRank(c, 0, 2);
+  ASSERT_TRUE(r0.ok());
+  EXPECT_EQ(r0->ffn_end, 512);
+  c.intermediate_size = 1536;
   absl::StatusOr<TpPartition> bad = PartitionForRank(c, 0, 4);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);

@@ -1,5 +1,7 @@
 #include "worker/models/tp_slice.h"
 
+#include <glog/logging.h>
+
 #include "kernels/cpu/quant_types.h"
 
 namespace rill::worker {
@@ -24,7 +26,12 @@ kernels::cpu::WeightMatrix SliceCols(
     s.data = static_cast<const uint8_t*>(w.data) + (c0 / block) * kernels::cpu::BlockBytes(w.type);
     return s;
   }
-  // Dequantize whole rows, keep the wanted columns.
+  // Dequantize whole rows, keep the wanted columns: exact, but f32 bytes
+  // (a K-quant's 256-column super-blocks rarely align with a head cut).
+  LOG_FIRST_N(INFO, 1) << "tensor parallel: a " << kernels::cpu::GgmlTypeName(w.type)
+                       << " matrix's column cut [" << c0 << ", " << c1
+                       << ") is not on its " << block
+                       << "-column blocks; the slice is kept as f32 (exact, more memory)";
   auto dense = std::make_unique<kernels::cpu::AlignedFloats>((c1 - c0) * w.rows);
   std::vector<float> row(w.cols);
   for (int64_t r = 0; r < w.rows; ++r) {

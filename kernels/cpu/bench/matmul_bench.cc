@@ -1,8 +1,9 @@
 // MatMul throughput for the default model's shapes (SmolLM2-135M: Q4_1
 // layers, Q8_0 tied embedding / output), or with --q4_k_m the types of its
-// Q4_K_M conversion (Q5_0 for the 576-wide rows, Q4_K / Q6_K ffn down).
+// Q4_K_M conversion (Q5_0 for the 576-wide rows, Q4_K / Q6_K ffn down), or
+// with --low_k Q2_K and Q3_K at 256-multiple shapes (Q2_K/Q3_K mixes).
 //
-//   bazel run //kernels/cpu/bench:matmul_bench -- [--threads=N] [--min_ms=M] [--q4_k_m]
+//   bazel run //kernels/cpu/bench:matmul_bench -- [--threads=N] [--min_ms=M] [--q4_k_m|--low_k]
 #include <time.h>
 
 #include <chrono>
@@ -41,13 +42,17 @@ std::vector<uint8_t> RandomMatrix(GgmlType type, int64_t rows, int64_t cols, std
   const size_t bb = BlockBytes(type);
   // Normal f16 scales where the block keeps them (random bytes could be
   // subnormal, which some CPUs run slowly).
-  const size_t d_off = type == GgmlType::kQ6_K ? 208 : 0;
+  const size_t d_off = type == GgmlType::kQ6_K   ? 208
+                       : type == GgmlType::kQ3_K ? 108
+                       : type == GgmlType::kQ2_K ? 80
+                                                 : 0;
   const bool has_min = type == GgmlType::kQ4_1 || type == GgmlType::kQ5_1 ||
-                       type == GgmlType::kQ4_K || type == GgmlType::kQ5_K;
+                       type == GgmlType::kQ4_K || type == GgmlType::kQ5_K ||
+                       type == GgmlType::kQ2_K;
   for (size_t off = 0; off + bb <= data.size(); off += bb) {
     const uint16_t d = F32ToF16(0.01f);
     std::memcpy(data.data() + off + d_off, &d, 2);
-    if (has_min) std::memcpy(data.data() + off + 2, &d, 2);
+    if (has_min) std::memcpy(data.data() + off + d_off + 2, &d, 2);  // the min follows d
   }
   return data;
 }
@@ -55,7 +60,7 @@ std::vector<uint8_t> RandomMatrix(GgmlType type, int64_t rows, int64_t cols, std
 int Main(int argc, char** argv) {
   int threads = 0;
   double min_ms = 200;
-  bool exact = false, interleaved = false, q4_k_m = false;
+  bool exact = false, interleaved = false, q4_k_m = false, low_k = false;
   std::vector<int64_t> tokens = {1, 8, 32, 512};
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--threads=", 10) == 0) threads = std::atoi(argv[i] + 10);
@@ -68,6 +73,7 @@ int Main(int argc, char** argv) {
     // where the kernel plan says interleaved).
     if (std::strcmp(argv[i], "--interleaved") == 0) exact = interleaved = true;
     if (std::strcmp(argv[i], "--q4_k_m") == 0) q4_k_m = true;
+    if (std::strcmp(argv[i], "--low_k") == 0) low_k = true;
     if (std::strncmp(argv[i], "--tokens=", 9) == 0) {
       tokens.clear();
       for (const char* p = argv[i] + 9; *p;) {
@@ -98,7 +104,13 @@ int Main(int argc, char** argv) {
       {1536, 576, GgmlType::kQ6_K, "ffn down"},
       {576, 49152, GgmlType::kQ8_0, "lm head"},
   };
-  const std::vector<Shape>& shapes = q4_k_m ? q4_k_m_shapes : default_shapes;
+  const std::vector<Shape> low_k_shapes = {
+      {1536, 576, GgmlType::kQ2_K, "ffn down"},
+      {2048, 2048, GgmlType::kQ2_K, "2048 square"},
+      {1536, 576, GgmlType::kQ3_K, "ffn down"},
+  };
+  const std::vector<Shape>& shapes =
+      q4_k_m ? q4_k_m_shapes : low_k ? low_k_shapes : default_shapes;
   printf("%-12s %-5s %6s %6s %6s %10s %9s %9s %10s %10s\n", "what", "type", "in", "out", "tokens",
          "us/call", "GFLOP/s", "GB/s(w)", "us/token", "cpu us");
   std::mt19937 rng(1);
