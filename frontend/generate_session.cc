@@ -14,6 +14,7 @@
 #include "base/request_id.h"
 #include "base/strict_parse.h"
 #include "base/tracing/span_exporter.h"
+#include "frontend/chat_prompt_input.h"
 #include "frontend/frontend_metrics.h"
 #include "frontend/request_validator.h"
 #include "tokenizer/input_processor.h"
@@ -36,11 +37,9 @@ absl::Status BuildPrompt(const tokenizer::Tokenizer& tok,
       in.token_ids.assign(start.token_ids().ids().begin(), start.token_ids().ids().end());
       break;
     case rill::v1::StartRequest::kChat: {
-      std::vector<tokenizer::ChatMessage> msgs;
-      for (const auto& m : start.chat().messages()) msgs.push_back({m.role(), m.content()});
-      in = tokenizer::PromptInput::Chat(
-          std::move(msgs),
-          start.chat().has_add_generation_prompt() ? start.chat().add_generation_prompt() : true);
+      absl::StatusOr<tokenizer::PromptInput> chat = ChatPromptInput(start.chat());
+      if (!chat.ok()) return chat.status();
+      in = std::move(*chat);
       break;
     }
     default:

@@ -1,11 +1,16 @@
 #include "tokenizer/chat_template.h"
 
+#include <algorithm>
+#include <iterator>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "tokenizer/jinja/from_json.h"
+#include "tokenizer/jinja/py_str.h"
 #include "tokenizer/jinja/value.h"
 
 namespace rill::tokenizer {
@@ -37,6 +42,61 @@ Value StrftimeNow(std::time_t now) {
   });
 }
 
+// The globals Apply sets itself (and vLLM's own arguments): a kwarg may not
+// replace one.
+constexpr std::string_view kReservedNames[] = {
+    "messages",  "tools",           "documents",    "add_generation_prompt", "continue_final_message",
+    "bos_token", "eos_token",       "raise_exception", "strftime_now",       "chat_template",
+    "tokenize"};
+
+absl::Status CheckOptions(absl::Span<const ChatMessage> messages, const ChatTemplateOptions& options) {
+  if (options.continue_final_message) {
+    if (options.add_generation_prompt) {
+      return absl::InvalidArgumentError(
+          "continue_final_message and add_generation_prompt cannot both be true");
+    }
+    if (messages.empty() || messages.back().role != "assistant") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "continue_final_message: the last message must be the assistant's (it is ",
+          messages.empty() ? "missing" : base::json::QuoteJsonString(messages.back().role), ")"));
+    }
+  }
+  for (const auto& [name, value] : options.kwargs) {
+    if (std::find(std::begin(kReservedNames), std::end(kReservedNames), name) != std::end(kReservedNames)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "chat_template_kwargs: ", base::json::QuoteJsonString(name),
+          " is not a template argument (it has its own field)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Value MessageValue(const ChatMessage& m) {
+  std::vector<std::pair<std::string, Value>> fields = {{"role", Value::String(m.role)},
+                                                       {"content", Value::String(m.content)}};
+  if (m.tool_calls) fields.emplace_back("tool_calls", jinja::FromJson(*m.tool_calls));
+  if (m.tool_call_id) fields.emplace_back("tool_call_id", Value::String(*m.tool_call_id));
+  if (m.name) fields.emplace_back("name", Value::String(*m.name));
+  return Value::Dict(std::move(fields));
+}
+
+// transformers' continue_final_message: the text up to the end of the last
+// message's content, found by its last occurrence (whitespace the template
+// trimmed off the content's ends is not restored).
+absl::StatusOr<std::string> CutAfterFinalMessage(std::string rendered, const std::string& final_content) {
+  const std::string stripped = jinja::PyStrip(final_content, std::nullopt, true, true);
+  const size_t at = rendered.rfind(stripped);
+  if (at == std::string::npos) {
+    return absl::InvalidArgumentError(
+        "continue_final_message: the chat template does not render the final message's content "
+        "as given, so the text cannot end inside it");
+  }
+  const std::string lstripped = jinja::PyStrip(final_content, std::nullopt, true, false);
+  const bool kept_trailing_space = rendered.compare(at, lstripped.size(), final_content) == 0;
+  rendered.resize(at + (kept_trailing_space ? lstripped.size() : stripped.size()));
+  return rendered;
+}
+
 }  // namespace
 
 absl::StatusOr<ChatTemplate> ChatTemplate::Create(std::string_view text) {
@@ -54,23 +114,24 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Create(std::string_view text) {
 
 absl::StatusOr<std::string> ChatTemplate::Apply(absl::Span<const ChatMessage> messages,
                                                 const ChatTemplateOptions& options) const {
+  if (absl::Status s = CheckOptions(messages, options); !s.ok()) return s;
   std::vector<Value> msgs;
   msgs.reserve(messages.size());
-  for (const ChatMessage& m : messages) {
-    msgs.push_back(Value::Dict({{"role", Value::String(m.role)}, {"content", Value::String(m.content)}}));
-  }
+  for (const ChatMessage& m : messages) msgs.push_back(MessageValue(m));
   std::vector<std::pair<std::string, Value>> globals = {
       {"messages", Value::List(std::move(msgs))},
-      {"tools", Value::None()},
-      {"documents", Value::None()},
+      {"tools", options.tools ? jinja::FromJson(*options.tools) : Value::None()},
+      {"documents", options.documents ? jinja::FromJson(*options.documents) : Value::None()},
       {"add_generation_prompt", Value::Bool(options.add_generation_prompt)},
       {"bos_token", Value::String(options.bos_token)},
       {"eos_token", Value::String(options.eos_token)},
       {"raise_exception", RaiseException()},
       {"strftime_now", StrftimeNow(options.now ? *options.now : std::time(nullptr))},
   };
-  for (const auto& [name, value] : options.kwargs) globals.emplace_back(name, Value::Bool(value));
-  return template_.Render(std::move(globals));
+  for (const auto& [name, value] : options.kwargs) globals.emplace_back(name, jinja::FromJson(value));
+  absl::StatusOr<std::string> rendered = template_.Render(std::move(globals));
+  if (!rendered.ok() || !options.continue_final_message) return rendered;
+  return CutAfterFinalMessage(std::move(*rendered), messages.back().content);
 }
 
 absl::StatusOr<std::string> ChatTemplate::Apply(absl::Span<const ChatMessage> messages,

@@ -2,7 +2,9 @@
 // tokenizer_config.json chat_template) rendered the way transformers'
 // apply_chat_template renders it, by Rill's Jinja engine (tokenizer/jinja):
 // the same globals (messages, bos_token, eos_token, add_generation_prompt,
-// tools=None, raise_exception, strftime_now) and the same bytes out. A
+// tools, documents, chat_template_kwargs, raise_exception, strftime_now),
+// continue_final_message as transformers cuts the text, and the same bytes
+// out. A
 // template the engine cannot render is refused with an error naming what it
 // lacks, never rendered differently.
 #ifndef RILL_TOKENIZER_CHAT_TEMPLATE_H_
@@ -17,13 +19,22 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "base/json.h"
 #include "tokenizer/jinja/template.h"
 
 namespace rill::tokenizer {
 
+// One message as the template sees it (vLLM's ConversationMessage): a dict
+// with role and content, plus name, tool_call_id and tool_calls only when
+// set (templates test `'tool_calls' in message`).
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant", ...
+  std::string role;  // "system", "user", "assistant", "tool", ...
   std::string content;
+  std::optional<std::string> name;
+  std::optional<std::string> tool_call_id;  // A "tool" result's call.
+  // An assistant's calls, a JSON array as templates read it: [{"id", "type":
+  // "function", "function": {"name", "arguments": {...}}}].
+  std::optional<base::json::JsonValue> tool_calls;
 };
 
 // One rendering's settings besides the messages.
@@ -31,9 +42,17 @@ struct ChatTemplateOptions {
   bool add_generation_prompt = true;
   std::string bos_token;  // The token texts the template may reference.
   std::string eos_token;
-  // Extra template variables (transformers' chat_template_kwargs), e.g.
-  // {"enable_thinking", false} for Qwen3. Unset ones stay undefined.
-  std::vector<std::pair<std::string, bool>> kwargs;
+  // Instead of add_generation_prompt: the text ends inside the last message
+  // (which must be the assistant's) so the model continues it; rendered
+  // without the generation prompt and cut after that message's content.
+  bool continue_final_message = false;
+  // Extra template variables (transformers' chat_template_kwargs) of any
+  // JSON type, e.g. {"enable_thinking", false} for Qwen3. Unset ones stay
+  // undefined; the names of the globals above are refused.
+  std::vector<std::pair<std::string, base::json::JsonValue>> kwargs;
+  // Function definitions and retrieval documents, JSON arrays; unset: None.
+  std::optional<base::json::JsonValue> tools;
+  std::optional<base::json::JsonValue> documents;
   // The time strftime_now() formats (local time); unset: the current time.
   std::optional<std::time_t> now;
 };
@@ -52,7 +71,8 @@ class ChatTemplate {
 
   // INVALID_ARGUMENT when the template rejects the messages (its
   // raise_exception message, e.g. "Conversation roles must alternate ...")
-  // or fails on them as jinja2 would; UNIMPLEMENTED when rendering reaches
+  // or fails on them as jinja2 would, or the options contradict each other
+  // (the message names the option); UNIMPLEMENTED when rendering reaches
   // something the engine lacks.
   absl::StatusOr<std::string> Apply(absl::Span<const ChatMessage> messages,
                                     const ChatTemplateOptions& options) const;

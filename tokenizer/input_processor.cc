@@ -1,5 +1,6 @@
 #include "tokenizer/input_processor.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,7 +19,7 @@ PromptInput PromptInput::Chat(std::vector<ChatMessage> messages, bool add_genera
   PromptInput in;
   in.kind = Kind::kChat;
   in.messages = std::move(messages);
-  in.add_generation_prompt = add_generation_prompt;
+  in.chat_options.add_generation_prompt = add_generation_prompt;
   return in;
 }
 
@@ -42,12 +43,24 @@ absl::StatusOr<ProcessedPrompt> InputProcessor::Process(const PromptInput& input
       if (input.messages.empty()) {
         return absl::InvalidArgumentError("chat.messages: no messages (give at least one)");
       }
-      absl::StatusOr<std::string> rendered =
-          tok.ApplyChatTemplate(input.messages, input.add_generation_prompt);
+      // A request's own template is compiled for it alone: its faults are
+      // the request's.
+      std::optional<absl::StatusOr<ChatTemplate>> request_template;
+      if (!input.chat_template.empty()) {
+        request_template = ChatTemplate::Create(input.chat_template);
+        if (!request_template->ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("chat.chat_template: ", request_template->status().message()));
+        }
+      }
+      absl::StatusOr<std::string> rendered = tok.ApplyChatTemplate(
+          input.messages, input.chat_options, request_template ? &**request_template : nullptr);
       if (!rendered.ok()) {
         if (absl::IsUnimplemented(rendered.status())) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "chat: the model's chat template is not supported: ", rendered.status().message()));
+          return absl::FailedPreconditionError(
+              absl::StrCat(request_template ? "chat.chat_template: the request's"
+                                            : "chat: the model's",
+                           " chat template is not supported: ", rendered.status().message()));
         }
         return absl::InvalidArgumentError(absl::StrCat("chat: ", rendered.status().message()));
       }

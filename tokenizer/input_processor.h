@@ -24,7 +24,11 @@ struct PromptInput {
   // kText: add the tokenizer's special tokens (BOS). A chat template places
   // its own, so kChat never adds them.
   bool add_special_tokens = true;
-  bool add_generation_prompt = true;  // kChat.
+  // kChat: add_generation_prompt, continue_final_message, chat_template_kwargs,
+  // tools and documents (bos_token and eos_token are the model's).
+  ChatTemplateOptions chat_options;
+  // kChat: the request's own chat template; empty: the model's.
+  std::string chat_template;
 
   static PromptInput Text(std::string text, bool add_special_tokens = true);
   static PromptInput Chat(std::vector<ChatMessage> messages, bool add_generation_prompt = true);
@@ -41,8 +45,9 @@ class InputProcessor {
   explicit InputProcessor(const Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
 
   // Errors name the field at fault: INVALID_ARGUMENT for a token id outside
-  // the vocabulary, an empty chat or a template that rejects the messages;
-  // FAILED_PRECONDITION when the model's chat template is not supported.
+  // the vocabulary, an empty chat, contradicting chat options, a request
+  // chat_template that does not parse or a template that rejects the
+  // messages; FAILED_PRECONDITION when the chat template is not supported.
   absl::StatusOr<ProcessedPrompt> Process(const PromptInput& input) const;
 
  private:

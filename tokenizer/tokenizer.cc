@@ -1,5 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
+#include <utility>
+
 #include <glog/logging.h>
 
 #include "absl/strings/str_join.h"
@@ -39,12 +41,24 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromTokenizerJson(
 
 absl::StatusOr<std::string> Tokenizer::ApplyChatTemplate(
     absl::Span<const ChatMessage> messages, bool add_generation_prompt) const {
-  if (!chat_template_.ok()) return chat_template_.status();
+  ChatTemplateOptions options;
+  options.add_generation_prompt = add_generation_prompt;
+  return ApplyChatTemplate(messages, std::move(options));
+}
+
+absl::StatusOr<std::string> Tokenizer::ApplyChatTemplate(
+    absl::Span<const ChatMessage> messages, ChatTemplateOptions options,
+    const ChatTemplate* chat_template) const {
+  if (chat_template == nullptr) {
+    if (!chat_template_.ok()) return chat_template_.status();
+    chat_template = &*chat_template_;
+  }
   auto text = [&](int32_t id) {
     return bpe_->IsValidId(id) ? bpe_->IdToToken(id) : std::string();
   };
-  return chat_template_->Apply(messages, add_generation_prompt,
-                               text(bos_id()), text(eos_id()));
+  options.bos_token = text(bos_id());
+  options.eos_token = text(eos_id());
+  return chat_template->Apply(messages, options);
 }
 
 }  // namespace rill::tokenizer

@@ -62,6 +62,11 @@ class Tokenizer {
   // none or it is not a recognised family.
   absl::StatusOr<std::string> ApplyChatTemplate(
       absl::Span<const ChatMessage> messages, bool add_generation_prompt) const;
+  // The same with every option (bos_token and eos_token are the model's, set
+  // here), rendering `chat_template` instead of the model's when not null.
+  absl::StatusOr<std::string> ApplyChatTemplate(
+      absl::Span<const ChatMessage> messages, ChatTemplateOptions options,
+      const ChatTemplate* chat_template = nullptr) const;
 
   std::unique_ptr<IncrementalDetokenizer> CreateDetokenizer(
       bool skip_special_tokens = true) const {

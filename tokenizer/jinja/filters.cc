@@ -80,18 +80,18 @@ Value SelectFilter(const Value& in, const CallArgs& a, bool with_attr, bool keep
   const Value* test = test_at < a.positional.size() ? &a.positional[test_at] : nullptr;
   const CallArgs test_args = Rest(a, test_at + 1);
   std::vector<Value> out;
-  if (!in.Truthy()) return Value::List({});  // jinja2 checks `if value:` first.
+  if (!in.Truthy()) return Value::Generator({});  // jinja2 checks `if value:` first.
   for (const Value& item : Iterate(in)) {
     const Value v = with_attr ? GetPath(item, attr) : item;
     const bool ok = test ? CallTest(StrArg(test, "select"), v, test_args) : v.Truthy();
     if (ok == keep) out.push_back(item);
   }
-  return Value::List(std::move(out));
+  return Value::Generator(std::move(out));
 }
 
 Value MapFilter(const Value& in, const CallArgs& a) {
   std::vector<Value> out;
-  if (!in.Truthy()) return Value::List({});  // jinja2 checks `if value:` first.
+  if (!in.Truthy()) return Value::Generator({});  // jinja2 checks `if value:` first.
   if (a.positional.empty()) {
     const Value* attr = Arg(a, kKeywordOnly, "attribute");
     if (attr == nullptr) Fail("TypeError: map() needs a filter name or attribute=");
@@ -106,7 +106,7 @@ Value MapFilter(const Value& in, const CallArgs& a) {
     const CallArgs rest = Rest(a, 1);
     for (const Value& item : Iterate(in)) out.push_back(CallFilter(filter, item, rest));
   }
-  return Value::List(std::move(out));
+  return Value::Generator(std::move(out));
 }
 
 // jinja2's do_indent.
@@ -165,6 +165,7 @@ void DumpJson(const Value& v, int indent, int level, bool sort_keys, std::string
     }
     case Value::Kind::kString: JsonString(v.str(), out); return;
     case Value::Kind::kList: {
+      if (v.is_generator()) Fail("TypeError: Object of type generator is not JSON serializable");
       if (v.list().empty()) {
         *out += "[]";
         return;
@@ -252,7 +253,7 @@ Value CallFilter(const std::string& name, const Value& in, const CallArgs& a) {
     const bool use = in.is_undefined() || (BoolArg(Arg(a, 1, "boolean"), false) && !in.Truthy());
     return use ? (def ? *def : Value::String("")) : in;
   }
-  if (name == "safe") return in;
+  if (name == "safe") return Value::Markup(in.ToString());
   if (name == "length" || name == "count") return Value::Int(Length(in));
   if (name == "string") return Value::String(SoftStr(in));
   if (name == "trim") return Value::String(PyStrip(SoftStr(in), OptStrArg(Arg(a, 0, "chars"), "trim"), true, true));

@@ -52,6 +52,23 @@ int64_t IntArg(const Value* v, int64_t def, const std::string& fn) {
 
 namespace {
 
+// markupsafe.escape, which Markup applies to a plain str joined to it.
+std::string HtmlEscape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 Value StrList(std::vector<std::string> parts) {
   std::vector<Value> items;
   items.reserve(parts.size());
@@ -446,6 +463,13 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b) {
   if (op == "+") {
     if (ints) return checked(__builtin_add_overflow(a.int_value(), b.int_value(), &r));
     if (nums) return Value::Float(a.float_value() + b.float_value());
+    if (a.is_markup() || b.is_markup()) {
+      if (a.is_string() && b.is_string()) {
+        // Markup.__add__ / __radd__: the plain side is escaped.
+        return Value::Markup((a.is_markup() ? a.str() : HtmlEscape(a.str())) +
+                             (b.is_markup() ? b.str() : HtmlEscape(b.str())));
+      }
+    }
     if (a.is_string() && b.is_string()) return Value::String(a.str() + b.str());
     if (a.is_list() && b.is_list()) {
       std::vector<Value> out = a.list();

@@ -1,5 +1,6 @@
 // Python str methods over UTF-8 text, counted in code points as Python does
-// (strip, split, splitlines, find, case mapping). Internal to tokenizer/jinja.
+// (strip, split, splitlines, find, case mapping); chat_template cuts a
+// continued final message with PyStrip as transformers does with str.strip.
 #ifndef RILL_TOKENIZER_JINJA_PY_STR_H_
 #define RILL_TOKENIZER_JINJA_PY_STR_H_
 

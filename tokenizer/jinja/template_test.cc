@@ -56,6 +56,11 @@ TEST(TemplateTest, RendersLikeJinja2) {
        "FalseTrueTrueTrue12xbc"},
       {"{% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}{% if i == 5 %}{% break %}{% endif %}{{ i }}{% endfor %}",
        "0134"},
+      // |safe makes a Markup, which HTML-escapes a plain str added to it
+      // (functionary's templates print tool definitions this way).
+      {"{{ \"a'\"|safe + '<b & \"c\">' }}|{{ '<x>' + 'y>'|safe }}|{{ ('p'|safe + '\"') + '\"' }}|"
+       "{{ 1|safe + '&' }}|{{ 'q\"' ~ ('r'|safe) }}|{{ [1, 2]|map('string')|list|tojson }}",
+       "a'&lt;b &amp; &#34;c&#34;&gt;|&lt;x&gt;y>|p&#34;&#34;|1&amp;|q\"r|[\"1\", \"2\"]"},
       {"{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}={{ v }};{% endfor %}{{ {'a': 1}.get('z', 'dflt') }}",
        "a=1;b=2;dflt"},
       {"{{ 1.0 }} {{ 0.1 + 0.2 }} {{ 1e20 }} {{ 1e-5 }} {{ 7 // 2 }} {{ -7 % 3 }} {{ 2 ** 10 }} {{ 7 / 2 }} {{ none }} {{ (1, 'a') }} {{ ['a', \"b'c\"] }}",
@@ -108,6 +113,11 @@ TEST(TemplateTest, NamesWhatItDoesNotRender) {
       {"{{ 'a' + 1 }}", absl::StatusCode::kInvalidArgument, "can only concatenate str"},
       {"{% for i in range(100001) %}{% endfor %}", absl::StatusCode::kInvalidArgument, "MAX_RANGE"},
       {"{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", absl::StatusCode::kInvalidArgument, "too deep"},
+      // map/select give jinja2 generators, which json.dumps refuses.
+      {"{{ ms|map(attribute='role')|tojson }}", absl::StatusCode::kInvalidArgument,
+       "Object of type generator is not JSON serializable"},
+      {"{{ {'a': ms|selectattr('role')}|tojson }}", absl::StatusCode::kInvalidArgument,
+       "Object of type generator is not JSON serializable"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<std::string> got = Render(c.source);

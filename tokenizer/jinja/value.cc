@@ -91,6 +91,18 @@ Value Value::String(std::string s) {
   return v;
 }
 
+Value Value::Markup(std::string s) {
+  Value v = String(std::move(s));
+  v.markup_ = true;
+  return v;
+}
+
+Value Value::Generator(std::vector<Value> items) {
+  Value v = List(std::move(items));
+  v.generator_ = true;
+  return v;
+}
+
 Value Value::List(std::vector<Value> items, bool tuple) {
   Value v;
   v.kind_ = Kind::kList;

@@ -64,7 +64,13 @@ class Value {
   static Value Int(int64_t i);
   static Value Float(double f);
   static Value String(std::string s);
+  // A str that |safe made jinja2's Markup: `+` HTML-escapes the plain str
+  // joined to it (other operations treat it as a plain str).
+  static Value Markup(std::string s);
   static Value List(std::vector<Value> items, bool tuple = false);
+  // What jinja2 holds as a generator (map, select, reject, ...), a list here
+  // except that json.dumps (tojson) refuses it, as in Python.
+  static Value Generator(std::vector<Value> items);
   static Value Dict(std::vector<std::pair<std::string, Value>> items = {});
   static Value Namespace(std::vector<std::pair<std::string, Value>> items);
   static Value Func(std::string name, Function f);
@@ -79,6 +85,8 @@ class Value {
     return kind_ == Kind::kInt || kind_ == Kind::kFloat || kind_ == Kind::kBool;
   }
   bool is_tuple() const { return tuple_; }
+  bool is_markup() const { return markup_; }
+  bool is_generator() const { return generator_; }
 
   bool bool_value() const { return b_; }
   int64_t int_value() const { return kind_ == Kind::kBool ? b_ : i_; }
@@ -106,6 +114,8 @@ class Value {
  private:
   Kind kind_ = Kind::kUndefined;
   bool tuple_ = false;
+  bool markup_ = false;
+  bool generator_ = false;
   bool b_ = false;
   int64_t i_ = 0;
   double f_ = 0;

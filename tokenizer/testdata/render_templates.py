@@ -8,8 +8,10 @@ Usage: render_templates.py OUT.json [--gguf MODEL.gguf] [--templates DIR]
 DIR holds what tools/fetch_llama_cpp_test_data.sh extracts: templates/*.jinja and
 llama_chat_format.py (its *_CHAT_TEMPLATE strings). Writes
 {"templates": {name: source}, "compile_errors": {name: message},
- "cases": [{template, messages, add_generation_prompt, kwargs,
-            output | error + error_type + raised}]}.
+ "cases": [{template, messages, add_generation_prompt, kwargs, [tools, documents,
+            continue_final_message], output | error + error_type + raised}]}.
+Messages may carry name, tool_call_id and tool_calls (arguments as objects, as
+vLLM hands them to templates); kwargs values are of any JSON type.
 """
 import argparse
 import ast
@@ -44,6 +46,14 @@ LLAMA2 = ("{% if messages[0]['role'] == 'system' %}{% set loop_messages = messag
           "{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}"
           "{% endfor %}")
 
+# Every JSON type as a template variable (chat_template_kwargs).
+KWARGS_PROBE = ("{{ flag }}|{{ n + 1 }}|{{ f }}|{{ s }}|{{ l|tojson }}|{{ l[1] }}|{{ o|tojson }}|{{ o.k }}|"
+                "{{ none is none }}|{{ n is integer }}|{{ f is float }}|{{ o is mapping }}|"
+                "{% for m in messages %}{{ m.role }}:{{ m.content }};{% endfor %}"
+                "{% if add_generation_prompt %}<gen>{% endif %}")
+KWARGS_PROBE_VALUES = {"flag": False, "n": 41, "f": 2.5, "s": "é\"x", "l": [1, "two", None, True, 3.0],
+                       "o": {"k": "v", "nested": {"z": [1]}, "a": 0}, "none": None}
+
 PIECES = ["hello", " ", "  ", "\n", "\t", "wörld", "你好", "😀", "'", '"', "{{ x }}",
           "<|im_end|>", "\u00a0", "\x1c", "123", "[INST]", "<think>", "</think>"]
 
@@ -66,6 +76,56 @@ FIXED = [
     [msg("assistant", "I start"), msg("user", "ok")],
     [msg("user", "")],
     [msg("user", "Ünïcödé 你好 😀 \u00a0end")],
+]
+
+
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "City name, e.g. Paris"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city"]}}}
+SEARCH_TOOL = {"type": "function", "function": {
+    "name": "search", "description": "Search the web",
+    "parameters": {"type": "object", "properties": {
+        "query": {"type": "string"}, "max_results": {"type": "integer", "minimum": 1, "maximum": 10},
+        "min_score": {"type": "number", "default": 0.5}},
+        "required": ["query"]}}}
+TOOLS = [WEATHER_TOOL, SEARCH_TOOL]
+DOCUMENTS = [{"title": "Paris", "text": "Paris is the capital of France."},
+             {"title": "Weather", "text": "It rains in Paris 111 days a year."}]
+
+
+def call(call_id, name, arguments):
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def tool_result(call_id, name, content):
+    return {"role": "tool", "tool_call_id": call_id, "name": name, "content": content}
+
+
+ASK = msg("user", "What is the weather in Paris?")
+CALL = dict(msg("assistant", ""), tool_calls=[call("call00001", "get_weather", {"city": "Paris", "unit": "celsius"})])
+RESULT = tool_result("call00001", "get_weather", '{"temperature": 21, "sky": "clear"}')
+# Conversations with tool definitions: a request, an assistant's call and the
+# tool's result (one call, then two in parallel), the answer after it.
+TOOL_CONVS = [
+    [ASK],
+    [msg("system", "You can call tools."), ASK],
+    [ASK, CALL, RESULT],
+    [msg("system", "You can call tools."), ASK, CALL, RESULT, msg("assistant", "It is 21 °C and clear."),
+     msg("user", "Thanks")],
+    [msg("user", "Weather in Paris and news about it?"),
+     dict(msg("assistant", "Let me check."),
+          tool_calls=[call("call00001", "get_weather", {"city": "Paris"}),
+                      call("call00002", "search", {"query": "Paris news", "max_results": 3})]),
+     RESULT, tool_result("call00002", "search", "Nothing new.")],
+]
+# Conversations whose last message is the assistant's, to continue.
+CONTINUE_CONVS = [
+    [msg("user", "Write a haiku"), msg("assistant", "Autumn moonlight")],
+    [msg("system", "Be brief."), msg("user", "Count"), msg("assistant", "1, 2, ")],
+    [msg("user", "Hi"), msg("assistant", "  Hello there \n")],
 ]
 
 
@@ -108,7 +168,7 @@ def make_env(now):
 
 def load_templates(a):
     templates = {"builtin:chatml_default_system": CHATML_SYS, "builtin:chatml": CHATML,
-                 "builtin:llama3": LLAMA3, "builtin:llama2": LLAMA2}
+                 "builtin:llama3": LLAMA3, "builtin:llama2": LLAMA2, "builtin:kwargs_probe": KWARGS_PROBE}
     if a.gguf:
         import gguf
         r = gguf.GGUFReader(a.gguf)
@@ -139,6 +199,37 @@ def random_conversation(rng):
     return msgs
 
 
+def continue_final_message(rendered, messages):
+    # transformers' apply_chat_template(continue_final_message=True): the text
+    # up to the end of the last message's content.
+    final = messages[-1]["content"]
+    if final.strip() not in rendered:
+        raise ValueError("continue_final_message: the final message does not appear in the chat")
+    at = rendered.rindex(final.strip())
+    if rendered[at:at + len(final.lstrip())] == final:
+        return rendered[:at + len(final.lstrip())]
+    return rendered[:at + len(final.strip())]
+
+
+def cases_for(name, source, rng, random_count):
+    """(messages, add_generation_prompt, extra fields of the case) to render."""
+    variants = [{}]
+    if "enable_thinking" in source:
+        variants += [{"enable_thinking": False}, {"enable_thinking": True}]
+    if name == "builtin:kwargs_probe":
+        variants = [KWARGS_PROBE_VALUES]
+    out = [(m, gen, {"kwargs": kw}) for m in FIXED for gen in (True, False) for kw in variants]
+    out += [(random_conversation(rng), rng.random() < 0.5, {"kwargs": {}}) for _ in range(random_count)]
+    if "tools" in source or "tool_calls" in source:
+        out += [(m, gen, {"kwargs": {}, "tools": TOOLS}) for m in TOOL_CONVS for gen in (True, False)]
+        out += [(m, True, {"kwargs": {}}) for m in TOOL_CONVS[2:]]  # Tool history, no definitions.
+    if "documents" in source:
+        out += [(m, True, {"kwargs": {}, "documents": DOCUMENTS}) for m in FIXED[:2]]
+    out += [(m, False, {"kwargs": kw, "continue_final_message": True})
+            for m in CONTINUE_CONVS for kw in variants]
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -159,17 +250,17 @@ def main():
         except jinja2.exceptions.TemplateError as e:
             compile_errors[name] = "%s: %s" % (type(e).__name__, e)
             continue
-        variants = [{}]
-        if "enable_thinking" in source:
-            variants += [{"enable_thinking": False}, {"enable_thinking": True}]
-        convs = [(m, gen, kw) for m in FIXED for gen in (True, False) for kw in variants]
-        convs += [(random_conversation(rng), rng.random() < 0.5, {}) for _ in range(a.random)]
-        for msgs, gen, kwargs in convs:
-            case = {"template": name, "messages": msgs, "add_generation_prompt": gen, "kwargs": kwargs}
+        for msgs, gen, extra in cases_for(name, source, rng, a.random):
+            case = dict({"template": name, "messages": msgs, "add_generation_prompt": gen}, **extra)
             try:
-                case["output"] = tmpl.render(messages=msgs, tools=None, documents=None,
-                                             add_generation_prompt=gen, bos_token="<s>", eos_token="</s>",
-                                             **kwargs)
+                # Each render gets its own copy, as each request has its own.
+                msgs = json.loads(json.dumps(msgs))
+                output = tmpl.render(messages=msgs, tools=extra.get("tools"), documents=extra.get("documents"),
+                                     add_generation_prompt=gen, bos_token="<s>", eos_token="</s>",
+                                     **extra["kwargs"])
+                if extra.get("continue_final_message"):
+                    output = continue_final_message(output, msgs)
+                case["output"] = output
             except Exception as e:  # pylint: disable=broad-except
                 case["error"] = str(e)
                 case["error_type"] = type(e).__name__
