@@ -5,7 +5,9 @@
 // Input: [flags] then '\0'-separated fields: template, bos, eos, then
 // role/content pairs. Flags bit 0: add_generation_prompt; bits 1-2 == 1:
 // render with the default model's template (loaded once) instead of the
-// input's, so the messages get fuzzed against a template that parses.
+// input's, so the messages get fuzzed against a template that parses; bit 3:
+// the bos field parsed as JSON is also the chat_template_kwargs (an object)
+// or the tools (an array); bit 4: continue_final_message (instead of bit 0).
 // Checked: Create fails only with UNIMPLEMENTED (a template Rill cannot use),
 // Apply only with INVALID_ARGUMENT (the template rejects the messages) or
 // UNIMPLEMENTED (it needs what the engine lacks); valid UTF-8 in gives valid
@@ -19,6 +21,7 @@
 
 #include <glog/logging.h>
 
+#include "base/json.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/test_util.h"
 #include "tokenizer/unicode_data.h"
@@ -76,7 +79,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CHECK_EQ(t.status().code(), absl::StatusCode::kUnimplemented) << t.status();
     return 0;
   }
-  absl::StatusOr<std::string> out = t->Apply(messages, flags & 1, bos, eos);
+  rill::tokenizer::ChatTemplateOptions options;
+  options.add_generation_prompt = (flags & 1) && !(flags & 16);
+  options.continue_final_message = flags & 16;
+  options.bos_token = bos;
+  options.eos_token = eos;
+  if (flags & 8) {
+    absl::StatusOr<rill::base::json::JsonValue> json = rill::base::json::ParseJson(bos);
+    if (json.ok() && json->is_object()) options.kwargs = json->object_members();
+    if (json.ok() && json->is_array()) options.tools = *json;
+  }
+  absl::StatusOr<std::string> out = t->Apply(messages, options);
   if (!out.ok()) {
     CHECK(out.status().code() == absl::StatusCode::kInvalidArgument ||
           out.status().code() == absl::StatusCode::kUnimplemented)
@@ -86,7 +99,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (all_utf8 && IsValidUtf8(source)) {
     CHECK(IsValidUtf8(*out)) << "valid UTF-8 in rendered to invalid UTF-8";
   }
-  if (use_model) {
+  if (use_model && !options.continue_final_message) {
     size_t at = 0;
     for (const ChatMessage& m : messages) {
       const std::string block = "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
