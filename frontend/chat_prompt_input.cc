@@ -2,12 +2,12 @@
 
 #include <optional>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "base/json.h"
 
 namespace rill::frontend {
@@ -17,8 +17,8 @@ using base::json::JsonValue;
 
 // `text` parsed as a JSON value of type `want` (`want_name` in the message);
 // std::nullopt when the field is empty (unset).
-absl::StatusOr<std::optional<JsonValue>> ParseJsonField(const std::string& text, std::string_view field,
-                                                        JsonValue::Type want, std::string_view want_name) {
+absl::StatusOr<std::optional<JsonValue>> ParseJsonField(const std::string& text, absl::string_view field,
+                                                        JsonValue::Type want, absl::string_view want_name) {
   if (text.empty()) return std::nullopt;
   absl::StatusOr<JsonValue> parsed = base::json::ParseJson(text);
   if (!parsed.ok()) {
@@ -91,7 +91,7 @@ absl::StatusOr<tokenizer::ChatMessage> Message(const rill::v1::ChatMessage& m, i
     if (!m.content().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(field, ": set content or content_parts, not both"));
     }
-    std::vector<std::string_view> texts;
+    std::vector<absl::string_view> texts;
     for (int j = 0; j < m.content_parts_size(); ++j) {
       const rill::v1::ChatContentPart& part = m.content_parts(j);
       if (part.type() != "text") {

@@ -258,7 +258,8 @@ TEST(FrontendProcessTest, ChatRequestsCarryVllmsChatFields) {
       {"tools", kQwen3ToolConversation},
       // Without the trailing "<think>\n\n</think>\n\n" (19 bytes).
       {"thinking", std::string(kQwen3ToolConversation, sizeof(kQwen3ToolConversation) - 1 - 19)},
-      {"continue", "<|im_start|>user\nWrite a haiku<|im_end|>\n<|im_start|>assistant\nAutumn moonlight"},
+      {"continue",
+       "<|im_start|>user\nWrite a haiku<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nAutumn moonlight"},
       {"own", "hi|42|2.5|False|[1, \"x\", null]|v|{\"k\": \"v\", \"a\": [0]}|True|1"},
   };
 
