@@ -63,7 +63,8 @@ JsonValue WithObjectArguments(const JsonValue& function) {
 absl::StatusOr<std::optional<JsonValue>> ToolCalls(const std::string& text, const std::string& field) {
   absl::StatusOr<std::optional<JsonValue>> calls =
       ParseJsonField(text, field, JsonValue::Type::kArray, "array");
-  if (!calls.ok() || !calls->has_value() || (*calls)->array_items().empty()) return calls;
+  if (!calls.ok() || !calls->has_value()) return calls;
+  if ((*calls)->array_items().empty()) return std::nullopt;
   std::vector<JsonValue> out;
   for (size_t i = 0; i < (*calls)->array_items().size(); ++i) {
     const JsonValue& call = (*calls)->array_items()[i];

@@ -46,8 +46,7 @@ Value StrftimeNow(std::time_t now) {
 // replace one.
 constexpr std::string_view kReservedNames[] = {
     "messages",  "tools",           "documents",    "add_generation_prompt", "continue_final_message",
-    "bos_token", "eos_token",       "raise_exception", "strftime_now",       "chat_template",
-    "tokenize"};
+    "bos_token", "eos_token",       "raise_exception", "strftime_now",       "chat_template", "tokenize"};
 
 absl::Status CheckOptions(absl::Span<const ChatMessage> messages, const ChatTemplateOptions& options) {
   if (options.continue_final_message) {
@@ -128,7 +127,12 @@ absl::StatusOr<std::string> ChatTemplate::Apply(absl::Span<const ChatMessage> me
       {"raise_exception", RaiseException()},
       {"strftime_now", StrftimeNow(options.now ? *options.now : std::time(nullptr))},
   };
-  for (const auto& [name, value] : options.kwargs) globals.emplace_back(name, jinja::FromJson(value));
+  // Only the kwargs the template reads (vLLM's filter), so that a request
+  // with many others costs no more than it: globals are looked up linearly.
+  // A repeated name: the last value wins (Render sets them in order).
+  for (const auto& [name, value] : options.kwargs) {
+    if (template_.ReadsName(name)) globals.emplace_back(name, jinja::FromJson(value));
+  }
   absl::StatusOr<std::string> rendered = template_.Render(std::move(globals));
   if (!rendered.ok() || !options.continue_final_message) return rendered;
   return CutAfterFinalMessage(std::move(*rendered), messages.back().content);

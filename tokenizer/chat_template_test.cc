@@ -100,6 +100,20 @@ TEST(ChatTemplateTest, ContradictingOptionsAreInvalidArgumentNamingTheOption) {
   EXPECT_NE(out.status().message().find("chat_template_kwargs"), std::string::npos) << out.status();
 }
 
+// A repeated kwarg keeps its last value (json.loads); kwargs the template
+// never reads are skipped, so many of them cost nothing.
+TEST(ChatTemplateTest, KwargsLastValueWinsAndUnreadOnesAreFree) {
+  const ChatTemplate t = Compile("{{ x }}|{{ y is defined }}");
+  ChatTemplateOptions options;
+  options.kwargs = Json(R"({"x": 1, "x": [2]})").object_members();
+  for (int i = 0; i < 200000; ++i) options.kwargs.emplace_back(absl::StrCat("k", i), Json("true"));
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::string> out = t.Apply({{"user", "Hi"}}, options);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, "[2]|False");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
 // Tool fields reach the template only when set: `'tool_calls' in message`.
 TEST(ChatTemplateTest, MessagesCarryToolFieldsOnlyWhenSet) {
   const ChatTemplate t = Compile(

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
+
 #include "tokenizer/jinja/value.h"
 
 namespace rill::tokenizer::jinja {
@@ -79,6 +81,8 @@ struct Program {
   Body body;
   std::vector<std::string> filters_used;
   std::vector<std::string> tests_used;
+  // Every variable name the template reads (a global unless assigned).
+  absl::flat_hash_set<std::string> names_used;
 };
 
 }  // namespace rill::tokenizer::jinja

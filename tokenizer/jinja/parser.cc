@@ -36,6 +36,7 @@ class Parser {
     p.body = ParseBody({}, &stopped_at);
     p.filters_used.assign(filters_.begin(), filters_.end());
     p.tests_used.assign(tests_.begin(), tests_.end());
+    p.names_used = std::move(names_);
     return p;
   }
 
@@ -366,6 +367,7 @@ class Parser {
       } else {
         e->type = Expr::Type::kName;
         e->name = t.value;
+        names_.insert(t.value);
       }
       Next();
       return e;
@@ -551,6 +553,7 @@ class Parser {
   size_t pos_ = 0;
   std::set<std::string> filters_;
   std::set<std::string> tests_;
+  absl::flat_hash_set<std::string> names_;
 };
 
 }  // namespace

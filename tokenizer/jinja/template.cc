@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "tokenizer/jinja/ast.h"
 #include "tokenizer/jinja/builtins.h"
 #include "tokenizer/jinja/parser.h"
@@ -321,6 +322,10 @@ std::vector<std::string> Template::UnsupportedFeatures() const {
     if (!HasTest(t)) out.push_back(absl::StrCat("test '", t, "'"));
   }
   return out;
+}
+
+bool Template::ReadsName(std::string_view name) const {
+  return program_->names_used.contains(absl::string_view(name.data(), name.size()));
 }
 
 absl::StatusOr<std::string> Template::Render(std::vector<std::pair<std::string, Value>> globals) const {

@@ -35,6 +35,11 @@ class Template {
   // 'wordwrap'"): rendering fails with UNIMPLEMENTED if it reaches one.
   std::vector<std::string> UnsupportedFeatures() const;
 
+  // Whether the template reads a variable of this name anywhere: a global it
+  // never names cannot change its output (what vLLM filters
+  // chat_template_kwargs by).
+  bool ReadsName(std::string_view name) const;
+
   // Renders with `globals` as the template's variables (besides range,
   // namespace and dict). INVALID_ARGUMENT where jinja2 would raise (the
   // template's own raise_exception included, with its message);
