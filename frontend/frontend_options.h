@@ -47,6 +47,10 @@
   X(int, max_stop_strings, 64, base::AtLeast(0), "Most stop strings per request.")                  \
   X(int, max_stop_bytes, 4096, base::AtLeast(0), "Most bytes over all stop strings of a request.")  \
   X(int, max_logprobs, 20, base::AtLeast(0), "Largest logprobs / prompt_logprobs accepted.")        \
+  X(bool, trust_request_chat_template, false, base::AnyValue(),                                     \
+    "Render a chat template sent with a request (chat.chat_template). Off: such requests "          \
+    "get INVALID_ARGUMENT (vLLM's --trust-request-chat-template): a template is a program "         \
+    "the frontend runs on a client's behalf.")                                                      \
   X(int, max_receive_message_bytes, 8 << 20, base::AtLeast(1),                                      \
     "Largest client message accepted; larger ones get RESOURCE_EXHAUSTED.")                         \
   X(int, max_send_message_bytes, 64 << 20, base::AtLeast(1), "Largest message sent to a client.")   \

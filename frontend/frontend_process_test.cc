@@ -219,7 +219,8 @@ TEST(FrontendProcessTest, ChatRequestsCarryVllmsChatFields) {
   FakeEngine engine(*spec);
   ASSERT_NO_FATAL_FAILURE(StartScriptedEngine(&engine, 0));
   rill::tests::util::Subprocess frontend;
-  const int port = StartFrontend(engine, "fe_chat", {}, &frontend);
+  const int port =
+      StartFrontend(engine, "fe_chat", {"--trust_request_chat_template"}, &frontend);
   ASSERT_GT(port, 0);
   auto stub = rill::v1::Inference::NewStub(
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
@@ -349,6 +350,47 @@ TEST(FrontendProcessTest, ChatRequestsCarryVllmsChatFields) {
 
   frontend.SignalGroup(SIGTERM);
   absl::StatusOr<int> code = frontend.Wait(absl::Seconds(30));
+  ASSERT_TRUE(code.ok()) << code.status();
+
+  // Without --trust_request_chat_template a request's own template is refused
+  // (on Generate and Tokenize); the model's template still renders.
+  rill::tests::util::Subprocess untrusting;
+  const int port2 = StartFrontend(engine, "fe_chat_untrusted", {}, &untrusting);
+  ASSERT_GT(port2, 0);
+  auto stub2 = rill::v1::Inference::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port2), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx2;
+  ctx2.set_wait_for_ready(true);
+  ctx2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto stream2 = stub2->Generate(&ctx2);
+  rill::v1::GenerateRequest own = reqs[3];
+  ASSERT_EQ(own.start().request_id(), "own");
+  ASSERT_TRUE(stream2->Write(own));
+  ASSERT_TRUE(stream2->Write(reqs[0]));
+  stream2->WritesDone();
+  std::map<std::string, std::vector<rill::v1::GenerateResponse>> got2;
+  size_t finished2 = 0;
+  while (finished2 < 2 && stream2->Read(&resp)) {
+    got2[resp.request_id()].push_back(resp);
+    if (resp.finished()) ++finished2;
+  }
+  EXPECT_TRUE(stream2->Finish().ok());
+  ASSERT_EQ(got2["own"].size(), 1u);
+  EXPECT_EQ(got2["own"][0].status().code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(got2["own"][0].status().message().find("--trust_request_chat_template"),
+            std::string::npos)
+      << got2["own"][0].status().message();
+  ASSERT_FALSE(got2["tools"].empty());
+  EXPECT_EQ(got2["tools"].back().status().code(), 0) << got2["tools"].back().status().message();
+  EXPECT_EQ(got2["tools"].front().prompt(), kQwen3ToolConversation);
+  grpc::ClientContext tctx2;
+  rill::v1::TokenizeRequest t2;
+  *t2.mutable_chat() = own.start().chat();
+  s = stub2->Tokenize(&tctx2, t2, &tr);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("chat.chat_template"), std::string::npos) << s.error_message();
+  untrusting.SignalGroup(SIGTERM);
+  code = untrusting.Wait(absl::Seconds(30));
   ASSERT_TRUE(code.ok()) << code.status();
 }
 

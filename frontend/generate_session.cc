@@ -23,9 +23,9 @@ namespace rill::frontend {
 
 using rill::v1::GenerateResponse;
 
-absl::Status BuildPrompt(const tokenizer::Tokenizer& tok,
-                         const rill::v1::StartRequest& start,
-                         std::vector<int32_t>* ids, std::string* text) {
+absl::Status BuildPrompt(const tokenizer::Tokenizer& tok, const rill::v1::StartRequest& start,
+                         const RequestLimits& limits, std::vector<int32_t>* ids,
+                         std::string* text) {
   tokenizer::PromptInput in;
   switch (start.prompt_case()) {
     case rill::v1::StartRequest::kText:
@@ -37,6 +37,11 @@ absl::Status BuildPrompt(const tokenizer::Tokenizer& tok,
       in.token_ids.assign(start.token_ids().ids().begin(), start.token_ids().ids().end());
       break;
     case rill::v1::StartRequest::kChat: {
+      if (!start.chat().chat_template().empty() && !limits.trust_request_chat_template) {
+        return absl::InvalidArgumentError(
+            "chat.chat_template: this server does not render request templates "
+            "(--trust_request_chat_template is off)");
+      }
       absl::StatusOr<tokenizer::PromptInput> chat = ChatPromptInput(start.chat());
       if (!chat.ok()) return chat.status();
       in = std::move(*chat);
@@ -299,7 +304,7 @@ void GenerateSession::HandleStart(const rill::v1::StartRequest& start) {
   }
   if (s.ok()) {
     const absl::Time tokenize_start = absl::Now();
-    s = BuildPrompt(engine_->tokenizer(), start, &ids, &text);
+    s = BuildPrompt(engine_->tokenizer(), start, options_.limits, &ids, &text);
     if (options_.metrics != nullptr) {
       options_.metrics->ObserveTokenization(absl::Now() - tokenize_start);
     }

@@ -26,10 +26,11 @@ namespace rill::frontend {
 using RawGenerateStream =
     grpc::ServerReaderWriter<rill::v1::GenerateResponse, grpc::ByteBuffer>;
 
-// Builds the prompt token ids (and rendered text) of a start request.
-absl::Status BuildPrompt(const tokenizer::Tokenizer& tok,
-                         const rill::v1::StartRequest& start,
-                         std::vector<int32_t>* ids, std::string* text);
+// Builds the prompt token ids (and rendered text) of a start request; a
+// request's own chat template only when `limits` trust it.
+absl::Status BuildPrompt(const tokenizer::Tokenizer& tok, const rill::v1::StartRequest& start,
+                         const RequestLimits& limits, std::vector<int32_t>* ids,
+                         std::string* text);
 
 // The state GetRequestStatus reports for a request whose last response is `final`.
 rill::v1::RequestState FinalState(const rill::v1::GenerateResponse& final);

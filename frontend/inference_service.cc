@@ -210,7 +210,7 @@ grpc::Status InferenceService::Tokenize(grpc::ServerContext* ctx,
   if (req->has_add_special_tokens()) start.set_add_special_tokens(req->add_special_tokens());
   std::vector<int32_t> ids;
   std::string text;
-  absl::Status s = BuildPrompt(tok, start, &ids, &text);
+  absl::Status s = BuildPrompt(tok, start, options_.limits, &ids, &text);
   if (!s.ok()) return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
   for (int32_t id : ids) {
     resp->add_token_ids(id);

@@ -43,6 +43,7 @@ absl::StatusOr<FrontendOptions> MakeFrontendOptions(const FrontendArgs& args) {
   opts.session.limits.max_stop_strings = args.max_stop_strings;
   opts.session.limits.max_stop_total_bytes = args.max_stop_bytes;
   opts.session.limits.max_logprobs = args.max_logprobs;
+  opts.session.limits.trust_request_chat_template = args.trust_request_chat_template;
   opts.server_transport.max_receive_bytes = args.max_receive_message_bytes;
   opts.server_transport.max_send_bytes = args.max_send_message_bytes;
   opts.server_transport.reuse_port = args.reuse_port;

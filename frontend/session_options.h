@@ -24,6 +24,9 @@ struct RequestLimits {
   int max_stop_strings = 64;
   int max_stop_total_bytes = 4096;  // Sum of all stop strings' bytes.
   int max_logprobs = 20;            // logprobs and prompt_logprobs.
+  // Whether chat.chat_template (a template sent with the request) is
+  // rendered; off, such requests are refused. A template is a program.
+  bool trust_request_chat_template = false;
 };
 
 // gRPC transport settings, for the client-facing server and for the channel
