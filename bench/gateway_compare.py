@@ -24,6 +24,9 @@ issue's two ratios against their targets:
   * Rill via smg vs llama-server, same client (aiperf): >= 1.5x output tok/s
     at c=16 and c=64.
 Writes bench/out/gateway_compare/compare.json (and each client's own output).
+Its c=1 TTFT check is one p50 per side over prompts of very different
+lengths; bench/gateway_ttft_breakdown.py pairs the two sides request by
+request and splits the difference by layer (frontend, engine, smg).
 
   bash bench/setup_loadgen.sh        # once: bench/.venv-loadgen with aiperf
   .venv/bin/python bench/gateway_compare.py --concurrency 1,16,64 --num-requests 64
