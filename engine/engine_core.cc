@@ -282,7 +282,7 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
   const absl::Time execute_start = absl::Now();
   if (absl::Status s = ExecuteFillingMasks(plan, batch, &fwd); !s.ok()) return s;
   const absl::Time sample_start = absl::Now();
-  last_step_.execute = sample_start - execute_start;
+  last_step_.execute += sample_start - execute_start;  // After the draft model's, if any.
   last_step_.collective = executor_->last_collective_time();
   if (fwd.logits.size() != plan.chunks.size()) {
     return absl::InternalError(absl::StrCat("executor returned ", fwd.logits.size(),

@@ -51,7 +51,8 @@ struct EngineCoreOutput {
 struct StepReport {
   int num_seqs = 0;
   int64_t num_tokens = 0;     // Scheduled tokens (draft tokens included).
-  absl::Duration execute;     // The executor's forward.
+  absl::Duration execute;     // The executor's forward (and the draft model's, if any).
+  absl::Duration draft;       // Of execute: the draft model's forwards.
   absl::Duration sample;      // Logits processing + sampling.
   absl::Duration collective;  // Of execute: tensor-parallel collectives (slowest rank).
 };
@@ -155,9 +156,13 @@ class EngineCore {
   void ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget);
   // The draft model's tokens for wants[w] (plan chunk chunks[w]) into
   // drafts_, with target KV blocks for them; none this step if it fails.
+  // Each returned draft takes its tokens from `budget` in plan order (cut
+  // to what is left), so a draft that comes back short or finds no blocks
+  // leaves its share to the drafts after it. The draft forwards' time goes
+  // into last_step_.execute.
   void ProposeFromDraftModel(const SchedulerOutput& plan,
                              const std::vector<spec_decode::DraftModelProposer::Want>& wants,
-                             const std::vector<size_t>& chunks);
+                             const std::vector<size_t>& chunks, DraftBudget* budget);
   // Samples the rows of a chunk that verifies `draft` (row j predicts the
   // token after draft[j - 1]; a constrained row is masked with the grammar
   // bitmask after draft[0, j)) until a sample differs from the draft: the

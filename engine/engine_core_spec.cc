@@ -67,10 +67,12 @@ void EngineCore::ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget)
         std::min<int64_t>(r->params.max_tokens - outputs, max_len - r->num_tokens()) - 1;
     const int64_t k = budget->Limit(c, std::min<int64_t>({r->draft_length, max_k, room}));
     if (k <= 0) continue;
-    if (use_draft_model) {  // One batch of draft forwards for all of them, below.
+    if (use_draft_model) {
+      // One batch of draft forwards for all of them, below. Nothing is
+      // taken yet: each asks for what is left now, and the drafts that come
+      // back take their tokens in plan order.
       wants.push_back({r->seq_no, r->AllTokens(), static_cast<int>(k)});
       want_chunks.push_back(i);
-      budget->Take(c, k);  // Reserved now; a draft cut short leaves the rest unused.
       continue;
     }
     std::vector<int32_t> draft = spec_decode::ProposeNgramDraft(
@@ -84,15 +86,18 @@ void EngineCore::ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget)
     budget->Take(c, static_cast<int64_t>(draft.size()));
     drafts_[i] = std::move(draft);
   }
-  if (!wants.empty()) ProposeFromDraftModel(plan, wants, want_chunks);
+  if (!wants.empty()) ProposeFromDraftModel(plan, wants, want_chunks, budget);
 }
 
 void EngineCore::ProposeFromDraftModel(
     const SchedulerOutput& plan, const std::vector<spec_decode::DraftModelProposer::Want>& wants,
-    const std::vector<size_t>& chunks) {
+    const std::vector<size_t>& chunks, DraftBudget* budget) {
   // The draft's catch-up forward takes at most a step's token budget.
+  const absl::Time start = absl::Now();
   absl::StatusOr<std::vector<std::vector<int32_t>>> drafts =
       draft_->Propose(wants, scheduler_.config().max_num_batched_tokens);
+  last_step_.draft = absl::Now() - start;
+  last_step_.execute += last_step_.draft;  // Part of the step's model time (the SLO's view).
   if (!drafts.ok()) {
     // The target's step goes on without drafts: its outputs do not depend on them.
     LOG_EVERY_N(ERROR, 100) << "draft model failed, no drafts this step: " << drafts.status();
@@ -104,10 +109,12 @@ void EngineCore::ProposeFromDraftModel(
     if (c.request->matcher != nullptr) {
       draft.resize(GrammarAcceptedPrefix(c.request, draft));
     }
+    draft.resize(static_cast<size_t>(budget->Limit(c, static_cast<int64_t>(draft.size()))));
     if (draft.empty() ||
         !blocks_.Allocate(c.request->seq_no, c.start_pos + 1 + static_cast<int64_t>(draft.size()))) {
       continue;
     }
+    budget->Take(c, static_cast<int64_t>(draft.size()));
     drafts_[chunks[w]] = std::move(draft);
   }
 }

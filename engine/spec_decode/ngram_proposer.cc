@@ -6,6 +6,10 @@ namespace rill::engine::spec_decode {
 
 std::vector<int32_t> ProposeNgramDraft(absl::Span<const int32_t> tokens, int min_n, int max_n,
                                        int k) {
+  return FindNgramDraft(tokens, min_n, max_n, k).tokens;
+}
+
+NgramDraft FindNgramDraft(absl::Span<const int32_t> tokens, int min_n, int max_n, int k) {
   const int64_t len = static_cast<int64_t>(tokens.size());
   if (k <= 0) return {};
   for (int64_t n = std::min<int64_t>(max_n, len - 1); n >= min_n; --n) {
@@ -27,8 +31,9 @@ std::vector<int32_t> ProposeNgramDraft(absl::Span<const int32_t> tokens, int min
       }
     }
     if (best_len > 0) {
-      return std::vector<int32_t>(tokens.begin() + best_start,
-                                  tokens.begin() + best_start + best_len);
+      return {std::vector<int32_t>(tokens.begin() + best_start,
+                                   tokens.begin() + best_start + best_len),
+              static_cast<int>(n)};
     }
   }
   return {};

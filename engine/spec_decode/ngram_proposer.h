@@ -20,6 +20,14 @@ namespace rill::engine::spec_decode {
 std::vector<int32_t> ProposeNgramDraft(absl::Span<const int32_t> tokens, int min_n, int max_n,
                                        int k);
 
+// The same draft, with the length of the suffix that matched (0 when none):
+// a longer match predicts its continuation more reliably.
+struct NgramDraft {
+  std::vector<int32_t> tokens;
+  int match_n = 0;
+};
+NgramDraft FindNgramDraft(absl::Span<const int32_t> tokens, int min_n, int max_n, int k);
+
 }  // namespace rill::engine::spec_decode
 
 #endif  // RILL_ENGINE_SPEC_DECODE_NGRAM_PROPOSER_H_
