@@ -45,7 +45,7 @@ NgramReplayStats ReplayNgram(const std::vector<int32_t>& prompt,
                              const ReplayVariant& variant) {
   NgramReplayStats s;
   if (outputs.empty()) return s;
-  const int max_k = spec.max_draft_tokens();
+  const int max_k = variant.max_k > 0 ? variant.max_k : spec.max_draft_tokens();
   std::vector<int32_t> tokens = prompt;
   tokens.push_back(outputs[0]);  // Sampled after the prefill.
   size_t done = 1;
@@ -86,8 +86,11 @@ NgramReplayStats ReplayNgram(const std::vector<int32_t>& prompt,
       } else {
         ++s.later_wrong;
       }
-      draft_length = engine::spec_decode::NextDraftLength(draft_length, static_cast<int>(proposed),
-                                                          static_cast<int>(accepted), max_k);
+      draft_length = variant.double_on_full && accepted == proposed
+                         ? std::min(2 * draft_length, max_k)
+                         : engine::spec_decode::NextDraftLength(
+                               draft_length, static_cast<int>(proposed), static_cast<int>(accepted),
+                               max_k);
     }
     const size_t emitted = static_cast<size_t>(accepted) + 1;
     tokens.insert(tokens.end(), outputs.begin() + done, outputs.begin() + done + emitted);
@@ -99,16 +102,16 @@ NgramReplayStats ReplayNgram(const std::vector<int32_t>& prompt,
 }
 
 std::string ReplayHeader() {
-  return absl::StrFormat("%-22s %6s %6s %5s %6s %8s %6s %9s %6s %9s %6s %6s", "prompt", "tokens",
-                         "fwds", "tok/f", "est x", "no match", "drafts", "acc/dr", "whole",
+  return absl::StrFormat("%-24s %6s %6s %5s %6s %6s %8s %6s %9s %6s %9s %6s %6s", "prompt",
+                         "tokens", "fwds", "tok/f", "x@cost", "x@0.1", "no match", "drafts", "acc/dr", "whole",
                          "cut(+tok)", "wrong1", "wrongN");
 }
 
 std::string FormatReplayRow(const std::string& label, const NgramReplayStats& s,
                             double token_cost) {
-  return absl::StrFormat("%-22s %6d %6d %5.2f %6.2f %8d %6d %4d/%-4d %6d %4d(+%d) %6d %6d", label,
-                         s.decode_tokens, s.forwards, s.tokens_per_forward(),
-                         s.SpeedupAt(token_cost), s.no_draft, s.drafts,
+  return absl::StrFormat("%-24s %6d %6d %5.2f %6.2f %6.2f %8d %6d %4d/%-4d %6d %4d(+%d) %6d %6d",
+                         label, s.decode_tokens, s.forwards, s.tokens_per_forward(),
+                         s.SpeedupAt(token_cost), s.SpeedupAt(0.1), s.no_draft, s.drafts,
                          s.accepted, s.drafted, s.all_accepted, s.cut_short, s.cut_short_tokens,
                          s.first_wrong, s.later_wrong);
 }

@@ -50,6 +50,8 @@ struct ReplayVariant {
   // short_match_k tokens.
   int short_match_n = 0;
   int short_match_k = 1;
+  int max_k = 0;                // The longest draft; 0: the config's.
+  bool double_on_full = false;  // A draft accepted whole doubles the next one (else + 1).
 };
 
 // Replays the decode of `outputs` after `prompt` with n-gram drafting as
@@ -59,7 +61,8 @@ NgramReplayStats ReplayNgram(const std::vector<int32_t>& prompt,
                              const engine::spec_decode::SpecDecodeConfig& spec,
                              const ReplayVariant& variant = {});
 
-// One table row: label, the counts above and the speed-up at `token_cost`.
+// One table row: label, the counts above and the speed-ups at `token_cost`
+// and at a tenth of a decode step per verified token.
 std::string FormatReplayRow(const std::string& label, const NgramReplayStats& s,
                             double token_cost);
 std::string ReplayHeader();

@@ -53,6 +53,8 @@ ABSL_FLAG(std::string, plain_dataset, "bench/serve_bench/data/prompts.jsonl",
 ABSL_FLAG(int, plain_prompts, 12, "Prompts taken from --plain_dataset.");
 ABSL_FLAG(bool, builtin_prompts, false, "The five built-in prompts per set instead of the datasets.");
 ABSL_FLAG(bool, replay, false, "Print per prompt where n-gram proposals fail (ngram_replay.h).");
+ABSL_FLAG(bool, replay_only, false,
+          "--replay without the speculating engine's runs (its columns then repeat the plain one's).");
 ABSL_FLAG(double, verify_token_cost, 0.4,
           "--replay's speed-up estimate: the cost of one verified draft token, in batch-1 decode "
           "steps.");
@@ -208,7 +210,8 @@ int Main() {
   const std::vector<Prompt> plain =
       builtin ? WithOutputLen(PlainChat())
               : FromDataset(absl::GetFlag(FLAGS_plain_dataset), absl::GetFlag(FLAGS_plain_prompts));
-  const bool replay = absl::GetFlag(FLAGS_replay) && draft_model.empty();
+  const bool replay_only = absl::GetFlag(FLAGS_replay_only);
+  const bool replay = (absl::GetFlag(FLAGS_replay) || replay_only) && draft_model.empty();
   engine::spec_decode::SpecDecodeConfig spec;
   spec.ngram_k = absl::GetFlag(FLAGS_k);
   spec.ngram_min_n = absl::GetFlag(FLAGS_min_n);
@@ -229,15 +232,22 @@ int Main() {
     bench::NgramReplayStats replay_sum;
     // Variants of the policy tried offline along the same outputs.
     const std::vector<std::pair<std::string, bench::ReplayVariant>> variants = {
-        {"1-gram match: 1 token", {2, 1}}, {"1-gram match: 2 tokens", {2, 2}},
-        {"<3-gram match: 1 token", {3, 1}}, {"1-gram match: none", {2, 0}}};
+        {"1-gram match: 1 token", {2, 1}},
+        {"1-gram match: none", {2, 0}},
+        {"k 8, +1", {0, 1, 8, false}},
+        {"k 8, x2", {0, 1, 8, true}},
+        {"k 16, x2", {0, 1, 16, true}},
+        {"k 16, x2, 1-gram: 1", {2, 1, 16, true}},
+        {"k 16, x2, 1-gram: none", {2, 0, 16, true}},
+        {"k 32, x2, 1-gram: 1", {2, 1, 32, true}}};
     std::vector<bench::NgramReplayStats> variant_sums(variants.size());
     const double token_cost = absl::GetFlag(FLAGS_verify_token_cost);
     for (int rep = 0; rep < absl::GetFlag(FLAGS_repeats); ++rep) {
       for (size_t p = 0; p < prompts.size(); ++p) {
         const Prompt& prompt = prompts[p];
         const Result a = RunOne(off->get(), prompt.text, absl::StrCat("off", ++n), prompt.output_len);
-        const Result b = RunOne(on->get(), prompt.text, absl::StrCat("on", n), prompt.output_len);
+        const Result b =
+            replay_only ? a : RunOne(on->get(), prompt.text, absl::StrCat("on", n), prompt.output_len);
         if (replay && rep == 0) {
           const bench::NgramReplayStats s = bench::ReplayNgram(a.prompt_ids, a.ids, spec);
           replay_sum.Add(s);

@@ -167,16 +167,19 @@ TEST(DraftModelEngineTest, PreemptionAndAbortLeakNoBlocksInEitherCache) {
   }
 }
 
-// A step's draft tokens are taken per returned draft: a long request whose
-// draft never fits the draft cache (3 blocks of 4) does not hold the step's
-// last 4 tokens of budget (6 = two decodes + 4) away from a short one
-// decoding beside it. Reserving them per want gave the short one nothing.
+// A step's draft tokens are taken per returned draft: a long request that
+// the draft model never drafts for (it is past the draft's 24-token context)
+// does not hold the step's last 4 tokens of budget (6 = two decodes + 4)
+// away from a short one decoding beside it. Reserving them per want gave
+// the short one nothing.
 TEST(DraftModelEngineTest, ADraftThatComesBackEmptyLeavesItsBudgetToTheNext) {
   FakeModelExecutor fake(WholeContext(256));
-  fake.AttachDraftModel(std::make_unique<FakeModelExecutor>(WholeContext(3)));
+  FakeModelExecutor::Options short_context = WholeContext(64);
+  short_context.max_model_len = 24;
+  fake.AttachDraftModel(std::make_unique<FakeModelExecutor>(short_context));
   EngineCore core(&fake, Sched(/*budget=*/6), /*enable_prefix_caching=*/false);
   core.SetSpeculation(DraftModelSpec(4));
-  const std::vector<int32_t> long_prompt = Prompt(20, 1, 16);
+  const std::vector<int32_t> long_prompt = Prompt(30, 1, 16);
   const std::vector<int32_t> short_prompt = Prompt(3, 2, 16);
   ASSERT_TRUE(core.AddRequest(MakeRequest("long", long_prompt, Greedy(40))).ok());
   ASSERT_TRUE(core.AddRequest(MakeRequest("short", short_prompt, Greedy(8))).ok());
