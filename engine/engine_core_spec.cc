@@ -75,7 +75,7 @@ void EngineCore::ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget)
       want_chunks.push_back(i);
       continue;
     }
-    std::vector<int32_t> draft = spec_decode::ProposeNgramDraft(
+    std::vector<int32_t> draft = spec_decode::ProposeNgramDraftCapped(
         r->AllTokens(), spec_.ngram_min_n, spec_.ngram_max_n, static_cast<int>(k));
     if (r->matcher != nullptr) draft.resize(GrammarAcceptedPrefix(r, draft));
     if (draft.empty()) continue;

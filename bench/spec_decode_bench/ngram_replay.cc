@@ -57,7 +57,9 @@ NgramReplayStats ReplayNgram(const std::vector<int32_t>& prompt,
     if (k > 0) {
       engine::spec_decode::NgramDraft found =
           engine::spec_decode::FindNgramDraft(tokens, spec.ngram_min_n, spec.ngram_max_n, k);
-      if (found.match_n < variant.short_match_n) {
+      if (variant.short_match_n == 0) {
+        engine::spec_decode::CapWeakMatch(spec.ngram_max_n, &found);  // The engine's policy.
+      } else if (found.match_n < variant.short_match_n) {
         found.tokens.resize(std::min<size_t>(found.tokens.size(), variant.short_match_k));
       }
       draft = std::move(found.tokens);
@@ -86,8 +88,8 @@ NgramReplayStats ReplayNgram(const std::vector<int32_t>& prompt,
       } else {
         ++s.later_wrong;
       }
-      draft_length = variant.double_on_full && accepted == proposed
-                         ? std::min(2 * draft_length, max_k)
+      draft_length = variant.grow_by_one && accepted == proposed
+                         ? std::min(draft_length + 1, max_k)
                          : engine::spec_decode::NextDraftLength(
                                draft_length, static_cast<int>(proposed), static_cast<int>(accepted),
                                max_k);

@@ -43,15 +43,15 @@ struct NgramReplayStats {
   void Add(const NgramReplayStats& o);
 };
 
-// Policy variants tried offline on top of the engine's (for the engine's
+// Policy variants tried offline instead of the engine's (for the engine's
 // own, leave the defaults).
 struct ReplayVariant {
   // A draft from a suffix match shorter than short_match_n tokens is cut to
-  // short_match_k tokens.
+  // short_match_k tokens (0: the engine's CapWeakMatch).
   int short_match_n = 0;
   int short_match_k = 1;
-  int max_k = 0;                // The longest draft; 0: the config's.
-  bool double_on_full = false;  // A draft accepted whole doubles the next one (else + 1).
+  int max_k = 0;             // The longest draft; 0: the config's.
+  bool grow_by_one = false;  // A draft accepted whole grows the next by 1 (the engine: x2).
 };
 
 // Replays the decode of `outputs` after `prompt` with n-gram drafting as
