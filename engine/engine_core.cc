@@ -331,7 +331,9 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
     std::vector<float>& row = fwd.logits[i];
     Request* r = plan.chunks[i].request;
     if (!drafts_[i].empty()) {
-      sampled_[k] = VerifyDraft(r, row.data(), drafts_[i]);
+      sampled_[k] = draft_probs_[i].empty()
+                        ? VerifyDraft(r, row.data(), drafts_[i])
+                        : VerifySampledDraft(r, row.data(), drafts_[i], draft_probs_[i]);
     } else {
       sampled_[k].assign(1, SampleRow(r, row.data() + row.size() - vocab_size_));
     }

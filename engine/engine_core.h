@@ -170,6 +170,19 @@ class EngineCore {
   // threading as SampleRow.
   std::vector<SampledRow> VerifyDraft(Request* r, float* rows,
                                       const std::vector<int32_t>& draft) const;
+  // The same for a draft sampled from the proposal rows `q` (one per draft
+  // token): draft token x at row j is accepted with probability
+  // min(1, p(x) / q(x)), p being the request's own sampling distribution
+  // there; the first rejected one is replaced by a draw from
+  // max(p - q, 0) normalised. Only for requests SampledDraftTemperature
+  // accepts (p is softmax(processed logits / T)).
+  std::vector<SampledRow> VerifySampledDraft(Request* r, float* rows,
+                                             const std::vector<int32_t>& draft,
+                                             const std::vector<float>& q) const;
+  // The temperature at which r's draft-model proposals are sampled: r's own
+  // when it samples from the whole distribution (no top-k / top-p / min-p,
+  // no grammar), else 0 (greedy proposals, exact at any temperature).
+  float SampledDraftTemperature(const Request& r) const;
   // Advances r by the verified tokens (one output), rolls the KV cache (and
   // the grammar matcher) back past the accepted ones and adapts r's draft
   // length. Loop thread.
@@ -191,6 +204,8 @@ class EngineCore {
   std::vector<std::vector<SampledRow>> sampled_;
   // Step scratch: per plan chunk, the draft it verifies (mostly empty).
   std::vector<std::vector<int32_t>> drafts_;
+  // Per plan chunk: the proposal rows of a sampled draft (else empty).
+  std::vector<std::vector<float>> draft_probs_;
   spec_decode::SpecDecodeConfig spec_;
   spec_decode::SpecDecodeStats spec_stats_;
   EngineCoreStats stats_;

@@ -249,5 +249,20 @@ TEST(DraftModelEngineTest, TemperatureOneDistributionMatchesTheModel) {
   ExpectTemperatureOneMatchesMarkov(DraftModelSpec(4), std::make_unique<MarkovExecutor>());
 }
 
+// The same with a draft model that disagrees with the target (another
+// matrix), so rejections and their resampling happen often: sampled
+// proposals (min(1, p/q), then max(p - q, 0) normalised) and greedy ones
+// (min_p = 1e-6 filters nothing here but keeps the proposals greedy).
+// Resampling a rejection from p, or from p - q without clamping at 0,
+// fails the chi-square.
+TEST(DraftModelEngineTest, SampledProposalsFromAnotherModelKeepTheDistribution) {
+  ExpectTemperatureOneMatchesMarkov(DraftModelSpec(4), std::make_unique<MarkovExecutor>(11));
+}
+
+TEST(DraftModelEngineTest, GreedyProposalsFromAnotherModelKeepTheDistribution) {
+  ExpectTemperatureOneMatchesMarkov(DraftModelSpec(4), std::make_unique<MarkovExecutor>(11),
+                                    /*min_p=*/1e-6f);
+}
+
 }  // namespace
 }  // namespace rill::engine
