@@ -282,7 +282,7 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
   const absl::Time execute_start = absl::Now();
   if (absl::Status s = ExecuteFillingMasks(plan, batch, &fwd); !s.ok()) return s;
   const absl::Time sample_start = absl::Now();
-  last_step_.execute = sample_start - execute_start;
+  last_step_.execute += sample_start - execute_start;  // After the draft model's, if any.
   last_step_.collective = executor_->last_collective_time();
   if (fwd.logits.size() != plan.chunks.size()) {
     return absl::InternalError(absl::StrCat("executor returned ", fwd.logits.size(),
@@ -331,7 +331,9 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
     std::vector<float>& row = fwd.logits[i];
     Request* r = plan.chunks[i].request;
     if (!drafts_[i].empty()) {
-      sampled_[k] = VerifyDraft(r, row.data(), drafts_[i]);
+      sampled_[k] = draft_probs_[i].empty()
+                        ? VerifyDraft(r, row.data(), drafts_[i])
+                        : VerifySampledDraft(r, row.data(), drafts_[i], draft_probs_[i]);
     } else {
       sampled_[k].assign(1, SampleRow(r, row.data() + row.size() - vocab_size_));
     }

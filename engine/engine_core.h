@@ -51,7 +51,8 @@ struct EngineCoreOutput {
 struct StepReport {
   int num_seqs = 0;
   int64_t num_tokens = 0;     // Scheduled tokens (draft tokens included).
-  absl::Duration execute;     // The executor's forward.
+  absl::Duration execute;     // The executor's forward (and the draft model's, if any).
+  absl::Duration draft;       // Of execute: the draft model's forwards.
   absl::Duration sample;      // Logits processing + sampling.
   absl::Duration collective;  // Of execute: tensor-parallel collectives (slowest rank).
 };
@@ -155,9 +156,13 @@ class EngineCore {
   void ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget);
   // The draft model's tokens for wants[w] (plan chunk chunks[w]) into
   // drafts_, with target KV blocks for them; none this step if it fails.
+  // Each returned draft takes its tokens from `budget` in plan order (cut
+  // to what is left), so a draft that comes back short or finds no blocks
+  // leaves its share to the drafts after it. The draft forwards' time goes
+  // into last_step_.execute.
   void ProposeFromDraftModel(const SchedulerOutput& plan,
                              const std::vector<spec_decode::DraftModelProposer::Want>& wants,
-                             const std::vector<size_t>& chunks);
+                             const std::vector<size_t>& chunks, DraftBudget* budget);
   // Samples the rows of a chunk that verifies `draft` (row j predicts the
   // token after draft[j - 1]; a constrained row is masked with the grammar
   // bitmask after draft[0, j)) until a sample differs from the draft: the
@@ -165,6 +170,19 @@ class EngineCore {
   // threading as SampleRow.
   std::vector<SampledRow> VerifyDraft(Request* r, float* rows,
                                       const std::vector<int32_t>& draft) const;
+  // The same for a draft sampled from the proposal rows `q` (one per draft
+  // token): draft token x at row j is accepted with probability
+  // min(1, p(x) / q(x)), p being the request's own sampling distribution
+  // there; the first rejected one is replaced by a draw from
+  // max(p - q, 0) normalised. Only for requests SampledDraftTemperature
+  // accepts (p is softmax(processed logits / T)).
+  std::vector<SampledRow> VerifySampledDraft(Request* r, float* rows,
+                                             const std::vector<int32_t>& draft,
+                                             const std::vector<float>& q) const;
+  // The temperature at which r's draft-model proposals are sampled: r's own
+  // when it samples from the whole distribution (no top-k / top-p / min-p,
+  // no grammar), else 0 (greedy proposals, exact at any temperature).
+  float SampledDraftTemperature(const Request& r) const;
   // Advances r by the verified tokens (one output), rolls the KV cache (and
   // the grammar matcher) back past the accepted ones and adapts r's draft
   // length. Loop thread.
@@ -186,6 +204,8 @@ class EngineCore {
   std::vector<std::vector<SampledRow>> sampled_;
   // Step scratch: per plan chunk, the draft it verifies (mostly empty).
   std::vector<std::vector<int32_t>> drafts_;
+  // Per plan chunk: the proposal rows of a sampled draft (else empty).
+  std::vector<std::vector<float>> draft_probs_;
   spec_decode::SpecDecodeConfig spec_;
   spec_decode::SpecDecodeStats spec_stats_;
   EngineCoreStats stats_;

@@ -18,13 +18,20 @@
 // are filled (one per position, during the forward), and the tokens after a
 // rejection are rolled back; a draft token the grammar rejects could never
 // be sampled, so the draft ends before it.
-// Draft-model drafts (draft_model_proposer.h) are greedy, so one-hot too.
+// Draft-model drafts (draft_model_proposer.h) are greedy, so one-hot too,
+// except for requests that sample from the whole distribution: their draft
+// tokens are sampled from the draft's q = softmax(logits / T) and verified
+// with the general rule (VerifySampledDraft), which accepts more of them
+// than a one-hot q does when the draft is uncertain. That keeps the output
+// distribution, but not seeded outputs draw for draw.
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include <glog/logging.h>
 
 #include "engine/engine_core.h"
+#include "engine/logits_processor.h"
 #include "engine/spec_decode/draft_length.h"
 #include "engine/spec_decode/ngram_proposer.h"
 #include "engine/structured_output/constraint_matcher.h"
@@ -39,11 +46,23 @@ size_t GrammarAcceptedPrefix(Request* r, const std::vector<int32_t>& draft) {
   return static_cast<size_t>(r->matcher->AcceptablePrefix(draft));
 }
 
+// The seed of r's draft generator (sampled proposals): r's seed and its
+// sequence number, mixed (SplitMix64's finaliser) so that requests with
+// nearby seeds get unrelated streams; a plain XOR made some of them equal.
+uint64_t DraftSeed(const Request& r) {
+  uint64_t z = r.params.seed + 0x9E3779B97F4A7C15ULL * (static_cast<uint64_t>(r.seq_no) + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
 }  // namespace
 
 void EngineCore::ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget) {
   drafts_.resize(plan.chunks.size());
   for (std::vector<int32_t>& d : drafts_) d.clear();
+  draft_probs_.resize(plan.chunks.size());
+  for (std::vector<float>& q : draft_probs_) q.clear();
   if (!spec_.enabled() || scheduler_.num_running() >= spec_.disable_batch_size) return;
   const bool use_draft_model = spec_.num_draft_tokens > 0;
   if (use_draft_model && draft_ == nullptr) return;
@@ -67,13 +86,16 @@ void EngineCore::ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget)
         std::min<int64_t>(r->params.max_tokens - outputs, max_len - r->num_tokens()) - 1;
     const int64_t k = budget->Limit(c, std::min<int64_t>({r->draft_length, max_k, room}));
     if (k <= 0) continue;
-    if (use_draft_model) {  // One batch of draft forwards for all of them, below.
-      wants.push_back({r->seq_no, r->AllTokens(), static_cast<int>(k)});
+    if (use_draft_model) {
+      // One batch of draft forwards for all of them, below. Nothing is
+      // taken yet: each asks for what is left now, and the drafts that come
+      // back take their tokens in plan order.
+      wants.push_back({r->seq_no, r->AllTokens(), static_cast<int>(k),
+                       SampledDraftTemperature(*r), DraftSeed(*r)});
       want_chunks.push_back(i);
-      budget->Take(c, k);  // Reserved now; a draft cut short leaves the rest unused.
       continue;
     }
-    std::vector<int32_t> draft = spec_decode::ProposeNgramDraft(
+    std::vector<int32_t> draft = spec_decode::ProposeNgramDraftCapped(
         r->AllTokens(), spec_.ngram_min_n, spec_.ngram_max_n, static_cast<int>(k));
     if (r->matcher != nullptr) draft.resize(GrammarAcceptedPrefix(r, draft));
     if (draft.empty()) continue;
@@ -84,15 +106,19 @@ void EngineCore::ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget)
     budget->Take(c, static_cast<int64_t>(draft.size()));
     drafts_[i] = std::move(draft);
   }
-  if (!wants.empty()) ProposeFromDraftModel(plan, wants, want_chunks);
+  if (!wants.empty()) ProposeFromDraftModel(plan, wants, want_chunks, budget);
 }
 
 void EngineCore::ProposeFromDraftModel(
     const SchedulerOutput& plan, const std::vector<spec_decode::DraftModelProposer::Want>& wants,
-    const std::vector<size_t>& chunks) {
+    const std::vector<size_t>& chunks, DraftBudget* budget) {
   // The draft's catch-up forward takes at most a step's token budget.
+  const absl::Time start = absl::Now();
+  std::vector<std::vector<float>> probs;
   absl::StatusOr<std::vector<std::vector<int32_t>>> drafts =
-      draft_->Propose(wants, scheduler_.config().max_num_batched_tokens);
+      draft_->Propose(wants, scheduler_.config().max_num_batched_tokens, &probs);
+  last_step_.draft = absl::Now() - start;
+  last_step_.execute += last_step_.draft;  // Part of the step's model time (the SLO's view).
   if (!drafts.ok()) {
     // The target's step goes on without drafts: its outputs do not depend on them.
     LOG_EVERY_N(ERROR, 100) << "draft model failed, no drafts this step: " << drafts.status();
@@ -104,11 +130,14 @@ void EngineCore::ProposeFromDraftModel(
     if (c.request->matcher != nullptr) {
       draft.resize(GrammarAcceptedPrefix(c.request, draft));
     }
+    draft.resize(static_cast<size_t>(budget->Limit(c, static_cast<int64_t>(draft.size()))));
     if (draft.empty() ||
         !blocks_.Allocate(c.request->seq_no, c.start_pos + 1 + static_cast<int64_t>(draft.size()))) {
       continue;
     }
+    budget->Take(c, static_cast<int64_t>(draft.size()));
     drafts_[chunks[w]] = std::move(draft);
+    draft_probs_[chunks[w]] = std::move(probs[w]);  // Rows past a cut draft go unread.
   }
 }
 
@@ -121,6 +150,56 @@ std::vector<EngineCore::SampledRow> EngineCore::VerifyDraft(
     if (j == draft.size() || out.back().token != draft[j]) break;
     // The next position's penalties and min_tokens count this token.
     r->output_token_ids.push_back(draft[j]);
+  }
+  r->output_token_ids.resize(outputs_before);  // Advance appends them for real.
+  return out;
+}
+
+float EngineCore::SampledDraftTemperature(const Request& r) const {
+  const SamplingParams& p = r.params;
+  const bool whole_distribution = (p.top_k <= 0 || p.top_k >= vocab_size_) && p.top_p >= 1.0f &&
+                                  p.min_p <= 0.0f && r.matcher == nullptr;
+  return whole_distribution && p.temperature > 0.0f ? p.temperature : 0.0f;
+}
+
+std::vector<EngineCore::SampledRow> EngineCore::VerifySampledDraft(
+    Request* r, float* rows, const std::vector<int32_t>& draft, const std::vector<float>& q) const {
+  CHECK_GE(q.size(), draft.size() * static_cast<size_t>(vocab_size_));
+  std::vector<SampledRow> out;
+  const size_t outputs_before = r->output_token_ids.size();
+  const float inv_t = 1.0f / r->params.temperature;
+  std::vector<float> weights(vocab_size_);
+  bool all_accepted = true;
+  for (size_t j = 0; j < draft.size() && all_accepted; ++j) {
+    float* row = rows + j * vocab_size_;
+    // The request's distribution here: its processed logits (penalties see
+    // the draft tokens accepted before), softmax at its temperature.
+    ProcessLogits(*r, eos_ids_, row, vocab_size_);
+    const float m = *std::max_element(row, row + vocab_size_);
+    double z = 0.0;
+    for (int64_t t = 0; t < vocab_size_; ++t) z += (weights[t] = std::exp((row[t] - m) * inv_t));
+    const float* qj = q.data() + j * vocab_size_;
+    const int32_t x = draft[j];
+    const double p_x = weights[x] / z;
+    int32_t token = x;
+    if (r->sampler.Uniform() * qj[x] >= p_x) {  // Rejected: P = 1 - min(1, p(x) / q(x)).
+      double total = 0.0;
+      for (int64_t t = 0; t < vocab_size_; ++t) {
+        total += (weights[t] = std::max(static_cast<float>(weights[t] / z) - qj[t], 0.0f));
+      }
+      const int64_t at = r->sampler.DrawWeighted(weights.data(), vocab_size_, total);
+      token = at >= 0 ? static_cast<int32_t>(at) : x;
+    }
+    const float log_z = worker::LogSumExp(row, vocab_size_);
+    SampledRow s{token, row[token] - log_z, {}};
+    if (r->params.logprobs > 0) s.top = TopKLogprobs(row, vocab_size_, r->params.logprobs, log_z);
+    out.push_back(std::move(s));
+    all_accepted = token == x;
+    r->output_token_ids.push_back(token);  // The next position's penalties count it.
+  }
+  if (all_accepted) {
+    // Every draft token accepted: the bonus token from the last row.
+    out.push_back(SampleRow(r, rows + draft.size() * vocab_size_, static_cast<int>(draft.size())));
   }
   r->output_token_ids.resize(outputs_before);  // Advance appends them for real.
   return out;

@@ -36,6 +36,13 @@ class Sampler {
 
   SampledToken Sample(const float* logits, int64_t vocab_size);
 
+  // Draws from this request's generator for verifying sampled drafts
+  // (speculative decoding's accept test and residual draw): a uniform
+  // number in [0, 1), and an index over the weights p[0, n) summing to
+  // total (-1 when all are 0).
+  double Uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+  int64_t DrawWeighted(const float* p, int64_t n, double total) { return Draw(p, n, total); }
+
  private:
   // Writes to the thread's scratch order the nucleus holding top_p of the
   // kept tokens' mass (the n_kept tokens of its probs at or above floor,

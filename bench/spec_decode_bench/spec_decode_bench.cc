@@ -2,16 +2,23 @@
 // prompt-lookup drafts, or a draft model with --speculative_model), in
 // process over the real model. Two prompt sets: input-grounded
 // (repeat-with-changes, code edits, copying lists: the answer copies from
-// the prompt) and plain chat. Each prompt runs alone, greedy, once per
+// the prompt; bench/serve_bench/data/input_grounded.jsonl) and plain chat
+// (the first --plain_prompts of bench/serve_bench/data/prompts.jsonl), or
+// with --builtin_prompts five short prompts of each kind. Each prompt runs alone, greedy, once per
 // engine, the two engines alternating per prompt so drift on a noisy
 // machine hits both. Decode tokens/s = (tokens - 1) / (last token - first
 // token), summed over a set's prompts. Also checks that both engines gave
 // the same tokens (greedy is lossless), and counts the forward passes each
 // engine ran (the saving that does not depend on the machine's load).
+// --replay prints, per prompt, what n-gram drafting does along the plain
+// engine's output (ngram_replay.h): where its proposals fail.
+// Run from the repository root (the datasets' paths are relative to it).
 // Usage: bazel run //bench/spec_decode_bench:spec_decode_bench -- --k=4
 //        bazel run //bench/spec_decode_bench:spec_decode_bench -- \
 //            --speculative_model=<draft .gguf or name> --k=4
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,7 +28,10 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "base/json.h"
+#include "bench/spec_decode_bench/ngram_replay.h"
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 
@@ -34,11 +44,56 @@ ABSL_FLAG(std::string, speculative_model, "",
           "Draft model (name or path) of the speculating engine instead of n-gram drafts.");
 ABSL_FLAG(int, max_n, 3, "--speculative_ngram_max_n.");
 ABSL_FLAG(int, min_n, 1, "--speculative_ngram_min_n.");
-ABSL_FLAG(int, output_len, 128, "Generated tokens per prompt.");
+ABSL_FLAG(int, output_len, 0,
+          "Generated tokens per prompt (0: the dataset's output_len, 128 for the built-in prompts).");
+ABSL_FLAG(std::string, input_grounded_dataset, "bench/serve_bench/data/input_grounded.jsonl",
+          "JSONL of input-grounded prompts.");
+ABSL_FLAG(std::string, plain_dataset, "bench/serve_bench/data/prompts.jsonl",
+          "JSONL of plain chat prompts.");
+ABSL_FLAG(int, plain_prompts, 12, "Prompts taken from --plain_dataset.");
+ABSL_FLAG(bool, builtin_prompts, false, "The five built-in prompts per set instead of the datasets.");
+ABSL_FLAG(bool, replay, false, "Print per prompt where n-gram proposals fail (ngram_replay.h).");
+ABSL_FLAG(bool, replay_only, false,
+          "--replay without the speculating engine's runs (its columns then repeat the plain one's).");
+ABSL_FLAG(double, verify_token_cost, 0.4,
+          "--replay's speed-up estimate: the cost of one verified draft token, in batch-1 decode "
+          "steps.");
 ABSL_FLAG(int, repeats, 1, "Runs of each prompt per engine.");
 
 namespace rill::engine {
 namespace {
+
+struct Prompt {
+  std::string text;
+  int output_len = 128;
+};
+
+std::vector<Prompt> WithOutputLen(const std::vector<std::string>& texts) {
+  std::vector<Prompt> out;
+  for (const std::string& t : texts) out.push_back({t});
+  return out;
+}
+
+// The first `limit` prompts of a serve_bench JSONL dataset ({"prompt": ...,
+// "output_len": N} per line; output_len 128 when absent).
+std::vector<Prompt> FromDataset(const std::string& path, int limit) {
+  std::ifstream in(path);
+  CHECK(in) << "cannot open " << path << " (run from the repository root)";
+  std::vector<Prompt> out;
+  for (std::string line; static_cast<int>(out.size()) < limit && std::getline(in, line);) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    absl::StatusOr<base::json::JsonValue> doc = base::json::ParseJson(line);
+    CHECK(doc.ok()) << path << ": " << doc.status();
+    const base::json::JsonValue* text = doc->Find("prompt");
+    CHECK(text != nullptr && text->is_string()) << path << ": a line without a text \"prompt\"";
+    Prompt& p = out.emplace_back();
+    p.text = text->string_value();
+    if (const base::json::JsonValue* n = doc->Find("output_len"); n != nullptr && n->AsInt64()) {
+      p.output_len = static_cast<int>(*n->AsInt64());
+    }
+  }
+  return out;
+}
 
 std::vector<std::string> InputGrounded() {
   return {
@@ -76,13 +131,15 @@ std::vector<std::string> PlainChat() {
 struct Result {
   int64_t tokens = 0;
   absl::Duration decode;
+  std::vector<int32_t> prompt_ids;
   std::vector<int32_t> ids;
 };
 
-Result RunOne(AsyncLLMEngine* engine, const std::string& prompt, const std::string& id) {
+Result RunOne(AsyncLLMEngine* engine, const std::string& prompt, const std::string& id,
+              int output_len) {
   SamplingParams p;
   p.temperature = 0.0f;
-  p.max_tokens = absl::GetFlag(FLAGS_output_len);
+  p.max_tokens = absl::GetFlag(FLAGS_output_len) > 0 ? absl::GetFlag(FLAGS_output_len) : output_len;
   p.ignore_eos = true;
   auto stream = engine->Generate(prompt, p, id);
   CHECK(stream.ok()) << stream.status();
@@ -94,6 +151,7 @@ Result RunOne(AsyncLLMEngine* engine, const std::string& prompt, const std::stri
   }
   CHECK(last.finished && !last.outputs.empty()) << id;
   Result r;
+  r.prompt_ids = last.prompt_token_ids;
   r.ids = last.outputs[0].token_ids;
   r.tokens = static_cast<int64_t>(r.ids.size()) - 1;
   r.decode = last.metrics.last_token_time - last.metrics.first_token_time;
@@ -108,11 +166,25 @@ double CounterValue(const std::string& exposition, const std::string& name) {
   return std::stod(exposition.substr(space + 1, end - space - 1));
 }
 
+// Mean step time between two expositions of one engine: the whole step,
+// the model's forward, sampling, and the rest (scheduling, drafting,
+// rollback, outputs): the speculative path's own overhead is in the rest.
+std::string StepBreakdown(const std::string& before, const std::string& after) {
+  auto delta = [&](const std::string& name) { return CounterValue(after, name) - CounterValue(before, name); };
+  const double steps = delta("rill:engine_step_seconds_count");
+  if (steps <= 0) return "no steps";
+  const double step = 1e3 * delta("rill:engine_step_seconds_sum") / steps;
+  const double execute = 1e3 * delta("rill:model_execute_seconds_sum") / steps;
+  const double sample = 1e3 * delta("rill:sampler_seconds_sum") / steps;
+  return absl::StrFormat("step %.3f = forward %.3f + sample %.3f + rest %.3f", step, execute,
+                         sample, step - execute - sample);
+}
+
 int Main() {
   EngineArgs args;
   args.model = absl::GetFlag(FLAGS_model);
   args.threads = absl::GetFlag(FLAGS_threads);
-  args.max_model_len = 1024;
+  args.max_model_len = 2048;
   args.kv_cache_mb = 128;
   args.enable_prefix_caching = false;  // Every run computes its prompt.
   auto off = CreateAsyncLLMEngine(args);
@@ -129,23 +201,59 @@ int Main() {
   auto on = CreateAsyncLLMEngine(args);
   CHECK(on.ok()) << on.status();
   // Warm-up (first-touch of weights and caches).
-  RunOne(off->get(), "Hello", "warm-off");
-  RunOne(on->get(), "Hello", "warm-on");
+  RunOne(off->get(), "Hello", "warm-off", 16);
+  RunOne(on->get(), "Hello", "warm-on", 16);
+  const bool builtin = absl::GetFlag(FLAGS_builtin_prompts);
+  const std::vector<Prompt> grounded =
+      builtin ? WithOutputLen(InputGrounded())
+              : FromDataset(absl::GetFlag(FLAGS_input_grounded_dataset), 1000);
+  const std::vector<Prompt> plain =
+      builtin ? WithOutputLen(PlainChat())
+              : FromDataset(absl::GetFlag(FLAGS_plain_dataset), absl::GetFlag(FLAGS_plain_prompts));
+  const bool replay_only = absl::GetFlag(FLAGS_replay_only);
+  const bool replay = (absl::GetFlag(FLAGS_replay) || replay_only) && draft_model.empty();
+  engine::spec_decode::SpecDecodeConfig spec;
+  spec.ngram_k = absl::GetFlag(FLAGS_k);
+  spec.ngram_min_n = absl::GetFlag(FLAGS_min_n);
+  spec.ngram_max_n = absl::GetFlag(FLAGS_max_n);
 
   std::printf("%-15s %8s %12s %12s %7s %12s %12s %9s\n", "prompt set", "prompts", "off tok/s",
               draft_model.empty() ? "ngram tok/s" : "draft tok/s", "ratio", "accepted", "forwards", "same ids");
   const std::string kSteps = "rill:engine_steps_total";
   int n = 0;
   for (const auto& [name, prompts] :
-       {std::make_pair("input-grounded", InputGrounded()), std::make_pair("plain chat", PlainChat())}) {
+       {std::make_pair("input-grounded", grounded), std::make_pair("plain chat", plain)}) {
     const std::string before = (*on)->Metrics().Exposition();
-    const double off_steps_before = CounterValue((*off)->Metrics().Exposition(), kSteps);
+    const std::string off_before = (*off)->Metrics().Exposition();
+    const double off_steps_before = CounterValue(off_before, kSteps);
     Result sum_off, sum_on;
     bool same = true;
+    std::vector<std::string> replay_rows;
+    bench::NgramReplayStats replay_sum;
+    // Variants of the policy tried offline along the same outputs.
+    const std::vector<std::pair<std::string, bench::ReplayVariant>> variants = {
+        {"before: 1-gram k, +1", {1, 0, 0, true}},
+        {"1-gram match: none", {2, 0}},
+        {"k 8", {0, 1, 8}},
+        {"k 16", {0, 1, 16}},
+        {"k 16, 1-gram: none", {2, 0, 16}},
+        {"k 16, +1", {0, 1, 16, true}}};
+    std::vector<bench::NgramReplayStats> variant_sums(variants.size());
+    const double token_cost = absl::GetFlag(FLAGS_verify_token_cost);
     for (int rep = 0; rep < absl::GetFlag(FLAGS_repeats); ++rep) {
-      for (const std::string& prompt : prompts) {
-        const Result a = RunOne(off->get(), prompt, absl::StrCat("off", ++n));
-        const Result b = RunOne(on->get(), prompt, absl::StrCat("on", n));
+      for (size_t p = 0; p < prompts.size(); ++p) {
+        const Prompt& prompt = prompts[p];
+        const Result a = RunOne(off->get(), prompt.text, absl::StrCat("off", ++n), prompt.output_len);
+        const Result b =
+            replay_only ? a : RunOne(on->get(), prompt.text, absl::StrCat("on", n), prompt.output_len);
+        if (replay && rep == 0) {
+          const bench::NgramReplayStats s = bench::ReplayNgram(a.prompt_ids, a.ids, spec);
+          replay_sum.Add(s);
+          replay_rows.push_back(bench::FormatReplayRow(absl::StrCat(name, " #", p), s, token_cost));
+          for (size_t v = 0; v < variants.size(); ++v) {
+            variant_sums[v].Add(bench::ReplayNgram(a.prompt_ids, a.ids, spec, variants[v].second));
+          }
+        }
         sum_off.tokens += a.tokens;
         sum_off.decode += a.decode;
         sum_on.tokens += b.tokens;
@@ -169,6 +277,20 @@ int Main() {
     std::printf("%-15s %8zu %12.1f %12.1f %7.2f %5.0f/%-6.0f %5.0f/%-6.0f %9s\n", name,
                 prompts.size(), tps_off, tps_on, tps_on / tps_off, accepted, drafted, on_steps,
                 off_steps, same ? "yes" : "NO");
+    const std::string off_after = (*off)->Metrics().Exposition();
+    std::printf("  per step, ms (prefill steps included): %s\n",
+                StepBreakdown(off_before, off_after).c_str());
+    std::printf("  %-37s %s\n", draft_model.empty() ? "n-gram" : "draft", StepBreakdown(before, after).c_str());
+    if (replay) {
+      std::printf("  n-gram replay along the plain engine's outputs:\n  %s\n",
+                  bench::ReplayHeader().c_str());
+      for (const std::string& row : replay_rows) std::printf("  %s\n", row.c_str());
+      std::printf("  %s\n", bench::FormatReplayRow("all", replay_sum, token_cost).c_str());
+      for (size_t v = 0; v < variants.size(); ++v) {
+        std::printf("  %s\n",
+                    bench::FormatReplayRow(variants[v].first, variant_sums[v], token_cost).c_str());
+      }
+    }
   }
   return 0;
 }

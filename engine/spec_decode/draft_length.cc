@@ -5,7 +5,7 @@
 namespace rill::engine::spec_decode {
 
 int NextDraftLength(int current, int proposed, int accepted, int max_k) {
-  const int next = accepted >= proposed ? current + 1 : accepted + 1;
+  const int next = accepted >= proposed ? 2 * current : accepted + 1;
   return std::clamp(next, 1, std::max(max_k, 1));
 }
 

@@ -167,6 +167,67 @@ TEST(DraftModelEngineTest, PreemptionAndAbortLeakNoBlocksInEitherCache) {
   }
 }
 
+// A step's draft tokens are taken per returned draft: a long request that
+// the draft model never drafts for (it is past the draft's 24-token context)
+// does not hold the step's last 4 tokens of budget (6 = two decodes + 4)
+// away from a short one decoding beside it. Reserving them per want gave
+// the short one nothing.
+TEST(DraftModelEngineTest, ADraftThatComesBackEmptyLeavesItsBudgetToTheNext) {
+  FakeModelExecutor fake(WholeContext(256));
+  FakeModelExecutor::Options short_context = WholeContext(64);
+  short_context.max_model_len = 24;
+  fake.AttachDraftModel(std::make_unique<FakeModelExecutor>(short_context));
+  EngineCore core(&fake, Sched(/*budget=*/6), /*enable_prefix_caching=*/false);
+  core.SetSpeculation(DraftModelSpec(4));
+  const std::vector<int32_t> long_prompt = Prompt(30, 1, 16);
+  const std::vector<int32_t> short_prompt = Prompt(3, 2, 16);
+  ASSERT_TRUE(core.AddRequest(MakeRequest("long", long_prompt, Greedy(40))).ok());
+  ASSERT_TRUE(core.AddRequest(MakeRequest("short", short_prompt, Greedy(8))).ok());
+  Driver run;
+  for (int i = 0; i < 100 && (run.tokens["long"].empty() || run.tokens["short"].empty()); ++i) {
+    run.Step(&core);
+  }
+  ASSERT_FALSE(run.tokens["short"].empty());
+  const int64_t drafts_before = core.spec_stats().num_drafts;
+  // Both decode now; the short one finishes long before the long one.
+  for (int i = 0; i < 100 && run.state.count("short") == 0; ++i) run.Step(&core);
+  EXPECT_EQ(run.state.count("long"), 0u);
+  EXPECT_GT(core.spec_stats().num_drafts, drafts_before);
+  run.ToCompletion(&core);
+  EXPECT_EQ(run.tokens["long"], fake.Generate(long_prompt, 40));
+  EXPECT_EQ(run.tokens["short"], fake.Generate(short_prompt, 8));
+}
+
+// The draft model's forwards are part of the step's model time
+// (StepReport.execute, what the step-time metrics see): k = 4 draft forwards
+// of 20 ms each, against a target that takes no time.
+TEST(DraftModelEngineTest, DraftForwardsCountInTheStepsExecuteTime) {
+  FakeModelExecutor fake(WholeContext(64));
+  FakeModelExecutor::Options slow = WholeContext(64);
+  slow.step_delay = absl::Milliseconds(20);
+  fake.AttachDraftModel(std::make_unique<FakeModelExecutor>(slow));
+  EngineCore core(&fake, Sched(), /*enable_prefix_caching=*/false);
+  core.SetSpeculation(DraftModelSpec(4));
+  ASSERT_TRUE(core.AddRequest(MakeRequest("r", Prompt(6, 3, 16), Greedy(20))).ok());
+  Driver run;
+  int drafted_steps = 0;
+  absl::Duration longest = absl::ZeroDuration();
+  for (int i = 0; i < 40 && core.HasUnfinished(); ++i) {
+    const int64_t drafts_before = core.spec_stats().num_drafts;
+    run.Step(&core);
+    if (core.spec_stats().num_drafts == drafts_before) continue;
+    ++drafted_steps;
+    const StepReport& step = core.last_step();
+    EXPECT_GE(step.draft, absl::Milliseconds(20));
+    EXPECT_GE(step.execute, step.draft);
+    longest = std::max(longest, step.execute);
+  }
+  EXPECT_GT(drafted_steps, 0);
+  // A full draft: the first draft forward (catch-up and the first token)
+  // and one per further draft token.
+  EXPECT_GE(longest, absl::Milliseconds(80));
+}
+
 // Seeded sampling with the Markov model as its own (greedy) draft: one draw
 // of the request's generator per emitted token, so identical draw for draw.
 TEST(DraftModelEngineTest, SeededSamplingEqualsNonSpeculative) {
@@ -186,6 +247,21 @@ TEST(DraftModelEngineTest, SeededSamplingEqualsNonSpeculative) {
 // sampling; accepting a draft token more often than p(x) skews it.
 TEST(DraftModelEngineTest, TemperatureOneDistributionMatchesTheModel) {
   ExpectTemperatureOneMatchesMarkov(DraftModelSpec(4), std::make_unique<MarkovExecutor>());
+}
+
+// The same with a draft model that disagrees with the target (another
+// matrix), so rejections and their resampling happen often: sampled
+// proposals (min(1, p/q), then max(p - q, 0) normalised) and greedy ones
+// (min_p = 1e-6 filters nothing here but keeps the proposals greedy).
+// Resampling a rejection from p, or from p - q without clamping at 0,
+// fails the chi-square.
+TEST(DraftModelEngineTest, SampledProposalsFromAnotherModelKeepTheDistribution) {
+  ExpectTemperatureOneMatchesMarkov(DraftModelSpec(4), std::make_unique<MarkovExecutor>(11));
+}
+
+TEST(DraftModelEngineTest, GreedyProposalsFromAnotherModelKeepTheDistribution) {
+  ExpectTemperatureOneMatchesMarkov(DraftModelSpec(4), std::make_unique<MarkovExecutor>(11),
+                                    /*min_p=*/1e-6f);
 }
 
 }  // namespace

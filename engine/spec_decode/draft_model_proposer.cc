@@ -1,6 +1,7 @@
 #include "engine/spec_decode/draft_model_proposer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -17,9 +18,34 @@ int32_t DraftModelProposer::Argmax(const std::vector<float>& logits) const {
   return static_cast<int32_t>(std::max_element(row, row + vocab) - row);
 }
 
+int32_t DraftModelProposer::SampleRow(const std::vector<float>& logits, const Want& want,
+                                      std::vector<float>* q) {
+  const int64_t vocab = draft_->model_config().vocab_size;
+  const float* row = logits.data() + logits.size() - vocab;
+  const float m = *std::max_element(row, row + vocab);
+  const size_t at = q->size();
+  q->resize(at + vocab);
+  float* out = q->data() + at;
+  double total = 0.0;
+  for (int64_t t = 0; t < vocab; ++t) total += (out[t] = std::exp((row[t] - m) / want.temperature));
+  for (int64_t t = 0; t < vocab; ++t) out[t] = static_cast<float>(out[t] / total);
+  auto [rng, fresh] = rngs_.try_emplace(want.seq_id, want.seed);
+  double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng->second);
+  for (int64_t t = 0; t < vocab; ++t) {
+    if ((u -= out[t]) < 0.0 && out[t] > 0.0f) return static_cast<int32_t>(t);
+  }
+  // Rounding left u past the end: the last token with mass.
+  for (int64_t t = vocab - 1; t > 0; --t) {
+    if (out[t] > 0.0f) return static_cast<int32_t>(t);
+  }
+  return 0;
+}
+
 absl::StatusOr<std::vector<std::vector<int32_t>>> DraftModelProposer::Propose(
-    const std::vector<Want>& wants, int64_t max_batch_tokens) {
+    const std::vector<Want>& wants, int64_t max_batch_tokens,
+    std::vector<std::vector<float>>* probs) {
   std::vector<std::vector<int32_t>> drafts(wants.size());
+  if (probs != nullptr) probs->assign(wants.size(), {});
   const int64_t context = draft_->model_config().max_position_embeddings;
   const int64_t vocab = draft_->model_config().vocab_size;
   // The first forward computes what each sequence's draft cache lacks (at
@@ -80,7 +106,9 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> DraftModelProposer::Propose(
         ReleaseAll();
         return absl::InternalError("draft model returned a short logits row");
       }
-      const int32_t token = Argmax(out_.logits[a]);
+      const int32_t token = probs != nullptr && wants[w].temperature > 0.0f
+                                ? SampleRow(out_.logits[a], wants[w], &(*probs)[w])
+                                : Argmax(out_.logits[a]);
       drafts[w].push_back(token);
       if (static_cast<int>(drafts[w].size()) == wants[w].k) continue;
       worker::SequenceChunk& c = next.sequences.emplace_back();
@@ -99,11 +127,13 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> DraftModelProposer::Propose(
 void DraftModelProposer::Release(int64_t seq_id) {
   blocks_.Free(seq_id);
   fed_.erase(seq_id);
+  rngs_.erase(seq_id);
 }
 
 void DraftModelProposer::ReleaseAll() {
   for (const auto& [seq_id, fed] : fed_) blocks_.Free(seq_id);
   fed_.clear();
+  rngs_.clear();
 }
 
 }  // namespace rill::engine::spec_decode

@@ -1,11 +1,16 @@
 #include "engine/spec_decode/ngram_proposer.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace rill::engine::spec_decode {
 
 std::vector<int32_t> ProposeNgramDraft(absl::Span<const int32_t> tokens, int min_n, int max_n,
                                        int k) {
+  return FindNgramDraft(tokens, min_n, max_n, k).tokens;
+}
+
+NgramDraft FindNgramDraft(absl::Span<const int32_t> tokens, int min_n, int max_n, int k) {
   const int64_t len = static_cast<int64_t>(tokens.size());
   if (k <= 0) return {};
   for (int64_t n = std::min<int64_t>(max_n, len - 1); n >= min_n; --n) {
@@ -27,11 +32,23 @@ std::vector<int32_t> ProposeNgramDraft(absl::Span<const int32_t> tokens, int min
       }
     }
     if (best_len > 0) {
-      return std::vector<int32_t>(tokens.begin() + best_start,
-                                  tokens.begin() + best_start + best_len);
+      return {std::vector<int32_t>(tokens.begin() + best_start,
+                                   tokens.begin() + best_start + best_len),
+              static_cast<int>(n)};
     }
   }
   return {};
+}
+
+void CapWeakMatch(int max_n, NgramDraft* draft) {
+  if (draft->match_n == 1 && max_n > 1 && draft->tokens.size() > 1) draft->tokens.resize(1);
+}
+
+std::vector<int32_t> ProposeNgramDraftCapped(absl::Span<const int32_t> tokens, int min_n,
+                                             int max_n, int k) {
+  NgramDraft draft = FindNgramDraft(tokens, min_n, max_n, k);
+  CapWeakMatch(max_n, &draft);
+  return std::move(draft.tokens);
 }
 
 }  // namespace rill::engine::spec_decode

@@ -20,6 +20,24 @@ namespace rill::engine::spec_decode {
 std::vector<int32_t> ProposeNgramDraft(absl::Span<const int32_t> tokens, int min_n, int max_n,
                                        int k);
 
+// The same draft, with the length of the suffix that matched (0 when none):
+// a longer match predicts its continuation more reliably.
+struct NgramDraft {
+  std::vector<int32_t> tokens;
+  int match_n = 0;
+};
+NgramDraft FindNgramDraft(absl::Span<const int32_t> tokens, int min_n, int max_n, int k);
+
+// The draft the engine verifies: FindNgramDraft's, cut to its first token
+// when only the last token recurred (match_n 1) and longer suffixes were
+// looked up (max_n > 1). Along the input-grounded benchmark's outputs most
+// such drafts are rejected at their first token (bench/README.md, issue 33
+// n-gram policy), and each draft token verified costs a fraction of a step.
+std::vector<int32_t> ProposeNgramDraftCapped(absl::Span<const int32_t> tokens, int min_n,
+                                             int max_n, int k);
+// The cut above, applied to a found draft.
+void CapWeakMatch(int max_n, NgramDraft* draft);
+
 }  // namespace rill::engine::spec_decode
 
 #endif  // RILL_ENGINE_SPEC_DECODE_NGRAM_PROPOSER_H_

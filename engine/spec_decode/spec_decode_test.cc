@@ -33,6 +33,18 @@ TEST(NgramProposerTest, PrefersAFullContinuationOverALaterShortOne) {
   EXPECT_EQ(ProposeNgramDraft(tokens, 1, 3, 1), (V{5}));
 }
 
+TEST(NgramProposerTest, ReportsTheLengthOfTheMatchedSuffix) {
+  const NgramDraft three = FindNgramDraft(V{1, 2, 3, 9, 9, 1, 2, 3, 7, 8, 5, 1, 2, 3}, 1, 3, 2);
+  EXPECT_EQ(three.tokens, (V{7, 8}));
+  EXPECT_EQ(three.match_n, 3);
+  const NgramDraft one = FindNgramDraft(V{4, 5, 6, 7, 1, 6}, 1, 3, 3);
+  EXPECT_EQ(one.tokens, (V{7, 1, 6}));
+  EXPECT_EQ(one.match_n, 1);
+  const NgramDraft none = FindNgramDraft(V{1, 2, 3, 4}, 1, 3, 4);
+  EXPECT_TRUE(none.tokens.empty());
+  EXPECT_EQ(none.match_n, 0);
+}
+
 TEST(NgramProposerTest, NothingWithoutRecurrenceOrBudget) {
   EXPECT_TRUE(ProposeNgramDraft(V{1, 2, 3, 4}, 1, 3, 4).empty());
   EXPECT_TRUE(ProposeNgramDraft(V{1, 1, 1}, 1, 3, 0).empty());
@@ -40,8 +52,18 @@ TEST(NgramProposerTest, NothingWithoutRecurrenceOrBudget) {
   EXPECT_TRUE(ProposeNgramDraft(V{7}, 1, 3, 4).empty());
 }
 
+TEST(NgramProposerTest, AOneTokenMatchDraftsOneToken) {
+  const V tokens = {4, 5, 6, 7, 1, 6};  // Only 6 recurred: 7 1 6 is a weak guess.
+  EXPECT_EQ(ProposeNgramDraftCapped(tokens, 1, 3, 3), (V{7}));
+  EXPECT_EQ(ProposeNgramDraftCapped(tokens, 1, 1, 3), (V{7, 1, 6}));  // Nothing longer looked up.
+  const V two = {1, 2, 3, 9, 9, 1, 2};  // (1, 2) recurred.
+  EXPECT_EQ(ProposeNgramDraftCapped(two, 1, 3, 3), (V{3, 9, 9}));
+  EXPECT_TRUE(ProposeNgramDraftCapped(V{1, 2, 3}, 1, 3, 3).empty());
+}
+
 TEST(DraftLengthTest, GrowsOnFullAcceptanceAndShrinksOnRejection) {
-  EXPECT_EQ(NextDraftLength(3, 3, 3, 5), 4);
+  EXPECT_EQ(NextDraftLength(3, 3, 3, 8), 6);
+  EXPECT_EQ(NextDraftLength(3, 3, 3, 5), 5);
   EXPECT_EQ(NextDraftLength(5, 5, 5, 5), 5);
   EXPECT_EQ(NextDraftLength(5, 5, 2, 5), 3);
   EXPECT_EQ(NextDraftLength(5, 5, 0, 5), 1);

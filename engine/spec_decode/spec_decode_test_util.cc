@@ -99,13 +99,13 @@ void Driver::ToCompletion(EngineCore* core) {
   Collect(core->TakePendingOutputs());
 }
 
-MarkovExecutor::MarkovExecutor() {
+MarkovExecutor::MarkovExecutor(uint32_t matrix_seed) {
   config_.architecture = "markov";
   config_.vocab_size = kVocab;
   config_.max_position_embeddings = 512;
   config_.eos_token_id = 0;
   config_.eos_token_ids = {0};
-  std::mt19937 rng(7);
+  std::mt19937 rng(matrix_seed);
   std::uniform_real_distribution<double> u(0.0, 1.0);
   for (int a = 0; a < kVocab; ++a) {
     double sum = 0;
@@ -215,11 +215,12 @@ void ExpectSeededSamplingUnchanged(const SamplingParams& p, const SpecDecodeConf
 }
 
 void ExpectTemperatureOneMatchesMarkov(const SpecDecodeConfig& spec,
-                                       std::unique_ptr<ModelExecutor> draft) {
+                                       std::unique_ptr<ModelExecutor> draft, float min_p) {
   const uint64_t seed = rill::tests::util::StreamSeed(0);
   std::cout << "seed " << seed << "\n";
   SamplingParams p;
   p.temperature = 1.0f;
+  p.min_p = min_p;
   p.max_tokens = 64;
   p.ignore_eos = true;
   int64_t accepted = 0;

@@ -54,7 +54,9 @@ class MarkovExecutor : public ModelExecutor {
  public:
   static constexpr int kVocab = 6;
 
-  MarkovExecutor();
+  // `matrix_seed` draws the transition matrix: another seed, another model
+  // (a draft model that disagrees with the target).
+  explicit MarkovExecutor(uint32_t matrix_seed = 7);
   double P(int a, int b) const { return p_[a][b]; }
 
   absl::Status Execute(const worker::ForwardBatch& batch, worker::ForwardOutput* out) override;
@@ -99,8 +101,11 @@ void ExpectSeededSamplingUnchanged(const SamplingParams& p, const SpecDecodeConf
 // chi-square of the transitions below 67.6 (P = 1e-4 under the model).
 // Accepting drafts too often, or resampling a rejected position from p
 // instead of p without the draft token, skews it far past that.
+// With min_p > 0 (small enough to filter nothing), draft-model proposals
+// stay greedy; without, they are sampled (EngineCore::VerifySampledDraft).
 void ExpectTemperatureOneMatchesMarkov(const SpecDecodeConfig& spec,
-                                       std::unique_ptr<ModelExecutor> draft = nullptr);
+                                       std::unique_ptr<ModelExecutor> draft = nullptr,
+                                       float min_p = 0.0f);
 
 }  // namespace rill::engine::spec_decode::testing
 
