@@ -8,21 +8,16 @@
 // decode(encode(s)) == s for the lossless (BPE) families. Vocabularies Rill
 // does not implement must be refused with an error that names the model or
 // pre-tokenizer and lists the supported ones.
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "base/model_dir.h"
+#include "engine/llama_cpp_vocab_goldens.h"
 #include "engine/tokenizer_loader.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/wordpiece_tokenizer.h"
@@ -31,54 +26,16 @@
 namespace rill::engine {
 namespace {
 
-struct Golden {
-  std::string text;
-  std::vector<int32_t> ids;
-};
+using testing::Golden;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// As llama.cpp's tests/test-tokenizer-0.cpp reads them.
 std::vector<Golden> ReadGoldens(const std::string& gguf) {
-  const std::string inp = ReadFile(gguf + ".inp");
-  const std::string out = ReadFile(gguf + ".out");
-  std::vector<std::string> texts;
-  constexpr std::string_view kSep = "\n__ggml_vocab_test__\n";
-  size_t pos = 0;
-  while (pos < inp.size()) {
-    const size_t next = inp.find(kSep, pos);
-    if (next == std::string::npos) {
-      texts.push_back(inp.substr(pos));
-      break;
-    }
-    texts.push_back(inp.substr(pos, next - pos));
-    pos = next + kSep.size();
-  }
-  std::vector<std::string> lines = absl::StrSplit(out, '\n');
-  if (!lines.empty() && lines.back().empty()) lines.pop_back();
-  EXPECT_EQ(texts.size(), lines.size()) << gguf;
-  std::vector<Golden> goldens;
-  for (size_t i = 0; i < texts.size() && i < lines.size(); ++i) {
-    Golden g{texts[i], {}};
-    for (absl::string_view id : absl::StrSplit(lines[i], ' ', absl::SkipEmpty())) {
-      g.ids.push_back(std::stoi(std::string(id)));
-    }
-    goldens.push_back(std::move(g));
-  }
-  return goldens;
-}
-
-std::string VocabPath(const std::string& name) {
-  return absl::StrCat(base::LlamaVocabPath(), "/ggml-vocab-", name, ".gguf");
+  absl::StatusOr<std::vector<Golden>> goldens = testing::ReadLlamaCppGoldens(gguf);
+  EXPECT_TRUE(goldens.ok()) << goldens.status();
+  return goldens.ok() ? std::move(*goldens) : std::vector<Golden>();
 }
 
 std::unique_ptr<worker::loader::GgufFile> OpenVocab(const std::string& name) {
-  const std::string path = VocabPath(name);
+  const std::string path = testing::LlamaCppVocabPath(name);
   absl::StatusOr<std::unique_ptr<worker::loader::GgufFile>> f =
       worker::loader::GgufFile::Open(path);
   EXPECT_TRUE(f.ok()) << f.status() << " (run tools/setup.sh, which fetches "
@@ -86,11 +43,7 @@ std::unique_ptr<worker::loader::GgufFile> OpenVocab(const std::string& name) {
   return f.ok() ? std::move(*f) : nullptr;
 }
 
-// "deepseek-llm" -> "deepseek_llm" (gtest names are alphanumeric).
-std::string TestName(std::string name) {
-  for (char& c : name) c = absl::ascii_isalnum(c) ? c : '_';
-  return name;
-}
+using testing::GtestName;
 
 std::string Show(const std::vector<int32_t>& ids) { return absl::StrJoin(ids, " "); }
 
@@ -146,7 +99,7 @@ INSTANTIATE_TEST_SUITE_P(
         Claimed{"refact", false}, Claimed{"command-r", true},
         // BPE by merge rank over UTF-8 with byte fallback.
         Claimed{"gemma-4", true}),
-    [](const ::testing::TestParamInfo<Claimed>& info) { return TestName(info.param.name); });
+    [](const ::testing::TestParamInfo<Claimed>& info) { return GtestName(info.param.name); });
 
 // bert-bge (WordPiece; lowercases, so not lossless).
 TEST(WordPieceVocabTest, BertBgeMatchesEveryGoldenLine) {
@@ -204,7 +157,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Refused{"deepseek-llm", "pre-tokenizer 'deepseek-llm'"},
                       Refused{"deepseek-coder", "pre-tokenizer 'deepseek-coder'"},
                       Refused{"nomic-bert-moe", "tokenizer model 't5'"}),
-    [](const ::testing::TestParamInfo<Refused>& info) { return TestName(info.param.name); });
+    [](const ::testing::TestParamInfo<Refused>& info) { return GtestName(info.param.name); });
 
 }  // namespace
 }  // namespace rill::engine

@@ -200,6 +200,22 @@ bool PreTokenizerIgnoresMerges(PreTokenizerType type) {
   return type == PreTokenizerType::kLlama3;
 }
 
+std::string_view PreTokenizerSplitRegex(PreTokenizerType type) {
+  switch (type) {
+    case PreTokenizerType::kLlama3:
+      return "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+             "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    case PreTokenizerType::kQwen2:
+      return "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+             "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    case PreTokenizerType::kQwen35:
+      return "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| "
+             "?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    default:
+      return "";
+  }
+}
+
 std::vector<std::string_view> PreTokenize(PreTokenizerType type,
                                           std::string_view text) {
   std::vector<std::string_view> pieces;

@@ -44,6 +44,12 @@ std::string SupportedPreTokenizerNames();
 // any merge (HF BPE ignore_merges; Llama 3 sets it, and llama.cpp follows).
 bool PreTokenizerIgnoresMerges(PreTokenizerType type);
 
+// The regex of the Hugging Face Split pre-tokenizer (behavior Isolated,
+// before ByteLevel with use_regex=false) that `type` scans, exactly as the
+// models' tokenizer.json files spell it; empty for the types HF writes
+// otherwise (kGpt2, kSmolLm: ByteLevel's own GPT-2 regex; kNone).
+std::string_view PreTokenizerSplitRegex(PreTokenizerType type);
+
 // Splits text into consecutive non-empty pieces (views into text) whose
 // concatenation is text. Invalid UTF-8 bytes are treated as U+FFFD.
 std::vector<std::string_view> PreTokenize(PreTokenizerType type,

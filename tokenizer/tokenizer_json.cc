@@ -6,18 +6,13 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "tokenizer/pre_tokenizer.h"
 
 namespace rill::tokenizer {
 namespace {
 
 using base::json::JsonValue;
 
-constexpr std::string_view kLlama3Re =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-constexpr std::string_view kQwen2Re =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";
 
 std::string_view TypeOf(const JsonValue* v) {
@@ -79,9 +74,9 @@ absl::Status DetectByteLevelPre(const JsonValue& tok, TokenizerSpec* spec) {
       return Unsupported("ByteLevel add_prefix_space=true");
     }
   }
-  if (pre.size() == 1 && TypeOf(pre[0]) == "ByteLevel" &&
-      FlagOr(pre[0], "use_regex", true)) {
-    spec->pre = "gpt2";
+  if (pre.size() == 1 && TypeOf(pre[0]) == "ByteLevel") {
+    // Without its regex ByteLevel maps the whole text as one word.
+    spec->pre = FlagOr(pre[0], "use_regex", true) ? "gpt2" : "none";
     return absl::OkStatus();
   }
   if (pre.size() == 2 && TypeOf(pre[1]) == "ByteLevel") {
@@ -96,13 +91,12 @@ absl::Status DetectByteLevelPre(const JsonValue& tok, TokenizerSpec* spec) {
       const std::string pat = PatternOf(pre[0]);
       if (behavior && behavior->string_value() == "Isolated" &&
           !FlagOr(pre[0], "invert", false)) {
-        if (pat == kLlama3Re) {
-          spec->pre = "llama3";
-          return absl::OkStatus();
-        }
-        if (pat == kQwen2Re) {
-          spec->pre = "qwen2";
-          return absl::OkStatus();
+        // The GGUF names of the Split regexes Rill scans.
+        for (const char* name : {"llama3", "qwen2", "qwen35"}) {
+          if (pat == PreTokenizerSplitRegex(*PreTokenizerFromName(name))) {
+            spec->pre = name;
+            return absl::OkStatus();
+          }
         }
       }
       return Unsupported(absl::StrCat("Split pre-tokenizer regex ", pat));
@@ -112,9 +106,17 @@ absl::Status DetectByteLevelPre(const JsonValue& tok, TokenizerSpec* spec) {
 }
 
 absl::Status DetectSentencePiece(const JsonValue& tok, TokenizerSpec* spec) {
+  spec->model = "llama";
   if (const JsonValue* pre = tok.Find("pre_tokenizer"); pre && !pre->is_null()) {
-    return Unsupported(absl::StrCat("pre_tokenizer '", std::string(TypeOf(pre)),
-                                    "' for a SentencePiece-style model"));
+    // Gemma 4: runs of newlines are words of their own ([^\n]+|\n+).
+    const JsonValue* behavior = pre->Find("behavior");
+    if (TypeOf(pre) == "Split" && PatternOf(pre) == "\n+" && behavior &&
+        behavior->string_value() == "Isolated" && !FlagOr(pre, "invert", false)) {
+      spec->model = "gemma4";
+    } else {
+      return Unsupported(absl::StrCat("pre_tokenizer '", std::string(TypeOf(pre)),
+                                      "' for a SentencePiece-style model"));
+    }
   }
   bool prepend = false, replace = false;
   for (const JsonValue* n : Flatten(tok.Find("normalizer"), "normalizers")) {
@@ -130,7 +132,6 @@ absl::Status DetectSentencePiece(const JsonValue& tok, TokenizerSpec* spec) {
     }
   }
   if (!replace) return Unsupported("SentencePiece model without ' '->'▁'");
-  spec->model = "llama";
   spec->add_space_prefix = prepend;
   return absl::OkStatus();
 }
