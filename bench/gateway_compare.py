@@ -138,7 +138,7 @@ def run_aiperf(args, datasets, url, model, tokenizer, name, concurrency):
     _, dataset = datasets.next_run(f"{name}-aiperf-c{concurrency}")
     artifacts = os.path.join(args.out_dir, "aiperf", f"{name}-c{concurrency}")
     extra = {"ignore_eos": True, "temperature": 0}  # max/min_tokens: per row, from the dataset
-    cmd = [args.aiperf, "profile", "--model", model, "--url", url,
+    cmd = serve_bench.CLIENT_PREFIX + [args.aiperf, "profile", "--model", model, "--url", url,
            "--endpoint-type", "completions", "--streaming",
            "--tokenizer", tokenizer, "--use-server-token-count",
            "--input-file", dataset, "--custom-dataset-type", "single_turn",
@@ -179,6 +179,15 @@ def run_aiperf(args, datasets, url, model, tokenizer, name, concurrency):
             "tokens_per_request": get("output_sequence_length", "avg"),
             **{f"ttft_{p}_ms": get("time_to_first_token", p) for p in PERCENTILES},
             **{f"itl_{p}_ms": get("inter_token_latency", p) for p in PERCENTILES}}
+
+
+def parse_cpu_list(text):
+    """taskset's list form: "1", "0,2", "2-3"."""
+    cpus = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return cpus
 
 
 def ratio(a, b):
@@ -250,6 +259,10 @@ def main():
     ap.add_argument("--bench-serve", default=serve_bench.BENCH, help="rill-bench-serve")
     ap.add_argument("--llama-server", default=serve_bench.LLAMA_SERVER)
     ap.add_argument("--aiperf", default=os.path.join(ROOT, "bench/.venv-loadgen/bin/aiperf"))
+    ap.add_argument("--client-cpus", default="",
+                    help="CPU list (taskset -c form, e.g. 1) for the load generators; the servers "
+                    "get the other CPUs. On a 2-core machine aiperf's timing_manager alone keeps "
+                    "one core busy, so unpinned it measures its own contention with the server")
     ap.add_argument("--aiperf-arg", action="append", default=[],
                     help="extra aiperf profile argument (repeatable), e.g. --aiperf-arg=--workers-max=2")
     ap.add_argument("--proto-dir", default=os.path.join(ROOT, "proto"))
@@ -261,6 +274,14 @@ def main():
     # SIGTERM (e.g. `timeout`) unwinds like Ctrl-C: servers stopped, partial report.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     levels = [int(c) for c in args.concurrency.split(",")]
+    if args.client_cpus:
+        client = set(parse_cpu_list(args.client_cpus))
+        servers = os.sched_getaffinity(0) - client
+        if not client <= os.sched_getaffinity(0) or not servers:
+            raise SystemExit(f"error: --client-cpus={args.client_cpus} must leave the servers a "
+                             f"CPU of {sorted(os.sched_getaffinity(0))}")
+        os.sched_setaffinity(0, servers)  # every server started from here inherits it
+        serve_bench.CLIENT_PREFIX = ["taskset", "-c", args.client_cpus]
     for path, what in ((args.aiperf, "aiperf (run bench/setup_loadgen.sh)"),
                        (args.bench_serve, "rill-bench-serve"), (args.rill, "rill"),
                        (args.llama_server if not args.skip_llama else args.rill, "llama-server")):
@@ -323,7 +344,9 @@ def report(args, levels, rows):
     print(f"\nmodel {os.path.basename(args.model)}, {args.threads} threads per server, "
           f"{args.num_requests} requests per level, "
           f"{args.output_len or 'per-prompt (output_len)'} output tokens (ignore_eos), "
-          f"prompts {os.path.relpath(args.dataset, ROOT)}; ITL: rill-bench-serve "
+          f"prompts {os.path.relpath(args.dataset, ROOT)}; "
+          + (f"clients on CPUs {args.client_cpus}, servers on the others; " if args.client_cpus else "")
+          + "ITL: rill-bench-serve "
           "= every gap between tokens, aiperf = per request (e2e - TTFT) / (tokens - 1)")
     print_table(rows)
     checks = targets(rows, levels)

@@ -86,8 +86,13 @@ def start_llama(args, out_dir, slots, slot_ctx):
     return proc, f"127.0.0.1:{args.llama_port}"
 
 
+# Prepended to client commands, e.g. ["taskset", "-c", "1"] to keep the load
+# generator off the servers' cores (gateway_compare.py --client-cpus).
+CLIENT_PREFIX = []
+
+
 def run_client(backend, address, out_json, flags):
-    cmd = [BENCH, f"--backend={backend}", f"--address={address}", f"--out_json={out_json}"] + flags
+    cmd = CLIENT_PREFIX + [BENCH, f"--backend={backend}", f"--address={address}", f"--out_json={out_json}"] + flags
     print("+ " + " ".join(cmd), file=sys.stderr)
     rc = subprocess.run(cmd).returncode
     if rc not in (0, 1) or not os.path.exists(out_json):
