@@ -21,8 +21,8 @@
 // d and m as f32; Q2_K: q_j is the weight's float, fma(q, d * s, dmin * n)
 // per 16 columns as DequantizeRow rounds it, and d = 1.)
 // acc starts at 0 and is the output (no horizontal sum). The direct tiles
-// (weights widened in registers; 1 or 2 tokens) and the panel tiles (weights
-// expanded once per call to f32; 3 tokens and more) both follow it, so the
+// (weights widened in registers; 1 or 2 tokens, up to 8 on AVX-512) and the
+// panel tiles (weights expanded once per call to f32; more tokens) both follow it, so the
 // result is bitwise the same at any batch size, tile or thread count.
 #include <immintrin.h>
 
@@ -164,12 +164,24 @@ RILL_TARGET_AVX2 void DirectGroups(const Operands& o, int64_t g0, int64_t g1) {
 
 // Expands groups [g0, g0 + n) to the panel layout: per (group, block)
 // float(q) [32][8], d[8], m[8] (m = 0 for 8-bit).
+// Each block's twin in the next piece (n groups on, a thread's likely next
+// one) is requested into L2 meanwhile: at a few tokens the weights stream
+// from DRAM, and the piece's tiles hide the wait.
 template <Format F>
 RILL_TARGET_AVX2 void ExpandPanel(const Operands& o, int64_t g0, int n, float* panel) {
+  const int64_t groups = (o.rows + kLanes - 1) / kLanes;
   for (int i = 0; i < n; ++i) {
     const uint8_t* gw = o.data + (g0 + i) * o.group_bytes;
+    const bool next_in_matrix = g0 + n + i < groups;
     for (int64_t b = 0; b < o.nb; ++b) {
       const uint8_t* blk = gw + b * o.block_bytes;
+      if (next_in_matrix) {
+        const uint8_t* twin = blk + n * o.group_bytes;
+        for (size_t line = 0; line < o.block_bytes + 63; line += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(twin) + std::min(line, o.block_bytes - 1),
+                       _MM_HINT_T1);
+        }
+      }
       float* dst = panel + (i * o.nb + b) * kPanelBlockFloats;
       if constexpr (InterleavedTwoBit(F)) {
         // The stores may alias the block: Q2_K's scales are read once per half.
@@ -303,8 +315,9 @@ RILL_TARGET_AVX2 void PanelPiece(Operands o, int64_t g0, int n, int64_t nt) {
 }
 
 template <Format F>
-RILL_TARGET_AVX2 void Piece(const Operands& o, int64_t g0, int64_t g1, int64_t nt, bool avx512) {
-  if (nt >= kPanelMinTokens) {
+RILL_TARGET_AVX2 void Piece(const Operands& o, int64_t g0, int64_t g1, int64_t nt, bool avx512,
+                            bool panel) {
+  if (panel) {
     if (avx512) return InterleavedPanelPieceAvx512(F, o, g0, g1, nt);
     return PanelPiece<F>(o, g0, static_cast<int>(g1 - g0), nt);
   }
@@ -331,8 +344,8 @@ RILL_TARGET_AVX2 void InterleavedMatMul(const PackedWeights* const* ws, float* c
   }
   // Pieces of every matrix, numbered one after another: decode pieces are
   // direct tiles' worth of groups, batch pieces are one panel's.
-  const bool panel = n_tokens >= kPanelMinTokens;
   const bool avx512 = UseAvx512();
+  const bool panel = n_tokens >= (avx512 ? kAvx512DirectMaxTokens + 1 : kPanelMinTokens);
   const int64_t piece_groups =
       !panel ? kDirectGroups : (avx512 ? kAvx512PanelGroups : kPanelGroups);
   int64_t first_piece[kMaxSharedTargets + 1];
@@ -356,22 +369,22 @@ RILL_TARGET_AVX2 void InterleavedMatMul(const PackedWeights* const* ws, float* c
         const int64_t g1 = std::min(w.groups, g0 + piece_groups);
         switch (w.format) {
           case Format::k4BitInterleaved8:
-            Piece<Format::k4BitInterleaved8>(o, g0, g1, nt, avx512);
+            Piece<Format::k4BitInterleaved8>(o, g0, g1, nt, avx512, panel);
             break;
           case Format::k8BitInterleaved8:
-            Piece<Format::k8BitInterleaved8>(o, g0, g1, nt, avx512);
+            Piece<Format::k8BitInterleaved8>(o, g0, g1, nt, avx512, panel);
             break;
           case Format::k4BitF32ScaledInterleaved8:
-            Piece<Format::k4BitF32ScaledInterleaved8>(o, g0, g1, nt, avx512);
+            Piece<Format::k4BitF32ScaledInterleaved8>(o, g0, g1, nt, avx512, panel);
             break;
           case Format::k8BitF32ScaledInterleaved8:
-            Piece<Format::k8BitF32ScaledInterleaved8>(o, g0, g1, nt, avx512);
+            Piece<Format::k8BitF32ScaledInterleaved8>(o, g0, g1, nt, avx512, panel);
             break;
           case Format::k8BitSub16Interleaved8:
-            Piece<Format::k8BitSub16Interleaved8>(o, g0, g1, nt, avx512);
+            Piece<Format::k8BitSub16Interleaved8>(o, g0, g1, nt, avx512, panel);
             break;
           case Format::k2BitSub16MinInterleaved8:
-            Piece<Format::k2BitSub16MinInterleaved8>(o, g0, g1, nt, avx512);
+            Piece<Format::k2BitSub16MinInterleaved8>(o, g0, g1, nt, avx512, panel);
             break;
           default: break;  // not an interleaved format (MatMul never sends one)
         }
