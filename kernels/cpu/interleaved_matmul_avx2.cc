@@ -164,24 +164,12 @@ RILL_TARGET_AVX2 void DirectGroups(const Operands& o, int64_t g0, int64_t g1) {
 
 // Expands groups [g0, g0 + n) to the panel layout: per (group, block)
 // float(q) [32][8], d[8], m[8] (m = 0 for 8-bit).
-// Each block's twin in the next piece (n groups on, a thread's likely next
-// one) is requested into L2 meanwhile: at a few tokens the weights stream
-// from DRAM, and the piece's tiles hide the wait.
 template <Format F>
 RILL_TARGET_AVX2 void ExpandPanel(const Operands& o, int64_t g0, int n, float* panel) {
-  const int64_t groups = (o.rows + kLanes - 1) / kLanes;
   for (int i = 0; i < n; ++i) {
     const uint8_t* gw = o.data + (g0 + i) * o.group_bytes;
-    const bool next_in_matrix = g0 + n + i < groups;
     for (int64_t b = 0; b < o.nb; ++b) {
       const uint8_t* blk = gw + b * o.block_bytes;
-      if (next_in_matrix) {
-        const uint8_t* twin = blk + n * o.group_bytes;
-        for (size_t line = 0; line < o.block_bytes + 63; line += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(twin) + std::min(line, o.block_bytes - 1),
-                       _MM_HINT_T1);
-        }
-      }
       float* dst = panel + (i * o.nb + b) * kPanelBlockFloats;
       if constexpr (InterleavedTwoBit(F)) {
         // The stores may alias the block: Q2_K's scales are read once per half.

@@ -129,24 +129,6 @@ RILL_TARGET_AVX512 inline void Widen16(const uint8_t* a, const uint8_t* b, int p
   }
 }
 
-// Widen16's floats for the panel expansion, a pass with no fma beside it:
-// there the table lookups and the byte widening all queue on port 5 while
-// port 0 idles, so the high nibbles take a conversion (port 0) instead (the
-// same exact floats: integers 0-15).
-template <Format F>
-RILL_TARGET_AVX512 inline void Widen16ForPanel(const uint8_t* a, const uint8_t* b, int p,
-                                               __m512* qe, __m512* qo) {
-  if constexpr (InterleavedTwoBit(F) || InterleavedEightBit(F)) {
-    Widen16<F>(a, b, p, qe, qo);
-  } else {
-    const __m512 table =
-        _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i v = _mm512_cvtepu8_epi32(Pair8(a + 8 * p, b == nullptr ? nullptr : b + 8 * p));
-    *qe = _mm512_permutexvar_ps(v, table);
-    *qo = _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4));
-  }
-}
-
 // Blocks [b0, b0 + nbs) of groups [g0, g1) into slice zmm z = (g - g0) / 2,
 // half (g - g0) % 2: the same floats WidenPair and LoadHalves give, 16
 // lanes at a time. A missing second group leaves its half zero.
@@ -179,7 +161,7 @@ RILL_TARGET_AVX512 void ExpandSlice(const Operands& o, int64_t g0, int64_t g1, i
 #pragma GCC unroll 16
         for (int p = 0; p < 16; ++p) {
           __m512 qe, qo;
-          Widen16ForPanel<F>(ba, bb, p, &qe, &qo);
+          Widen16<F>(ba, bb, p, &qe, &qo);
           _mm512_store_ps(dst + kZmmLanes * (2 * p), qe);
           _mm512_store_ps(dst + kZmmLanes * (2 * p + 1), qo);
         }
@@ -411,40 +393,13 @@ RILL_TARGET_AVX512 void Tokens(const Operands& o, const float* panel, int zmm, i
   return Tile<F, 1, T>(o, panel, row0, b0, nbs);
 }
 
-// Every cache line of blocks [b0, b0 + kSliceBlocks) of groups [g0, g1)
-// (clipped to the matrix): a slice's weights, g1 - g0 contiguous runs.
-RILL_TARGET_AVX512 inline void PrefetchSlice(const Operands& o, int64_t g0, int64_t g1,
-                                             int64_t b0) {
-  const int64_t groups = (o.rows + kInterleavedLanes - 1) / kInterleavedLanes;
-  g1 = std::min(g1, groups);
-  if (b0 >= o.nb) return;
-  const size_t begin = b0 * o.block_bytes;
-  const size_t end = std::min(o.nb, b0 + kSliceBlocks) * o.block_bytes;
-  for (int64_t g = g0; g < g1; ++g) {
-    const uintptr_t run = reinterpret_cast<uintptr_t>(o.data + g * o.group_bytes);
-    for (uintptr_t line = (run + begin) & ~uintptr_t{63}; line < run + end; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
-    }
-  }
-}
-
 template <Format F>
 RILL_TARGET_AVX512 void Piece(const Operands& o, int64_t g0, int64_t g1, int64_t nt) {
   const int zmm = static_cast<int>((g1 - g0 + 1) / 2);
   alignas(64) static thread_local float panel[kTileZmm * kSliceBlocks * kBlockFloats];
   const int64_t row0 = g0 * kInterleavedLanes;
-  // The weights stream from DRAM (at a few tokens the expansion is what
-  // waits for them): the slice's lines are requested together up front, and
-  // each slice's tiles run while the next slice (past the last: the next
-  // piece's first, in whichever thread takes it) is on its way.
-  PrefetchSlice(o, g0, g1, 0);
   for (int64_t b0 = 0; b0 < o.nb; b0 += kSliceBlocks) {
     const int64_t nbs = std::min(kSliceBlocks, o.nb - b0);
-    if (b0 + kSliceBlocks < o.nb) {
-      PrefetchSlice(o, g0, g1, b0 + kSliceBlocks);
-    } else {
-      PrefetchSlice(o, g1, g1 + (g1 - g0), 0);
-    }
     ExpandSlice<F>(o, g0, g1, b0, nbs, panel);
     Operands ot = o;
     int64_t t = 0;
