@@ -21,8 +21,8 @@
 // d and m as f32; Q2_K: q_j is the weight's float, fma(q, d * s, dmin * n)
 // per 16 columns as DequantizeRow rounds it, and d = 1.)
 // acc starts at 0 and is the output (no horizontal sum). The direct tiles
-// (weights widened in registers; 1 or 2 tokens) and the panel tiles (weights
-// expanded once per call to f32; 3 tokens and more) both follow it, so the
+// (weights widened in registers; 1 or 2 tokens, up to 8 on AVX-512) and the
+// panel tiles (weights expanded once per call to f32; more tokens) both follow it, so the
 // result is bitwise the same at any batch size, tile or thread count.
 #include <immintrin.h>
 
@@ -303,8 +303,9 @@ RILL_TARGET_AVX2 void PanelPiece(Operands o, int64_t g0, int n, int64_t nt) {
 }
 
 template <Format F>
-RILL_TARGET_AVX2 void Piece(const Operands& o, int64_t g0, int64_t g1, int64_t nt, bool avx512) {
-  if (nt >= kPanelMinTokens) {
+RILL_TARGET_AVX2 void Piece(const Operands& o, int64_t g0, int64_t g1, int64_t nt, bool avx512,
+                            bool panel) {
+  if (panel) {
     if (avx512) return InterleavedPanelPieceAvx512(F, o, g0, g1, nt);
     return PanelPiece<F>(o, g0, static_cast<int>(g1 - g0), nt);
   }
@@ -331,8 +332,8 @@ RILL_TARGET_AVX2 void InterleavedMatMul(const PackedWeights* const* ws, float* c
   }
   // Pieces of every matrix, numbered one after another: decode pieces are
   // direct tiles' worth of groups, batch pieces are one panel's.
-  const bool panel = n_tokens >= kPanelMinTokens;
   const bool avx512 = UseAvx512();
+  const bool panel = n_tokens >= (avx512 ? kAvx512DirectMaxTokens + 1 : kPanelMinTokens);
   const int64_t piece_groups =
       !panel ? kDirectGroups : (avx512 ? kAvx512PanelGroups : kPanelGroups);
   int64_t first_piece[kMaxSharedTargets + 1];
@@ -356,22 +357,22 @@ RILL_TARGET_AVX2 void InterleavedMatMul(const PackedWeights* const* ws, float* c
         const int64_t g1 = std::min(w.groups, g0 + piece_groups);
         switch (w.format) {
           case Format::k4BitInterleaved8:
-            Piece<Format::k4BitInterleaved8>(o, g0, g1, nt, avx512);
+            Piece<Format::k4BitInterleaved8>(o, g0, g1, nt, avx512, panel);
             break;
           case Format::k8BitInterleaved8:
-            Piece<Format::k8BitInterleaved8>(o, g0, g1, nt, avx512);
+            Piece<Format::k8BitInterleaved8>(o, g0, g1, nt, avx512, panel);
             break;
           case Format::k4BitF32ScaledInterleaved8:
-            Piece<Format::k4BitF32ScaledInterleaved8>(o, g0, g1, nt, avx512);
+            Piece<Format::k4BitF32ScaledInterleaved8>(o, g0, g1, nt, avx512, panel);
             break;
           case Format::k8BitF32ScaledInterleaved8:
-            Piece<Format::k8BitF32ScaledInterleaved8>(o, g0, g1, nt, avx512);
+            Piece<Format::k8BitF32ScaledInterleaved8>(o, g0, g1, nt, avx512, panel);
             break;
           case Format::k8BitSub16Interleaved8:
-            Piece<Format::k8BitSub16Interleaved8>(o, g0, g1, nt, avx512);
+            Piece<Format::k8BitSub16Interleaved8>(o, g0, g1, nt, avx512, panel);
             break;
           case Format::k2BitSub16MinInterleaved8:
-            Piece<Format::k2BitSub16MinInterleaved8>(o, g0, g1, nt, avx512);
+            Piece<Format::k2BitSub16MinInterleaved8>(o, g0, g1, nt, avx512, panel);
             break;
           default: break;  // not an interleaved format (MatMul never sends one)
         }

@@ -1,8 +1,12 @@
 // The interleaved exact path's tiles for AVX-512, two 8-row groups per zmm:
-// - direct tiles (1-2 tokens, decode) widen the integers in registers, 4-bit
-//   nibbles through a table lookup that keeps the conversions off the fma
-//   port: 1.3x the AVX2 direct tiles on Q4_1 at one token;
-// - panel tiles (3 tokens and more) of 2 zmm x 6 tokens over L1-sized
+// - direct tiles (1-8 tokens: decode, small batches, a speculative
+//   verification) widen the integers in registers, 4-bit nibbles through a
+//   table lookup that keeps the conversions off the fma port: 1.3x the AVX2
+//   direct tiles on Q4_1 at one token. From 3 tokens on they beat the panel:
+//   the widening's shuffles (port 5) interleave with the fma (ports 0 and
+//   5) instead of running as a pass of their own that leaves port 0 idle,
+//   and nothing is stored and reloaded (1.46x per step at 4 tokens);
+// - panel tiles (9 tokens and more) of 2 zmm x 6 tokens over L1-sized
 //   slices expanded once per call: 2 weight loads and 6 broadcasts per 12 fma.
 // Every lane runs the AVX2 tiles' recipe (interleaved_matmul_avx2.cc)
 // operation for operation, so a token's result does not depend on the
@@ -180,7 +184,7 @@ template <int Z, int T>
 RILL_TARGET_AVX512 inline void ZeroTile(__m512 (&v)[Z][T]) {
 #pragma GCC unroll 4
   for (int z = 0; z < Z; ++z) {
-#pragma GCC unroll 6
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) v[z][t] = _mm512_setzero_ps();
   }
 }
@@ -279,7 +283,7 @@ RILL_TARGET_AVX512 void DirectTile(const Operands& o, int64_t g0, int64_t g1) {
   const uint8_t* ga[Z];
   const uint8_t* gb[Z];
   __mmask16 mask[Z];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int z = 0; z < Z; ++z) {
     const int64_t g = g0 + 2 * z;
     ga[z] = o.data + g * o.group_bytes;
@@ -288,7 +292,7 @@ RILL_TARGET_AVX512 void DirectTile(const Operands& o, int64_t g0, int64_t g1) {
     if (gb[z] == nullptr) mask[z] &= 0x00FF;  // the absent group's rows are not ours
   }
   const float* xt[T];
-#pragma GCC unroll 2
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) xt[t] = o.x + t * o.cols;
   __m512 acc[Z][T];
   ZeroTile(acc);
@@ -310,44 +314,44 @@ RILL_TARGET_AVX512 void DirectTile(const Operands& o, int64_t g0, int64_t g1) {
 #pragma GCC unroll 16
     for (int p = 0; p < 16; ++p) {
       __m512 xe[T], xo[T];
-#pragma GCC unroll 2
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         xe[t] = _mm512_set1_ps(xt[t][32 * b + 2 * p]);
         xo[t] = _mm512_set1_ps(xt[t][32 * b + 2 * p + 1]);
       }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int z = 0; z < Z; ++z) {
         __m512 qe, qo;
         Widen16<F>(ga[z] + off, gb[z] == nullptr ? nullptr : gb[z] + off, p, &qe, &qo);
-#pragma GCC unroll 2
+#pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
           se[z][t] = _mm512_fmadd_ps(qe, xe[t], se[z][t]);
           so[z][t] = _mm512_fmadd_ps(qo, xo[t], so[z][t]);
         }
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int z = 0; z < Z; ++z) {
       const uint8_t* ba = ga[z] + off;
       const uint8_t* bb = gb[z] == nullptr ? nullptr : gb[z] + off;
       const __m512 d = PairScales<F>(ba, bb, InterleavedDOffset(F));
-#pragma GCC unroll 2
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         acc[z][t] = _mm512_fmadd_ps(d, _mm512_add_ps(se[z][t], so[z][t]), acc[z][t]);
       }
       if constexpr (InterleavedHasMin(F)) {
         const __m512 m = PairScales<F>(ba, bb, InterleavedMOffset(F));
-#pragma GCC unroll 2
+#pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
           acc[z][t] = _mm512_fmadd_ps(m, _mm512_set1_ps(o.sx[t * o.nb + b]), acc[z][t]);
         }
       }
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int z = 0; z < Z; ++z) {
     const int64_t row = (g0 + 2 * z) * kInterleavedLanes;
-#pragma GCC unroll 2
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(o.y + t * o.rows + row, mask[z], acc[z][t]);
   }
 }
@@ -360,10 +364,26 @@ RILL_TARGET_AVX512 void DirectTokens(const Operands& o, int64_t g0, int64_t g1) 
   if (g + 2 < g1) DirectTile<F, 1, T>(o, g + 2, g1);
 }
 
+// 5-8 tokens: one zmm per tile (8 tokens x even/odd chains and the
+// accumulators take 24 registers).
+template <Format F, int T>
+RILL_TARGET_AVX512 void DirectTokensOneZmm(const Operands& o, int64_t g0, int64_t g1) {
+  for (int64_t g = g0; g < g1; g += 2) DirectTile<F, 1, T>(o, g, g1);
+}
+
 template <Format F>
 RILL_TARGET_AVX512 void Direct(const Operands& o, int64_t g0, int64_t g1, int64_t nt) {
-  if (nt == 2) return DirectTokens<F, 2>(o, g0, g1);
-  return DirectTokens<F, 1>(o, g0, g1);
+  static_assert(kAvx512DirectMaxTokens == 8);
+  switch (nt) {
+    case 8: return DirectTokensOneZmm<F, 8>(o, g0, g1);
+    case 7: return DirectTokensOneZmm<F, 7>(o, g0, g1);
+    case 6: return DirectTokensOneZmm<F, 6>(o, g0, g1);
+    case 5: return DirectTokensOneZmm<F, 5>(o, g0, g1);
+    case 4: return DirectTokens<F, 4>(o, g0, g1);
+    case 3: return DirectTokens<F, 3>(o, g0, g1);
+    case 2: return DirectTokens<F, 2>(o, g0, g1);
+    default: return DirectTokens<F, 1>(o, g0, g1);
+  }
 }
 
 template <Format F, int T>

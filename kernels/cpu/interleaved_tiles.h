@@ -105,13 +105,19 @@ RILL_TARGET_AVX2 inline __m256 LoadScales(const uint8_t* p) {
 // Groups per AVX-512 panel piece (two zmm of 16 rows).
 inline constexpr int64_t kAvx512PanelGroups = 4;
 
-// nt >= 3 tokens of o against groups [g0, g1) (g1 - g0 <= kAvx512PanelGroups)
+// nt > kAvx512DirectMaxTokens tokens of o against groups [g0, g1)
+// (g1 - g0 <= kAvx512PanelGroups)
 // through a 16-lane panel, with the same per-lane operations as the AVX2
 // tiles. Needs UseAvx512().
 void InterleavedPanelPieceAvx512(Format format, const Operands& o, int64_t g0, int64_t g1,
                                  int64_t nt);
 
-// nt = 1 or 2 tokens of o against groups [g0, g1) (g0 even; any count),
+// Calls of up to this many tokens run the AVX-512 direct tiles (the AVX2
+// path's from 3 tokens on run its panel tiles).
+inline constexpr int64_t kAvx512DirectMaxTokens = 8;
+
+// nt = 1 to kAvx512DirectMaxTokens tokens of o against groups [g0, g1)
+// (g0 even; any count),
 // weights widened in registers 16 rows per zmm, the AVX2 direct tiles'
 // per-lane operations. Needs UseAvx512().
 void InterleavedDirectPieceAvx512(Format format, const Operands& o, int64_t g0, int64_t g1,
