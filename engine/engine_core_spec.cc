@@ -25,7 +25,6 @@
 // than a one-hot q does when the draft is uncertain. That keeps the output
 // distribution, but not seeded outputs draw for draw.
 #include <algorithm>
-#include <cmath>
 #include <utility>
 
 #include <glog/logging.h>
@@ -35,6 +34,7 @@
 #include "engine/spec_decode/draft_length.h"
 #include "engine/spec_decode/ngram_proposer.h"
 #include "engine/structured_output/constraint_matcher.h"
+#include "kernels/cpu/ops.h"
 
 namespace rill::engine {
 namespace {
@@ -176,8 +176,7 @@ std::vector<EngineCore::SampledRow> EngineCore::VerifySampledDraft(
     // the draft tokens accepted before), softmax at its temperature.
     ProcessLogits(*r, eos_ids_, row, vocab_size_);
     const float m = *std::max_element(row, row + vocab_size_);
-    double z = 0.0;
-    for (int64_t t = 0; t < vocab_size_; ++t) z += (weights[t] = std::exp((row[t] - m) * inv_t));
+    const double z = kernels::cpu::ExpShiftedScaled(row, vocab_size_, m, inv_t, weights.data());
     const float* qj = q.data() + j * vocab_size_;
     const int32_t x = draft[j];
     const double p_x = weights[x] / z;

@@ -1,10 +1,10 @@
 #include "engine/spec_decode/draft_model_proposer.h"
 
 #include <algorithm>
-#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/ops.h"
 
 namespace rill::engine::spec_decode {
 
@@ -26,19 +26,14 @@ int32_t DraftModelProposer::SampleRow(const std::vector<float>& logits, const Wa
   const size_t at = q->size();
   q->resize(at + vocab);
   float* out = q->data() + at;
-  double total = 0.0;
-  for (int64_t t = 0; t < vocab; ++t) total += (out[t] = std::exp((row[t] - m) / want.temperature));
-  for (int64_t t = 0; t < vocab; ++t) out[t] = static_cast<float>(out[t] / total);
+  // The sampler's own primitives: the temperature exps and the inverse-CDF
+  // draw over them; the row is then normalised into q, the draw's distribution.
+  const double total = kernels::cpu::ExpShiftedScaled(row, vocab, m, 1.0f / want.temperature, out);
   auto [rng, fresh] = rngs_.try_emplace(want.seq_id, want.seed);
-  double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng->second);
-  for (int64_t t = 0; t < vocab; ++t) {
-    if ((u -= out[t]) < 0.0 && out[t] > 0.0f) return static_cast<int32_t>(t);
-  }
-  // Rounding left u past the end: the last token with mass.
-  for (int64_t t = vocab - 1; t > 0; --t) {
-    if (out[t] > 0.0f) return static_cast<int32_t>(t);
-  }
-  return 0;
+  const double u = std::uniform_real_distribution<double>(0.0, total)(rng->second);
+  const int64_t token = kernels::cpu::CumulativeSearch(out, vocab, u);
+  for (int64_t t = 0; t < vocab; ++t) out[t] = static_cast<float>(out[t] / total);
+  return static_cast<int32_t>(std::max<int64_t>(token, 0));
 }
 
 absl::StatusOr<std::vector<std::vector<int32_t>>> DraftModelProposer::Propose(
