@@ -60,6 +60,7 @@ import time
 import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gateway_compare  # noqa: E402  (model_id)
 import serve_bench  # noqa: E402  (rill serve start/stop)
 
 ROOT = serve_bench.ROOT
@@ -346,12 +347,6 @@ def start_smg(args, run_dir, engine_addr, name, flags):
     return proc, port
 
 
-def model_id(port):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    c.request("GET", "/v1/models")
-    return json.loads(c.getresponse().read())["data"][0]["id"]
-
-
 def measure(args, m, label):
     run = os.path.join(args.out_dir, label)
     os.makedirs(run, exist_ok=True)
@@ -361,7 +356,7 @@ def measure(args, m, label):
     smgs = []
     try:
         run_dir = os.path.join(run, "rill-run")
-        model = model_id(args.openai_port)
+        model = gateway_compare.model_id(f"http://127.0.0.1:{args.openai_port}")
         client = Paths(args, m, run_dir, frontend, model)
         client.http["serve"] = (args.openai_port, None)
         for spec in args.smg:
