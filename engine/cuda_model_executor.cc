@@ -95,9 +95,10 @@ class CudaModelExecutor : public ModelExecutor {
 
   int num_blocks() const override { return num_blocks_; }
   int block_size() const override { return options_.block_size; }
-  // The engine samples every row of a step on the host: at GPU batch sizes
-  // (hundreds of rows of a 49,152-token vocabulary) one thread would take
-  // longer than the GPU step, so the rows go to a pool of host threads.
+  bool samples_on_device() const override { return options_.device_sampling; }
+  // The rows the engine samples on the host: at GPU batch sizes (hundreds
+  // of rows of a 49,152-token vocabulary) one thread would take longer than
+  // the GPU step, so the rows go to a pool of host threads.
   void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) override {
     pool_.ParallelFor(n, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) fn(i);

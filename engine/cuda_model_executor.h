@@ -1,6 +1,7 @@
 // Runs a Llama-family model on one CUDA GPU in this process
-// (worker/models/cuda/cuda_llama.h): bf16 weights and KV cache, logits
-// copied back as floats for the engine's sampler. The KV cache is sized from
+// (worker/models/cuda/cuda_llama.h): bf16 weights and KV cache; rows sampled
+// on the GPU (device_sampling) return token ids, the others float logits
+// for the engine's host sampler. The KV cache is sized from
 // the device's memory after the weights and activation buffers are placed:
 // gpu_memory_utilization of the device, minus what other processes hold,
 // the model, and a reserve (kernels/cuda/plan/kv_memory_plan.h), unless
@@ -31,6 +32,9 @@ struct CudaExecutorOptions {
   int64_t max_model_len = 0;
   // Host threads that sample a step's rows (0 = all cores).
   int host_threads = 0;
+  // Sample on the GPU the rows the engine sends there (engine/device_sampling.h):
+  // only their token ids and logprobs come back. false: every row's logits do.
+  bool device_sampling = true;
 };
 
 // InvalidArgument for bad options; FailedPrecondition when this build has no

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "engine/device_sampling.h"
 #include "engine/logits_processor.h"
 #include "engine/max_model_len.h"
 #include "engine/structured_output/constraint_matcher.h"
@@ -213,6 +214,24 @@ EngineCoreOutput EngineCore::Advance(Request* r, SampledRow tok, bool check_gram
   return base;
 }
 
+absl::Status EngineCore::CheckDeviceSampled(const worker::ForwardBatch& batch,
+                                            const worker::ForwardOutput& fwd) const {
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    if (!batch.sequences[i].device_sampling.has_value()) continue;
+    if (fwd.sampled.size() != batch.sequences.size()) {
+      return absl::InternalError(absl::StrCat("executor returned ", fwd.sampled.size(),
+                                              " sampled tokens for ", batch.sequences.size(),
+                                              " sequences"));
+    }
+    const int32_t t = fwd.sampled[i].token;
+    if (t < 0 || t >= vocab_size_) {
+      return absl::InternalError(absl::StrCat("executor sampled token ", t, " for sequence ", i,
+                                              " (vocabulary of ", vocab_size_, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status EngineCore::ExecuteFillingMasks(const SchedulerOutput& plan,
                                              const worker::ForwardBatch& batch,
                                              worker::ForwardOutput* fwd) {
@@ -275,6 +294,19 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
       s.all_logits = true;
       last_step_.num_tokens += static_cast<int64_t>(draft.size());
     }
+    // A row sampled this step (its chunk reaches the end of its tokens) goes
+    // to the device when the executor samples there and the row allows it.
+    if (executor_->samples_on_device() &&
+        c.start_pos + c.num_tokens >= c.request->num_tokens()) {
+      const HostSamplingReason why =
+          WhyHostSamples(*c.request, !draft.empty(), s.all_logits, vocab_size_);
+      if (why == HostSamplingReason::kNone) {
+        s.device_sampling = DeviceSamplingFor(c.request, eos_ids_, vocab_size_);
+        ++stats_.device_sampled_rows;
+      } else {
+        ++stats_.host_sampled_rows;
+      }
+    }
   }
   worker::ForwardOutput& fwd = fwd_;  // Reused: its rows keep their capacity.
   last_step_.num_seqs = static_cast<int>(plan.chunks.size());
@@ -288,6 +320,7 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
     return absl::InternalError(absl::StrCat("executor returned ", fwd.logits.size(),
                                             " logits rows for ", plan.chunks.size(), " sequences"));
   }
+  if (absl::Status s = CheckDeviceSampled(batch, fwd); !s.ok()) return s;
   ++stats_.steps;
   // Rows that end their sequence's computed tokens get a token: sampled
   // first, all at once on the executor's threads (each row is its own
@@ -320,6 +353,10 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
     }
     // Partial prefill: the logits of a chunk that does not reach the end are unused.
     if (r->num_computed_tokens < r->num_tokens()) continue;
+    if (batch.sequences[i].device_sampling.has_value()) {
+      sample_rows_.push_back(i);  // sampled already: no logits row
+      continue;
+    }
     if (static_cast<int64_t>(row.size()) < vocab_size_) {
       return absl::InternalError("executor returned a short logits row");
     }
@@ -330,7 +367,10 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
     const size_t i = sample_rows_[k];
     std::vector<float>& row = fwd.logits[i];
     Request* r = plan.chunks[i].request;
-    if (!drafts_[i].empty()) {
+    if (batch.sequences[i].device_sampling.has_value()) {
+      const worker::DeviceSampledToken& t = fwd.sampled[i];
+      sampled_[k].assign(1, SampledRow{t.token, t.logprob, {}});
+    } else if (!drafts_[i].empty()) {
       sampled_[k] = draft_probs_[i].empty()
                         ? VerifyDraft(r, row.data(), drafts_[i])
                         : VerifySampledDraft(r, row.data(), drafts_[i], draft_probs_[i]);

@@ -62,6 +62,10 @@ struct EngineCoreStats {
   int64_t prompt_tokens = 0;      // Prefill tokens computed (recompute included).
   int64_t generation_tokens = 0;  // Tokens sampled.
   int64_t preemptions = 0;
+  // Rows sampled with an executor that samples on its device: there, and
+  // on the host for a reason of engine/device_sampling.h (zero otherwise).
+  int64_t device_sampled_rows = 0;
+  int64_t host_sampled_rows = 0;
 };
 
 class EngineCore {
@@ -145,6 +149,10 @@ class EngineCore {
   // meanwhile (structured outputs).
   absl::Status ExecuteFillingMasks(const SchedulerOutput& plan, const worker::ForwardBatch& batch,
                                    worker::ForwardOutput* fwd);
+  // Internal unless the executor returned a token in the vocabulary for
+  // every sequence of `batch` with device_sampling.
+  absl::Status CheckDeviceSampled(const worker::ForwardBatch& batch,
+                                  const worker::ForwardOutput& fwd) const;
   // Records prompt logprobs from an all_logits row of chunk `c`.
   void RecordPromptLogprobs(const ScheduledChunk& c, const std::vector<float>& row);
 

@@ -117,6 +117,7 @@ absl::StatusOr<BuiltExecutor> CreateOnCuda(const EngineArgs& args) {
   options.num_blocks = args.num_kv_blocks;
   options.block_size = args.block_size;
   options.gpu_memory_utilization = args.gpu_memory_utilization;
+  options.device_sampling = args.device_sampling;
   options.max_batch_tokens = std::max(args.max_num_batched_tokens, args.max_num_seqs);
   options.max_model_len = args.max_model_len;
   options.host_threads = args.threads;

@@ -6,44 +6,64 @@
 #include <numeric>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "worker/sampler.h"
+#include "worker/sampling_spec.h"
 
 namespace rill::engine {
 
-void ProcessLogits(const Request& r, const std::vector<int32_t>& eos_ids, float* logits,
-                   int64_t vocab) {
+std::vector<worker::LogitEdit> LogitEditsFor(const Request& r, const std::vector<int32_t>& eos_ids,
+                                             int64_t vocab) {
   const SamplingParams& p = r.params;
-  if (p.repetition_penalty != 1.0f) {
-    absl::flat_hash_set<int32_t> seen(r.prompt_token_ids.begin(), r.prompt_token_ids.end());
-    seen.insert(r.output_token_ids.begin(), r.output_token_ids.end());
-    for (int32_t t : seen) {
-      if (t < 0 || t >= vocab) continue;
-      logits[t] = logits[t] > 0 ? logits[t] / p.repetition_penalty : logits[t] * p.repetition_penalty;
+  const bool penalize = p.repetition_penalty != 1.0f;
+  const bool count = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  const bool mask = static_cast<int>(r.output_token_ids.size()) < p.min_tokens;
+  std::vector<worker::LogitEdit> edits;
+  if (!penalize && !count && !mask && p.logit_bias.empty()) return edits;
+  // Token -> its edit's index, so every change of one token lands in one
+  // edit (applied in the documented order: repetition, penalties, bias, mask).
+  absl::flat_hash_map<int32_t, size_t> at;
+  auto edit = [&](int32_t t) -> worker::LogitEdit* {
+    if (t < 0 || t >= vocab) return nullptr;
+    auto [it, inserted] = at.try_emplace(t, edits.size());
+    if (inserted) edits.emplace_back().token = t;
+    return &edits[it->second];
+  };
+  if (penalize) {
+    for (int32_t t : r.prompt_token_ids) {
+      if (worker::LogitEdit* e = edit(t)) e->repetition = p.repetition_penalty;
+    }
+    for (int32_t t : r.output_token_ids) {
+      if (worker::LogitEdit* e = edit(t)) e->repetition = p.repetition_penalty;
     }
   }
-  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+  if (count) {
     absl::flat_hash_map<int32_t, int> counts;
     for (int32_t t : r.output_token_ids) ++counts[t];
     for (const auto& [t, n] : counts) {
-      if (t < 0 || t >= vocab) continue;
-      logits[t] -= p.presence_penalty + p.frequency_penalty * n;
+      if (worker::LogitEdit* e = edit(t)) e->subtract = p.presence_penalty + p.frequency_penalty * n;
     }
   }
   for (const auto& [t, bias] : p.logit_bias) {
-    if (t >= 0 && t < vocab) logits[t] += bias;
+    if (worker::LogitEdit* e = edit(t)) e->add = bias;
   }
-  if (static_cast<int>(r.output_token_ids.size()) < p.min_tokens) {
-    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  if (mask) {
     if (!p.ignore_eos) {
       for (int32_t t : eos_ids) {
-        if (t >= 0 && t < vocab) logits[t] = kNegInf;
+        if (worker::LogitEdit* e = edit(t)) e->mask = true;
       }
     }
     for (int32_t t : p.stop_token_ids) {
-      if (t >= 0 && t < vocab) logits[t] = kNegInf;
+      if (worker::LogitEdit* e = edit(t)) e->mask = true;
     }
   }
+  std::sort(edits.begin(), edits.end(),
+            [](const worker::LogitEdit& a, const worker::LogitEdit& b) { return a.token < b.token; });
+  return edits;
+}
+
+void ProcessLogits(const Request& r, const std::vector<int32_t>& eos_ids, float* logits,
+                   int64_t vocab) {
+  worker::ApplyLogitEdits(LogitEditsFor(r, eos_ids, vocab), logits, vocab);
 }
 
 float TokenLogprob(const float* logits, int64_t vocab, int32_t token) {

@@ -42,6 +42,12 @@ class ModelExecutor {
     for (int64_t i = 0; i < n; ++i) fn(i);
   }
   virtual int block_size() const = 0;
+  // True: Execute samples the sequences that carry
+  // SequenceChunk::device_sampling itself and returns ForwardOutput::sampled
+  // for them instead of their logits (the engine decides per row which,
+  // engine/device_sampling.h). False (the default): every row's logits come
+  // back and the engine samples them on the host.
+  virtual bool samples_on_device() const { return false; }
   virtual const worker::loader::ModelConfig& model_config() const = 0;
   virtual int tensor_parallel_size() const { return 1; }
   // Wall time the last Execute spent in tensor-parallel collectives: the

@@ -7,7 +7,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
+
+#include "worker/sampling_spec.h"
 
 namespace rill::worker {
 
@@ -29,6 +32,11 @@ struct SequenceChunk {
   // The LoRA adapter this sequence runs with (null: the base model). Each
   // sequence of a batch may have its own; the base weights are shared.
   std::shared_ptr<const LoraAdapter> lora;
+  // Set only for executors that sample on their device, on a sequence whose
+  // last token's next token is to be sampled (never with all_logits): the
+  // executor samples it and returns ForwardOutput::sampled instead of its
+  // logits row.
+  std::optional<DeviceSampling> device_sampling;
 };
 
 struct ForwardBatch {
@@ -36,11 +44,15 @@ struct ForwardBatch {
 };
 
 struct ForwardOutput {
-  // Per sequence: [n][vocab] row-major, n = tokens.size() if all_logits else 1.
+  // Per sequence: [n][vocab] row-major, n = tokens.size() if all_logits else 1;
+  // empty for a sequence sampled on the device.
   std::vector<std::vector<float>> logits;
   // Per sequence: [tokens.size()][hidden_size] row-major when return_hidden,
   // else empty.
   std::vector<std::vector<float>> hidden;
+  // Per sequence when any has device_sampling (else empty): its sampled
+  // token, or token -1 where the sequence had none (its logits are above).
+  std::vector<DeviceSampledToken> sampled;
 };
 
 }  // namespace rill::worker

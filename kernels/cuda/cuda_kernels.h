@@ -82,11 +82,33 @@ struct SamplingParams {
   float min_p = 0.0f;
   uint64_t seed = 0;  // per request
   uint64_t step = 0;  // tokens generated so far: a new draw per step
+  // In [0, 1): the draw's uniform, given by the caller (the serving engine
+  // takes it from the request's own generator, so a request's random stream
+  // is the host sampler's). Negative: SampleUniform(seed, step).
+  double uniform = -1.0;
 };
 
 // logits [rows][vocab] float; params is a device array of `rows` entries.
 int Sample(const float* logits, const SamplingParams* params, int32_t* tokens, int rows, int vocab,
            Stream stream);
+
+// A sparse change of one logit before sampling (repetition / presence /
+// frequency penalties, logit_bias, min_tokens masking), applied in this
+// order: l = repetition != 1 ? (l > 0 ? l / repetition : l * repetition) : l;
+// l -= subtract; l += add; mask != 0: l = -inf.
+struct LogitEdit {
+  int32_t token = 0;
+  float repetition = 1.0f;
+  float subtract = 0.0f;
+  float add = 0.0f;
+  int32_t mask = 0;
+};
+
+// Applies row r's edits edits[offsets[r], offsets[r + 1]) to logits[r] in
+// place. A token appears at most once per row; out-of-range tokens are
+// skipped.
+int ApplyLogitEdits(float* logits, const LogitEdit* edits, const int32_t* offsets, int rows,
+                    int vocab, Stream stream);
 
 // logprobs[r] = log_softmax(logits[r])[tokens[r]] (the unprocessed distribution).
 int Logprobs(const float* logits, const int32_t* tokens, float* logprobs, int rows, int vocab,

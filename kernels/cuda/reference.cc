@@ -235,7 +235,9 @@ int32_t Sample(const float* logits, const SamplingParams& p, int vocab, std::vec
       last = i;
     }
   }
-  const double u = static_cast<double>(SampleUniform(p.seed, p.step)) * total;
+  const double u01 =
+      p.uniform >= 0.0 ? p.uniform : static_cast<double>(SampleUniform(p.seed, p.step));
+  const double u = u01 * total;
   double run = 0;
   int chosen = last;
   for (int i = 0; i < vocab; ++i) {
@@ -264,6 +266,22 @@ void SplitQkv(const Bf16* qkv, const Bf16* bias, Bf16* q, Bf16* k, Bf16* v, int 
       } else {
         v[static_cast<size_t>(t) * kv_dim + j - q_dim - kv_dim] = y;
       }
+    }
+  }
+}
+
+void ApplyLogitEdits(float* logits, const LogitEdit* edits, const int32_t* offsets, int rows,
+                     int vocab) {
+  for (int r = 0; r < rows; ++r) {
+    float* lg = logits + static_cast<size_t>(r) * vocab;
+    for (int e = offsets[r]; e < offsets[r + 1]; ++e) {
+      const LogitEdit& ed = edits[e];
+      if (ed.token < 0 || ed.token >= vocab) continue;
+      float l = lg[ed.token];
+      if (ed.repetition != 1.0f) l = l > 0.0f ? l / ed.repetition : l * ed.repetition;
+      l -= ed.subtract;
+      l += ed.add;
+      lg[ed.token] = ed.mask ? -INFINITY : l;
     }
   }
 }

@@ -46,12 +46,14 @@ void Gemm(const Bf16* x, const Bf16* w, float* y, int m, int n, int k);
 // Sampling with the CUDA sampler's rules: logits / temperature; keep tokens
 // whose scaled logit is >= the top_k-th largest; then exp(l - max) >= min_p;
 // then the highest tokens whose mass reaches top_p of what is left; draw
-// u = SampleUniform(seed, step) * kept mass and take the first token in
-// vocabulary order whose running mass exceeds u. kept (optional) gets the
-// final keep mask.
+// u = (p.uniform if >= 0, else SampleUniform(seed, step)) * kept mass and
+// take the first token in vocabulary order whose running mass exceeds u.
+// kept (optional) gets the final keep mask.
 int32_t Sample(const float* logits, const SamplingParams& p, int vocab,
                std::vector<bool>* kept = nullptr);
 float Logprob(const float* logits, int32_t token, int vocab);
+void ApplyLogitEdits(float* logits, const LogitEdit* edits, const int32_t* offsets, int rows,
+                     int vocab);
 
 }  // namespace rill::kernels::cuda::ref
 

@@ -152,7 +152,8 @@ __global__ void __launch_bounds__(kThreads)
     scratch[32] = run;
   }
   __syncthreads();
-  const float u = SampleUniform(sp.seed, sp.step) * scratch[32];
+  const float u01 = sp.uniform >= 0.0 ? static_cast<float>(sp.uniform) : SampleUniform(sp.seed, sp.step);
+  const float u = u01 * scratch[32];
   float run = sums[threadIdx.x];
   if (my_last >= 0) atomicMax(&last_kept, my_last);
   // Every thread with kept mass walks (not just the one whose range holds u),
@@ -189,7 +190,31 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+__global__ void ApplyLogitEditsKernel(float* logits, const LogitEdit* edits,
+                                      const int32_t* offsets, int vocab) {
+  const int row = blockIdx.x;
+  float* lg = logits + static_cast<size_t>(row) * vocab;
+  for (int e = offsets[row] + threadIdx.x; e < offsets[row + 1]; e += blockDim.x) {
+    const LogitEdit ed = edits[e];
+    if (ed.token < 0 || ed.token >= vocab) continue;
+    float l = lg[ed.token];
+    if (ed.repetition != 1.0f) l = l > 0.0f ? l / ed.repetition : l * ed.repetition;
+    l -= ed.subtract;
+    l += ed.add;
+    lg[ed.token] = ed.mask ? -INFINITY : l;
+  }
+}
+
 }  // namespace
+
+int ApplyLogitEdits(float* logits, const LogitEdit* edits, const int32_t* offsets, int rows,
+                    int vocab, Stream stream) {
+  if (rows < 0 || vocab <= 0) return internal::kInvalid;
+  if (rows == 0) return 0;
+  ApplyLogitEditsKernel<<<rows, 128, 0, static_cast<cudaStream_t>(stream)>>>(logits, edits,
+                                                                            offsets, vocab);
+  return internal::LaunchStatus();
+}
 
 int Sample(const float* logits, const SamplingParams* params, int32_t* tokens, int rows, int vocab,
            Stream stream) {

@@ -48,6 +48,9 @@ Row CheckSample(std::mt19937& rng, int vocab) {
     SamplingParams& p = params[r];
     p.seed = rng();
     p.step = r;
+    // Odd rows draw with the caller's uniform (the serving engine's, from
+    // the request's generator), even rows with SampleUniform(seed, step).
+    if (r % 2 == 1) p.uniform = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
     switch (r % 6) {
       case 0:
         p.temperature = 0.0f;
@@ -103,6 +106,46 @@ Row CheckSample(std::mt19937& rng, int vocab) {
               std::to_string(greedy_wrong) + ", rerun differs " + std::to_string(nondeterministic)};
 }
 
+// Penalties, logit_bias and min_tokens masks as the engine sends them:
+// sparse per-row edits, some rows with none, tokens out of range skipped.
+Row CheckLogitEdits(std::mt19937& rng, int vocab) {
+  const int rows = 33;
+  auto logits = RandomLogits(rng, rows, vocab);
+  std::vector<LogitEdit> edits;
+  std::vector<int32_t> offsets = {0};
+  for (int r = 0; r < rows; ++r) {
+    const int n = r % 3 == 0 ? 0 : 1 + int(rng() % 300);
+    for (int i = 0; i < n; ++i) {
+      LogitEdit e;
+      // Distinct tokens per row (7919 is prime, so co-prime to the
+      // vocabulary sizes checked, and n < vocab), the last one out of range.
+      e.token = i == n - 1 ? vocab + 5 : int((size_t(i) * 7919 + r) % vocab);
+      e.repetition = i % 2 ? 1.0f : 1.3f;
+      e.subtract = i % 3 ? 0.0f : 0.25f * i;
+      e.add = i % 5 ? 0.0f : -2.5f;
+      e.mask = i % 11 == 0;
+      edits.push_back(e);
+    }
+    offsets.push_back(int32_t(edits.size()));
+  }
+  std::vector<float> want = logits;
+  ref::ApplyLogitEdits(want.data(), edits.data(), offsets.data(), rows, vocab);
+  DevBuf<float> dl(logits);
+  DevBuf<LogitEdit> de(edits);
+  DevBuf<int32_t> doff(offsets);
+  int err = ApplyLogitEdits(dl.get(), de.get(), doff.get(), rows, vocab, nullptr);
+  if (err) return Failed("logit edits", ErrorString(err));
+  const std::vector<float> got = dl.Download();
+  int differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool same = got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i]));
+    differ += !same;
+  }
+  // The same float operations in the same order: bitwise equal.
+  return {"logit edits vocab " + std::to_string(vocab), differ == 0, double(differ),
+          "differing logits", std::to_string(edits.size()) + " edits"};
+}
+
 Row CheckLogprobs(std::mt19937& rng, int vocab) {
   const int rows = 17;
   auto logits = RandomLogits(rng, rows, vocab);
@@ -136,7 +179,8 @@ std::vector<Row> CheckGemm(std::mt19937& rng) {
 }
 
 std::vector<Row> CheckSampling(std::mt19937& rng) {
-  return {CheckSample(rng, 49152), CheckSample(rng, 1000), CheckLogprobs(rng, 49152)};
+  return {CheckSample(rng, 49152), CheckSample(rng, 1000), CheckLogitEdits(rng, 49152),
+          CheckLogprobs(rng, 49152)};
 }
 
 }  // namespace rill::kernels::cuda::check

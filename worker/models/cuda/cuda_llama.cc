@@ -242,6 +242,10 @@ absl::Status CudaLlama::AllocateBuffers() {
       {&context_lens_, T * sizeof(int32_t), "context_lens"},
       {&logit_rows_, T * sizeof(int32_t), "logit rows"},
       {&logits_, static_cast<size_t>(kLogitChunk) * vocab_ * sizeof(float), "logits"},
+      {&sample_params_, T * sizeof(kc::SamplingParams), "sampling params"},
+      {&edit_offsets_, (T + 1) * sizeof(int32_t), "logit edit offsets"},
+      {&sampled_ids_, T * sizeof(int32_t), "sampled tokens"},
+      {&sampled_logprobs_, T * sizeof(float), "sampled logprobs"},
   };
   for (const Want& w : wants) {
     if (absl::Status s = w.buf->Allocate(w.bytes, w.what); !s.ok()) return s;
@@ -426,8 +430,11 @@ absl::Status CudaLlama::Forward(const ForwardBatch& batch, ForwardOutput* out) {
     return absl::FailedPreconditionError("CudaLlama: the KV cache is released (asleep)");
   }
   if (absl::Status s = ValidateBatch(batch, Limits()); !s.ok()) return s;
+  if (absl::Status s = ValidateDeviceSampling(batch); !s.ok()) return s;
   const BatchArrays a = BuildBatchArrays(batch, options_.block_size);
-  if (CanReplay(batch, a)) return ForwardDecodeGraph(a, out);
+  const SamplingArrays sa = BuildSamplingArrays(batch, a.logits_per_seq);
+  if (absl::Status s = UploadSampling(sa); !s.ok()) return s;
+  if (CanReplay(batch, a)) return ForwardDecodeGraph(a, sa, out);
   if (absl::Status s = UploadStep(a); !s.ok()) return s;
   StepArrays step;
   step.tokens = a.num_tokens;
@@ -442,7 +449,72 @@ absl::Status CudaLlama::Forward(const ForwardBatch& batch, ForwardOutput* out) {
   step.max_context = a.max_context;
   if (absl::Status s = EnqueueBody(step); !s.ok()) return s;
   if (absl::Status s = CopyHidden(a, batch, out); !s.ok()) return s;
-  return CopyLogits(a, out);
+  return CopyLogits(a, sa, out);
+}
+
+absl::Status CudaLlama::UploadSampling(const SamplingArrays& sa) {
+  if (sa.num_device_rows == 0) return absl::OkStatus();
+  const size_t edit_bytes = sa.edits.size() * sizeof(kc::LogitEdit);
+  if (absl::Status s = edits_.Reserve(edit_bytes, "logit edits"); !s.ok()) return s;
+  if (absl::Status s = sample_params_.Upload(
+          sa.params.data(), sa.params.size() * sizeof(kc::SamplingParams), "sampling params");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = edit_offsets_.Upload(sa.edit_offsets.data(),
+                                            sa.edit_offsets.size() * sizeof(int32_t),
+                                            "logit edit offsets");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = edits_.Upload(sa.edits.data(), edit_bytes, "logit edits"); !s.ok()) {
+    return s;
+  }
+  // As UploadAndWait: the legacy-stream copies must land before stream_ reads them.
+  return CudaStatus(kc::StreamSync(nullptr), "waiting for the sampling uploads");
+}
+
+absl::Status CudaLlama::EnqueueSampling(int first_row, int rows) {
+  float* logits = logits_.as<float>();
+  int32_t* ids = sampled_ids_.as<int32_t>() + first_row;
+  RILL_CUDA_RETURN_IF_ERROR(
+      kc::ApplyLogitEdits(logits, edits_.as<kc::LogitEdit>(),
+                          edit_offsets_.as<int32_t>() + first_row, rows, vocab_, stream_),
+      "applying logit edits");
+  RILL_CUDA_RETURN_IF_ERROR(kc::Sample(logits, sample_params_.as<kc::SamplingParams>() + first_row,
+                                       ids, rows, vocab_, stream_),
+                            "sampling");
+  // The sampled token's log-softmax over the edited logits, as the host sampler reports it.
+  RILL_CUDA_RETURN_IF_ERROR(
+      kc::Logprobs(logits, ids, sampled_logprobs_.as<float>() + first_row, rows, vocab_, stream_),
+      "sampled logprobs");
+  return absl::OkStatus();
+}
+
+absl::Status CudaLlama::CopySampled(const SamplingArrays& sa, ForwardOutput* out) {
+  out->sampled.clear();
+  if (sa.num_device_rows == 0) return absl::OkStatus();
+  const size_t rows = sa.params.size();
+  std::vector<int32_t> ids(rows);
+  std::vector<float> logprobs(rows);
+  RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "sampling on the device");
+  RILL_CUDA_RETURN_IF_ERROR(
+      kc::CopyToHost(ids.data(), sampled_ids_.get(), rows * sizeof(int32_t)),
+      "copying sampled tokens to the host");
+  RILL_CUDA_RETURN_IF_ERROR(
+      kc::CopyToHost(logprobs.data(), sampled_logprobs_.get(), rows * sizeof(float)),
+      "copying sampled logprobs to the host");
+  out->sampled = SampledTokens(sa, ids, logprobs);
+  return absl::OkStatus();
+}
+
+absl::Status CudaLlama::CopyLogitRow(int row, std::vector<float>* dst) {
+  dst->resize(vocab_);
+  RILL_CUDA_RETURN_IF_ERROR(
+      kc::CopyToHost(dst->data(), logits_.as<float>() + static_cast<size_t>(row) * vocab_,
+                     static_cast<size_t>(vocab_) * sizeof(float)),
+      "copying logits to the host");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<kc::GraphExec> CudaLlama::RunAndCapture(
@@ -474,7 +546,8 @@ void CudaLlama::DestroyGraphs() {
   graphs_.clear();
 }
 
-absl::Status CudaLlama::ForwardDecodeGraph(const BatchArrays& a, ForwardOutput* out) {
+absl::Status CudaLlama::ForwardDecodeGraph(const BatchArrays& a, const SamplingArrays& sa,
+                                           ForwardOutput* out) {
   absl::StatusOr<int> bucket = graph_buckets_->BucketFor(a.num_seqs);
   if (!bucket.ok()) return bucket.status();
   const int b = *bucket;
@@ -511,6 +584,20 @@ absl::Status CudaLlama::ForwardDecodeGraph(const BatchArrays& a, ForwardOutput* 
     if (!graph.ok()) return graph.status();
     graphs_.emplace(b, *graph);
   }
+  if (sa.num_device_rows > 0) {
+    // After the graph, on the same stream: a decode step's logit rows are
+    // its sequences, at the start of logits_ (padding rows after them).
+    if (absl::Status s = EnqueueSampling(0, a.num_seqs); !s.ok()) return s;
+    if (absl::Status s = CopySampled(sa, out); !s.ok()) return s;
+    out->hidden.assign(a.num_seqs, {});
+    out->logits.assign(a.num_seqs, {});
+    for (int s = 0; s < a.num_seqs; ++s) {
+      if (!sa.host_row[s]) continue;
+      if (absl::Status st = CopyLogitRow(s, &out->logits[s]); !st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+  out->sampled.clear();
   RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "running the decode step");
   std::vector<float> flat(static_cast<size_t>(a.num_seqs) * vocab_);
   RILL_CUDA_RETURN_IF_ERROR(kc::CopyToHost(flat.data(), logits_.get(), flat.size() * sizeof(float)),
@@ -524,7 +611,8 @@ absl::Status CudaLlama::ForwardDecodeGraph(const BatchArrays& a, ForwardOutput* 
   return absl::OkStatus();
 }
 
-absl::Status CudaLlama::CopyLogits(const BatchArrays& a, ForwardOutput* out) {
+absl::Status CudaLlama::CopyLogits(const BatchArrays& a, const SamplingArrays& sa,
+                                   ForwardOutput* out) {
   const int rows = static_cast<int>(a.logit_rows.size());
   // The rows whose logits are wanted, gathered after the final norm (the
   // embedding-lookup kernel reads normed_ as a table of T rows).
@@ -539,6 +627,21 @@ absl::Status CudaLlama::CopyLogits(const BatchArrays& a, ForwardOutput* out) {
         kc::Gemm(gemm_, gathered_.as<uint16_t>() + static_cast<size_t>(r0) * hidden_, head_,
                  logits_.get(), m, vocab_, hidden_, true),
         "lm head gemm");
+    if (sa.num_device_rows > 0) {
+      // Sample this chunk's rows before the next chunk overwrites logits_,
+      // and bring back only the host rows' logits.
+      if (absl::Status s = EnqueueSampling(r0, m); !s.ok()) return s;
+      RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "running the forward step");
+      for (int r = r0; r < r0 + m; ++r) {
+        if (!sa.host_row[r]) continue;
+        RILL_CUDA_RETURN_IF_ERROR(
+            kc::CopyToHost(flat.data() + static_cast<size_t>(r) * vocab_,
+                           logits_.as<float>() + static_cast<size_t>(r - r0) * vocab_,
+                           static_cast<size_t>(vocab_) * sizeof(float)),
+            "copying logits to the host");
+      }
+      continue;
+    }
     // Also where asynchronous errors of the whole step surface.
     RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "running the forward step");
     RILL_CUDA_RETURN_IF_ERROR(
@@ -546,11 +649,12 @@ absl::Status CudaLlama::CopyLogits(const BatchArrays& a, ForwardOutput* out) {
                        static_cast<size_t>(m) * vocab_ * sizeof(float)),
         "copying logits to the host");
   }
+  if (absl::Status s = CopySampled(sa, out); !s.ok()) return s;
   out->logits.assign(a.num_seqs, {});
   size_t r = 0;
   for (int s = 0; s < a.num_seqs; ++s) {
     const size_t n = static_cast<size_t>(a.logits_per_seq[s]) * vocab_;
-    out->logits[s].assign(flat.begin() + r, flat.begin() + r + n);
+    if (sa.device_row[s] < 0) out->logits[s].assign(flat.begin() + r, flat.begin() + r + n);
     r += n;
   }
   return absl::OkStatus();

@@ -24,6 +24,7 @@
 #include "worker/loader/checkpoint.h"
 #include "worker/models/cuda/batch_arrays.h"
 #include "worker/models/cuda/device_buffer.h"
+#include "worker/models/cuda/sampling_arrays.h"
 
 namespace rill::worker {
 
@@ -80,6 +81,11 @@ class CudaLlama {
   // sequence, or every new token with all_logits; hidden states with
   // return_hidden). InvalidArgument, with nothing run, for a batch that
   // ValidateBatch rejects; Internal for a CUDA failure.
+  // Sequences with device_sampling are sampled here after the LM head
+  // (logit edits, then kernels/cuda Sample and Logprobs): their token and
+  // logprob come back in out->sampled and their logits row stays empty, so
+  // only the other rows' logits cross to the host (ValidateDeviceSampling's
+  // errors are InvalidArgument too).
   absl::Status Forward(const ForwardBatch& batch, ForwardOutput* out);
 
   struct DecodeBench {
@@ -141,9 +147,19 @@ class CudaLlama {
   // an executable graph, which the caller destroys.
   absl::StatusOr<::rill::kernels::cuda::GraphExec> RunAndCapture(
       const std::function<absl::Status()>& enqueue);
-  absl::Status ForwardDecodeGraph(const BatchArrays& a, ForwardOutput* out);
+  absl::Status ForwardDecodeGraph(const BatchArrays& a, const SamplingArrays& sa,
+                                  ForwardOutput* out);
   void DestroyGraphs();
-  absl::Status CopyLogits(const BatchArrays& a, ForwardOutput* out);
+  absl::Status CopyLogits(const BatchArrays& a, const SamplingArrays& sa, ForwardOutput* out);
+  // Device sampling (SamplingArrays::num_device_rows > 0): UploadSampling
+  // before the step's kernels; EnqueueSampling over logit rows
+  // [first_row, first_row + rows), which sit at the start of logits_; then
+  // CopySampled once every row is done.
+  absl::Status UploadSampling(const SamplingArrays& sa);
+  absl::Status EnqueueSampling(int first_row, int rows);
+  absl::Status CopySampled(const SamplingArrays& sa, ForwardOutput* out);
+  // Copies logit row `row` of logits_ into `dst` ([vocab] floats).
+  absl::Status CopyLogitRow(int row, std::vector<float>* dst);
   absl::Status CopyHidden(const BatchArrays& a, const ForwardBatch& batch, ForwardOutput* out);
   BatchLimits Limits() const;
   ::rill::kernels::cuda::PagedAttentionShape AttentionShape(int max_blocks_per_seq) const;
@@ -173,6 +189,9 @@ class CudaLlama {
   DeviceBuffer tokens_, positions_, slots_, query_start_, context_lens_, logit_rows_;
   DeviceBuffer block_tables_;  // grown on demand
   DeviceBuffer logits_;
+  // Device sampling, per logit row ([max_batch_tokens]): params, edit
+  // offsets (+1), edits (grown on demand), the sampled ids and logprobs.
+  DeviceBuffer sample_params_, edit_offsets_, edits_, sampled_ids_, sampled_logprobs_;
 
   // Decode graphs: the block tables [max bucket][graph_table_width_] and the
   // split-K workspace they read, sized once; one executable graph per bucket
