@@ -86,7 +86,7 @@ struct Result {
   std::vector<float> logprobs;
 };
 
-std::map<std::string, Result> Run(ModelExecutor* executor,
+std::map<std::string, Result> RunEngine(ModelExecutor* executor,
                                   const std::map<std::string, SamplingParams>& requests,
                                   EngineCoreStats* stats) {
   EngineCore core(executor, Sched(), true);
@@ -152,9 +152,9 @@ TEST(DeviceSamplingTest, EngineGivesTheHostSamplersTokensAndLogprobs) {
 
   FakeModelExecutor host(Fake());
   EngineCoreStats host_stats, device_stats;
-  const std::map<std::string, Result> want = Run(&host, requests, &host_stats);
+  const std::map<std::string, Result> want = RunEngine(&host, requests, &host_stats);
   ReferenceSamplingExecutor device(Fake());
-  const std::map<std::string, Result> got = Run(&device, requests, &device_stats);
+  const std::map<std::string, Result> got = RunEngine(&device, requests, &device_stats);
 
   ASSERT_EQ(got.size(), requests.size());
   for (const auto& [id, w] : want) {
@@ -167,11 +167,13 @@ TEST(DeviceSamplingTest, EngineGivesTheHostSamplersTokensAndLogprobs) {
   }
   // The seeded requests really sampled: not all greedy.
   EXPECT_NE(want.at("hot").tokens, want.at("greedy").tokens);
-  // Five requests x 24 tokens on the device, the other four on the host.
+  // Five requests x 24 tokens on the device, three on the host; the
+  // prompt_logprobs request only for its first token (the prompt's chunk
+  // returns all its logits), then on the device.
   EXPECT_EQ(host_stats.device_sampled_rows + host_stats.host_sampled_rows, 0);
-  EXPECT_EQ(device_stats.device_sampled_rows, 5 * 24);
+  EXPECT_EQ(device_stats.device_sampled_rows, 5 * 24 + 23);
   EXPECT_EQ(device.device_rows(), device_stats.device_sampled_rows);
-  EXPECT_EQ(device_stats.host_sampled_rows, 4 * 24);
+  EXPECT_EQ(device_stats.host_sampled_rows, 3 * 24 + 1);
 }
 
 std::unique_ptr<Request> MakeRequest(SamplingParams p) {
@@ -212,6 +214,7 @@ TEST(DeviceSamplingTest, SpecKeepsTheRequestsGeneratorInStepWithTheHostSampler) 
   p.repetition_penalty = 1.2f;
   p.logit_bias = {{9, 1.5f}, {100, 2.0f}};  // 100: outside the vocabulary, dropped
   p.min_tokens = 3;
+  p.ignore_eos = false;
   p.stop_token_ids = {4};
   std::unique_ptr<Request> device = MakeRequest(p), host = MakeRequest(p);
   const std::vector<int32_t> eos = {0};
@@ -247,6 +250,7 @@ TEST(DeviceSamplingTest, ProcessLogitsIsTheEditsApplied) {
   p.frequency_penalty = 0.25f;
   p.logit_bias = {{2, 1.0f}, {10, -1.0f}};
   p.min_tokens = 5;
+  p.ignore_eos = false;
   p.stop_token_ids = {11};
   std::unique_ptr<Request> r = MakeRequest(p);
   r->output_token_ids = {2, 2, 5};
