@@ -84,7 +84,9 @@ class CudaModelExecutor : public ModelExecutor {
     if (absl::Status s = model_->SetKvCacheBlocks(num_blocks_); !s.ok()) return s;
     LOG(INFO) << "cuda executor: " << checkpoint_->path() << " on " << device_ << ", "
               << num_blocks_ << " KV blocks of " << options_.block_size << " tokens ("
-              << MiB(model_->kv_cache_bytes()) << " bf16)";
+              << MiB(model_->kv_cache_bytes()) << " bf16), sampling "
+              << (options_.device_sampling ? "on the GPU where the engine allows it"
+                                           : "on the host (--device_sampling=false)");
     return absl::OkStatus();
   }
 

@@ -5,6 +5,7 @@
 // cannot sample as the host would stay on the host.
 #include "engine/device_sampling.h"
 
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <memory>
@@ -167,13 +168,21 @@ TEST(DeviceSamplingTest, EngineGivesTheHostSamplersTokensAndLogprobs) {
   }
   // The seeded requests really sampled: not all greedy.
   EXPECT_NE(want.at("hot").tokens, want.at("greedy").tokens);
-  // Five requests x 24 tokens on the device, three on the host; the
-  // prompt_logprobs request only for its first token (the prompt's chunk
-  // returns all its logits), then on the device.
+  // Five requests' tokens on the device, three on the host; the
+  // prompt_logprobs request's first token on the host (the prompt's chunk
+  // returns all its logits), the rest on the device. (min_tokens may end
+  // early: it may sample EOS.)
+  auto tokens = [&](std::initializer_list<const char*> ids) {
+    int64_t n = 0;
+    for (const char* id : ids) n += static_cast<int64_t>(want.at(id).tokens.size());
+    return n;
+  };
   EXPECT_EQ(host_stats.device_sampled_rows + host_stats.host_sampled_rows, 0);
-  EXPECT_EQ(device_stats.device_sampled_rows, 5 * 24 + 23);
+  EXPECT_EQ(device_stats.device_sampled_rows,
+            tokens({"greedy", "hot", "warm_min_p", "penalties", "min_tokens", "prompt_logprobs"}) -
+                1);
   EXPECT_EQ(device.device_rows(), device_stats.device_sampled_rows);
-  EXPECT_EQ(device_stats.host_sampled_rows, 3 * 24 + 1);
+  EXPECT_EQ(device_stats.host_sampled_rows, tokens({"top_k", "top_p", "top_logprobs"}) + 1);
 }
 
 std::unique_ptr<Request> MakeRequest(SamplingParams p) {
