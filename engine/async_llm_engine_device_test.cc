@@ -169,10 +169,11 @@ TEST(EngineDeviceTest, CudaGreedyStartsLikeCpuAndSurvivesSleep) {
 // sampler over the same GPU logits (--device_sampling=false), request by
 // request so every step's batch (and so its logits) is the same in both
 // runs: greedy tokens identical; seeded sampled requests (temperature,
-// min_p, penalties, logit_bias, min_tokens) draw the same uniforms from
-// their generators, so their tokens agree unless a draw lands within float
-// rounding (~1e-5) of a boundary: at most one request of six may diverge.
-// top_p rows sample on the host in both runs (engine/device_sampling.h).
+// min_p, top_k with top_p, penalties, logit_bias, min_tokens) draw the same
+// uniforms from their generators, so their tokens agree unless a draw lands
+// within float rounding (~1e-5) of a boundary: at most one request of eight
+// may diverge. top_p without top_k samples on the host in both runs
+// (engine/device_sampling.h).
 TEST(EngineDeviceTest, CudaDeviceSamplingGivesTheHostSamplersTokens) {
   if (!HaveCudaDevice()) GTEST_SKIP() << "no CUDA device";
   if (!HaveModel()) GTEST_SKIP() << "no model at " << ModelPath();
@@ -199,6 +200,10 @@ TEST(EngineDeviceTest, CudaDeviceSamplingGivesTheHostSamplersTokens) {
   min_tokens.ignore_eos = false;
   min_tokens.min_tokens = 12;
   add("The best way to learn is", 1.0f, 15);
+  add("My favourite food is", 1.0f, 17).top_k = 40;  // descending draw on the device
+  SamplingParams& top_k_p = add("Rain is", 0.8f, 18);
+  top_k_p.top_k = 100;
+  top_k_p.top_p = 0.9f;
   add("Tell me a joke about cats", 0.9f, 16).top_p = 0.9f;  // host in both runs
 
   auto run = [&](bool device_sampling) {

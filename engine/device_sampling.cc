@@ -1,6 +1,7 @@
 #include "engine/device_sampling.h"
 
 #include "engine/logits_processor.h"
+#include "worker/sampler.h"
 
 namespace rill::engine {
 
@@ -29,8 +30,10 @@ HostSamplingReason WhyHostSamples(const Request& r, bool verifies_draft, bool al
   if (verifies_draft) return HostSamplingReason::kDraft;
   if (all_logits) return HostSamplingReason::kPromptLogprobs;
   if (p.logprobs > 0) return HostSamplingReason::kTopLogprobs;
-  const bool top_k = p.top_k > 0 && p.top_k < vocab_size;
-  if (p.temperature > 0.0f && (top_k || p.top_p < 1.0f)) return HostSamplingReason::kDrawOrder;
+  if (p.temperature > 0.0f &&
+      worker::DrawOrderOf(p.ToSamplingConfig(), vocab_size) == worker::DrawOrder::kNucleusBuckets) {
+    return HostSamplingReason::kDrawOrder;
+  }
   return HostSamplingReason::kNone;
 }
 
@@ -46,6 +49,8 @@ worker::DeviceSampling DeviceSamplingFor(Request* r, const std::vector<int32_t>&
   // (uniform_real_distribution<double>(0, kept mass), i.e. this uniform
   // scaled) and never when greedy.
   if (p.temperature > 0.0f) d.uniform = r->sampler.Uniform();
+  d.descending_draw =
+      worker::DrawOrderOf(p.ToSamplingConfig(), vocab_size) == worker::DrawOrder::kDescending;
   d.edits = LogitEditsFor(*r, eos_ids, vocab_size);
   return d;
 }

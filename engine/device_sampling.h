@@ -21,9 +21,10 @@ enum class HostSamplingReason {
   kDraft,           // speculative verification needs every draft position's logits
   kPromptLogprobs,  // the chunk returns all its logits anyway
   kTopLogprobs,     // logprobs > 0: the device returns only the sampled token's
-  // top_k / top_p with temperature > 0: the host sampler draws those in
-  // descending-probability order, the device kernel in vocabulary order
-  // (the same distribution, but a seeded request's tokens would differ).
+  // top_p without top_k at temperature > 0: the host sampler draws the
+  // nucleus in an order of probability buckets (worker::DrawOrder::
+  // kNucleusBuckets) that the device kernel does not follow (the same
+  // distribution, but a seeded request's tokens would differ).
   kDrawOrder,
 };
 

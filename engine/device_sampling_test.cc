@@ -46,6 +46,7 @@ class ReferenceSamplingExecutor : public ModelExecutor {
       p.top_p = d->top_p;
       p.min_p = d->min_p;
       p.uniform = d->uniform;
+      p.descending = d->descending_draw;
       out->sampled[i].token = kc::ref::Sample(row.data(), p, vocab);
       out->sampled[i].logprob = kc::ref::Logprob(row.data(), out->sampled[i].token, vocab);
       row.clear();  // only the token crosses back
@@ -141,9 +142,13 @@ TEST(DeviceSamplingTest, EngineGivesTheHostSamplersTokensAndLogprobs) {
   min_tokens.min_tokens = 10;
   min_tokens.stop_token_ids = {7, 8};
   requests["min_tokens"] = min_tokens;
-  // Host-sampled: top-k / top-p draw order, top logprobs, prompt logprobs.
-  requests["top_k"] = Params(2.0f, rng());
+  requests["top_k"] = Params(2.0f, rng());  // descending draw
   requests["top_k"].top_k = 5;
+  requests["top_k_p"] = Params(2.0f, rng());
+  requests["top_k_p"].top_k = 20;
+  requests["top_k_p"].top_p = 0.7f;
+  requests["top_k_p"].min_p = 0.01f;
+  // Host-sampled: top_p's bucket draw order, top logprobs, prompt logprobs.
   requests["top_p"] = Params(2.0f, rng());
   requests["top_p"].top_p = 0.8f;
   requests["top_logprobs"] = Params(2.0f, rng());
@@ -168,7 +173,7 @@ TEST(DeviceSamplingTest, EngineGivesTheHostSamplersTokensAndLogprobs) {
   }
   // The seeded requests really sampled: not all greedy.
   EXPECT_NE(want.at("hot").tokens, want.at("greedy").tokens);
-  // Five requests' tokens on the device, three on the host; the
+  // Seven requests' tokens on the device, two on the host; the
   // prompt_logprobs request's first token on the host (the prompt's chunk
   // returns all its logits), the rest on the device. (min_tokens may end
   // early: it may sample EOS.)
@@ -179,10 +184,11 @@ TEST(DeviceSamplingTest, EngineGivesTheHostSamplersTokensAndLogprobs) {
   };
   EXPECT_EQ(host_stats.device_sampled_rows + host_stats.host_sampled_rows, 0);
   EXPECT_EQ(device_stats.device_sampled_rows,
-            tokens({"greedy", "hot", "warm_min_p", "penalties", "min_tokens", "prompt_logprobs"}) -
+            tokens({"greedy", "hot", "warm_min_p", "penalties", "min_tokens", "top_k", "top_k_p",
+                    "prompt_logprobs"}) -
                 1);
   EXPECT_EQ(device.device_rows(), device_stats.device_sampled_rows);
-  EXPECT_EQ(device_stats.host_sampled_rows, tokens({"top_k", "top_p", "top_logprobs"}) + 1);
+  EXPECT_EQ(device_stats.host_sampled_rows, tokens({"top_p", "top_logprobs"}) + 1);
 }
 
 std::unique_ptr<Request> MakeRequest(SamplingParams p) {
@@ -198,12 +204,17 @@ TEST(DeviceSamplingTest, RowsTheDeviceCannotSampleAsTheHostStayOnTheHost) {
             HostSamplingReason::kNone);
   SamplingParams top_k = Params(1.0f, 1);
   top_k.top_k = 3;
-  EXPECT_EQ(WhyHostSamples(*MakeRequest(top_k), false, false, 64), HostSamplingReason::kDrawOrder);
-  top_k.top_k = 64;  // the whole vocabulary: no filter
+  top_k.top_p = 0.5f;  // with top_k the host draws in descending order, as the device can
   EXPECT_EQ(WhyHostSamples(*MakeRequest(top_k), false, false, 64), HostSamplingReason::kNone);
+  EXPECT_TRUE(DeviceSamplingFor(MakeRequest(top_k).get(), {}, 64).descending_draw);
   SamplingParams top_p = Params(1.0f, 1);
   top_p.top_p = 0.5f;
   EXPECT_EQ(WhyHostSamples(*MakeRequest(top_p), false, false, 64), HostSamplingReason::kDrawOrder);
+  top_p.top_k = 64;  // the whole vocabulary: no top_k filter, so top_p's own order
+  EXPECT_EQ(WhyHostSamples(*MakeRequest(top_p), false, false, 64), HostSamplingReason::kDrawOrder);
+  top_p.top_p = 1.0f;
+  EXPECT_EQ(WhyHostSamples(*MakeRequest(top_p), false, false, 64), HostSamplingReason::kNone);
+  EXPECT_FALSE(DeviceSamplingFor(MakeRequest(top_p).get(), {}, 64).descending_draw);
   SamplingParams logprobs = Params(0.0f, 1);
   logprobs.logprobs = 1;
   EXPECT_EQ(WhyHostSamples(*MakeRequest(logprobs), false, false, 64),

@@ -25,6 +25,13 @@ absl::Status ValidateSamplingConfig(const SamplingConfig& c) {
   return absl::OkStatus();
 }
 
+DrawOrder DrawOrderOf(const SamplingConfig& c, int64_t n) {
+  // As Sample branches.
+  if (c.top_k > 0 && c.top_k < n) return DrawOrder::kDescending;
+  if (c.top_p < 1.0f) return DrawOrder::kNucleusBuckets;
+  return DrawOrder::kVocabulary;
+}
+
 float LogProbOf(const float* logits, int64_t n, int32_t token) {
   // Vectorised: this runs over the whole vocabulary for every sampled token
   // (49,152 exps for SmolLM2), which in scalar double cost ~0.5 ms per

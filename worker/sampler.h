@@ -23,6 +23,18 @@ struct SamplingConfig {
 // InvalidArgument naming the field when a value is out of range.
 absl::Status ValidateSamplingConfig(const SamplingConfig& config);
 
+// The order in which Sampler::Sample's inverse-CDF draw walks the kept
+// tokens at temperature > 0: what another sampler (the GPU's) must follow
+// to draw the same token from the same uniform.
+enum class DrawOrder {
+  kVocabulary,  // ids ascending: no filter, or min_p only
+  kDescending,  // logit descending, ties by id: top_k filters (with any top_p / min_p)
+  // top_p without top_k: the nucleus's higher probability buckets in id
+  // order, then its crossing bucket descending (NucleusOf).
+  kNucleusBuckets,
+};
+DrawOrder DrawOrderOf(const SamplingConfig& config, int64_t vocab_size);
+
 struct SampledToken {
   int32_t token = -1;
   float logprob = 0.0f;  // log-softmax of the raw logits (before filtering)

@@ -36,6 +36,9 @@ struct DeviceSampling {
   // The draw in [0, 1) from the request's own generator (temperature > 0):
   // the value the host sampler would have scaled by the kept mass.
   double uniform = 0.0;
+  // The draw walks the kept tokens by logit, highest first (the host
+  // sampler's order when top_k filters), instead of in id order.
+  bool descending_draw = false;
   std::vector<LogitEdit> edits;  // sorted by token, one per token
 };
 

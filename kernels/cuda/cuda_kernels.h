@@ -86,6 +86,10 @@ struct SamplingParams {
   // takes it from the request's own generator, so a request's random stream
   // is the host sampler's). Negative: SampleUniform(seed, step).
   double uniform = -1.0;
+  // Nonzero: the inverse-CDF draw walks the kept tokens by logit, highest
+  // first (ties: lower id first), as the host sampler does when top_k
+  // filters (worker/sampler.h DrawOrderOf); zero: in vocabulary order.
+  int32_t descending = 0;
 };
 
 // logits [rows][vocab] float; params is a device array of `rows` entries.

@@ -238,6 +238,22 @@ int32_t Sample(const float* logits, const SamplingParams& p, int vocab, std::vec
   const double u01 =
       p.uniform >= 0.0 ? p.uniform : static_cast<double>(SampleUniform(p.seed, p.step));
   const double u = u01 * total;
+  if (kept) *kept = keep;
+  if (p.descending) {
+    std::vector<int> order;
+    for (int i = 0; i < vocab; ++i) {
+      if (keep[i]) order.push_back(i);
+    }
+    std::sort(order.begin(), order.end(), [&](int a, int b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    double run = 0;
+    for (int i : order) {
+      run += prob[i];
+      if (run > u) return i;
+    }
+    return order.back();
+  }
   double run = 0;
   int chosen = last;
   for (int i = 0; i < vocab; ++i) {
@@ -248,7 +264,6 @@ int32_t Sample(const float* logits, const SamplingParams& p, int vocab, std::vec
       break;
     }
   }
-  if (kept) *kept = keep;
   return chosen;
 }
 

@@ -47,7 +47,8 @@ void Gemm(const Bf16* x, const Bf16* w, float* y, int m, int n, int k);
 // whose scaled logit is >= the top_k-th largest; then exp(l - max) >= min_p;
 // then the highest tokens whose mass reaches top_p of what is left; draw
 // u = (p.uniform if >= 0, else SampleUniform(seed, step)) * kept mass and
-// take the first token in vocabulary order whose running mass exceeds u.
+// take the first token in vocabulary order (p.descending: in descending
+// logit order, ties by id) whose running mass exceeds u.
 // kept (optional) gets the final keep mask.
 int32_t Sample(const float* logits, const SamplingParams& p, int vocab,
                std::vector<bool>* kept = nullptr);

@@ -125,13 +125,62 @@ __global__ void __launch_bounds__(kThreads)
         },
         sp.top_p * z);
   }
+  const float u01 =
+      sp.uniform >= 0.0 ? static_cast<float>(sp.uniform) : SampleUniform(sp.seed, sp.step);
+  auto kept = [&](int i, float& p) {
+    return v.KeepKMin(i, p) && OrderedKey(v.Scaled(i)) >= v.p_key;
+  };
+  if (sp.descending) {
+    // Kept tokens by raw logit, highest first: the token drawn carries the
+    // largest key t whose kept mass at or above t exceeds u (bisection).
+    auto mass_from = [&](uint32_t t) {
+      float mass = 0.0f, p;
+      for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+        if (kept(i, p) && OrderedKey(lg[i]) >= t) mass += p;
+      }
+      return internal::BlockSum(mass, scratch);
+    };
+    if (threadIdx.x == 0) chosen = vocab;
+    const float total = mass_from(0u);  // > 0: the top token (p = 1) is always kept
+    // Strictly below the total, so some kept key carries the draw: the
+    // largest t with mass_from(t) > u has mass_from(t) > mass_from(t + 1).
+    const float u = fminf(u01 * total, nextafterf(total, 0.0f));
+    const uint32_t t = Bisect(mass_from, nextafterf(u, INFINITY));
+    float ties = 0.0f;
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+      float p;
+      if (kept(i, p) && OrderedKey(lg[i]) == t) {
+        ties += 1.0f;
+        atomicMin(&chosen, i);
+      }
+    }
+    ties = internal::BlockSum(ties, scratch);  // its barriers also publish `chosen`
+    if (ties > 1.0f) {
+      // Equal logits: the host walks them by id after the mass above them
+      // (rare, so one thread does it).
+      const float above = t == 0xFFFFFFFFu ? 0.0f : mass_from(t + 1);
+      if (threadIdx.x == 0) {
+        float run = above;
+        for (int i = 0; i < vocab; ++i) {
+          float p;
+          if (kept(i, p) && OrderedKey(lg[i]) == t) {
+            chosen = i;
+            run += p;
+            if (run > u) break;
+          }
+        }
+      }
+    }
+    if (threadIdx.x == 0) tokens[row] = chosen < vocab ? chosen : 0;
+    return;
+  }
   // Inverse-CDF draw in vocabulary order over contiguous per-thread ranges.
   const int per = (vocab + kThreads - 1) / kThreads;
   const int begin = min(vocab, static_cast<int>(threadIdx.x) * per), end = min(vocab, begin + per);
   float local = 0.0f, p;
   int my_last = -1;
   for (int i = begin; i < end; ++i) {
-    if (v.KeepKMin(i, p) && OrderedKey(v.Scaled(i)) >= v.p_key) {
+    if (kept(i, p)) {
       local += p;
       my_last = i;
     }
@@ -152,7 +201,6 @@ __global__ void __launch_bounds__(kThreads)
     scratch[32] = run;
   }
   __syncthreads();
-  const float u01 = sp.uniform >= 0.0 ? static_cast<float>(sp.uniform) : SampleUniform(sp.seed, sp.step);
   const float u = u01 * scratch[32];
   float run = sums[threadIdx.x];
   if (my_last >= 0) atomicMax(&last_kept, my_last);
@@ -160,7 +208,7 @@ __global__ void __launch_bounds__(kThreads)
   // so a rounding difference between `local` and the walk cannot lose the draw.
   if (local > 0.0f) {
     for (int i = begin; i < end; ++i) {
-      if (v.KeepKMin(i, p) && OrderedKey(v.Scaled(i)) >= v.p_key) {
+      if (kept(i, p)) {
         run += p;
         if (run > u) {
           atomicMin(&chosen, i);

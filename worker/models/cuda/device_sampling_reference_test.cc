@@ -2,8 +2,8 @@
 // holds the kernel to on a device) against the host sampler for the same
 // request generator: a request sampled on the device gets the host's tokens
 // for the rows the engine sends there (engine/device_sampling.h: greedy,
-// temperature, min_p, with the logit edits; not top_k / top_p, which the
-// host draws in another order).
+// temperature, min_p, top_k with any top_p, with the logit edits; not top_p
+// without top_k, which the host draws in an order of its own).
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -23,6 +23,8 @@ namespace kc = ::rill::kernels::cuda;
 struct Case {
   float temperature;
   float min_p;
+  int top_k = 0;
+  float top_p = 1.0f;
 };
 
 // One request's draws over `steps` rows: the host Sampler, and the reference
@@ -33,7 +35,10 @@ void ExpectSameTokens(const Case& c, int vocab, int steps, uint64_t stream, int*
   SamplingConfig config;
   config.temperature = c.temperature;
   config.min_p = c.min_p;
+  config.top_k = c.top_k;
+  config.top_p = c.top_p;
   config.seed = rng();
+  ASSERT_NE(DrawOrderOf(config, vocab), DrawOrder::kNucleusBuckets) << "not a device row";
   Sampler host(config);
   Sampler twin(config);  // the engine's copy of the request's sampler
   std::normal_distribution<float> normal(0.0f, 3.0f);
@@ -49,6 +54,9 @@ void ExpectSameTokens(const Case& c, int vocab, int steps, uint64_t stream, int*
     kc::SamplingParams p;
     p.temperature = c.temperature;
     p.min_p = c.min_p;
+    p.top_k = c.top_k;
+    p.top_p = c.top_p;
+    p.descending = DrawOrderOf(config, vocab) == DrawOrder::kDescending;
     if (c.temperature > 0.0f) p.uniform = twin.Uniform();
     const int32_t got = kc::ref::Sample(logits.data(), p, vocab);
     if (c.temperature == 0.0f) {
@@ -62,8 +70,10 @@ void ExpectSameTokens(const Case& c, int vocab, int steps, uint64_t stream, int*
 }
 
 TEST(DeviceSamplingReferenceTest, SameTokensAsHostSamplerForTheSameGenerator) {
-  const Case cases[] = {{0.0f, 0.0f}, {1.0f, 0.0f}, {0.7f, 0.0f}, {1.3f, 0.0f}, {1.0f, 0.05f},
-                        {0.8f, 0.01f}};
+  const Case cases[] = {{0.0f, 0.0f},        {1.0f, 0.0f},       {0.7f, 0.0f},
+                        {1.3f, 0.0f},        {1.0f, 0.05f},      {0.8f, 0.01f},
+                        {0.7f, 0.0f, 50},    {1.3f, 0.0f, 5},    {1.0f, 0.0f, 2000},
+                        {0.8f, 0.01f, 200, 0.8f}, {1.5f, 0.0f, 40, 0.5f}, {0.0f, 0.0f, 3}};
   int mismatches = 0, draws = 0;
   uint64_t stream = 1;
   for (const Case& c : cases) {
@@ -74,7 +84,7 @@ TEST(DeviceSamplingReferenceTest, SameTokensAsHostSamplerForTheSameGenerator) {
   }
   // Float rounding (vectorised vs scalar exp, float vs double sums) may move
   // a draw that lands within ~1e-5 of a boundary to the neighbouring token:
-  // at most one in these 400 draws. A generator out of step, another draw
+  // at most one in these 800 draws. A generator out of step, another draw
   // order or other filters differ in most draws.
   EXPECT_LE(mismatches, 1) << "of " << draws << " draws";
 }

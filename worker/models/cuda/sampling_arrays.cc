@@ -46,6 +46,7 @@ SamplingArrays BuildSamplingArrays(const ForwardBatch& batch,
         p.top_p = d->top_p;
         p.min_p = d->min_p;
         p.uniform = d->uniform;
+        p.descending = d->descending_draw ? 1 : 0;
         for (const LogitEdit& e : d->edits) {
           s.edits.push_back({e.token, e.repetition, e.subtract, e.add, e.mask ? 1 : 0});
         }

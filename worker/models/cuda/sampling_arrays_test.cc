@@ -29,6 +29,8 @@ TEST(SamplingArraysTest, PacksDeviceRowsAndLeavesHostRowsGreedy) {
   b.sequences.back().all_logits = true;
   b.sequences.push_back(Seq(1));  // device: row 4
   b.sequences.back().device_sampling = Spec(0.7f, 0.25, {{5, 1.2f, 0, 0, false}, {9, 1, 0, 0, true}});
+  b.sequences.back().device_sampling->top_k = 40;
+  b.sequences.back().device_sampling->descending_draw = true;
   b.sequences.push_back(Seq(2));  // device, greedy, no edits: row 5
   b.sequences.back().device_sampling = Spec(0.0f, 0.0, {});
   ASSERT_TRUE(ValidateDeviceSampling(b).ok());
@@ -42,6 +44,9 @@ TEST(SamplingArraysTest, PacksDeviceRowsAndLeavesHostRowsGreedy) {
   EXPECT_EQ(s.params[4].temperature, 0.7f);
   EXPECT_EQ(s.params[4].min_p, 0.1f);
   EXPECT_EQ(s.params[4].uniform, 0.25);
+  EXPECT_EQ(s.params[4].top_k, 40);
+  EXPECT_EQ(s.params[4].descending, 1);
+  EXPECT_EQ(s.params[5].descending, 0);
   EXPECT_EQ(s.edits[0].token, 5);
   EXPECT_EQ(s.edits[0].repetition, 1.2f);
   EXPECT_EQ(s.edits[1].mask, 1);
