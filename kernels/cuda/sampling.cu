@@ -245,11 +245,7 @@ __global__ void ApplyLogitEditsKernel(float* logits, const LogitEdit* edits,
   for (int e = offsets[row] + threadIdx.x; e < offsets[row + 1]; e += blockDim.x) {
     const LogitEdit ed = edits[e];
     if (ed.token < 0 || ed.token >= vocab) continue;
-    float l = lg[ed.token];
-    if (ed.repetition != 1.0f) l = l > 0.0f ? l / ed.repetition : l * ed.repetition;
-    l -= ed.subtract;
-    l += ed.add;
-    lg[ed.token] = ed.mask ? -INFINITY : l;
+    lg[ed.token] = EditedLogit(lg[ed.token], ed.repetition, ed.subtract, ed.add, ed.mask != 0);
   }
 }
 

@@ -1,8 +1,11 @@
 // Counter-based random numbers shared by the CUDA sampler and its CPU
-// reference, so a (seed, step, row) triple draws the same uniform on both.
+// reference, so a (seed, step, row) triple draws the same uniform on both;
+// and the one logit edit rule they (and the host's worker::ApplyLogitEdits)
+// share.
 #ifndef RILL_KERNELS_CUDA_SAMPLING_RNG_H_
 #define RILL_KERNELS_CUDA_SAMPLING_RNG_H_
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -34,6 +37,15 @@ RILL_HD inline uint32_t OrderedKey(float f) {
   static_assert(sizeof(u) == sizeof(f), "float is 32 bits");
   memcpy(&u, &f, 4);
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// A logit after one LogitEdit (cuda_kernels.h): repetition, then subtract,
+// add, mask, in that order, so every side gets the same bits.
+RILL_HD inline float EditedLogit(float l, float repetition, float subtract, float add, bool mask) {
+  if (repetition != 1.0f) l = l > 0.0f ? l / repetition : l * repetition;
+  l -= subtract;
+  l += add;
+  return mask ? -INFINITY : l;
 }
 
 }  // namespace rill::kernels::cuda
