@@ -8,6 +8,8 @@
 // second chunk attends to cached context), then greedy decode steps in which
 // both models are fed the CPU's argmax token, so they always see the same
 // context. Every logits row is compared: relative L2 error and top-1 agreement.
+// Then sampling on the GPU inside Forward against the CPU reference sampler
+// (device_sampling_check.h).
 // Exit status 1 when correctness fails (benchmark MISSes do not fail it),
 // 2 on setup errors, 0 when passed or when there is no CUDA device.
 #include <algorithm>
@@ -31,6 +33,7 @@
 #include "worker/kv_cache.h"
 #include "worker/loader/checkpoint.h"
 #include "worker/models/cuda/cuda_llama.h"
+#include "worker/models/cuda/device_sampling_check.h"
 #include "worker/models/llama.h"
 
 ABSL_FLAG(std::string, model, "",
@@ -247,7 +250,11 @@ absl::StatusOr<bool> CheckCorrectness(std::shared_ptr<const worker::loader::Chec
   PrintStats("prefill", prefill);
   PrintStats("decode", decode);
   const bool rejects = CheckRejects(gpu);
-  return prefill.Pass() && (D == 0 || decode.Pass()) && rejects;
+  // Past the prompts' blocks (the benchmarks overwrite them later).
+  absl::StatusOr<bool> sampling =
+      CheckDeviceSampling(gpu, P * blocks_per_seq, static_cast<uint32_t>(seed));
+  if (!sampling.ok()) return sampling.status();
+  return prefill.Pass() && (D == 0 || decode.Pass()) && rejects && *sampling;
 }
 
 struct BenchRow {
