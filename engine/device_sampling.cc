@@ -15,8 +15,6 @@ const char* HostSamplingReasonName(HostSamplingReason reason) {
       return "draft";
     case HostSamplingReason::kPromptLogprobs:
       return "prompt_logprobs";
-    case HostSamplingReason::kTopLogprobs:
-      return "top_logprobs";
     case HostSamplingReason::kDrawOrder:
       return "draw_order";
   }
@@ -29,7 +27,6 @@ HostSamplingReason WhyHostSamples(const Request& r, bool verifies_draft, bool al
   if (r.matcher != nullptr || p.constraint.active()) return HostSamplingReason::kGrammar;
   if (verifies_draft) return HostSamplingReason::kDraft;
   if (all_logits) return HostSamplingReason::kPromptLogprobs;
-  if (p.logprobs > 0) return HostSamplingReason::kTopLogprobs;
   if (p.temperature > 0.0f &&
       worker::DrawOrderOf(p.ToSamplingConfig(), vocab_size) == worker::DrawOrder::kNucleusBuckets) {
     return HostSamplingReason::kDrawOrder;
@@ -51,6 +48,7 @@ worker::DeviceSampling DeviceSamplingFor(Request* r, const std::vector<int32_t>&
   if (p.temperature > 0.0f) d.uniform = r->sampler.Uniform();
   d.descending_draw =
       worker::DrawOrderOf(p.ToSamplingConfig(), vocab_size) == worker::DrawOrder::kDescending;
+  d.top_logprobs = p.logprobs;
   d.edits = LogitEditsFor(*r, eos_ids, vocab_size);
   return d;
 }

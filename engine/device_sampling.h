@@ -20,7 +20,6 @@ enum class HostSamplingReason {
   kGrammar,         // structured output: the grammar bitmask is applied on the host
   kDraft,           // speculative verification needs every draft position's logits
   kPromptLogprobs,  // the chunk returns all its logits anyway
-  kTopLogprobs,     // logprobs > 0: the device returns only the sampled token's
   // top_p without top_k at temperature > 0: the host sampler draws the
   // nucleus in an order of probability buckets (worker::DrawOrder::
   // kNucleusBuckets) that the device kernel does not follow (the same

@@ -49,6 +49,7 @@ class ReferenceSamplingExecutor : public ModelExecutor {
       p.descending = d->descending_draw;
       out->sampled[i].token = kc::ref::Sample(row.data(), p, vocab);
       out->sampled[i].logprob = kc::ref::Logprob(row.data(), out->sampled[i].token, vocab);
+      out->sampled[i].top = kc::ref::TopLogprobs(row.data(), d->top_logprobs, vocab);
       row.clear();  // only the token crosses back
       ++device_rows_;
     }
@@ -86,6 +87,7 @@ SchedulerConfig Sched() {
 struct Result {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;
+  std::vector<TopLogprobs> top;
 };
 
 std::map<std::string, Result> RunEngine(ModelExecutor* executor,
@@ -108,6 +110,7 @@ std::map<std::string, Result> RunEngine(ModelExecutor* executor,
       Result& r = out[o.request_id];
       r.tokens.insert(r.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
       r.logprobs.insert(r.logprobs.end(), o.new_logprobs.begin(), o.new_logprobs.end());
+      r.top.insert(r.top.end(), o.new_top_logprobs.begin(), o.new_top_logprobs.end());
     }
   }
   EXPECT_FALSE(core.HasUnfinished());
@@ -148,11 +151,11 @@ TEST(DeviceSamplingTest, EngineGivesTheHostSamplersTokensAndLogprobs) {
   requests["top_k_p"].top_k = 20;
   requests["top_k_p"].top_p = 0.7f;
   requests["top_k_p"].min_p = 0.01f;
-  // Host-sampled: top_p's bucket draw order, top logprobs, prompt logprobs.
-  requests["top_p"] = Params(2.0f, rng());
-  requests["top_p"].top_p = 0.8f;
   requests["top_logprobs"] = Params(2.0f, rng());
   requests["top_logprobs"].logprobs = 3;
+  // Host-sampled: top_p's bucket draw order, prompt logprobs.
+  requests["top_p"] = Params(2.0f, rng());
+  requests["top_p"].top_p = 0.8f;
   requests["prompt_logprobs"] = Params(2.0f, rng());
   requests["prompt_logprobs"].prompt_logprobs = 1;
 
@@ -170,10 +173,19 @@ TEST(DeviceSamplingTest, EngineGivesTheHostSamplersTokensAndLogprobs) {
     for (size_t i = 0; i < w.logprobs.size(); ++i) {
       EXPECT_NEAR(g.logprobs[i], w.logprobs[i], 1e-4) << id << " token " << i;
     }
+    ASSERT_EQ(g.top.size(), w.top.size()) << id;
+    for (size_t i = 0; i < w.top.size(); ++i) {
+      ASSERT_EQ(g.top[i].size(), w.top[i].size()) << id << " token " << i;
+      for (size_t j = 0; j < w.top[i].size(); ++j) {
+        EXPECT_EQ(g.top[i][j].first, w.top[i][j].first) << id << " token " << i << " rank " << j;
+        EXPECT_NEAR(g.top[i][j].second, w.top[i][j].second, 1e-4) << id << " token " << i;
+      }
+    }
   }
   // The seeded requests really sampled: not all greedy.
   EXPECT_NE(want.at("hot").tokens, want.at("greedy").tokens);
-  // Seven requests' tokens on the device, two on the host; the
+  EXPECT_EQ(want.at("top_logprobs").top.size(), want.at("top_logprobs").tokens.size());
+  // Eight requests' tokens on the device, one on the host; the
   // prompt_logprobs request's first token on the host (the prompt's chunk
   // returns all its logits), the rest on the device. (min_tokens may end
   // early: it may sample EOS.)
@@ -185,10 +197,10 @@ TEST(DeviceSamplingTest, EngineGivesTheHostSamplersTokensAndLogprobs) {
   EXPECT_EQ(host_stats.device_sampled_rows + host_stats.host_sampled_rows, 0);
   EXPECT_EQ(device_stats.device_sampled_rows,
             tokens({"greedy", "hot", "warm_min_p", "penalties", "min_tokens", "top_k", "top_k_p",
-                    "prompt_logprobs"}) -
+                    "top_logprobs", "prompt_logprobs"}) -
                 1);
   EXPECT_EQ(device.device_rows(), device_stats.device_sampled_rows);
-  EXPECT_EQ(device_stats.host_sampled_rows, tokens({"top_p", "top_logprobs"}) + 1);
+  EXPECT_EQ(device_stats.host_sampled_rows, tokens({"top_p"}) + 1);
 }
 
 std::unique_ptr<Request> MakeRequest(SamplingParams p) {
@@ -216,9 +228,9 @@ TEST(DeviceSamplingTest, RowsTheDeviceCannotSampleAsTheHostStayOnTheHost) {
   EXPECT_EQ(WhyHostSamples(*MakeRequest(top_p), false, false, 64), HostSamplingReason::kNone);
   EXPECT_FALSE(DeviceSamplingFor(MakeRequest(top_p).get(), {}, 64).descending_draw);
   SamplingParams logprobs = Params(0.0f, 1);
-  logprobs.logprobs = 1;
-  EXPECT_EQ(WhyHostSamples(*MakeRequest(logprobs), false, false, 64),
-            HostSamplingReason::kTopLogprobs);
+  logprobs.logprobs = 5;
+  EXPECT_EQ(WhyHostSamples(*MakeRequest(logprobs), false, false, 64), HostSamplingReason::kNone);
+  EXPECT_EQ(DeviceSamplingFor(MakeRequest(logprobs).get(), {}, 64).top_logprobs, 5);
   EXPECT_EQ(WhyHostSamples(*MakeRequest(Params(0.0f, 1)), true, true, 64),
             HostSamplingReason::kDraft);
   EXPECT_EQ(WhyHostSamples(*MakeRequest(Params(0.0f, 1)), false, true, 64),

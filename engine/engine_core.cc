@@ -369,7 +369,7 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
     Request* r = plan.chunks[i].request;
     if (batch.sequences[i].device_sampling.has_value()) {
       const worker::DeviceSampledToken& t = fwd.sampled[i];
-      sampled_[k].assign(1, SampledRow{t.token, t.logprob, {}});
+      sampled_[k].assign(1, SampledRow{t.token, t.logprob, t.top});
     } else if (!drafts_[i].empty()) {
       sampled_[k] = draft_probs_[i].empty()
                         ? VerifyDraft(r, row.data(), drafts_[i])

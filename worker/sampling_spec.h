@@ -7,6 +7,7 @@
 #define RILL_WORKER_SAMPLING_SPEC_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace rill::worker {
@@ -39,6 +40,9 @@ struct DeviceSampling {
   // The draw walks the kept tokens by logit, highest first (the host
   // sampler's order when top_k filters), instead of in id order.
   bool descending_draw = false;
+  // > 0: also return this many best tokens of the edited logits with their
+  // logprobs (the host's TopKLogprobs order: best first, ties to lower ids).
+  int top_logprobs = 0;
   std::vector<LogitEdit> edits;  // sorted by token, one per token
 };
 
@@ -46,6 +50,7 @@ struct DeviceSampling {
 struct DeviceSampledToken {
   int32_t token = -1;
   float logprob = 0.0f;  // log-softmax of the edited logits (before temperature)
+  std::vector<std::pair<int32_t, float>> top;  // DeviceSampling::top_logprobs of them
 };
 
 }  // namespace rill::worker

@@ -114,6 +114,14 @@ struct LogitEdit {
 int ApplyLogitEdits(float* logits, const LogitEdit* edits, const int32_t* offsets, int rows,
                     int vocab, Stream stream);
 
+// The k[r] most likely tokens of row r (k[r] <= max_k <= kMaxTopLogprobs;
+// 0: none), best first, ties to the lower id (NaN as -inf), with their
+// log-softmax values: ids and logprobs are [rows][max_k], entries past k[r]
+// untouched. The host's order (engine TopKLogprobs).
+constexpr int kMaxTopLogprobs = 32;
+int TopLogprobs(const float* logits, const int32_t* k, int32_t* ids, float* logprobs, int rows,
+                int vocab, int max_k, Stream stream);
+
 // logprobs[r] = log_softmax(logits[r])[tokens[r]] (the unprocessed distribution).
 int Logprobs(const float* logits, const int32_t* tokens, float* logprobs, int rows, int vocab,
              Stream stream);

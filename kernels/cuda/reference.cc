@@ -297,6 +297,19 @@ void ApplyLogitEdits(float* logits, const LogitEdit* edits, const int32_t* offse
   }
 }
 
+std::vector<std::pair<int32_t, float>> TopLogprobs(const float* logits, int k, int vocab) {
+  auto key = [&](int i) { return std::isnan(logits[i]) ? -INFINITY : logits[i]; };
+  std::vector<int> order(vocab);
+  for (int i = 0; i < vocab; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return key(a) > key(b) || (key(a) == key(b) && a < b); });
+  std::vector<std::pair<int32_t, float>> out;
+  for (int j = 0; j < std::min(k, vocab); ++j) {
+    out.emplace_back(order[j], Logprob(logits, order[j], vocab));
+  }
+  return out;
+}
+
 float Logprob(const float* logits, int32_t token, int vocab) {
   if (token < 0 || token >= vocab) return -INFINITY;
   double mx = -DBL_MAX, z = 0;

@@ -5,6 +5,7 @@
 #define RILL_KERNELS_CUDA_REFERENCE_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -55,6 +56,8 @@ int32_t Sample(const float* logits, const SamplingParams& p, int vocab,
 float Logprob(const float* logits, int32_t token, int vocab);
 void ApplyLogitEdits(float* logits, const LogitEdit* edits, const int32_t* offsets, int rows,
                      int vocab);
+// One row of TopLogprobs: the k best (id, log-softmax) pairs, best first.
+std::vector<std::pair<int32_t, float>> TopLogprobs(const float* logits, int k, int vocab);
 
 }  // namespace rill::kernels::cuda::ref
 

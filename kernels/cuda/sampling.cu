@@ -249,7 +249,82 @@ __global__ void ApplyLogitEditsKernel(float* logits, const LogitEdit* edits,
   }
 }
 
+__device__ __forceinline__ uint32_t RankKey(float l) {
+  return OrderedKey(isnan(l) ? -INFINITY : l);
+}
+
+__global__ void __launch_bounds__(kThreads)
+    TopLogprobsKernel(const float* logits, const int32_t* ks, int32_t* ids, float* out, int vocab,
+                      int max_k) {
+  __shared__ float scratch[33];
+  __shared__ int count, next_tie;
+  __shared__ int sel[kMaxTopLogprobs];
+  const int row = blockIdx.x;
+  const int k = min(min(ks[row], max_k), vocab);
+  if (k <= 0) return;  // the whole block
+  const float* lg = logits + static_cast<size_t>(row) * vocab;
+  float mx = -FLT_MAX;
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x) mx = fmaxf(mx, lg[i]);
+  mx = internal::BlockMax(mx, scratch);
+  float s = 0.0f;
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x) s += __expf(lg[i] - mx);
+  const float log_z = mx + logf(internal::BlockSum(s, scratch));
+  // t: the k-th largest key; fewer than k keys lie above it.
+  const uint32_t t = Bisect(
+      [&](uint32_t key) {
+        float c = 0.0f;
+        for (int i = threadIdx.x; i < vocab; i += blockDim.x) c += RankKey(lg[i]) >= key;
+        return internal::BlockSum(c, scratch);
+      },
+      static_cast<float>(k));
+  if (threadIdx.x == 0) count = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+    if (RankKey(lg[i]) > t) sel[atomicAdd(&count, 1)] = i;
+  }
+  __syncthreads();
+  // The rest from the ties at t, lowest ids first (one pass each, <= k).
+  int last = -1;
+  while (count < k) {
+    if (threadIdx.x == 0) next_tie = vocab;
+    __syncthreads();
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+      if (i > last && RankKey(lg[i]) == t) atomicMin(&next_tie, i);
+    }
+    __syncthreads();
+    last = next_tie;
+    __syncthreads();
+    if (threadIdx.x == 0) sel[count++] = last < vocab ? last : 0;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    for (int a = 1; a < k; ++a) {  // insertion sort of <= 32 by (key desc, id asc)
+      const int x = sel[a];
+      int b = a - 1;
+      while (b >= 0 && (RankKey(lg[sel[b]]) < RankKey(lg[x]) ||
+                        (RankKey(lg[sel[b]]) == RankKey(lg[x]) && sel[b] > x))) {
+        sel[b + 1] = sel[b];
+        --b;
+      }
+      sel[b + 1] = x;
+    }
+    for (int j = 0; j < k; ++j) {
+      ids[static_cast<size_t>(row) * max_k + j] = sel[j];
+      out[static_cast<size_t>(row) * max_k + j] = lg[sel[j]] - log_z;
+    }
+  }
+}
+
 }  // namespace
+
+int TopLogprobs(const float* logits, const int32_t* k, int32_t* ids, float* logprobs, int rows,
+                int vocab, int max_k, Stream stream) {
+  if (rows < 0 || vocab <= 0 || max_k < 1 || max_k > kMaxTopLogprobs) return internal::kInvalid;
+  if (rows == 0) return 0;
+  TopLogprobsKernel<<<rows, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(logits, k, ids,
+                                                                              logprobs, vocab, max_k);
+  return internal::LaunchStatus();
+}
 
 int ApplyLogitEdits(float* logits, const LogitEdit* edits, const int32_t* offsets, int rows,
                     int vocab, Stream stream) {

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -146,6 +147,36 @@ Row CheckLogitEdits(std::mt19937& rng, int vocab) {
           "differing logits", std::to_string(edits.size()) + " edits"};
 }
 
+// The engine's top logprobs: ids in the reference's order (exact: a ranking
+// of the same floats), values to 1e-4; rows with ties and k = 0 included.
+Row CheckTopLogprobs(std::mt19937& rng, int vocab) {
+  const int rows = 10, max_k = kMaxTopLogprobs;
+  auto logits = RandomLogits(rng, rows, vocab);
+  for (int i = 0; i < vocab; ++i) {  // row 8: quantised, so many exact ties
+    float& x = logits[size_t(8) * vocab + i];
+    x = std::round(x);
+  }
+  const std::vector<int32_t> ks = {1, 5, 20, 32, 0, 3, 20, 7, 32, 2};
+  DevBuf<float> dl(logits), dlp(size_t(rows) * max_k);
+  DevBuf<int32_t> dk(ks), dids(size_t(rows) * max_k);
+  dids.PoisonNow();
+  int err = TopLogprobs(dl.get(), dk.get(), dids.get(), dlp.get(), rows, vocab, max_k, nullptr);
+  if (err) return Failed("top logprobs", ErrorString(err));
+  const std::vector<int32_t> ids = dids.Download();
+  const std::vector<float> lps = dlp.Download();
+  int wrong_ids = 0;
+  double worst = 0;
+  for (int r = 0; r < rows; ++r) {
+    const auto want = ref::TopLogprobs(logits.data() + size_t(r) * vocab, ks[r], vocab);
+    for (size_t j = 0; j < want.size(); ++j) {
+      wrong_ids += ids[size_t(r) * max_k + j] != want[j].first;
+      worst = std::max(worst, double(std::fabs(lps[size_t(r) * max_k + j] - want[j].second)));
+    }
+  }
+  return {"top logprobs vocab " + std::to_string(vocab), wrong_ids == 0 && worst <= 1e-4, worst,
+          "max abs error", "wrong ids " + std::to_string(wrong_ids)};
+}
+
 Row CheckLogprobs(std::mt19937& rng, int vocab) {
   const int rows = 17;
   auto logits = RandomLogits(rng, rows, vocab);
@@ -180,7 +211,7 @@ std::vector<Row> CheckGemm(std::mt19937& rng) {
 
 std::vector<Row> CheckSampling(std::mt19937& rng) {
   return {CheckSample(rng, 49152), CheckSample(rng, 1000), CheckLogitEdits(rng, 49152),
-          CheckLogprobs(rng, 49152)};
+          CheckTopLogprobs(rng, 49152), CheckLogprobs(rng, 49152)};
 }
 
 }  // namespace rill::kernels::cuda::check

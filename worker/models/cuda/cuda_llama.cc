@@ -246,6 +246,9 @@ absl::Status CudaLlama::AllocateBuffers() {
       {&edit_offsets_, (T + 1) * sizeof(int32_t), "logit edit offsets"},
       {&sampled_ids_, T * sizeof(int32_t), "sampled tokens"},
       {&sampled_logprobs_, T * sizeof(float), "sampled logprobs"},
+      {&top_counts_, T * sizeof(int32_t), "top logprobs counts"},
+      {&top_ids_, T * kc::kMaxTopLogprobs * sizeof(int32_t), "top logprobs ids"},
+      {&top_logprobs_, T * kc::kMaxTopLogprobs * sizeof(float), "top logprobs"},
   };
   for (const Want& w : wants) {
     if (absl::Status s = w.buf->Allocate(w.bytes, w.what); !s.ok()) return s;
@@ -470,11 +473,19 @@ absl::Status CudaLlama::UploadSampling(const SamplingArrays& sa) {
   if (absl::Status s = edits_.Upload(sa.edits.data(), edit_bytes, "logit edits"); !s.ok()) {
     return s;
   }
+  if (sa.max_top_logprobs > 0) {
+    if (absl::Status s = top_counts_.Upload(sa.top_logprobs.data(),
+                                            sa.top_logprobs.size() * sizeof(int32_t),
+                                            "top logprobs counts");
+        !s.ok()) {
+      return s;
+    }
+  }
   // As UploadAndWait: the legacy-stream copies must land before stream_ reads them.
   return CudaStatus(kc::StreamSync(nullptr), "waiting for the sampling uploads");
 }
 
-absl::Status CudaLlama::EnqueueSampling(int first_row, int rows) {
+absl::Status CudaLlama::EnqueueSampling(const SamplingArrays& sa, int first_row, int rows) {
   float* logits = logits_.as<float>();
   int32_t* ids = sampled_ids_.as<int32_t>() + first_row;
   RILL_CUDA_RETURN_IF_ERROR(
@@ -488,6 +499,13 @@ absl::Status CudaLlama::EnqueueSampling(int first_row, int rows) {
   RILL_CUDA_RETURN_IF_ERROR(
       kc::Logprobs(logits, ids, sampled_logprobs_.as<float>() + first_row, rows, vocab_, stream_),
       "sampled logprobs");
+  if (sa.max_top_logprobs > 0) {
+    const size_t at = static_cast<size_t>(first_row) * kc::kMaxTopLogprobs;
+    RILL_CUDA_RETURN_IF_ERROR(
+        kc::TopLogprobs(logits, top_counts_.as<int32_t>() + first_row, top_ids_.as<int32_t>() + at,
+                        top_logprobs_.as<float>() + at, rows, vocab_, kc::kMaxTopLogprobs, stream_),
+        "top logprobs");
+  }
   return absl::OkStatus();
 }
 
@@ -504,7 +522,19 @@ absl::Status CudaLlama::CopySampled(const SamplingArrays& sa, ForwardOutput* out
   RILL_CUDA_RETURN_IF_ERROR(
       kc::CopyToHost(logprobs.data(), sampled_logprobs_.get(), rows * sizeof(float)),
       "copying sampled logprobs to the host");
-  out->sampled = SampledTokens(sa, ids, logprobs);
+  std::vector<int32_t> top_ids;
+  std::vector<float> top_logprobs;
+  if (sa.max_top_logprobs > 0) {
+    top_ids.resize(rows * kc::kMaxTopLogprobs);
+    top_logprobs.resize(top_ids.size());
+    RILL_CUDA_RETURN_IF_ERROR(
+        kc::CopyToHost(top_ids.data(), top_ids_.get(), top_ids.size() * sizeof(int32_t)),
+        "copying top logprobs ids to the host");
+    RILL_CUDA_RETURN_IF_ERROR(kc::CopyToHost(top_logprobs.data(), top_logprobs_.get(),
+                                             top_logprobs.size() * sizeof(float)),
+                              "copying top logprobs to the host");
+  }
+  out->sampled = SampledTokens(sa, ids, logprobs, top_ids, top_logprobs);
   return absl::OkStatus();
 }
 
@@ -587,7 +617,7 @@ absl::Status CudaLlama::ForwardDecodeGraph(const BatchArrays& a, const SamplingA
   if (sa.num_device_rows > 0) {
     // After the graph, on the same stream: a decode step's logit rows are
     // its sequences, at the start of logits_ (padding rows after them).
-    if (absl::Status s = EnqueueSampling(0, a.num_seqs); !s.ok()) return s;
+    if (absl::Status s = EnqueueSampling(sa, 0, a.num_seqs); !s.ok()) return s;
     if (absl::Status s = CopySampled(sa, out); !s.ok()) return s;
     out->hidden.assign(a.num_seqs, {});
     out->logits.assign(a.num_seqs, {});
@@ -630,7 +660,7 @@ absl::Status CudaLlama::CopyLogits(const BatchArrays& a, const SamplingArrays& s
     if (sa.num_device_rows > 0) {
       // Sample this chunk's rows before the next chunk overwrites logits_,
       // and bring back only the host rows' logits.
-      if (absl::Status s = EnqueueSampling(r0, m); !s.ok()) return s;
+      if (absl::Status s = EnqueueSampling(sa, r0, m); !s.ok()) return s;
       RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "running the forward step");
       for (int r = r0; r < r0 + m; ++r) {
         if (!sa.host_row[r]) continue;

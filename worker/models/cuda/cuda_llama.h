@@ -156,7 +156,7 @@ class CudaLlama {
   // [first_row, first_row + rows), which sit at the start of logits_; then
   // CopySampled once every row is done.
   absl::Status UploadSampling(const SamplingArrays& sa);
-  absl::Status EnqueueSampling(int first_row, int rows);
+  absl::Status EnqueueSampling(const SamplingArrays& sa, int first_row, int rows);
   absl::Status CopySampled(const SamplingArrays& sa, ForwardOutput* out);
   // Copies logit row `row` of logits_ into `dst` ([vocab] floats).
   absl::Status CopyLogitRow(int row, std::vector<float>* dst);
@@ -192,6 +192,9 @@ class CudaLlama {
   // Device sampling, per logit row ([max_batch_tokens]): params, edit
   // offsets (+1), edits (grown on demand), the sampled ids and logprobs.
   DeviceBuffer sample_params_, edit_offsets_, edits_, sampled_ids_, sampled_logprobs_;
+  // Top logprobs: counts [max_batch_tokens], ids and values
+  // [max_batch_tokens][kMaxTopLogprobs].
+  DeviceBuffer top_counts_, top_ids_, top_logprobs_;
 
   // Decode graphs: the block tables [max bucket][graph_table_width_] and the
   // split-K workspace they read, sized once; one executable graph per bucket

@@ -31,6 +31,7 @@ std::optional<DeviceSampling> SpecFor(int r, std::mt19937& rng, int vocab) {
     case 1:  // greedy under edits: a bias that wins, a masked token
       d.temperature = 0.0f;
       d.edits = {{3, 1.0f, 0.0f, 0.0f, true}, {7, 1.0f, 0.0f, 100.0f, false}};
+      d.top_logprobs = 5;
       break;
     case 2:
       d.temperature = 1.0f;
@@ -40,6 +41,7 @@ std::optional<DeviceSampling> SpecFor(int r, std::mt19937& rng, int vocab) {
       d.top_k = 40;
       d.top_p = 0.9f;
       d.descending_draw = true;
+      d.top_logprobs = 20;
       break;
     case 4:
       d.temperature = 1.2f;
@@ -57,6 +59,7 @@ std::optional<DeviceSampling> SpecFor(int r, std::mt19937& rng, int vocab) {
 
 struct Tally {
   int greedy = 0, greedy_same = 0, sampled = 0, sampled_same = 0, logprob_off = 0;
+  int top_rows = 0, top_same = 0;
   bool host_rows_equal = true;
   bool shape_ok = true;
 };
@@ -100,15 +103,27 @@ void Compare(const ForwardBatch& batch, const ForwardOutput& plain, const Forwar
         std::fabs(kc::ref::Logprob(row.data(), got, vocab) - with.sampled[s].logprob) > 1e-3) {
       ++t->logprob_off;
     }
+    const std::vector<std::pair<int32_t, float>> top =
+        kc::ref::TopLogprobs(row.data(), d->top_logprobs, vocab);
+    bool top_same = top.size() == with.sampled[s].top.size();
+    for (size_t j = 0; top_same && j < top.size(); ++j) {
+      top_same = top[j].first == with.sampled[s].top[j].first &&
+                 std::fabs(top[j].second - with.sampled[s].top[j].second) <= 1e-3;
+    }
+    t->top_rows += d->top_logprobs > 0;
+    t->top_same += d->top_logprobs > 0 && top_same;
+    if (!top_same && d->top_logprobs == 0) t->shape_ok = false;
   }
 }
 
 bool Report(const char* what, const Tally& t) {
   const bool pass = t.shape_ok && t.host_rows_equal && t.greedy_same == t.greedy &&
-                    t.sampled - t.sampled_same <= 1 && t.logprob_off == 0;
+                    t.sampled - t.sampled_same <= 1 && t.logprob_off == 0 &&
+                    t.top_same == t.top_rows;
   printf("device sampling, %-14s greedy %d/%d, sampled %d/%d as the reference, logprobs off %d, "
-         "host row %s, shapes %s: %s\n",
-         what, t.greedy_same, t.greedy, t.sampled_same, t.sampled, t.logprob_off,
+         "top logprobs %d/%d, host row %s, shapes %s: %s\n",
+         what, t.greedy_same, t.greedy, t.sampled_same, t.sampled, t.logprob_off, t.top_same,
+         t.top_rows,
          t.host_rows_equal ? "bitwise" : "DIFFERS", t.shape_ok ? "ok" : "WRONG",
          pass ? "PASS" : "FAIL");
   return pass;

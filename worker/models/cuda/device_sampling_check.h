@@ -18,7 +18,8 @@ namespace rill::worker {
 // to the host. Passes when greedy rows equal the argmax of the edited
 // logits, sampled rows equal the reference's draw for the same uniform (one
 // rounding miss allowed), logprobs agree and the host row's logits are the
-// first run's, bit for bit. Prints one line per batch.
+// first run's, bit for bit, and top logprobs (two rows) are the reference's
+// ids in its order. Prints one line per batch.
 absl::StatusOr<bool> CheckDeviceSampling(CudaLlama* gpu, int first_block, uint32_t seed);
 
 }  // namespace rill::worker

@@ -1,5 +1,6 @@
 #include "worker/models/cuda/sampling_arrays.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,9 @@ absl::Status ValidateDeviceSampling(const ForwardBatch& batch) {
     if (!(d.uniform >= 0.0 && d.uniform < 1.0)) {
       return bad("uniform must be in [0, 1), got ", d.uniform);
     }
+    if (d.top_logprobs < 0 || d.top_logprobs > kc::kMaxTopLogprobs) {
+      return bad("top_logprobs must be in [0, ", kc::kMaxTopLogprobs, "], got ", d.top_logprobs);
+    }
   }
   return absl::OkStatus();
 }
@@ -47,11 +51,14 @@ SamplingArrays BuildSamplingArrays(const ForwardBatch& batch,
         p.min_p = d->min_p;
         p.uniform = d->uniform;
         p.descending = d->descending_draw ? 1 : 0;
+        s.top_logprobs.push_back(d->top_logprobs);
+        s.max_top_logprobs = std::max(s.max_top_logprobs, d->top_logprobs);
         for (const LogitEdit& e : d->edits) {
           s.edits.push_back({e.token, e.repetition, e.subtract, e.add, e.mask ? 1 : 0});
         }
       } else {
         p.temperature = 0.0f;  // cheapest; the result is dropped
+        s.top_logprobs.push_back(0);
       }
       s.host_row.push_back(!d.has_value());
       s.edit_offsets.push_back(static_cast<int32_t>(s.edits.size()));
@@ -62,7 +69,9 @@ SamplingArrays BuildSamplingArrays(const ForwardBatch& batch,
 
 std::vector<DeviceSampledToken> SampledTokens(const SamplingArrays& s,
                                               const std::vector<int32_t>& row_tokens,
-                                              const std::vector<float>& row_logprobs) {
+                                              const std::vector<float>& row_logprobs,
+                                              const std::vector<int32_t>& top_ids,
+                                              const std::vector<float>& top_logprobs) {
   std::vector<DeviceSampledToken> out;
   if (s.num_device_rows == 0) return out;
   out.resize(s.device_row.size());
@@ -71,6 +80,10 @@ std::vector<DeviceSampledToken> SampledTokens(const SamplingArrays& s,
     if (r < 0) continue;
     out[i].token = row_tokens[r];
     out[i].logprob = row_logprobs[r];
+    const size_t at = static_cast<size_t>(r) * kc::kMaxTopLogprobs;
+    for (int j = 0; j < s.top_logprobs[r] && at + j < top_ids.size(); ++j) {
+      out[i].top.emplace_back(top_ids[at + j], top_logprobs[at + j]);
+    }
   }
   return out;
 }

@@ -17,7 +17,7 @@ namespace rill::worker {
 // InvalidArgument for device_sampling that the GPU sampler cannot honour:
 // with all_logits (its logits are returned), or a non-finite or negative
 // temperature, top_p outside (0, 1], min_p outside [0, 1], a uniform outside
-// [0, 1).
+// [0, 1), top_logprobs outside [0, kMaxTopLogprobs].
 absl::Status ValidateDeviceSampling(const ForwardBatch& batch);
 
 // Indexed by logit row (BatchArrays::logit_rows order: each sequence's
@@ -29,6 +29,8 @@ struct SamplingArrays {
   std::vector<::rill::kernels::cuda::SamplingParams> params;  // [rows]
   std::vector<int32_t> edit_offsets;                          // [rows + 1] into edits
   std::vector<::rill::kernels::cuda::LogitEdit> edits;
+  std::vector<int32_t> top_logprobs;  // [rows]: how many best tokens to report (0: none)
+  int max_top_logprobs = 0;           // their largest: 0 skips the TopLogprobs kernel
   // Per logit row: whether the host gets its logits (not sampled on the device).
   std::vector<bool> host_row;
   // Per sequence: its logit row when it samples on the device, else -1.
@@ -41,10 +43,14 @@ SamplingArrays BuildSamplingArrays(const ForwardBatch& batch,
                                    const std::vector<int32_t>& logits_per_seq);
 
 // ForwardOutput::sampled from the kernels' per-row tokens and logprobs
-// (token -1 for sequences without device_sampling); empty when none had it.
+// (token -1 for sequences without device_sampling) and, when
+// max_top_logprobs > 0, the TopLogprobs rows ([rows][kMaxTopLogprobs]);
+// empty when no sequence had device_sampling.
 std::vector<DeviceSampledToken> SampledTokens(const SamplingArrays& s,
                                               const std::vector<int32_t>& row_tokens,
-                                              const std::vector<float>& row_logprobs);
+                                              const std::vector<float>& row_logprobs,
+                                              const std::vector<int32_t>& top_ids = {},
+                                              const std::vector<float>& top_logprobs = {});
 
 }  // namespace rill::worker
 

@@ -1,5 +1,6 @@
 #include "worker/models/cuda/sampling_arrays.h"
 
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -31,6 +32,7 @@ TEST(SamplingArraysTest, PacksDeviceRowsAndLeavesHostRowsGreedy) {
   b.sequences.back().device_sampling = Spec(0.7f, 0.25, {{5, 1.2f, 0, 0, false}, {9, 1, 0, 0, true}});
   b.sequences.back().device_sampling->top_k = 40;
   b.sequences.back().device_sampling->descending_draw = true;
+  b.sequences.back().device_sampling->top_logprobs = 2;
   b.sequences.push_back(Seq(2));  // device, greedy, no edits: row 5
   b.sequences.back().device_sampling = Spec(0.0f, 0.0, {});
   ASSERT_TRUE(ValidateDeviceSampling(b).ok());
@@ -47,18 +49,30 @@ TEST(SamplingArraysTest, PacksDeviceRowsAndLeavesHostRowsGreedy) {
   EXPECT_EQ(s.params[4].top_k, 40);
   EXPECT_EQ(s.params[4].descending, 1);
   EXPECT_EQ(s.params[5].descending, 0);
+  EXPECT_EQ(s.top_logprobs, (std::vector<int32_t>{0, 0, 0, 0, 2, 0}));
+  EXPECT_EQ(s.max_top_logprobs, 2);
   EXPECT_EQ(s.edits[0].token, 5);
   EXPECT_EQ(s.edits[0].repetition, 1.2f);
   EXPECT_EQ(s.edits[1].mask, 1);
 
+  // Top logprobs rows of kMaxTopLogprobs entries; row 4 reports its first two.
+  std::vector<int32_t> top_ids(6 * kernels::cuda::kMaxTopLogprobs, -7);
+  std::vector<float> top_lp(top_ids.size(), 0.0f);
+  const size_t row4 = 4 * kernels::cuda::kMaxTopLogprobs;
+  top_ids[row4] = 42;
+  top_lp[row4] = -1.5f;
+  top_ids[row4 + 1] = 11;
+  top_lp[row4 + 1] = -2.0f;
   const std::vector<DeviceSampledToken> out =
-      SampledTokens(s, {7, 7, 7, 7, 42, 3}, {0, 0, 0, 0, -1.5f, -0.25f});
+      SampledTokens(s, {7, 7, 7, 7, 42, 3}, {0, 0, 0, 0, -1.5f, -0.25f}, top_ids, top_lp);
   ASSERT_EQ(out.size(), 4u);
   EXPECT_EQ(out[0].token, -1);
   EXPECT_EQ(out[1].token, -1);
   EXPECT_EQ(out[2].token, 42);
   EXPECT_EQ(out[2].logprob, -1.5f);
+  EXPECT_EQ(out[2].top, (std::vector<std::pair<int32_t, float>>{{42, -1.5f}, {11, -2.0f}}));
   EXPECT_EQ(out[3].token, 3);
+  EXPECT_TRUE(out[3].top.empty());
 }
 
 TEST(SamplingArraysTest, NoDeviceRowsGivesNoSampledTokens) {
@@ -84,6 +98,9 @@ TEST(SamplingArraysTest, RejectsWhatTheGpuSamplerCannotHonour) {
   EXPECT_EQ(ValidateDeviceSampling(b).code(), absl::StatusCode::kInvalidArgument);
   b.sequences.back().device_sampling->top_p = 1.0f;
   b.sequences.back().device_sampling->temperature = -1.0f;
+  EXPECT_EQ(ValidateDeviceSampling(b).code(), absl::StatusCode::kInvalidArgument);
+  b.sequences.back().device_sampling->temperature = 1.0f;
+  b.sequences.back().device_sampling->top_logprobs = kernels::cuda::kMaxTopLogprobs + 1;
   EXPECT_EQ(ValidateDeviceSampling(b).code(), absl::StatusCode::kInvalidArgument);
 }
 
