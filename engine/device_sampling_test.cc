@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/reference.h"
 #include "tests/util/test_seed.h"
+#include "worker/models/cuda/sampling_arrays.h"
 
 namespace rill::engine {
 namespace {
@@ -40,14 +41,8 @@ class ReferenceSamplingExecutor : public ModelExecutor {
       EXPECT_FALSE(batch.sequences[i].all_logits);
       std::vector<float>& row = out->logits[i];
       worker::ApplyLogitEdits(d->edits, row.data(), vocab);
-      kc::SamplingParams p;
-      p.temperature = d->temperature;
-      p.top_k = d->top_k;
-      p.top_p = d->top_p;
-      p.min_p = d->min_p;
-      p.uniform = d->uniform;
-      p.descending = d->descending_draw;
-      out->sampled[i].token = kc::ref::Sample(row.data(), p, vocab);
+      // What CudaLlama hands the kernels, to their CPU reference.
+      out->sampled[i].token = kc::ref::Sample(row.data(), worker::KernelParams(*d), vocab);
       out->sampled[i].logprob = kc::ref::Logprob(row.data(), out->sampled[i].token, vocab);
       out->sampled[i].top = kc::ref::TopLogprobs(row.data(), d->top_logprobs, vocab);
       row.clear();  // only the token crosses back

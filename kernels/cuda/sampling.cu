@@ -221,20 +221,26 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) tokens[row] = chosen < vocab ? chosen : last_kept;
 }
 
-__global__ void __launch_bounds__(kThreads)
-    LogprobsKernel(const float* logits, const int32_t* tokens, float* out, int vocab) {
-  __shared__ float scratch[33];
-  const int row = blockIdx.x;
-  const float* lg = logits + static_cast<size_t>(row) * vocab;
+// log(sum exp(lg)) over the row (the log-softmax denominator); every thread
+// gets it.
+__device__ float BlockLogSumExp(const float* lg, int vocab, float* scratch) {
   float mx = -FLT_MAX;
   for (int i = threadIdx.x; i < vocab; i += blockDim.x) mx = fmaxf(mx, lg[i]);
   mx = internal::BlockMax(mx, scratch);
   float s = 0.0f;
   for (int i = threadIdx.x; i < vocab; i += blockDim.x) s += __expf(lg[i] - mx);
-  s = internal::BlockSum(s, scratch);
+  return mx + logf(internal::BlockSum(s, scratch));
+}
+
+__global__ void __launch_bounds__(kThreads)
+    LogprobsKernel(const float* logits, const int32_t* tokens, float* out, int vocab) {
+  __shared__ float scratch[33];
+  const int row = blockIdx.x;
+  const float* lg = logits + static_cast<size_t>(row) * vocab;
+  const float log_z = BlockLogSumExp(lg, vocab, scratch);
   if (threadIdx.x == 0) {
     const int t = tokens[row];
-    out[row] = (t >= 0 && t < vocab) ? lg[t] - mx - logf(s) : -INFINITY;
+    out[row] = (t >= 0 && t < vocab) ? lg[t] - log_z : -INFINITY;
   }
 }
 
@@ -263,12 +269,7 @@ __global__ void __launch_bounds__(kThreads)
   const int k = min(min(ks[row], max_k), vocab);
   if (k <= 0) return;  // the whole block
   const float* lg = logits + static_cast<size_t>(row) * vocab;
-  float mx = -FLT_MAX;
-  for (int i = threadIdx.x; i < vocab; i += blockDim.x) mx = fmaxf(mx, lg[i]);
-  mx = internal::BlockMax(mx, scratch);
-  float s = 0.0f;
-  for (int i = threadIdx.x; i < vocab; i += blockDim.x) s += __expf(lg[i] - mx);
-  const float log_z = mx + logf(internal::BlockSum(s, scratch));
+  const float log_z = BlockLogSumExp(lg, vocab, scratch);
   // t: the k-th largest key; fewer than k keys lie above it.
   const uint32_t t = Bisect(
       [&](uint32_t key) {

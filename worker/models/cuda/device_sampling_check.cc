@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/reference.h"
+#include "worker/models/cuda/sampling_arrays.h"
 #include "worker/sampling_spec.h"
 
 namespace rill::worker {
@@ -82,14 +83,7 @@ void Compare(const ForwardBatch& batch, const ForwardOutput& plain, const Forwar
     if (!with.logits[s].empty()) t->shape_ok = false;
     std::vector<float> row = plain.logits[s];
     ApplyLogitEdits(d->edits, row.data(), vocab);
-    kc::SamplingParams p;
-    p.temperature = d->temperature;
-    p.top_k = d->top_k;
-    p.top_p = d->top_p;
-    p.min_p = d->min_p;
-    p.uniform = d->uniform;
-    p.descending = d->descending_draw;
-    const int32_t want = kc::ref::Sample(row.data(), p, vocab);
+    const int32_t want = kc::ref::Sample(row.data(), KernelParams(*d), vocab);
     const int32_t got = with.sampled[s].token;
     const bool same = got == want;
     if (d->temperature == 0.0f) {

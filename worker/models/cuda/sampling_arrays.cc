@@ -33,6 +33,17 @@ absl::Status ValidateDeviceSampling(const ForwardBatch& batch) {
   return absl::OkStatus();
 }
 
+kc::SamplingParams KernelParams(const DeviceSampling& d) {
+  kc::SamplingParams p;
+  p.temperature = d.temperature;
+  p.top_k = d.top_k;
+  p.top_p = d.top_p;
+  p.min_p = d.min_p;
+  p.uniform = d.uniform;
+  p.descending = d.descending_draw ? 1 : 0;
+  return p;
+}
+
 SamplingArrays BuildSamplingArrays(const ForwardBatch& batch,
                                    const std::vector<int32_t>& logits_per_seq) {
   SamplingArrays s;
@@ -45,12 +56,7 @@ SamplingArrays BuildSamplingArrays(const ForwardBatch& batch,
       if (d.has_value()) {
         s.device_row[i] = static_cast<int32_t>(s.params.size() - 1);
         ++s.num_device_rows;
-        p.temperature = d->temperature;
-        p.top_k = d->top_k;
-        p.top_p = d->top_p;
-        p.min_p = d->min_p;
-        p.uniform = d->uniform;
-        p.descending = d->descending_draw ? 1 : 0;
+        p = KernelParams(*d);
         s.top_logprobs.push_back(d->top_logprobs);
         s.max_top_logprobs = std::max(s.max_top_logprobs, d->top_logprobs);
         for (const LogitEdit& e : d->edits) {

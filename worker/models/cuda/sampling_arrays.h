@@ -37,6 +37,9 @@ struct SamplingArrays {
   std::vector<int32_t> device_row;
 };
 
+// The kernels' SamplingParams of one device row.
+::rill::kernels::cuda::SamplingParams KernelParams(const DeviceSampling& d);
+
 // `logits_per_seq` as BuildBatchArrays made it. Call after ValidateBatch and
 // ValidateDeviceSampling succeeded.
 SamplingArrays BuildSamplingArrays(const ForwardBatch& batch,
