@@ -650,41 +650,59 @@ absl::Status CudaLlama::CopyLogits(const BatchArrays& a, const SamplingArrays& s
       kc::EmbeddingLookup(logit_rows_.as<int32_t>(), normed_.get(), gathered_.get(), rows, hidden_,
                           a.num_tokens, stream_),
       "gathering the logit rows");
-  std::vector<float> flat(static_cast<size_t>(rows) * vocab_);
+  const bool sampling = sa.num_device_rows > 0;
+  // Where each logit row lands on the host: one flat array, or with device
+  // sampling each host-sampled sequence's own (device rows come back as ids).
+  std::vector<float> flat;
+  std::vector<float*> dst(rows, nullptr);
+  out->logits.assign(a.num_seqs, {});
+  if (!sampling) {
+    flat.resize(static_cast<size_t>(rows) * vocab_);
+    for (int r = 0; r < rows; ++r) dst[r] = flat.data() + static_cast<size_t>(r) * vocab_;
+  } else {
+    int r = 0;
+    for (int s = 0; s < a.num_seqs; ++s) {
+      if (sa.device_row[s] < 0) {
+        out->logits[s].resize(static_cast<size_t>(a.logits_per_seq[s]) * vocab_);
+        for (int j = 0; j < a.logits_per_seq[s]; ++j) {
+          dst[r + j] = out->logits[s].data() + static_cast<size_t>(j) * vocab_;
+        }
+      }
+      r += a.logits_per_seq[s];
+    }
+  }
   for (int r0 = 0; r0 < rows; r0 += kLogitChunk) {
     const int m = std::min(kLogitChunk, rows - r0);
     RILL_CUDA_RETURN_IF_ERROR(
         kc::Gemm(gemm_, gathered_.as<uint16_t>() + static_cast<size_t>(r0) * hidden_, head_,
                  logits_.get(), m, vocab_, hidden_, true),
         "lm head gemm");
-    if (sa.num_device_rows > 0) {
-      // Sample this chunk's rows before the next chunk overwrites logits_,
-      // and bring back only the host rows' logits.
-      if (absl::Status s = EnqueueSampling(sa, r0, m); !s.ok()) return s;
+    if (!sampling) {
+      // Also where asynchronous errors of the whole step surface.
       RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "running the forward step");
-      for (int r = r0; r < r0 + m; ++r) {
-        if (!sa.host_row[r]) continue;
-        RILL_CUDA_RETURN_IF_ERROR(
-            kc::CopyToHost(flat.data() + static_cast<size_t>(r) * vocab_,
-                           logits_.as<float>() + static_cast<size_t>(r - r0) * vocab_,
-                           static_cast<size_t>(vocab_) * sizeof(float)),
-            "copying logits to the host");
-      }
+      RILL_CUDA_RETURN_IF_ERROR(kc::CopyToHost(dst[r0], logits_.get(),
+                                               static_cast<size_t>(m) * vocab_ * sizeof(float)),
+                                "copying logits to the host");
       continue;
     }
-    // Also where asynchronous errors of the whole step surface.
+    // Sample this chunk's rows before the next chunk overwrites logits_;
+    // only the host rows' logits come back.
+    if (absl::Status s = EnqueueSampling(sa, r0, m); !s.ok()) return s;
     RILL_CUDA_RETURN_IF_ERROR(kc::StreamSync(stream_), "running the forward step");
-    RILL_CUDA_RETURN_IF_ERROR(
-        kc::CopyToHost(flat.data() + static_cast<size_t>(r0) * vocab_, logits_.get(),
-                       static_cast<size_t>(m) * vocab_ * sizeof(float)),
-        "copying logits to the host");
+    for (int r = r0; r < r0 + m; ++r) {
+      if (dst[r] == nullptr) continue;
+      RILL_CUDA_RETURN_IF_ERROR(
+          kc::CopyToHost(dst[r], logits_.as<float>() + static_cast<size_t>(r - r0) * vocab_,
+                         static_cast<size_t>(vocab_) * sizeof(float)),
+          "copying logits to the host");
+    }
   }
   if (absl::Status s = CopySampled(sa, out); !s.ok()) return s;
-  out->logits.assign(a.num_seqs, {});
+  if (sampling) return absl::OkStatus();
   size_t r = 0;
   for (int s = 0; s < a.num_seqs; ++s) {
     const size_t n = static_cast<size_t>(a.logits_per_seq[s]) * vocab_;
-    if (sa.device_row[s] < 0) out->logits[s].assign(flat.begin() + r, flat.begin() + r + n);
+    out->logits[s].assign(flat.begin() + r, flat.begin() + r + n);
     r += n;
   }
   return absl::OkStatus();
