@@ -78,6 +78,9 @@ Row CheckSample(std::mt19937& rng, int vocab) {
         p.min_p = 0.01f;
         break;
     }
+    // Half the top_k rows draw in descending logit order (the host
+    // sampler's order with top_k, as serving asks).
+    if (p.top_k > 0 && r % 12 >= 6) p.descending = 1;
   }
   DevBuf<float> dl(logits);
   DevBuf<SamplingParams> dp(params);
