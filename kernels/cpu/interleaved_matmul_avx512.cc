@@ -129,6 +129,40 @@ RILL_TARGET_AVX512 inline void Widen16(const uint8_t* a, const uint8_t* b, int p
   }
 }
 
+// The 4-bit formats' nibble bytes of weights 8 P .. 8 P + 7 (bytes p = 4 P
+// .. 4 P + 3) of one block of group a (lanes 0-7) and group b (8-15, zero
+// when null): lane L's dword holds its row's four bytes, byte i from p =
+// 4 P + i. Two shuffles (a dword permute across both groups, then a 4 x 4
+// byte transpose in each 128-bit lane) serve 8 weights, where widening
+// byte pairs (Widen16) takes four per 2 weights; all on port 5, which the
+// panel expansion is bound by.
+RILL_TARGET_AVX512 inline __m512i NibbleQuads(const uint8_t* a, const uint8_t* b, int P) {
+  const size_t off = 64 * (P / 2);
+  const __m512i va = _mm512_loadu_si512(a + off);
+  const __m512i vb = b == nullptr ? _mm512_setzero_si512() : _mm512_loadu_si512(b + off);
+  // Byte 8 p + r of a group's block is row r's byte p: dword 2 p + r / 4.
+  // Output lane j takes rows 4 (j % 2) .. + 3 of group a (j < 2) or b, its
+  // dword i the one of p = 4 P + i.
+  const int h = 8 * (P % 2);
+  const __m512i idx = _mm512_setr_epi32(h, h + 2, h + 4, h + 6, h + 1, h + 3, h + 5, h + 7,
+                                        16 + h, 16 + h + 2, 16 + h + 4, 16 + h + 6, 16 + h + 1,
+                                        16 + h + 3, 16 + h + 5, 16 + h + 7);
+  const __m512i d = _mm512_permutex2var_epi32(va, idx, vb);
+  // Dword i byte r' (row r' of the lane's four, p = 4 P + i) to dword r'
+  // byte i.
+  const __m512i transpose = _mm512_broadcast_i32x4(
+      _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+  return _mm512_shuffle_epi8(d, transpose);
+}
+
+// Weight 8 P + m of the 16 lanes from NibbleQuads(.., P) as floats: nibble
+// m of each dword (byte m / 2, low nibble for even m), by the table lookup
+// Widen16 uses (vpermps reads only the low 4 bits of each index).
+RILL_TARGET_AVX512 inline __m512 NibbleFloats(__m512i quads, int m) {
+  const __m512 table = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  return _mm512_permutexvar_ps(m == 0 ? quads : _mm512_srli_epi32(quads, 4 * m), table);
+}
+
 // Blocks [b0, b0 + nbs) of groups [g0, g1) into slice zmm z = (g - g0) / 2,
 // half (g - g0) % 2: the same floats WidenPair and LoadHalves give, 16
 // lanes at a time. A missing second group leaves its half zero.
@@ -155,6 +189,15 @@ RILL_TARGET_AVX512 void ExpandSlice(const Operands& o, int64_t g0, int64_t g1, i
             WidenQ2KPair16(ba, bb, p, ds, dm, &qe, &qo);
             _mm512_store_ps(dst + kZmmLanes * (2 * p), qe);
             _mm512_store_ps(dst + kZmmLanes * (2 * p + 1), qo);
+          }
+        }
+      } else if constexpr (!InterleavedEightBit(F)) {  // 4-bit nibbles
+#pragma GCC unroll 4
+        for (int P = 0; P < 4; ++P) {
+          const __m512i quads = NibbleQuads(ba, bb, P);
+#pragma GCC unroll 8
+          for (int m = 0; m < 8; ++m) {
+            _mm512_store_ps(dst + kZmmLanes * (8 * P + m), NibbleFloats(quads, m));
           }
         }
       } else {
@@ -311,6 +354,35 @@ RILL_TARGET_AVX512 void DirectTile(const Operands& o, int64_t g0, int64_t g1) {
     __m512 se[Z][T], so[Z][T];
     ZeroTile(se);
     ZeroTile(so);
+    if constexpr (!InterleavedEightBit(F) && !InterleavedTwoBit(F)) {  // 4-bit nibbles
+      // Weights k = 8 P + m: even k into se, odd into so, in k order as
+      // below.
+#pragma GCC unroll 4
+      for (int P = 0; P < 4; ++P) {
+        __m512i quads[Z];
+#pragma GCC unroll 8
+        for (int z = 0; z < Z; ++z) {
+          quads[z] = NibbleQuads(ga[z] + off, gb[z] == nullptr ? nullptr : gb[z] + off, P);
+        }
+#pragma GCC unroll 8
+        for (int m = 0; m < 8; ++m) {
+          const int k = 8 * P + m;
+#pragma GCC unroll 8
+          for (int z = 0; z < Z; ++z) {
+            const __m512 q = NibbleFloats(quads[z], m);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) {
+              const __m512 xv = _mm512_set1_ps(xt[t][32 * b + k]);
+              if (m % 2 == 0) {
+                se[z][t] = _mm512_fmadd_ps(q, xv, se[z][t]);
+              } else {
+                so[z][t] = _mm512_fmadd_ps(q, xv, so[z][t]);
+              }
+            }
+          }
+        }
+      }
+    } else {
 #pragma GCC unroll 16
     for (int p = 0; p < 16; ++p) {
       __m512 xe[T], xo[T];
@@ -329,6 +401,7 @@ RILL_TARGET_AVX512 void DirectTile(const Operands& o, int64_t g0, int64_t g1) {
           so[z][t] = _mm512_fmadd_ps(qo, xo[t], so[z][t]);
         }
       }
+    }
     }
 #pragma GCC unroll 8
     for (int z = 0; z < Z; ++z) {
