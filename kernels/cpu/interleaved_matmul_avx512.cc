@@ -475,14 +475,27 @@ RILL_TARGET_AVX512 void Piece(const Operands& o, int64_t g0, int64_t g1, int64_t
     const int64_t nbs = std::min(kSliceBlocks, o.nb - b0);
     ExpandSlice<F>(o, g0, g1, b0, nbs, panel);
     Operands ot = o;
+    // A tail of 1 or 2 tokens after full tiles goes with the last one as 4
+    // + 3 or 4 + 4 (32 tokens: 4 x 6 + 2 x 4): a 2-token tile runs 4 fma per
+    // 2 weight loads and 2 broadcasts, a 4-token one 8.
+    const int64_t full = nt % kTileTokens <= 2 && nt > kTileTokens ? nt / kTileTokens - 1
+                                                                   : nt / kTileTokens;
     int64_t t = 0;
-    for (; t + kTileTokens <= nt; t += kTileTokens) {
+    for (; t < full * kTileTokens; t += kTileTokens) {
       Tokens<F, kTileTokens>(ot, panel, zmm, row0, b0, nbs);
       ot.x += kTileTokens * ot.cols;
       ot.sx += kTileTokens * ot.nb;
       ot.y += kTileTokens * ot.rows;
     }
+    if (nt - t > kTileTokens) {  // 7 or 8
+      Tokens<F, 4>(ot, panel, zmm, row0, b0, nbs);
+      ot.x += 4 * ot.cols;
+      ot.sx += 4 * ot.nb;
+      ot.y += 4 * ot.rows;
+      t += 4;
+    }
     switch (nt - t) {
+      case 6: Tokens<F, 6>(ot, panel, zmm, row0, b0, nbs); break;
       case 5: Tokens<F, 5>(ot, panel, zmm, row0, b0, nbs); break;
       case 4: Tokens<F, 4>(ot, panel, zmm, row0, b0, nbs); break;
       case 3: Tokens<F, 3>(ot, panel, zmm, row0, b0, nbs); break;
