@@ -1,13 +1,16 @@
 // The interleaved exact path's tiles for AVX-512, two 8-row groups per zmm:
-// - direct tiles (1-8 tokens: decode, small batches, a speculative
-//   verification) widen the integers in registers, 4-bit nibbles through a
-//   table lookup that keeps the conversions off the fma port: 1.3x the AVX2
-//   direct tiles on Q4_1 at one token. From 3 tokens on they beat the panel:
-//   the widening's shuffles (port 5) interleave with the fma (ports 0 and
-//   5) instead of running as a pass of their own that leaves port 0 idle,
-//   and nothing is stored and reloaded (1.46x per step at 4 tokens);
-// - panel tiles (9 tokens and more) of 2 zmm x 6 tokens over L1-sized
-//   slices expanded once per call: 2 weight loads and 6 broadcasts per 12 fma.
+// - direct tiles (1-8 tokens, 1-5 for the 4-bit formats: decode, small
+//   batches, a speculative verification) widen the integers in registers,
+//   4-bit nibbles through a table lookup that keeps the conversions off the
+//   fma port: 1.3x the AVX2 direct tiles on Q4_1 at one token. From 3 tokens
+//   on they beat the panel: the widening's shuffles (port 5) interleave with
+//   the fma (ports 0 and 5) instead of running as a pass of their own that
+//   leaves port 0 idle, and nothing is stored and reloaded (1.46x per step
+//   at 4 tokens). The 4-bit nibbles come as nibble quads (NibbleQuads): two
+//   shuffles per 8 weights instead of four per 2;
+// - panel tiles (from 6 tokens for the 4-bit formats, 9 for the others) of
+//   2 zmm x 6 tokens over L1-sized slices expanded once per call: 2 weight
+//   loads and 6 broadcasts per 12 fma.
 // Every lane runs the AVX2 tiles' recipe (interleaved_matmul_avx2.cc)
 // operation for operation, so a token's result does not depend on the
 // tile, the vector width or the batch: the path stays bitwise batch
@@ -318,8 +321,43 @@ RILL_TARGET_AVX512 void Tile(const Operands& o, const float* panel, int64_t row0
   }
 }
 
+// One block of the 4-bit formats for DirectTile: weights k = 8 P + m from
+// nibble quads, even k into se and odd k into so, in k order (the chains
+// Widen16's pairs give).
+template <int Z, int T>
+RILL_TARGET_AVX512 inline void NibbleBlock(const uint8_t* const (&ga)[Z],
+                                           const uint8_t* const (&gb)[Z], size_t off,
+                                           const float* const (&xt)[T], int64_t b,
+                                           __m512 (&se)[Z][T], __m512 (&so)[Z][T]) {
+#pragma GCC unroll 4
+  for (int P = 0; P < 4; ++P) {
+    __m512i quads[Z];
+#pragma GCC unroll 8
+    for (int z = 0; z < Z; ++z) {
+      quads[z] = NibbleQuads(ga[z] + off, gb[z] == nullptr ? nullptr : gb[z] + off, P);
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; ++m) {
+      const int k = 8 * P + m;
+#pragma GCC unroll 8
+      for (int z = 0; z < Z; ++z) {
+        const __m512 q = NibbleFloats(quads[z], m);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          const __m512 xv = _mm512_set1_ps(xt[t][32 * b + k]);
+          if (m % 2 == 0) {
+            se[z][t] = _mm512_fmadd_ps(q, xv, se[z][t]);
+          } else {
+            so[z][t] = _mm512_fmadd_ps(q, xv, so[z][t]);
+          }
+        }
+      }
+    }
+  }
+}
+
 // Z zmm (groups g, g + 1, ... from g0; a second group past g1 is absent)
-// x T tokens (1 or 2), weights widened in registers: the AVX2 DirectTile's
+// x T tokens (1 to 8), weights widened in registers: the AVX2 DirectTile's
 // per-lane operations, 16 rows per vector.
 template <Format F, int Z, int T>
 RILL_TARGET_AVX512 void DirectTile(const Operands& o, int64_t g0, int64_t g1) {
@@ -354,54 +392,28 @@ RILL_TARGET_AVX512 void DirectTile(const Operands& o, int64_t g0, int64_t g1) {
     __m512 se[Z][T], so[Z][T];
     ZeroTile(se);
     ZeroTile(so);
-    if constexpr (!InterleavedEightBit(F) && !InterleavedTwoBit(F)) {  // 4-bit nibbles
-      // Weights k = 8 P + m: even k into se, odd into so, in k order as
-      // below.
-#pragma GCC unroll 4
-      for (int P = 0; P < 4; ++P) {
-        __m512i quads[Z];
+    if constexpr (!InterleavedEightBit(F) && !InterleavedTwoBit(F)) {
+      NibbleBlock<Z, T>(ga, gb, off, xt, b, se, so);
+    } else {
+#pragma GCC unroll 16
+      for (int p = 0; p < 16; ++p) {
+        __m512 xe[T], xo[T];
 #pragma GCC unroll 8
-        for (int z = 0; z < Z; ++z) {
-          quads[z] = NibbleQuads(ga[z] + off, gb[z] == nullptr ? nullptr : gb[z] + off, P);
+        for (int t = 0; t < T; ++t) {
+          xe[t] = _mm512_set1_ps(xt[t][32 * b + 2 * p]);
+          xo[t] = _mm512_set1_ps(xt[t][32 * b + 2 * p + 1]);
         }
 #pragma GCC unroll 8
-        for (int m = 0; m < 8; ++m) {
-          const int k = 8 * P + m;
+        for (int z = 0; z < Z; ++z) {
+          __m512 qe, qo;
+          Widen16<F>(ga[z] + off, gb[z] == nullptr ? nullptr : gb[z] + off, p, &qe, &qo);
 #pragma GCC unroll 8
-          for (int z = 0; z < Z; ++z) {
-            const __m512 q = NibbleFloats(quads[z], m);
-#pragma GCC unroll 8
-            for (int t = 0; t < T; ++t) {
-              const __m512 xv = _mm512_set1_ps(xt[t][32 * b + k]);
-              if (m % 2 == 0) {
-                se[z][t] = _mm512_fmadd_ps(q, xv, se[z][t]);
-              } else {
-                so[z][t] = _mm512_fmadd_ps(q, xv, so[z][t]);
-              }
-            }
+          for (int t = 0; t < T; ++t) {
+            se[z][t] = _mm512_fmadd_ps(qe, xe[t], se[z][t]);
+            so[z][t] = _mm512_fmadd_ps(qo, xo[t], so[z][t]);
           }
         }
       }
-    } else {
-#pragma GCC unroll 16
-    for (int p = 0; p < 16; ++p) {
-      __m512 xe[T], xo[T];
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        xe[t] = _mm512_set1_ps(xt[t][32 * b + 2 * p]);
-        xo[t] = _mm512_set1_ps(xt[t][32 * b + 2 * p + 1]);
-      }
-#pragma GCC unroll 8
-      for (int z = 0; z < Z; ++z) {
-        __m512 qe, qo;
-        Widen16<F>(ga[z] + off, gb[z] == nullptr ? nullptr : gb[z] + off, p, &qe, &qo);
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) {
-          se[z][t] = _mm512_fmadd_ps(qe, xe[t], se[z][t]);
-          so[z][t] = _mm512_fmadd_ps(qo, xo[t], so[z][t]);
-        }
-      }
-    }
     }
 #pragma GCC unroll 8
     for (int z = 0; z < Z; ++z) {
