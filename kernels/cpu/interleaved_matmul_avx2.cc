@@ -305,11 +305,11 @@ RILL_TARGET_AVX2 void PanelPiece(Operands o, int64_t g0, int n, int64_t nt) {
 template <Format F>
 RILL_TARGET_AVX2 void Piece(const Operands& o, int64_t g0, int64_t g1, int64_t nt, bool avx512,
                             bool panel) {
-  if (avx512) {
-    if (nt >= Avx512PanelMinTokens(F)) return InterleavedPanelPieceAvx512(F, o, g0, g1, nt);
-    return InterleavedDirectPieceAvx512(F, o, g0, g1, nt);
+  if (panel) {
+    if (avx512) return InterleavedPanelPieceAvx512(F, o, g0, g1, nt);
+    return PanelPiece<F>(o, g0, static_cast<int>(g1 - g0), nt);
   }
-  if (panel) return PanelPiece<F>(o, g0, static_cast<int>(g1 - g0), nt);
+  if (avx512) return InterleavedDirectPieceAvx512(F, o, g0, g1, nt);
   if (nt == 2) return DirectGroups<F, 2>(o, g0, g1);
   return DirectGroups<F, 1>(o, g0, g1);
 }
@@ -333,10 +333,7 @@ RILL_TARGET_AVX2 void InterleavedMatMul(const PackedWeights* const* ws, float* c
   // Pieces of every matrix, numbered one after another: decode pieces are
   // direct tiles' worth of groups, batch pieces are one panel's.
   const bool avx512 = UseAvx512();
-  // (AVX-512 pieces choose panel or direct tiles by their format and token
-  // count: the same groups per piece either way.)
-  static_assert(kAvx512PanelGroups == kDirectGroups);
-  const bool panel = n_tokens >= (avx512 ? kAvx512PanelMinTokensAny : kPanelMinTokens);
+  const bool panel = n_tokens >= (avx512 ? kAvx512DirectMaxTokens + 1 : kPanelMinTokens);
   const int64_t piece_groups =
       !panel ? kDirectGroups : (avx512 ? kAvx512PanelGroups : kPanelGroups);
   int64_t first_piece[kMaxSharedTargets + 1];

@@ -1,16 +1,15 @@
 // The interleaved exact path's tiles for AVX-512, two 8-row groups per zmm:
-// - direct tiles (1-8 tokens, 1-5 for the 4-bit formats: decode, small
-//   batches, a speculative verification) widen the integers in registers,
-//   4-bit nibbles through a table lookup that keeps the conversions off the
-//   fma port: 1.3x the AVX2 direct tiles on Q4_1 at one token. From 3 tokens
-//   on they beat the panel: the widening's shuffles (port 5) interleave with
-//   the fma (ports 0 and 5) instead of running as a pass of their own that
-//   leaves port 0 idle, and nothing is stored and reloaded (1.46x per step
-//   at 4 tokens). The 4-bit nibbles come as nibble quads (NibbleQuads): two
-//   shuffles per 8 weights instead of four per 2;
-// - panel tiles (from 6 tokens for the 4-bit formats, 9 for the others) of
-//   2 zmm x 6 tokens over L1-sized slices expanded once per call: 2 weight
-//   loads and 6 broadcasts per 12 fma.
+// - direct tiles (1-8 tokens: decode, small batches, a speculative
+//   verification) widen the integers in registers, 4-bit nibbles through a
+//   table lookup that keeps the conversions off the fma port: 1.3x the AVX2
+//   direct tiles on Q4_1 at one token. From 3 tokens on they beat the panel:
+//   the widening's shuffles (port 5) interleave with the fma (ports 0 and
+//   5) instead of running as a pass of their own that leaves port 0 idle,
+//   and nothing is stored and reloaded (1.46x per step at 4 tokens). The
+//   4-bit nibbles come as nibble quads (NibbleQuads): two shuffles per 8
+//   weights instead of four per 2;
+// - panel tiles (9 tokens and more) of 2 zmm x 6 tokens over L1-sized
+//   slices expanded once per call: 2 weight loads and 6 broadcasts per 12 fma.
 // Every lane runs the AVX2 tiles' recipe (interleaved_matmul_avx2.cc)
 // operation for operation, so a token's result does not depend on the
 // tile, the vector width or the batch: the path stays bitwise batch

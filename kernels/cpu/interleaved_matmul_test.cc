@@ -106,8 +106,7 @@ TEST_P(InterleavedMatMulTest, MatchesReferenceAndIsBatchInvariant) {
         SetDisableAvx512(false);
         for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y2[i], y[i]) << "avx2 vs avx512, i=" << i;
       }
-      // Every sub-batch (direct tiles at 1-2 tokens, on AVX-512 1-5 for 4-bit
-      // formats and 1-8 for the others, panel
+      // Every sub-batch (direct tiles at 1-2 tokens, 1-8 on AVX-512, panel
       // tiles and their token tails from there on), at any offset, with or
       // without the pool.
       for (int64_t n = 1; n <= n_tokens; ++n) {

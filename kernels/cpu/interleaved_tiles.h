@@ -105,28 +105,19 @@ RILL_TARGET_AVX2 inline __m256 LoadScales(const uint8_t* p) {
 // Groups per AVX-512 panel piece (two zmm of 16 rows).
 inline constexpr int64_t kAvx512PanelGroups = 4;
 
-// nt >= Avx512PanelMinTokens(format) tokens of o against groups [g0, g1)
+// nt > kAvx512DirectMaxTokens tokens of o against groups [g0, g1)
 // (g1 - g0 <= kAvx512PanelGroups)
 // through a 16-lane panel, with the same per-lane operations as the AVX2
 // tiles. Needs UseAvx512().
 void InterleavedPanelPieceAvx512(Format format, const Operands& o, int64_t g0, int64_t g1,
                                  int64_t nt);
 
-// The AVX-512 direct tiles take up to this many tokens.
+// Calls of up to this many tokens run the AVX-512 direct tiles (the AVX2
+// path's from 3 tokens on run its panel tiles). With the 4-bit nibble quads
+// the panel beats the direct tiles at 6-8 tokens in isolation (matmul_bench,
+// weights in cache: 1.1x at 8), but not in the model, whose weights stream
+// from memory (bench-model --threads=1 at batch 8: 0.93x), so 8 stays.
 inline constexpr int64_t kAvx512DirectMaxTokens = 8;
-
-// From this many tokens on a format's AVX-512 pieces run the panel tiles
-// (the AVX2 path's from 3 tokens on). The 4-bit formats' panel expansion
-// (nibble quads) is cheap enough that the panel beats the direct tiles from
-// 6 tokens (8 tokens: 1.1x on the default model's Q4_1 matrices); the
-// others' expansions widen bytes one pair at a time, and their direct
-// tiles stay ahead up to 8 (Q8_0's output matrix at 5-8 tokens: 1.05-1.1x).
-constexpr int64_t Avx512PanelMinTokens(Format f) {
-  return !InterleavedEightBit(f) && !InterleavedTwoBit(f) ? 6 : kAvx512DirectMaxTokens + 1;
-}
-// The least of them over every format.
-inline constexpr int64_t kAvx512PanelMinTokensAny = 6;
-static_assert(Avx512PanelMinTokens(Format::k4BitInterleaved8) == kAvx512PanelMinTokensAny);
 
 // nt = 1 to kAvx512DirectMaxTokens tokens of o against groups [g0, g1)
 // (g0 even; any count),
