@@ -5,7 +5,9 @@
 //   direct tiles on Q4_1 at one token. From 3 tokens on they beat the panel:
 //   the widening's shuffles (port 5) interleave with the fma (ports 0 and
 //   5) instead of running as a pass of their own that leaves port 0 idle,
-//   and nothing is stored and reloaded (1.46x per step at 4 tokens);
+//   and nothing is stored and reloaded (1.46x per step at 4 tokens). The
+//   4-bit nibbles come as nibble quads (NibbleQuads): two shuffles per 8
+//   weights instead of four per 2;
 // - panel tiles (9 tokens and more) of 2 zmm x 6 tokens over L1-sized
 //   slices expanded once per call: 2 weight loads and 6 broadcasts per 12 fma.
 // Every lane runs the AVX2 tiles' recipe (interleaved_matmul_avx2.cc)
@@ -129,6 +131,40 @@ RILL_TARGET_AVX512 inline void Widen16(const uint8_t* a, const uint8_t* b, int p
   }
 }
 
+// The 4-bit formats' nibble bytes of weights 8 P .. 8 P + 7 (bytes p = 4 P
+// .. 4 P + 3) of one block of group a (lanes 0-7) and group b (8-15, zero
+// when null): lane L's dword holds its row's four bytes, byte i from p =
+// 4 P + i. Two shuffles (a dword permute across both groups, then a 4 x 4
+// byte transpose in each 128-bit lane) serve 8 weights, where widening
+// byte pairs (Widen16) takes four per 2 weights; all on port 5, which the
+// panel expansion is bound by.
+RILL_TARGET_AVX512 inline __m512i NibbleQuads(const uint8_t* a, const uint8_t* b, int P) {
+  const size_t off = 64 * (P / 2);
+  const __m512i va = _mm512_loadu_si512(a + off);
+  const __m512i vb = b == nullptr ? _mm512_setzero_si512() : _mm512_loadu_si512(b + off);
+  // Byte 8 p + r of a group's block is row r's byte p: dword 2 p + r / 4.
+  // Output lane j takes rows 4 (j % 2) .. + 3 of group a (j < 2) or b, its
+  // dword i the one of p = 4 P + i.
+  const int h = 8 * (P % 2);
+  const __m512i idx = _mm512_setr_epi32(h, h + 2, h + 4, h + 6, h + 1, h + 3, h + 5, h + 7,
+                                        16 + h, 16 + h + 2, 16 + h + 4, 16 + h + 6, 16 + h + 1,
+                                        16 + h + 3, 16 + h + 5, 16 + h + 7);
+  const __m512i d = _mm512_permutex2var_epi32(va, idx, vb);
+  // Dword i byte r' (row r' of the lane's four, p = 4 P + i) to dword r'
+  // byte i.
+  const __m512i transpose = _mm512_broadcast_i32x4(
+      _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+  return _mm512_shuffle_epi8(d, transpose);
+}
+
+// Weight 8 P + m of the 16 lanes from NibbleQuads(.., P) as floats: nibble
+// m of each dword (byte m / 2, low nibble for even m), by the table lookup
+// Widen16 uses (vpermps reads only the low 4 bits of each index).
+RILL_TARGET_AVX512 inline __m512 NibbleFloats(__m512i quads, int m) {
+  const __m512 table = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  return _mm512_permutexvar_ps(m == 0 ? quads : _mm512_srli_epi32(quads, 4 * m), table);
+}
+
 // Blocks [b0, b0 + nbs) of groups [g0, g1) into slice zmm z = (g - g0) / 2,
 // half (g - g0) % 2: the same floats WidenPair and LoadHalves give, 16
 // lanes at a time. A missing second group leaves its half zero.
@@ -155,6 +191,15 @@ RILL_TARGET_AVX512 void ExpandSlice(const Operands& o, int64_t g0, int64_t g1, i
             WidenQ2KPair16(ba, bb, p, ds, dm, &qe, &qo);
             _mm512_store_ps(dst + kZmmLanes * (2 * p), qe);
             _mm512_store_ps(dst + kZmmLanes * (2 * p + 1), qo);
+          }
+        }
+      } else if constexpr (!InterleavedEightBit(F)) {  // 4-bit nibbles
+#pragma GCC unroll 4
+        for (int P = 0; P < 4; ++P) {
+          const __m512i quads = NibbleQuads(ba, bb, P);
+#pragma GCC unroll 8
+          for (int m = 0; m < 8; ++m) {
+            _mm512_store_ps(dst + kZmmLanes * (8 * P + m), NibbleFloats(quads, m));
           }
         }
       } else {
@@ -275,8 +320,43 @@ RILL_TARGET_AVX512 void Tile(const Operands& o, const float* panel, int64_t row0
   }
 }
 
+// One block of the 4-bit formats for DirectTile: weights k = 8 P + m from
+// nibble quads, even k into se and odd k into so, in k order (the chains
+// Widen16's pairs give).
+template <int Z, int T>
+RILL_TARGET_AVX512 inline void NibbleBlock(const uint8_t* const (&ga)[Z],
+                                           const uint8_t* const (&gb)[Z], size_t off,
+                                           const float* const (&xt)[T], int64_t b,
+                                           __m512 (&se)[Z][T], __m512 (&so)[Z][T]) {
+#pragma GCC unroll 4
+  for (int P = 0; P < 4; ++P) {
+    __m512i quads[Z];
+#pragma GCC unroll 8
+    for (int z = 0; z < Z; ++z) {
+      quads[z] = NibbleQuads(ga[z] + off, gb[z] == nullptr ? nullptr : gb[z] + off, P);
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; ++m) {
+      const int k = 8 * P + m;
+#pragma GCC unroll 8
+      for (int z = 0; z < Z; ++z) {
+        const __m512 q = NibbleFloats(quads[z], m);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          const __m512 xv = _mm512_set1_ps(xt[t][32 * b + k]);
+          if (m % 2 == 0) {
+            se[z][t] = _mm512_fmadd_ps(q, xv, se[z][t]);
+          } else {
+            so[z][t] = _mm512_fmadd_ps(q, xv, so[z][t]);
+          }
+        }
+      }
+    }
+  }
+}
+
 // Z zmm (groups g, g + 1, ... from g0; a second group past g1 is absent)
-// x T tokens (1 or 2), weights widened in registers: the AVX2 DirectTile's
+// x T tokens (1 to 8), weights widened in registers: the AVX2 DirectTile's
 // per-lane operations, 16 rows per vector.
 template <Format F, int Z, int T>
 RILL_TARGET_AVX512 void DirectTile(const Operands& o, int64_t g0, int64_t g1) {
@@ -311,22 +391,26 @@ RILL_TARGET_AVX512 void DirectTile(const Operands& o, int64_t g0, int64_t g1) {
     __m512 se[Z][T], so[Z][T];
     ZeroTile(se);
     ZeroTile(so);
+    if constexpr (!InterleavedEightBit(F) && !InterleavedTwoBit(F)) {
+      NibbleBlock<Z, T>(ga, gb, off, xt, b, se, so);
+    } else {
 #pragma GCC unroll 16
-    for (int p = 0; p < 16; ++p) {
-      __m512 xe[T], xo[T];
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        xe[t] = _mm512_set1_ps(xt[t][32 * b + 2 * p]);
-        xo[t] = _mm512_set1_ps(xt[t][32 * b + 2 * p + 1]);
-      }
-#pragma GCC unroll 8
-      for (int z = 0; z < Z; ++z) {
-        __m512 qe, qo;
-        Widen16<F>(ga[z] + off, gb[z] == nullptr ? nullptr : gb[z] + off, p, &qe, &qo);
+      for (int p = 0; p < 16; ++p) {
+        __m512 xe[T], xo[T];
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
-          se[z][t] = _mm512_fmadd_ps(qe, xe[t], se[z][t]);
-          so[z][t] = _mm512_fmadd_ps(qo, xo[t], so[z][t]);
+          xe[t] = _mm512_set1_ps(xt[t][32 * b + 2 * p]);
+          xo[t] = _mm512_set1_ps(xt[t][32 * b + 2 * p + 1]);
+        }
+#pragma GCC unroll 8
+        for (int z = 0; z < Z; ++z) {
+          __m512 qe, qo;
+          Widen16<F>(ga[z] + off, gb[z] == nullptr ? nullptr : gb[z] + off, p, &qe, &qo);
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) {
+            se[z][t] = _mm512_fmadd_ps(qe, xe[t], se[z][t]);
+            so[z][t] = _mm512_fmadd_ps(qo, xo[t], so[z][t]);
+          }
         }
       }
     }
@@ -402,14 +486,27 @@ RILL_TARGET_AVX512 void Piece(const Operands& o, int64_t g0, int64_t g1, int64_t
     const int64_t nbs = std::min(kSliceBlocks, o.nb - b0);
     ExpandSlice<F>(o, g0, g1, b0, nbs, panel);
     Operands ot = o;
+    // A tail of 1 or 2 tokens after full tiles goes with the last one as 4
+    // + 3 or 4 + 4 (32 tokens: 4 x 6 + 2 x 4): a 2-token tile runs 4 fma per
+    // 2 weight loads and 2 broadcasts, a 4-token one 8.
+    const int64_t full = nt % kTileTokens <= 2 && nt > kTileTokens ? nt / kTileTokens - 1
+                                                                   : nt / kTileTokens;
     int64_t t = 0;
-    for (; t + kTileTokens <= nt; t += kTileTokens) {
+    for (; t < full * kTileTokens; t += kTileTokens) {
       Tokens<F, kTileTokens>(ot, panel, zmm, row0, b0, nbs);
       ot.x += kTileTokens * ot.cols;
       ot.sx += kTileTokens * ot.nb;
       ot.y += kTileTokens * ot.rows;
     }
+    if (nt - t > kTileTokens) {  // 7 or 8
+      Tokens<F, 4>(ot, panel, zmm, row0, b0, nbs);
+      ot.x += 4 * ot.cols;
+      ot.sx += 4 * ot.nb;
+      ot.y += 4 * ot.rows;
+      t += 4;
+    }
     switch (nt - t) {
+      case 6: Tokens<F, 6>(ot, panel, zmm, row0, b0, nbs); break;
       case 5: Tokens<F, 5>(ot, panel, zmm, row0, b0, nbs); break;
       case 4: Tokens<F, 4>(ot, panel, zmm, row0, b0, nbs); break;
       case 3: Tokens<F, 3>(ot, panel, zmm, row0, b0, nbs); break;

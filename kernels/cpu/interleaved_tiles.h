@@ -113,7 +113,10 @@ void InterleavedPanelPieceAvx512(Format format, const Operands& o, int64_t g0, i
                                  int64_t nt);
 
 // Calls of up to this many tokens run the AVX-512 direct tiles (the AVX2
-// path's from 3 tokens on run its panel tiles).
+// path's from 3 tokens on run its panel tiles). With the 4-bit nibble quads
+// the panel beats the direct tiles at 6-8 tokens in isolation (matmul_bench,
+// weights in cache: 1.1x at 8), but not in the model, whose weights stream
+// from memory (bench-model --threads=1 at batch 8: 0.93x), so 8 stays.
 inline constexpr int64_t kAvx512DirectMaxTokens = 8;
 
 // nt = 1 to kAvx512DirectMaxTokens tokens of o against groups [g0, g1)
