@@ -343,7 +343,8 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
     const size_t i = sample_rows_[k];
     Request* r = plan.chunks[i].request;
     if (!drafts_[i].empty()) {
-      outputs.push_back(AdvanceVerified(r, plan.chunks[i], drafts_[i], std::move(sampled_[k])));
+      outputs.push_back(AdvanceVerified(r, plan.chunks[i], drafts_[i], draft_contexts_[i],
+                                        std::move(sampled_[k])));
     } else {
       outputs.push_back(Advance(r, std::move(sampled_[k][0])));
     }

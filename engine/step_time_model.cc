@@ -140,7 +140,22 @@ void StepTimeModel::Observe(const StepShape& shape, absl::Duration step_time) {
     samples_[c][next_[c]] = s;
   }
   next_[c] = (next_[c] + 1) % kPerClass;
+  if (shape.tokens <= kExactSizes) {
+    Exact& e = exact_[shape.tokens];
+    e.seconds[e.count % kExactKept] = s.seconds;
+    ++e.count;
+  }
   Refit();
+}
+
+absl::Duration StepTimeModel::RecentTime(int64_t tokens) const {
+  if (tokens < 1 || tokens > kExactSizes || exact_[tokens].count < kMinExact) {
+    return absl::ZeroDuration();
+  }
+  const Exact& e = exact_[tokens];
+  const int n = std::min(e.count, kExactKept);
+  std::vector<double> v(e.seconds.begin(), e.seconds.begin() + n);
+  return absl::Seconds(Median(std::move(v)));
 }
 
 void StepTimeModel::Refit() {

@@ -53,6 +53,15 @@ class StepTimeModel {
   // not extrapolate far past what it measured.
   int64_t largest_observed_tokens() const;
 
+  // The median time of the last few steps of exactly `tokens` tokens
+  // (1 <= tokens <= kExactSizes), zero before kMinExact of them were seen.
+  // Small steps do not cost in proportion to their tokens (the matmul
+  // kernels work in tiles of several tokens): speculative decoding prices
+  // its draft tokens with these where it has them.
+  static constexpr int kExactSizes = 32;
+  static constexpr int kMinExact = 3;
+  absl::Duration RecentTime(int64_t tokens) const;
+
  private:
   struct Sample {
     double tokens;
@@ -65,6 +74,13 @@ class StepTimeModel {
   static constexpr int kPerClass = 16;      // Most recent samples kept per class.
 
   void Refit();
+
+  static constexpr int kExactKept = 9;  // Per size; the median of these.
+  struct Exact {
+    std::array<double, kExactKept> seconds{};
+    int count = 0;  // Observed so far (the ring holds the last kExactKept).
+  };
+  std::array<Exact, kExactSizes + 1> exact_;  // [tokens]
 
   std::array<std::vector<Sample>, kClasses> samples_;
   std::array<int, kClasses> next_{};  // Ring position per class.
