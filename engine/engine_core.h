@@ -164,8 +164,8 @@ class EngineCore {
   // lengths that maximise the step's expected tokens per second
   // (draft_length_choice.h): acceptance estimated by acceptance_, the step's
   // time by the scheduler's step-time model (measured per step size). Until
-  // it has measured steps of the decodes alone and of one token more, the
-  // per-sequence draft_length rule instead.
+  // it has measured steps of the decodes alone, no drafts; until it has
+  // measured a larger size too, the per-sequence draft_length rule.
   void ChooseNgramDraftLengths(const SchedulerOutput& plan, const std::vector<size_t>& chunks);
   // The draft model's tokens for wants[w] (plan chunk chunks[w]) into
   // drafts_, with target KV blocks for them; none this step if it fails.

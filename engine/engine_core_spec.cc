@@ -138,12 +138,24 @@ void EngineCore::ChooseNgramDraftLengths(const SchedulerOutput& plan,
       decodes.AddChunk(c.start_pos, 1);
     }
   }
-  // Until steps of the decodes' size and one more token were measured, what
-  // a draft token adds is unknown: the per-sequence draft length rule
-  // (draft_length.h), a weak match cut to one token. Its drafts of varied
-  // lengths measure the step sizes that the choice below then uses.
-  if (model.RecentTime(decodes.tokens) <= absl::ZeroDuration() ||
-      model.RecentTime(decodes.tokens + 1) <= absl::ZeroDuration()) {
+  // What a draft token adds to the step is unknown until steps of the
+  // decodes' size and of a larger size drafts can reach were measured.
+  // First the decodes' own size: no drafts for a few steps (kMinExact).
+  if (model.RecentTime(decodes.tokens) <= absl::ZeroDuration()) {
+    for (size_t i : chunks) drafts_[i].clear();
+    return;
+  }
+  // Then the per-sequence draft length rule (draft_length.h; a weak match
+  // cut to one token), whose drafts measure larger sizes; the sizes between
+  // measured ones are priced optimistically (below), so the choice measures
+  // them too.
+  int total = 0;
+  for (size_t i : chunks) total += static_cast<int>(drafts_[i].size());
+  bool larger_measured = false;
+  for (int m = 1; m <= total && !larger_measured; ++m) {
+    larger_measured = model.RecentTime(decodes.tokens + m) > absl::ZeroDuration();
+  }
+  if (!larger_measured) {
     for (size_t i : chunks) {
       spec_decode::NgramDraft d{std::move(drafts_[i]), draft_contexts_[i].match_n};
       spec_decode::CapWeakMatch(spec_.ngram_max_n, &d);
@@ -155,20 +167,18 @@ void EngineCore::ChooseNgramDraftLengths(const SchedulerOutput& plan,
     return;
   }
   std::vector<std::vector<double>> accept(chunks.size());
-  int total = 0;
   double mean_pos = 0.0;  // Where the draft tokens sit, for the linear model's key reads.
   for (size_t o = 0; o < chunks.size(); ++o) {
     const size_t i = chunks[o];
     const int k = static_cast<int>(drafts_[i].size());
     acceptance_.Estimate(draft_contexts_[i], plan.chunks[i].request->spec_acceptance, k,
                          &accept[o]);
-    total += k;
     mean_pos += static_cast<double>(k) * static_cast<double>(plan.chunks[i].start_pos + 1);
   }
   if (total > 0) mean_pos /= total;
   // Step time with m draft tokens: measured for that step size where it
   // was (recently, at least a few times), else the linear model's, kept
-  // between the measured sizes around it so an unmeasured size is never
+  // between the measured sizes around it: an unmeasured size is never
   // priced above a larger measured one.
   std::vector<double> seconds(total + 1);
   for (int m = 0; m <= total; ++m) {
