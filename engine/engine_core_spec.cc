@@ -130,6 +130,20 @@ void EngineCore::ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget)
 void EngineCore::ChooseNgramDraftLengths(const SchedulerOutput& plan,
                                          const std::vector<size_t>& chunks) {
   const StepTimeModel& model = scheduler_.slo_budget().model();
+  const auto by_rule = [&] {
+    for (size_t i : chunks) {
+      spec_decode::NgramDraft d{std::move(drafts_[i]), draft_contexts_[i].match_n};
+      spec_decode::CapWeakMatch(spec_.ngram_max_n, &d);
+      if (static_cast<int>(d.tokens.size()) > plan.chunks[i].request->draft_length) {
+        d.tokens.resize(plan.chunks[i].request->draft_length);
+      }
+      drafts_[i] = std::move(d.tokens);
+    }
+  };
+  if (!spec_.price_ngram_drafts) {
+    by_rule();
+    return;
+  }
   // The decodes' step without drafts: one token each.
   StepShape decodes;
   for (const ScheduledChunk& c : plan.chunks) {
@@ -156,14 +170,7 @@ void EngineCore::ChooseNgramDraftLengths(const SchedulerOutput& plan,
     larger_measured = model.RecentTime(decodes.tokens + m) > absl::ZeroDuration();
   }
   if (!larger_measured) {
-    for (size_t i : chunks) {
-      spec_decode::NgramDraft d{std::move(drafts_[i]), draft_contexts_[i].match_n};
-      spec_decode::CapWeakMatch(spec_.ngram_max_n, &d);
-      if (static_cast<int>(d.tokens.size()) > plan.chunks[i].request->draft_length) {
-        d.tokens.resize(plan.chunks[i].request->draft_length);
-      }
-      drafts_[i] = std::move(d.tokens);
-    }
+    by_rule();
     return;
   }
   std::vector<std::vector<double>> accept(chunks.size());
