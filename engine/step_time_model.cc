@@ -143,6 +143,7 @@ void StepTimeModel::Observe(const StepShape& shape, absl::Duration step_time) {
   if (shape.tokens <= kExactSizes) {
     Exact& e = exact_[shape.tokens];
     e.seconds[e.count % kExactKept] = s.seconds;
+    e.step[e.count % kExactKept] = s.step;
     ++e.count;
   }
   Refit();
@@ -153,8 +154,11 @@ absl::Duration StepTimeModel::RecentTime(int64_t tokens) const {
     return absl::ZeroDuration();
   }
   const Exact& e = exact_[tokens];
-  const int n = std::min(e.count, kExactKept);
-  std::vector<double> v(e.seconds.begin(), e.seconds.begin() + n);
+  std::vector<double> v;
+  for (int i = 0; i < std::min(e.count, kExactKept); ++i) {
+    if (num_observed_ - e.step[i] <= kExactMaxAge) v.push_back(e.seconds[i]);
+  }
+  if (static_cast<int>(v.size()) < kMinExact) return absl::ZeroDuration();
   return absl::Seconds(Median(std::move(v)));
 }
 
