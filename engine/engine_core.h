@@ -224,6 +224,10 @@ class EngineCore {
   std::vector<spec_decode::DraftContext> draft_contexts_;
   // How n-gram drafts are accepted, engine-wide (per sequence: on Request).
   spec_decode::AcceptanceModel acceptance_;
+  // Tokens emitted and seconds taken by recent decode-only steps
+  // (forgetting): the long-run rate draft lengths are priced against.
+  double decode_tokens_ = 0.0;
+  double decode_seconds_ = 0.0;
   spec_decode::SpecDecodeConfig spec_;
   spec_decode::SpecDecodeStats spec_stats_;
   EngineCoreStats stats_;

@@ -204,8 +204,9 @@ void EngineCore::ChooseNgramDraftLengths(const SchedulerOutput& plan,
       break;
     }
   }
+  const double rate = decode_seconds_ > 0.0 ? decode_tokens_ / decode_seconds_ : 0.0;
   const std::vector<int> lengths = spec_decode::ChooseDraftLengths(
-      accept, static_cast<double>(decodes.tokens), [&](int m) { return seconds[m]; });
+      accept, static_cast<double>(decodes.tokens), [&](int m) { return seconds[m]; }, rate);
   for (size_t o = 0; o < chunks.size(); ++o) drafts_[chunks[o]].resize(lengths[o]);
 }
 

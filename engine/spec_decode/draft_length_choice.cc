@@ -7,7 +7,8 @@ namespace rill::engine::spec_decode {
 
 std::vector<int> ChooseDraftLengths(const std::vector<std::vector<double>>& accept,
                                     double base_tokens,
-                                    const std::function<double(int)>& step_seconds) {
+                                    const std::function<double(int)>& step_seconds,
+                                    double rate) {
   struct Candidate {
     double gain;  // Expected tokens it adds: the chance it and those before are accepted.
     size_t proposal;
@@ -27,14 +28,17 @@ std::vector<int> ChooseDraftLengths(const std::vector<std::vector<double>>& acce
     if (a.gain != b.gain) return a.gain > b.gain;
     return a.position < b.position;
   });
-  double tokens = base_tokens;
-  double best_rate = base_tokens / std::max(step_seconds(0), 1e-12);
+  const double base_seconds = step_seconds(0);
+  if (rate <= 0.0) rate = base_tokens / std::max(base_seconds, 1e-12);
+  // Expected tokens gained minus what the extra seconds would have given at
+  // the long-run rate.
+  double gained = 0.0, best_value = 0.0;
   size_t best_m = 0;
   for (size_t m = 1; m <= all.size(); ++m) {
-    tokens += all[m - 1].gain;
-    const double rate = tokens / std::max(step_seconds(static_cast<int>(m)), 1e-12);
-    if (rate > best_rate) {
-      best_rate = rate;
+    gained += all[m - 1].gain;
+    const double value = gained - rate * (step_seconds(static_cast<int>(m)) - base_seconds);
+    if (value > best_value) {
+      best_value = value;
       best_m = m;
     }
   }
