@@ -1,5 +1,6 @@
-// Prompt-lookup drafting: the tokens that followed the latest earlier
-// occurrence of the sequence's last n tokens are proposed as its next ones.
+// Prompt-lookup drafting: the tokens that followed an earlier occurrence of
+// the sequence's last n tokens (the one matching furthest back, else the
+// latest) are proposed as its next ones.
 // Costs no model: it pays off where the output copies from the input
 // (summaries, edits, code), and proposes nothing elsewhere.
 #ifndef RILL_ENGINE_SPEC_DECODE_NGRAM_PROPOSER_H_
