@@ -162,6 +162,9 @@ EngineRun RunThree(FakeModelExecutor& fake, const SchedulerConfig& sched, int ma
   EngineCore core(&fake, sched, /*enable_prefix_caching=*/true);
   spec_decode::SpecDecodeConfig spec;
   spec.ngram_k = kWanted;
+  // Drafts independent of the (microsecond, noisy) step times, so runs
+  // with and without a target compare draft for draft.
+  spec.price_ngram_drafts = false;
   spec.disable_batch_size = 64;
   core.SetSpeculation(spec);
   for (int i = 0; i < 3; ++i) {
@@ -218,6 +221,9 @@ TEST(DraftBudgetEngineTest, StepTimesAreObservedWithTheirDraftTokens) {
   EngineCore core(&fake, Sched(absl::Seconds(60)), /*enable_prefix_caching=*/true);
   spec_decode::SpecDecodeConfig spec;
   spec.ngram_k = kWanted;
+  // Drafts independent of the (microsecond, noisy) step times, so runs
+  // with and without a target compare draft for draft.
+  spec.price_ngram_drafts = false;
   core.SetSpeculation(spec);
   SamplingParams p;
   p.temperature = 0.0f;

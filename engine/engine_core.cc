@@ -379,17 +379,30 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
     }
   });
   last_step_.sample = absl::Now() - sample_start;
+  // Decode-only steps measure the rate drafts are priced against.
+  bool decode_only = plan.num_batched_tokens == static_cast<int64_t>(plan.chunks.size());
+  int64_t emitted = 0;
   for (size_t k = 0; k < sample_rows_.size(); ++k) {
     const size_t i = sample_rows_[k];
     Request* r = plan.chunks[i].request;
+    decode_only = decode_only && !r->output_token_ids.empty();
+    emitted += static_cast<int64_t>(sampled_[k].size());
     if (!drafts_[i].empty()) {
-      outputs.push_back(AdvanceVerified(r, plan.chunks[i], drafts_[i], std::move(sampled_[k])));
+      outputs.push_back(AdvanceVerified(r, plan.chunks[i], drafts_[i], draft_contexts_[i],
+                                        std::move(sampled_[k])));
     } else {
       outputs.push_back(Advance(r, std::move(sampled_[k][0])));
     }
   }
   // The verified drafts' tokens were computed too, accepted or not.
-  scheduler_.RecordStepTime(draft_budget.step(), absl::Now() - step_start);
+  const absl::Duration step_time = absl::Now() - step_start;
+  scheduler_.RecordStepTime(draft_budget.step(), step_time);
+  if (spec_.enabled() && decode_only) {
+    // Half-life ~35 steps: follows the load and the policy it prices.
+    constexpr double kKeep = 0.98;
+    decode_tokens_ = kKeep * decode_tokens_ + static_cast<double>(emitted);
+    decode_seconds_ = kKeep * decode_seconds_ + absl::ToDoubleSeconds(step_time);
+  }
   return outputs;
 }
 

@@ -20,6 +20,7 @@
 #include "engine/model_executor.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/spec_decode/acceptance_model.h"
 #include "engine/spec_decode/draft_model_proposer.h"
 #include "engine/spec_decode/spec_decode_config.h"
 
@@ -80,7 +81,12 @@ class EngineCore {
   absl::Status AddRequest(std::unique_ptr<Request> request);
   // Speculative decoding from the next Step on (off by default). The config
   // must be valid (ValidateSpecDecodeConfig).
-  void SetSpeculation(const spec_decode::SpecDecodeConfig& config) { spec_ = config; }
+  // N-gram drafts are priced with the step-time model, so the scheduler
+  // measures steps.
+  void SetSpeculation(const spec_decode::SpecDecodeConfig& config) {
+    spec_ = config;
+    scheduler_.set_measure_step_times(config.enabled());
+  }
   const spec_decode::SpecDecodeStats& spec_stats() const { return spec_stats_; }
   // Drafting with the executor's draft model (config.num_draft_tokens > 0);
   // null when the executor has none.
@@ -162,6 +168,13 @@ class EngineCore {
   // constrained request's draft ends before the first token its grammar
   // rejects.
   void ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget);
+  // Cuts the n-gram proposals of plan chunks `chunks` (in drafts_) to the
+  // lengths that maximise the step's expected tokens per second
+  // (draft_length_choice.h): acceptance estimated by acceptance_, the step's
+  // time by the scheduler's step-time model (measured per step size). Until
+  // it has measured steps of the decodes alone, no drafts; until it has
+  // measured a larger size too, the per-sequence draft_length rule.
+  void ChooseNgramDraftLengths(const SchedulerOutput& plan, const std::vector<size_t>& chunks);
   // The draft model's tokens for wants[w] (plan chunk chunks[w]) into
   // drafts_, with target KV blocks for them; none this step if it fails.
   // Each returned draft takes its tokens from `budget` in plan order (cut
@@ -196,6 +209,7 @@ class EngineCore {
   // length. Loop thread.
   EngineCoreOutput AdvanceVerified(Request* r, const ScheduledChunk& c,
                                    const std::vector<int32_t>& draft,
+                                   const spec_decode::DraftContext& context,
                                    std::vector<SampledRow> tokens);
 
   ModelExecutor* executor_;
@@ -214,6 +228,14 @@ class EngineCore {
   std::vector<std::vector<int32_t>> drafts_;
   // Per plan chunk: the proposal rows of a sampled draft (else empty).
   std::vector<std::vector<float>> draft_probs_;
+  // Per plan chunk: what was known of its n-gram draft when it was proposed.
+  std::vector<spec_decode::DraftContext> draft_contexts_;
+  // How n-gram drafts are accepted, engine-wide (per sequence: on Request).
+  spec_decode::AcceptanceModel acceptance_;
+  // Tokens emitted and seconds taken by recent decode-only steps
+  // (forgetting): the long-run rate draft lengths are priced against.
+  double decode_tokens_ = 0.0;
+  double decode_seconds_ = 0.0;
   spec_decode::SpecDecodeConfig spec_;
   spec_decode::SpecDecodeStats spec_stats_;
   EngineCoreStats stats_;

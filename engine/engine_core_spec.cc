@@ -32,7 +32,9 @@
 #include "engine/engine_core.h"
 #include "engine/logits_processor.h"
 #include "engine/spec_decode/draft_length.h"
+#include "engine/spec_decode/draft_length_choice.h"
 #include "engine/spec_decode/ngram_proposer.h"
+#include "engine/step_time_model.h"
 #include "engine/structured_output/constraint_matcher.h"
 #include "kernels/cpu/ops.h"
 
@@ -63,12 +65,14 @@ void EngineCore::ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget)
   for (std::vector<int32_t>& d : drafts_) d.clear();
   draft_probs_.resize(plan.chunks.size());
   for (std::vector<float>& q : draft_probs_) q.clear();
+  draft_contexts_.assign(plan.chunks.size(), {});
   if (!spec_.enabled() || scheduler_.num_running() >= spec_.disable_batch_size) return;
   const bool use_draft_model = spec_.num_draft_tokens > 0;
   if (use_draft_model && draft_ == nullptr) return;
   const int max_k = spec_.max_draft_tokens();
   std::vector<spec_decode::DraftModelProposer::Want> wants;
   std::vector<size_t> want_chunks;
+  std::vector<size_t> ngram_chunks;  // Decode chunks with an n-gram proposal.
   const int64_t max_len = scheduler_.config().max_model_len;
   for (size_t i = 0; i < plan.chunks.size() && !budget->exhausted(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
@@ -84,9 +88,9 @@ void EngineCore::ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget)
     const int64_t outputs = static_cast<int64_t>(r->output_token_ids.size());
     const int64_t room =
         std::min<int64_t>(r->params.max_tokens - outputs, max_len - r->num_tokens()) - 1;
-    const int64_t k = budget->Limit(c, std::min<int64_t>({r->draft_length, max_k, room}));
-    if (k <= 0) continue;
     if (use_draft_model) {
+      const int64_t k = budget->Limit(c, std::min<int64_t>({r->draft_length, max_k, room}));
+      if (k <= 0) continue;
       // One batch of draft forwards for all of them, below. Nothing is
       // taken yet: each asks for what is left now, and the drafts that come
       // back take their tokens in plan order.
@@ -95,18 +99,115 @@ void EngineCore::ProposeDrafts(const SchedulerOutput& plan, DraftBudget* budget)
       want_chunks.push_back(i);
       continue;
     }
-    std::vector<int32_t> draft = spec_decode::ProposeNgramDraftCapped(
+    const int64_t k = std::min<int64_t>(max_k, room);
+    if (k <= 0) continue;
+    spec_decode::NgramDraft found = spec_decode::FindNgramDraft(
         r->AllTokens(), spec_.ngram_min_n, spec_.ngram_max_n, static_cast<int>(k));
-    if (r->matcher != nullptr) draft.resize(GrammarAcceptedPrefix(r, draft));
-    if (draft.empty()) continue;
+    if (r->matcher != nullptr) found.tokens.resize(GrammarAcceptedPrefix(r, found.tokens));
+    draft_contexts_[i] = {found.match_n, r->spec_acceptance.last_accepted_whole};
+    r->spec_acceptance.last_accepted_whole = false;  // Until a draft of it is accepted whole.
+    if (found.tokens.empty()) continue;
+    drafts_[i] = std::move(found.tokens);
+    ngram_chunks.push_back(i);
+  }
+  if (!wants.empty()) ProposeFromDraftModel(plan, wants, want_chunks, budget);
+  if (ngram_chunks.empty()) return;
+  ChooseNgramDraftLengths(plan, ngram_chunks);
+  for (size_t i : ngram_chunks) {
+    const ScheduledChunk& c = plan.chunks[i];
+    std::vector<int32_t>& draft = drafts_[i];
+    draft.resize(static_cast<size_t>(budget->Limit(c, static_cast<int64_t>(draft.size()))));
     // A draft never preempts anyone: without free blocks it is dropped.
-    if (!blocks_.Allocate(r->seq_no, c.start_pos + 1 + static_cast<int64_t>(draft.size()))) {
+    if (draft.empty() ||
+        !blocks_.Allocate(c.request->seq_no, c.start_pos + 1 + static_cast<int64_t>(draft.size()))) {
+      draft.clear();
       continue;
     }
     budget->Take(c, static_cast<int64_t>(draft.size()));
-    drafts_[i] = std::move(draft);
   }
-  if (!wants.empty()) ProposeFromDraftModel(plan, wants, want_chunks, budget);
+}
+
+void EngineCore::ChooseNgramDraftLengths(const SchedulerOutput& plan,
+                                         const std::vector<size_t>& chunks) {
+  const StepTimeModel& model = scheduler_.slo_budget().model();
+  const auto by_rule = [&] {
+    for (size_t i : chunks) {
+      spec_decode::NgramDraft d{std::move(drafts_[i]), draft_contexts_[i].match_n};
+      spec_decode::CapWeakMatch(spec_.ngram_max_n, &d);
+      if (static_cast<int>(d.tokens.size()) > plan.chunks[i].request->draft_length) {
+        d.tokens.resize(plan.chunks[i].request->draft_length);
+      }
+      drafts_[i] = std::move(d.tokens);
+    }
+  };
+  if (!spec_.price_ngram_drafts) {
+    by_rule();
+    return;
+  }
+  // The decodes' step without drafts: one token each.
+  StepShape decodes;
+  for (const ScheduledChunk& c : plan.chunks) {
+    if (c.num_tokens == 1 && !c.request->output_token_ids.empty() &&
+        c.start_pos + 1 == c.request->num_tokens()) {
+      decodes.AddChunk(c.start_pos, 1);
+    }
+  }
+  // What a draft token adds to the step is unknown until steps of the
+  // decodes' size and of a larger size drafts can reach were measured.
+  // First the decodes' own size: no drafts for a few steps (kMinExact).
+  if (model.RecentTime(decodes.tokens) <= absl::ZeroDuration()) {
+    for (size_t i : chunks) drafts_[i].clear();
+    return;
+  }
+  // Then the per-sequence draft length rule (draft_length.h; a weak match
+  // cut to one token), whose drafts measure larger sizes; the sizes between
+  // measured ones are priced optimistically (below), so the choice measures
+  // them too.
+  int total = 0;
+  for (size_t i : chunks) total += static_cast<int>(drafts_[i].size());
+  bool larger_measured = false;
+  for (int m = 1; m <= total && !larger_measured; ++m) {
+    larger_measured = model.RecentTime(decodes.tokens + m) > absl::ZeroDuration();
+  }
+  if (!larger_measured) {
+    by_rule();
+    return;
+  }
+  std::vector<std::vector<double>> accept(chunks.size());
+  double mean_pos = 0.0;  // Where the draft tokens sit, for the linear model's key reads.
+  for (size_t o = 0; o < chunks.size(); ++o) {
+    const size_t i = chunks[o];
+    const int k = static_cast<int>(drafts_[i].size());
+    acceptance_.Estimate(draft_contexts_[i], plan.chunks[i].request->spec_acceptance, k,
+                         &accept[o]);
+    mean_pos += static_cast<double>(k) * static_cast<double>(plan.chunks[i].start_pos + 1);
+  }
+  if (total > 0) mean_pos /= total;
+  // Step time with m draft tokens: measured for that step size where it
+  // was (recently, at least a few times), else the linear model's, kept
+  // between the measured sizes around it: an unmeasured size is never
+  // priced above a larger measured one.
+  std::vector<double> seconds(total + 1);
+  for (int m = 0; m <= total; ++m) {
+    const absl::Duration measured = model.RecentTime(decodes.tokens + m);
+    if (measured > absl::ZeroDuration()) {
+      seconds[m] = absl::ToDoubleSeconds(measured);
+      continue;
+    }
+    StepShape with = decodes;
+    with.AddChunk(static_cast<int64_t>(mean_pos), m);
+    seconds[m] = std::max(absl::ToDoubleSeconds(model.Predict(with)), m > 0 ? seconds[m - 1] : 0.0);
+    for (int64_t n = decodes.tokens + m + 1; n <= StepTimeModel::kExactSizes; ++n) {
+      const absl::Duration above = model.RecentTime(n);
+      if (above <= absl::ZeroDuration()) continue;
+      seconds[m] = std::min(seconds[m], absl::ToDoubleSeconds(above));
+      break;
+    }
+  }
+  const double rate = decode_seconds_ > 0.0 ? decode_tokens_ / decode_seconds_ : 0.0;
+  const std::vector<int> lengths = spec_decode::ChooseDraftLengths(
+      accept, static_cast<double>(decodes.tokens), [&](int m) { return seconds[m]; }, rate);
+  for (size_t o = 0; o < chunks.size(); ++o) drafts_[chunks[o]].resize(lengths[o]);
 }
 
 void EngineCore::ProposeFromDraftModel(
@@ -206,10 +307,12 @@ std::vector<EngineCore::SampledRow> EngineCore::VerifySampledDraft(
 
 EngineCoreOutput EngineCore::AdvanceVerified(Request* r, const ScheduledChunk& c,
                                              const std::vector<int32_t>& draft,
+                                             const spec_decode::DraftContext& context,
                                              std::vector<SampledRow> tokens) {
   const int proposed = static_cast<int>(draft.size());
   const int accepted = static_cast<int>(tokens.size()) - 1;
   spec_stats_.Record(proposed, accepted);
+  if (spec_.num_draft_tokens == 0) acceptance_.Record(context, proposed, accepted, &r->spec_acceptance);
   r->draft_length = spec_decode::NextDraftLength(r->draft_length, proposed, accepted, spec_.max_draft_tokens());
   // The last token's and the accepted draft tokens' K/V are valid; the slots
   // of rejected ones are past num_computed_tokens, so no later step reads

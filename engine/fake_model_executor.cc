@@ -1,5 +1,7 @@
 #include "engine/fake_model_executor.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace rill::engine {
@@ -64,6 +66,11 @@ absl::Status FakeModelExecutor::Execute(const worker::ForwardBatch& batch,
     for (const auto& s : batch.sequences) sizes.push_back(static_cast<int>(s.tokens.size()));
   }
   if (options_.step_delay > absl::ZeroDuration()) absl::SleepFor(options_.step_delay);
+  if (options_.extra_token_delay > absl::ZeroDuration()) {
+    int64_t extra = 0;
+    for (const auto& s : batch.sequences) extra += std::max<int64_t>(0, s.tokens.size() - 1);
+    absl::SleepFor(options_.extra_token_delay * extra);
+  }
   const int bs = options_.block_size;
   auto slot = [&](const worker::SequenceChunk& s, int64_t pos) -> int64_t {
     const int64_t b = pos / bs;

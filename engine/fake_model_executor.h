@@ -27,6 +27,9 @@ class FakeModelExecutor : public ModelExecutor {
     // If > 0, NextToken returns eos when (hash % eos_every) == 0.
     int eos_every = 0;
     absl::Duration step_delay = absl::ZeroDuration();  // Sleep per Execute.
+    // Sleep per token past each sequence's first: what verifying a draft
+    // token (or a prefill token) costs (speculation pricing tests).
+    absl::Duration extra_token_delay = absl::ZeroDuration();
     // If > 0, NextToken hashes only the last context_window tokens (not the
     // position), so greedy outputs fall into cycles that n-gram drafts
     // predict (speculative decoding tests). The whole context is still read

@@ -12,6 +12,7 @@
 
 #include "absl/time/time.h"
 #include "engine/sampling_params.h"
+#include "engine/spec_decode/acceptance_model.h"
 #include "worker/sampler.h"
 
 namespace rill::worker {
@@ -96,6 +97,8 @@ struct Request {
   // Speculative decoding: this sequence's next draft length (adapted to how
   // many of its drafts are accepted); 0 until its first draft.
   int draft_length = 0;
+  // How its n-gram drafts did (prices its next ones, acceptance_model.h).
+  spec_decode::SequenceAcceptance spec_acceptance;
 
   int64_t num_tokens() const {
     return static_cast<int64_t>(prompt_token_ids.size() + output_token_ids.size());

@@ -216,7 +216,7 @@ StepShape SchedulerOutput::Shape() const {
 }
 
 void Scheduler::RecordStepTime(const StepShape& step, absl::Duration step_time) {
-  if (!slo_.enabled() || step.tokens == 0) return;
+  if (!(slo_.enabled() || measure_step_times_) || step.tokens == 0) return;
   slo_.ObserveStep(step, step_time);
 }
 

@@ -89,8 +89,11 @@ class Scheduler {
   SchedulerOutput Schedule(absl::Time now);
   // What a step took (schedule to sampled tokens) for the work it ran (the
   // plan's Shape plus the drafts it verified, see DraftBudget): feeds the
-  // SLO budget's step-time model. A no-op without SLO targets.
+  // SLO budget's step-time model. A no-op without SLO targets, unless
+  // speculative decoding prices its drafts with that model
+  // (set_measure_step_times).
   void RecordStepTime(const StepShape& step, absl::Duration step_time);
+  void set_measure_step_times(bool on) { measure_step_times_ = on; }
   // The SLO budget (targets, step-time model, chosen token budget).
   const SloBudget& slo_budget() const { return slo_; }
 
@@ -151,6 +154,7 @@ class Scheduler {
   int64_t num_preemptions_ = 0;
   std::vector<std::pair<std::string, RequestState>> transitions_;
   SloBudget slo_;
+  bool measure_step_times_ = false;
 };
 
 }  // namespace rill::engine

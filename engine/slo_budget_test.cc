@@ -32,6 +32,24 @@ StepShape Decodes(int n, int64_t context) {
   return s;
 }
 
+TEST(StepTimeModelTest, RecentTimePerStepSizeIsAMedianThatExpires) {
+  StepTimeModel m;
+  StepShape three;
+  three.AddChunk(100, 3);
+  m.Observe(three, absl::Milliseconds(7));
+  m.Observe(three, absl::Milliseconds(90));  // A noisy neighbour.
+  EXPECT_EQ(m.RecentTime(3), absl::ZeroDuration());  // Too few yet.
+  m.Observe(three, absl::Milliseconds(8));
+  EXPECT_EQ(m.RecentTime(3), absl::Milliseconds(8));
+  EXPECT_EQ(m.RecentTime(1), absl::ZeroDuration());
+  // After many steps of another size, the 3-token times are stale.
+  StepShape one;
+  one.AddChunk(100, 1);
+  for (int i = 0; i < StepTimeModel::kExactMaxAge; ++i) m.Observe(one, absl::Milliseconds(5));
+  EXPECT_EQ(m.RecentTime(1), absl::Milliseconds(5));
+  EXPECT_EQ(m.RecentTime(3), absl::ZeroDuration());
+}
+
 TEST(StepTimeModelTest, ReadyFromTheFirstStep) {
   StepTimeModel m;
   EXPECT_FALSE(m.ready());

@@ -140,7 +140,26 @@ void StepTimeModel::Observe(const StepShape& shape, absl::Duration step_time) {
     samples_[c][next_[c]] = s;
   }
   next_[c] = (next_[c] + 1) % kPerClass;
+  if (shape.tokens <= kExactSizes) {
+    Exact& e = exact_[shape.tokens];
+    e.seconds[e.count % kExactKept] = s.seconds;
+    e.step[e.count % kExactKept] = s.step;
+    ++e.count;
+  }
   Refit();
+}
+
+absl::Duration StepTimeModel::RecentTime(int64_t tokens) const {
+  if (tokens < 1 || tokens > kExactSizes || exact_[tokens].count < kMinExact) {
+    return absl::ZeroDuration();
+  }
+  const Exact& e = exact_[tokens];
+  std::vector<double> v;
+  for (int i = 0; i < std::min(e.count, kExactKept); ++i) {
+    if (num_observed_ - e.step[i] <= kExactMaxAge) v.push_back(e.seconds[i]);
+  }
+  if (static_cast<int>(v.size()) < kMinExact) return absl::ZeroDuration();
+  return absl::Seconds(Median(std::move(v)));
 }
 
 void StepTimeModel::Refit() {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "engine/spec_decode/draft_length.h"
+#include "engine/spec_decode/draft_length_choice.h"
 #include "engine/spec_decode/ngram_proposer.h"
 
 namespace rill::bench {
@@ -23,6 +24,15 @@ int64_t MatchedPrefix(const std::vector<int32_t>& draft, const std::vector<int32
 // A draft length no policy reaches: what the match alone would have given.
 constexpr int kUnboundedDraft = 64;
 
+// A forward of d draft tokens by `cost` (ReplayVariant::step_cost).
+double StepCost(const std::vector<double>& cost, int d) {
+  if (cost.empty()) return 0.0;
+  const int last = static_cast<int>(cost.size()) - 1;
+  if (d <= last) return cost[d];
+  const double slope = last > 0 ? cost[last] - cost[last - 1] : 0.0;
+  return cost[last] + slope * (d - last);
+}
+
 }  // namespace
 
 void NgramReplayStats::Add(const NgramReplayStats& o) {
@@ -37,6 +47,7 @@ void NgramReplayStats::Add(const NgramReplayStats& o) {
   cut_short_tokens += o.cut_short_tokens;
   first_wrong += o.first_wrong;
   later_wrong += o.later_wrong;
+  step_cost += o.step_cost;
 }
 
 NgramReplayStats ReplayNgram(const std::vector<int32_t>& prompt,
@@ -50,11 +61,25 @@ NgramReplayStats ReplayNgram(const std::vector<int32_t>& prompt,
   tokens.push_back(outputs[0]);  // Sampled after the prefill.
   size_t done = 1;
   int draft_length = max_k;  // As EngineCore::ProposeDrafts.
+  engine::spec_decode::SequenceAcceptance seq;
+  std::vector<double> accept;
   while (done < outputs.size()) {
     const int64_t room = static_cast<int64_t>(outputs.size() - done) - 1;
     const int k = static_cast<int>(std::min<int64_t>({draft_length, max_k, room}));
     std::vector<int32_t> draft;
-    if (k > 0) {
+    engine::spec_decode::DraftContext context;
+    if (variant.priced != nullptr && room > 0) {
+      // As EngineCore::ChooseNgramDraftLengths, at batch 1.
+      engine::spec_decode::NgramDraft found = engine::spec_decode::FindNgramDraft(
+          tokens, spec.ngram_min_n, spec.ngram_max_n, static_cast<int>(std::min<int64_t>(max_k, room)));
+      context = {found.match_n, seq.last_accepted_whole};
+      seq.last_accepted_whole = false;
+      variant.priced->Estimate(context, seq, static_cast<int>(found.tokens.size()), &accept);
+      const std::vector<int> n = engine::spec_decode::ChooseDraftLengths(
+          {accept}, 1.0, [&](int m) { return StepCost(variant.step_cost, m); });
+      found.tokens.resize(n[0]);
+      draft = std::move(found.tokens);
+    } else if (k > 0) {
       engine::spec_decode::NgramDraft found =
           engine::spec_decode::FindNgramDraft(tokens, spec.ngram_min_n, spec.ngram_max_n, k);
       if (variant.short_match_n == 0) {
@@ -66,6 +91,10 @@ NgramReplayStats ReplayNgram(const std::vector<int32_t>& prompt,
     }
     const int64_t accepted = MatchedPrefix(draft, outputs, done);
     const int64_t proposed = static_cast<int64_t>(draft.size());
+    s.step_cost += StepCost(variant.step_cost, static_cast<int>(proposed));
+    if (variant.priced != nullptr && proposed > 0) {
+      variant.priced->Record(context, static_cast<int>(proposed), static_cast<int>(accepted), &seq);
+    }
     if (draft.empty()) {
       ++s.no_draft;
     } else {
@@ -104,16 +133,16 @@ NgramReplayStats ReplayNgram(const std::vector<int32_t>& prompt,
 }
 
 std::string ReplayHeader() {
-  return absl::StrFormat("%-24s %6s %6s %5s %6s %6s %8s %6s %9s %6s %9s %6s %6s", "prompt",
-                         "tokens", "fwds", "tok/f", "x@cost", "x@0.1", "no match", "drafts", "acc/dr", "whole",
-                         "cut(+tok)", "wrong1", "wrongN");
+  return absl::StrFormat("%-24s %6s %6s %5s %6s %6s %7s %8s %6s %9s %6s %9s %6s %6s", "prompt",
+                         "tokens", "fwds", "tok/f", "x@cost", "x@0.1", "x@curve", "no match", "drafts",
+                         "acc/dr", "whole", "cut(+tok)", "wrong1", "wrongN");
 }
 
 std::string FormatReplayRow(const std::string& label, const NgramReplayStats& s,
                             double token_cost) {
-  return absl::StrFormat("%-24s %6d %6d %5.2f %6.2f %6.2f %8d %6d %4d/%-4d %6d %4d(+%d) %6d %6d",
+  return absl::StrFormat("%-24s %6d %6d %5.2f %6.2f %6.2f %7.2f %8d %6d %4d/%-4d %6d %4d(+%d) %6d %6d",
                          label, s.decode_tokens, s.forwards, s.tokens_per_forward(),
-                         s.SpeedupAt(token_cost), s.SpeedupAt(0.1), s.no_draft, s.drafts,
+                         s.SpeedupAt(token_cost), s.SpeedupAt(0.1), s.SpeedupByStepCost(), s.no_draft, s.drafts,
                          s.accepted, s.drafted, s.all_accepted, s.cut_short, s.cut_short_tokens,
                          s.first_wrong, s.later_wrong);
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/spec_decode/acceptance_model.h"
 #include "engine/spec_decode/spec_decode_config.h"
 
 namespace rill::bench {
@@ -30,12 +31,18 @@ struct NgramReplayStats {
   int64_t cut_short_tokens = 0;
   int64_t first_wrong = 0;    // Drafts rejected at their first token.
   int64_t later_wrong = 0;    // Rejected after at least one accepted token.
+  // The forwards' time in plain decode steps, by ReplayVariant::step_cost
+  // (0 without it).
+  double step_cost = 0.0;
 
   double tokens_per_forward() const {
     return forwards > 0 ? static_cast<double>(decode_tokens) / forwards : 0.0;
   }
   // Decode speed-up over one token per forward when a forward verifying d
   // draft tokens costs (1 + token_cost * d) plain decode steps.
+  double SpeedupByStepCost() const {
+    return step_cost > 0 ? static_cast<double>(decode_tokens) / step_cost : 0.0;
+  }
   double SpeedupAt(double token_cost) const {
     const double cost = static_cast<double>(forwards) + token_cost * static_cast<double>(drafted);
     return cost > 0 ? static_cast<double>(decode_tokens) / cost : 0.0;
@@ -52,6 +59,13 @@ struct ReplayVariant {
   int short_match_k = 1;
   int max_k = 0;             // The longest draft; 0: the config's.
   bool grow_by_one = false;  // A draft accepted whole grows the next by 1 (the engine: x2).
+  // [d]: a forward verifying d draft tokens, in plain decode steps ([0] = 1;
+  // verify_cost prints it). Sizes past its end extrapolate its last step.
+  std::vector<double> step_cost;
+  // Non-null: the engine's priced draft lengths (draft_length_choice.h) with
+  // these acceptance estimates (kept across prompts, as the engine's are)
+  // and step_cost as the measured step times, instead of the draft-length rule.
+  engine::spec_decode::AcceptanceModel* priced = nullptr;
 };
 
 // Replays the decode of `outputs` after `prompt` with n-gram drafting as

@@ -28,12 +28,16 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "base/json.h"
 #include "bench/spec_decode_bench/ngram_replay.h"
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
+#include "engine/spec_decode/acceptance_model.h"
 
 ABSL_FLAG(std::string, model, "default", "Model name or path.");
 ABSL_FLAG(int, threads, 0, "Model threads (0 = all cores).");
@@ -59,6 +63,10 @@ ABSL_FLAG(double, verify_token_cost, 0.4,
           "--replay's speed-up estimate: the cost of one verified draft token, in batch-1 decode "
           "steps.");
 ABSL_FLAG(int, repeats, 1, "Runs of each prompt per engine.");
+ABSL_FLAG(std::string, step_cost, "1,1.10,1.10,1.47,1.55,1.92,1.96,2.23,2.64",
+          "--replay's x@curve: the forward's time verifying d = 0, 1, ... draft tokens, in plain "
+          "decode steps (verify_cost prints it; this default: its run of 2026-12-06 09:22), and "
+          "the step times the priced variant chooses draft lengths with.");
 
 namespace rill::engine {
 namespace {
@@ -231,7 +239,7 @@ int Main() {
     std::vector<std::string> replay_rows;
     bench::NgramReplayStats replay_sum;
     // Variants of the policy tried offline along the same outputs.
-    const std::vector<std::pair<std::string, bench::ReplayVariant>> variants = {
+    std::vector<std::pair<std::string, bench::ReplayVariant>> variants = {
         {"before: 1-gram k, +1", {1, 0, 0, true}},
         {"1-gram match: none", {2, 0}},
         {"k 8", {0, 1, 8}},
@@ -239,6 +247,22 @@ int Main() {
         {"k 16, 1-gram: none", {2, 0, 16}},
         {"k 16, +1", {0, 1, 16, true}}};
     std::vector<bench::NgramReplayStats> variant_sums(variants.size());
+    // The engine's draft lengths priced by the measured step times: the
+    // rows above use its fallback rule (draft_length.h).
+    std::vector<double> step_cost;
+    for (absl::string_view c : absl::StrSplit(absl::GetFlag(FLAGS_step_cost), ',')) {
+      double v = 0.0;
+      CHECK(absl::SimpleAtod(c, &v)) << "--step_cost: not a number: " << c;
+      step_cost.push_back(v);
+    }
+    for (auto& [label, v] : variants) v.step_cost = step_cost;
+    bench::ReplayVariant engine_rule;
+    engine_rule.step_cost = step_cost;
+    // Priced at --k, 8 and 16, each with its own acceptance estimates.
+    const std::vector<std::pair<std::string, int>> priced_ks = {
+        {"priced (engine)", 0}, {"priced, k 8", 8}, {"priced, k 16", 16}};
+    std::vector<engine::spec_decode::AcceptanceModel> priced_models(priced_ks.size());
+    std::vector<bench::NgramReplayStats> priced_sums(priced_ks.size());
     const double token_cost = absl::GetFlag(FLAGS_verify_token_cost);
     for (int rep = 0; rep < absl::GetFlag(FLAGS_repeats); ++rep) {
       for (size_t p = 0; p < prompts.size(); ++p) {
@@ -247,7 +271,13 @@ int Main() {
         const Result b =
             replay_only ? a : RunOne(on->get(), prompt.text, absl::StrCat("on", n), prompt.output_len);
         if (replay && rep == 0) {
-          const bench::NgramReplayStats s = bench::ReplayNgram(a.prompt_ids, a.ids, spec);
+          const bench::NgramReplayStats s = bench::ReplayNgram(a.prompt_ids, a.ids, spec, engine_rule);
+          for (size_t v = 0; v < priced_ks.size(); ++v) {
+            bench::ReplayVariant priced = engine_rule;
+            priced.priced = &priced_models[v];
+            priced.max_k = priced_ks[v].second;
+            priced_sums[v].Add(bench::ReplayNgram(a.prompt_ids, a.ids, spec, priced));
+          }
           replay_sum.Add(s);
           replay_rows.push_back(bench::FormatReplayRow(absl::StrCat(name, " #", p), s, token_cost));
           for (size_t v = 0; v < variants.size(); ++v) {
@@ -286,6 +316,10 @@ int Main() {
                   bench::ReplayHeader().c_str());
       for (const std::string& row : replay_rows) std::printf("  %s\n", row.c_str());
       std::printf("  %s\n", bench::FormatReplayRow("all", replay_sum, token_cost).c_str());
+      for (size_t v = 0; v < priced_ks.size(); ++v) {
+        std::printf("  %s\n",
+                    bench::FormatReplayRow(priced_ks[v].first, priced_sums[v], token_cost).c_str());
+      }
       for (size_t v = 0; v < variants.size(); ++v) {
         std::printf("  %s\n",
                     bench::FormatReplayRow(variants[v].first, variant_sums[v], token_cost).c_str());

@@ -4,6 +4,12 @@
 #include <utility>
 
 namespace rill::engine::spec_decode {
+namespace {
+
+// How far back a match is followed to rank occurrences (and to report it).
+constexpr int64_t kLongestMatchLookedAt = 32;
+
+}  // namespace
 
 std::vector<int32_t> ProposeNgramDraft(absl::Span<const int32_t> tokens, int min_n, int max_n,
                                        int k) {
@@ -17,6 +23,7 @@ NgramDraft FindNgramDraft(absl::Span<const int32_t> tokens, int min_n, int max_n
     const absl::Span<const int32_t> suffix = tokens.subspan(len - n, n);
     int64_t best_start = -1;  // Where the best continuation starts.
     int64_t best_len = 0;
+    int64_t best_match = 0;
     // An occurrence at i ends before the suffix does, so it is followed by at
     // least one token.
     for (int64_t i = len - n - 1; i >= 0; --i) {
@@ -25,16 +32,23 @@ NgramDraft FindNgramDraft(absl::Span<const int32_t> tokens, int min_n, int max_n
         continue;
       }
       const int64_t follows = std::min<int64_t>(k, len - (i + n));
-      if (follows > best_len) {
+      if (follows < best_len) continue;
+      // How far the match goes back past the n tokens: the source a copy
+      // run follows matches far back, a chance recurrence does not.
+      int64_t match = n;
+      const int64_t limit = std::min<int64_t>(kLongestMatchLookedAt, i + n);
+      while (match < limit && tokens[i + n - 1 - match] == tokens[len - 1 - match]) ++match;
+      if (follows > best_len || match > best_match) {
         best_start = i + n;
         best_len = follows;
-        if (best_len == k) break;
+        best_match = match;
+        if (best_len == k && best_match == kLongestMatchLookedAt) break;
       }
     }
     if (best_len > 0) {
       return {std::vector<int32_t>(tokens.begin() + best_start,
                                    tokens.begin() + best_start + best_len),
-              static_cast<int>(n)};
+              static_cast<int>(best_match)};
     }
   }
   return {};

@@ -1,5 +1,6 @@
-// Prompt-lookup drafting: the tokens that followed the latest earlier
-// occurrence of the sequence's last n tokens are proposed as its next ones.
+// Prompt-lookup drafting: the tokens that followed an earlier occurrence of
+// the sequence's last n tokens (the one matching furthest back, else the
+// latest) are proposed as its next ones.
 // Costs no model: it pays off where the output copies from the input
 // (summaries, edits, code), and proposes nothing elsewhere.
 #ifndef RILL_ENGINE_SPEC_DECODE_NGRAM_PROPOSER_H_
@@ -14,14 +15,16 @@ namespace rill::engine::spec_decode {
 
 // Up to `k` draft tokens continuing `tokens` (prompt + outputs so far). For n
 // from max_n down to min_n, the suffix of n tokens is looked up earlier in
-// `tokens`, latest occurrence first; the first occurrence followed by k
-// tokens wins, else the one followed by the most (at least 1). Empty when no
-// suffix recurs. O(len * max_n).
+// `tokens`; of its occurrences, the one followed by the most tokens (up to k)
+// wins, then the one whose match goes furthest back (up to 32 tokens: the
+// source a copy run follows), then the latest. Empty when no suffix recurs.
+// O(len * max_n) plus the backward matches.
 std::vector<int32_t> ProposeNgramDraft(absl::Span<const int32_t> tokens, int min_n, int max_n,
                                        int k);
 
-// The same draft, with the length of the suffix that matched (0 when none):
-// a longer match predicts its continuation more reliably.
+// The same draft, with how many tokens before it matched (at least the
+// suffix's n, at most 32; 0 when none): a longer match predicts its
+// continuation more reliably.
 struct NgramDraft {
   std::vector<int32_t> tokens;
   int match_n = 0;

@@ -20,6 +20,11 @@ struct SpecDecodeConfig {
   // No drafts in a step while this many requests or more run: a large batch
   // is compute-bound, so verifying drafts costs more than it saves.
   int disable_batch_size = 8;
+  // N-gram draft lengths chosen from the measured step times and acceptance
+  // estimates (draft_length_choice.h); false: the per-sequence draft-length
+  // rule alone (draft_length.h), whatever the steps cost (tests whose drafts
+  // must not depend on timing).
+  bool price_ngram_drafts = true;
   // Draft-model drafting (instead of n-grams): the draft model's path
   // (--speculative_model; the engine factory attaches it to the executor,
   // ModelExecutor::draft_model) and its tokens per sequence and step.

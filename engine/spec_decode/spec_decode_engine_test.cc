@@ -37,6 +37,38 @@ using spec_decode::testing::Sched;
 // drafts accepted, blocks all free at the end. Then prompts extending those
 // outputs hit the prefix cache and still continue exactly as the model says,
 // so no cached block holds a rejected draft token.
+// N-gram draft lengths are priced with the measured step times: where a
+// verified draft token costs two decode steps, the engine stops drafting
+// once it has measured that (a few steps of the fallback rule); where it
+// costs a twentieth of one, it keeps drafting the cyclic model's
+// predictable tokens. Outputs are the model's either way.
+TEST(SpecDecodeEngineTest, DraftsOnlyWhereTheMeasuredStepTimesPayForThem) {
+  for (const bool expensive : {true, false}) {
+    FakeModelExecutor::Options o = Cyclic(256);
+    o.step_delay = absl::Milliseconds(2);
+    o.extra_token_delay = absl::Milliseconds(expensive ? 4 : 0.1);
+    FakeModelExecutor fake(o);
+    EngineCore core(&fake, Sched(), /*enable_prefix_caching=*/false);
+    core.SetSpeculation(NgramSpec(4));
+    const std::vector<int32_t> prompt = Prompt(6, 1, 16);
+    ASSERT_TRUE(core.AddRequest(MakeRequest("r", prompt, Greedy(120))).ok());
+    Driver run;
+    run.ToCompletion(&core);
+    EXPECT_EQ(run.tokens["r"], fake.Generate(prompt, 120)) << expensive;
+    const spec_decode::SpecDecodeStats& s = core.spec_stats();
+    std::cout << (expensive ? "expensive" : "cheap") << ": drafts " << s.num_drafts
+              << " draft tokens " << s.num_draft_tokens << " accepted " << s.num_accepted_tokens
+              << " forwards " << fake.num_steps() << "\n";
+    if (expensive) {
+      EXPECT_LT(s.num_drafts, 12);  // The fallback rule's, until both sizes were measured.
+      EXPECT_GT(fake.num_steps(), 90);
+    } else {
+      EXPECT_GT(s.num_accepted_tokens, 60);
+      EXPECT_LT(fake.num_steps(), 60);
+    }
+  }
+}
+
 TEST(SpecDecodeEngineTest, GreedyEqualsReferenceAndPrefixCacheStaysClean) {
   FakeModelExecutor fake(Cyclic(256));
   EngineCore core(&fake, Sched(), /*enable_prefix_caching=*/true);

@@ -45,6 +45,17 @@ TEST(NgramProposerTest, ReportsTheLengthOfTheMatchedSuffix) {
   EXPECT_EQ(none.match_n, 0);
 }
 
+TEST(NgramProposerTest, PrefersTheOccurrenceWhoseMatchGoesFurthestBack) {
+  // The suffix (2, 3) occurs at 1, after 7 (as the sequence's own tail: 7 2 3),
+  // and later at 6 after 5. The earlier one is the source being copied.
+  const V tokens = {7, 2, 3, 4, 4, 5, 2, 3, 6, 6, 7, 2, 3};
+  const NgramDraft d = FindNgramDraft(tokens, 1, 2, 2);
+  EXPECT_EQ(d.tokens, (V{4, 4}));
+  EXPECT_EQ(d.match_n, 3);
+  // Without the longer match, the latest occurrence wins.
+  EXPECT_EQ(ProposeNgramDraft(V{8, 2, 3, 4, 4, 5, 2, 3, 6, 6, 7, 2, 3}, 1, 2, 2), (V{6, 6}));
+}
+
 TEST(NgramProposerTest, NothingWithoutRecurrenceOrBudget) {
   EXPECT_TRUE(ProposeNgramDraft(V{1, 2, 3, 4}, 1, 3, 4).empty());
   EXPECT_TRUE(ProposeNgramDraft(V{1, 1, 1}, 1, 3, 0).empty());
