@@ -32,6 +32,7 @@ spec_decode::SpecDecodeConfig SpecDecodeConfigOf(const EngineArgs& args) {
   spec.ngram_k = args.speculative_ngram_k;
   spec.ngram_min_n = args.speculative_ngram_min_n;
   spec.ngram_max_n = args.speculative_ngram_max_n;
+  spec.price_ngram_drafts = args.speculative_ngram_pricing;
   spec.disable_batch_size = args.speculative_disable_batch_size;
   spec.draft_model = args.speculative_model;
   spec.num_draft_tokens = args.speculative_num_draft_tokens;

@@ -103,6 +103,9 @@
     "Longest n-gram looked up for a draft (tried first).")                                       \
   X(int, speculative_ngram_min_n, 1, base::AtLeast(1),                                            \
     "Shortest n-gram looked up for a draft; at most --speculative_ngram_max_n.")                 \
+  X(bool, speculative_ngram_pricing, true, base::AnyValue(),                                      \
+    "Cut each n-gram draft to the length that pays for itself by this engine's measured step "  \
+    "times and acceptance; false = the fixed draft-length rule (drafts independent of timing).") \
   X(int, speculative_disable_batch_size, 8, base::AtLeast(1),                                     \
     "No speculation in a step while this many requests or more run (a large batch is "          \
     "compute-bound, where drafts cost throughput).")                                            \

@@ -77,6 +77,7 @@ std::unique_ptr<AsyncLLMEngine> MakeEngine(int k) {
   args.max_num_seqs = 8;
   args.max_num_batched_tokens = 256;
   args.speculative_ngram_k = k;
+  args.speculative_ngram_pricing = false;  // Drafts by the rule, whatever the load.
   args.speculative_disable_batch_size = 64;  // All 8 running speculate.
   auto e = CreateAsyncLLMEngine(args);
   CHECK(e.ok()) << e.status();

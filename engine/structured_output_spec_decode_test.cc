@@ -91,6 +91,7 @@ Outputs RunAll(const Compiled& compiled, int k, SamplingParams base, uint64_t se
   spec_decode::SpecDecodeConfig spec;
   spec.ngram_k = k;
   spec.disable_batch_size = 64;
+  spec.price_ngram_drafts = false;  // Drafts by the rule, whatever the load.
   core.SetSpeculation(spec);
   const std::vector<Constraint> constraints = Constraints();
   Outputs out;

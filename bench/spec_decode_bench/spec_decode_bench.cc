@@ -48,6 +48,7 @@ ABSL_FLAG(std::string, speculative_model, "",
           "Draft model (name or path) of the speculating engine instead of n-gram drafts.");
 ABSL_FLAG(int, max_n, 3, "--speculative_ngram_max_n.");
 ABSL_FLAG(int, min_n, 1, "--speculative_ngram_min_n.");
+ABSL_FLAG(bool, ngram_pricing, true, "--speculative_ngram_pricing.");
 ABSL_FLAG(int, output_len, 0,
           "Generated tokens per prompt (0: the dataset's output_len, 128 for the built-in prompts).");
 ABSL_FLAG(std::string, input_grounded_dataset, "bench/serve_bench/data/input_grounded.jsonl",
@@ -202,6 +203,7 @@ int Main() {
     args.speculative_ngram_k = absl::GetFlag(FLAGS_k);
     args.speculative_ngram_max_n = absl::GetFlag(FLAGS_max_n);
     args.speculative_ngram_min_n = absl::GetFlag(FLAGS_min_n);
+    args.speculative_ngram_pricing = absl::GetFlag(FLAGS_ngram_pricing);
   } else {
     args.speculative_model = draft_model;
     args.speculative_num_draft_tokens = absl::GetFlag(FLAGS_k);

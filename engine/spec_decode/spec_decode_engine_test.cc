@@ -49,7 +49,9 @@ TEST(SpecDecodeEngineTest, DraftsOnlyWhereTheMeasuredStepTimesPayForThem) {
     o.extra_token_delay = absl::Milliseconds(expensive ? 4 : 0.1);
     FakeModelExecutor fake(o);
     EngineCore core(&fake, Sched(), /*enable_prefix_caching=*/false);
-    core.SetSpeculation(NgramSpec(4));
+    spec_decode::SpecDecodeConfig spec = NgramSpec(4);
+    spec.price_ngram_drafts = true;
+    core.SetSpeculation(spec);
     const std::vector<int32_t> prompt = Prompt(6, 1, 16);
     ASSERT_TRUE(core.AddRequest(MakeRequest("r", prompt, Greedy(120))).ok());
     Driver run;

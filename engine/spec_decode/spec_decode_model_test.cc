@@ -126,6 +126,7 @@ EngineArgs Args(int k) {
   args.max_num_seqs = 20;
   args.max_num_batched_tokens = 512;
   args.speculative_ngram_k = k;
+  args.speculative_ngram_pricing = false;  // Drafts by the rule, whatever the load.
   args.speculative_disable_batch_size = 64;  // All 20 running speculate.
   return args;
 }
