@@ -4,8 +4,8 @@
 // same run. Prints decode tokens/s and time to first token for both and the
 // ratios (targets: tokens/s >= 0.95x, TTFT added < 2 ms at idle).
 //
-//   bazel build -c opt //bench/service_overhead:service_overhead_bench \
-//       //engine/service:rill-engine //frontend:rill-frontend
+//   bazel build -c opt //bench/service_overhead:service_overhead_bench
+//       //engine/service:rill-engine //frontend:rill-frontend   (one command line)
 //   bazel-bin/bench/service_overhead/service_overhead_bench --threads=2
 #include <algorithm>
 #include <cstdio>

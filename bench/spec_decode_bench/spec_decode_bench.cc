@@ -14,8 +14,8 @@
 // engine's output (ngram_replay.h): where its proposals fail.
 // Run from the repository root (the datasets' paths are relative to it).
 // Usage: bazel run //bench/spec_decode_bench:spec_decode_bench -- --k=4
-//        bazel run //bench/spec_decode_bench:spec_decode_bench -- \
-//            --speculative_model=<draft .gguf or name> --k=4
+//        bazel run //bench/spec_decode_bench:spec_decode_bench --
+//            --speculative_model=<draft .gguf or name> --k=4   (one command line)
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
