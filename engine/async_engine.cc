@@ -453,6 +453,8 @@ void AsyncEngine::PublishStats() {
   n.prefix_queried_tokens = core_->block_manager().stats().queried_tokens;
   n.prefix_hit_tokens = core_->block_manager().stats().hit_tokens;
   n.spec_decode = core_->spec_stats();
+  n.device_sampled_rows = core_->stats().device_sampled_rows;
+  n.host_sampled_rows = core_->stats().host_sampled_rows;
   n.step_token_budget = scheduler.slo_budget().TokenBudget();
   if (config_.lora.enabled) {
     n.running_loras = scheduler.RunningLoraNames();

@@ -12,6 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "engine/async_engine.h"
 #include "engine/engine_core.h"
 #include "engine/fake_model_executor.h"
 #include "engine/logits_processor.h"
@@ -295,6 +300,46 @@ TEST(DeviceSamplingTest, ProcessLogitsIsTheEditsApplied) {
   hand[0] = -std::numeric_limits<float>::infinity();
   hand[11] = -std::numeric_limits<float>::infinity();
   EXPECT_EQ(want, hand);
+}
+
+// rill:device_sampling_rows_total through a real AsyncEngine: a request the
+// device can sample counts its tokens under where="device", a top_p one
+// (drawn in the host's bucket order) under where="host".
+TEST(DeviceSamplingTest, MetricsCountRowsByWhereTheyWereSampled) {
+  EngineArgs args;
+  args.model = "fake";
+  args.max_num_batched_tokens = 40;
+  args.max_num_seqs = 8;
+  auto engine = AsyncEngine::Create(args, std::make_unique<ReferenceSamplingExecutor>(Fake()));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  SamplingParams on_device = Params(1.0f, 5);
+  on_device.max_tokens = 5;
+  SamplingParams on_host = Params(1.0f, 6);
+  on_host.max_tokens = 3;
+  on_host.top_p = 0.8f;
+  for (const auto& [id, p] : {std::pair{"d", on_device}, std::pair{"h", on_host}}) {
+    auto stream = (*engine)->Generate({3, 4, 5, 6, 7}, p, id);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    while ((*stream)->Next(absl::Seconds(60)).ok()) {
+    }
+  }
+  // Counters advance after the loop's iteration: wait for both to arrive.
+  auto value = [&](const std::string& where) {
+    const std::string series =
+        "rill:device_sampling_rows_total{model_name=\"fake\",where=\"" + where + "\"} ";
+    for (absl::string_view line : absl::StrSplit((*engine)->Metrics().Exposition(), '\n')) {
+      double v = 0;
+      if (absl::StartsWith(line, series) && absl::SimpleAtod(line.substr(series.size()), &v)) {
+        return v;
+      }
+    }
+    return -1.0;
+  };
+  for (int i = 0; i < 2000 && (value("device") != 5 || value("host") != 3); ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(value("device"), 5);
+  EXPECT_EQ(value("host"), 3);
 }
 
 }  // namespace

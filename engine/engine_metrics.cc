@@ -145,7 +145,15 @@ EngineMetrics::EngineMetrics(const EngineArgs& args, const EngineConfig& config)
           "rill:step_token_budget",
           "Tokens one engine step may hold: with --target_itl_ms, what the step-time model "
           "predicts fits the target (a prefill from position 0 alone); else "
-          "--max_num_batched_tokens.")) {
+          "--max_num_batched_tokens.")),
+      device_sampling_rows_(registry_.AddCounter(
+          "rill:device_sampling_rows_total",
+          "Rows sampled for an executor that samples on its device (--device_sampling), by "
+          "where: device, or host (a grammar, a draft to verify, prompt logprobs, or top_p "
+          "without top_k); both 0 on the CPU backend.",
+          {"model_name", "where"})),
+      device_sampling_device_rows_(device_sampling_rows_.Labels({model_name_, "device"})),
+      device_sampling_host_rows_(device_sampling_rows_.Labels({model_name_, "host"})) {
   engine_restarts_.Increment(static_cast<double>(args.engine_restarts));
   // Present (at 0) from the start for every position a draft can have.
   for (int i = 0; i < std::max(args.speculative_ngram_k, args.speculative_num_draft_tokens); ++i) {
@@ -248,6 +256,8 @@ void EngineMetrics::OnState(const EngineStateNumbers& n) {
   advance(spec_drafts_, spec.num_drafts, spec_before.num_drafts);
   advance(spec_draft_tokens_, spec.num_draft_tokens, spec_before.num_draft_tokens);
   advance(spec_accepted_tokens_, spec.num_accepted_tokens, spec_before.num_accepted_tokens);
+  advance(device_sampling_device_rows_, n.device_sampled_rows, last_.device_sampled_rows);
+  advance(device_sampling_host_rows_, n.host_sampled_rows, last_.host_sampled_rows);
   for (size_t i = 0; i < spec.accepted_per_position.size(); ++i) {
     const int64_t before =
         i < spec_before.accepted_per_position.size() ? spec_before.accepted_per_position[i] : 0;

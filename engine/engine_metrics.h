@@ -36,6 +36,8 @@ struct EngineStateNumbers {
   int64_t prefix_queried_tokens = 0;   // PrefixCacheStats
   int64_t prefix_hit_tokens = 0;
   spec_decode::SpecDecodeStats spec_decode;  // EngineCore::spec_stats()
+  int64_t device_sampled_rows = 0;     // EngineCoreStats (executors that sample on device)
+  int64_t host_sampled_rows = 0;
   int64_t step_token_budget = 0;       // Scheduler's SloBudget::TokenBudget()
   // Comma-separated adapter names; only set when LoRA is enabled.
   std::string running_loras;
@@ -129,6 +131,11 @@ class EngineMetrics {
   base::metrics::Counter& spec_accepted_tokens_;
   base::metrics::CounterFamily& spec_accepted_per_pos_;  // {model_name, position}
   base::metrics::Gauge& step_token_budget_;
+  // Rows an executor that samples on its device was sent, by where they
+  // were sampled ({model_name, where}: "device" / "host").
+  base::metrics::CounterFamily& device_sampling_rows_;
+  base::metrics::Counter& device_sampling_device_rows_;
+  base::metrics::Counter& device_sampling_host_rows_;
 
   // Loop thread: the totals already counted.
   EngineStateNumbers last_;

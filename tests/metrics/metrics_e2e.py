@@ -61,6 +61,7 @@ ENGINE_FAMILIES = {
     "rill:engine_sleeping": ("gauge", {"model_name"}),
     "rill:tp_collective_seconds": ("histogram", {"model_name"}),
     "rill:engine_restarts": ("counter", {"model_name"}),
+    "rill:device_sampling_rows": ("counter", {"model_name", "where"}),
 }
 FRONTEND_FAMILIES = {
     "rill:frontend_active_streams": ("gauge", {"frontend_id"}),
