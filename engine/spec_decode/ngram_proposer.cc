@@ -1,7 +1,6 @@
 #include "engine/spec_decode/ngram_proposer.h"
 
 #include <algorithm>
-#include <utility>
 
 namespace rill::engine::spec_decode {
 namespace {
@@ -56,13 +55,6 @@ NgramDraft FindNgramDraft(absl::Span<const int32_t> tokens, int min_n, int max_n
 
 void CapWeakMatch(int max_n, NgramDraft* draft) {
   if (draft->match_n == 1 && max_n > 1 && draft->tokens.size() > 1) draft->tokens.resize(1);
-}
-
-std::vector<int32_t> ProposeNgramDraftCapped(absl::Span<const int32_t> tokens, int min_n,
-                                             int max_n, int k) {
-  NgramDraft draft = FindNgramDraft(tokens, min_n, max_n, k);
-  CapWeakMatch(max_n, &draft);
-  return std::move(draft.tokens);
 }
 
 }  // namespace rill::engine::spec_decode

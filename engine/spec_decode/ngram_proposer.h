@@ -31,14 +31,13 @@ struct NgramDraft {
 };
 NgramDraft FindNgramDraft(absl::Span<const int32_t> tokens, int min_n, int max_n, int k);
 
-// The draft the engine verifies: FindNgramDraft's, cut to its first token
-// when only the last token recurred (match_n 1) and longer suffixes were
-// looked up (max_n > 1). Along the input-grounded benchmark's outputs most
-// such drafts are rejected at their first token (bench/README.md, issue 33
-// n-gram policy), and each draft token verified costs a fraction of a step.
-std::vector<int32_t> ProposeNgramDraftCapped(absl::Span<const int32_t> tokens, int min_n,
-                                             int max_n, int k);
-// The cut above, applied to a found draft.
+// The draft-length rule's cut (--speculative_ngram_pricing=false, and the
+// engine's rule before step times are measured): a found draft is cut to its
+// first token when only the last token recurred (match_n 1) and longer
+// suffixes were looked up (max_n > 1). Along the input-grounded benchmark's
+// outputs most such drafts are rejected at their first token (bench/README.md,
+// issue 33 n-gram policy), and each draft token verified costs a fraction of
+// a step.
 void CapWeakMatch(int max_n, NgramDraft* draft);
 
 }  // namespace rill::engine::spec_decode

@@ -63,6 +63,13 @@ TEST(NgramProposerTest, NothingWithoutRecurrenceOrBudget) {
   EXPECT_TRUE(ProposeNgramDraft(V{7}, 1, 3, 4).empty());
 }
 
+// FindNgramDraft's draft after the rule's CapWeakMatch.
+V ProposeNgramDraftCapped(const V& tokens, int min_n, int max_n, int k) {
+  NgramDraft draft = FindNgramDraft(tokens, min_n, max_n, k);
+  CapWeakMatch(max_n, &draft);
+  return draft.tokens;
+}
+
 TEST(NgramProposerTest, AOneTokenMatchDraftsOneToken) {
   const V tokens = {4, 5, 6, 7, 1, 6};  // Only 6 recurred: 7 1 6 is a weak guess.
   EXPECT_EQ(ProposeNgramDraftCapped(tokens, 1, 3, 3), (V{7}));
