@@ -118,6 +118,10 @@ absl::Status CudaLlama::Init() {
     return absl::InvalidArgumentError(
         "CudaLlama: negative bench_num_layers, max_graph_batch or max_graph_context");
   }
+  if (o.tp_world_size != 1 || o.tp_rank != 0) {
+    return absl::UnimplementedError(absl::StrCat("CudaLlama: tensor parallel rank ", o.tp_rank,
+                                                 " of ", o.tp_world_size, " is not built yet"));
+  }
   num_kv_blocks_ = o.num_kv_blocks;
   hidden_ = static_cast<int>(c.hidden_size);
   q_heads_ = static_cast<int>(c.num_heads);

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/plan/graph_buckets.h"
+#include "worker/comm/device_communicator.h"
 #include "worker/forward_batch.h"
 #include "worker/loader/checkpoint.h"
 #include "worker/models/cuda/batch_arrays.h"
@@ -48,6 +49,14 @@ struct CudaLlamaOptions {
   bool use_cuda_graphs = true;
   int max_graph_batch = 256;
   int max_graph_context = 8192;
+  // Tensor parallelism (worker/models/tp_plan.h, the CPU path's plan): this
+  // rank holds tp_rank's share of the heads and MLP features and sums the
+  // partial outputs of O and down with `comm` (required, and of this world
+  // size, when tp_world_size > 1). Embeddings, norms and the LM head are
+  // replicated, so every rank computes the same logits.
+  int tp_rank = 0;
+  int tp_world_size = 1;
+  DeviceCommunicator* comm = nullptr;
 };
 
 class CudaLlama {
