@@ -42,7 +42,12 @@ cp "$engine_test" "$out/engine_device_test"
 chmod u+w "$out/cuda_model_check" "$out/engine_device_test"
 
 # Every resolved library except glibc's own (the box's newer glibc serves
-# this build) and CUDA's (the box's toolkit and driver provide them).
+# this build) and CUDA's (the box's toolkit and driver provide them). NCCL
+# (the tensor-parallel check) cannot travel: libnccl.so.2 is 208 MiB
+# (CUDA 13's, every GPU architecture) and compresses to 184 MiB (zstd: its
+# device code is already compressed), three times the 60 MiB budget. The
+# GPU box's image has it in PyTorch's nvidia-nccl-cu13 wheel, which run.sh
+# puts on the library path; run.sh names the one it found.
 { ldd "$bin"; ldd "$engine_test"; } | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
 while read -r lib; do
   case $(basename "$lib") in
@@ -77,6 +82,7 @@ if [[ -n $missing ]]; then
   echo "$missing" >&2
   exit 3
 fi
+echo "cuda_model_check: $(ldd "$dir/cuda_model_check" | grep -o 'libnccl[^ ]* => [^ ]*' || echo 'libnccl not linked')"
 "$dir/cuda_model_check" --model="$dir/model.gguf" --bench_layers=30 "$@"
 rc=$?
 # The engine on the GPU (model cut to the bundle's layers): greedy tokens

@@ -4,7 +4,9 @@
 # CMake + Ninja, runs every kernel against its CPU reference on fresh random
 # inputs, then the decode micro-benchmark; then, when build/cuda_model_check
 # (tools/cuda_model_bundle.sh) came along, the CUDA Llama on the real model
-# against the CPU Llama and the speed table. Exit status: the first failing
+# against the CPU Llama, its tensor-parallel ranks over NCCL (one rank in a
+# world of one bitwise against no TP; two ranks when the box has two GPUs)
+# and the speed table. Exit status: the first failing
 # checker's (0 = all passed or skipped).
 #
 #   tools/gpu_check.sh [--dry-run] [checker flags, e.g. --seed=N --no-bench]
@@ -66,7 +68,8 @@ rc=0
 timeout "${RILL_GPU_CHECK_TIMEOUT_S:-420}" "$build/cuda_kernel_check" ${args[@]+"${args[@]}"} || rc=$?
 # Then the real model, when its bundle came along (tools/cuda_model_bundle.sh
 # here; carry build/cuda_model_check): CUDA Llama vs the CPU Llama's logits,
-# and the decode/prefill table against the targets.
+# tensor parallelism over NCCL (cuda_model_check's "tp ..." lines), and the
+# decode/prefill table against the targets.
 bundle=$root/build/cuda_model_check
 if [[ -x $bundle/run.sh ]]; then
   echo "gpu_check: model check from $bundle"

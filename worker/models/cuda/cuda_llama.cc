@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "worker/models/cuda/tp_shard.h"
 #include "worker/models/cuda/weights_bf16.h"
 #include "worker/models/layers.h"
 
@@ -118,16 +119,14 @@ absl::Status CudaLlama::Init() {
     return absl::InvalidArgumentError(
         "CudaLlama: negative bench_num_layers, max_graph_batch or max_graph_context");
   }
-  if (o.tp_world_size != 1 || o.tp_rank != 0) {
-    return absl::UnimplementedError(absl::StrCat("CudaLlama: tensor parallel rank ", o.tp_rank,
-                                                 " of ", o.tp_world_size, " is not built yet"));
-  }
+  if (absl::Status s = CheckTensorParallel(); !s.ok()) return s;
   num_kv_blocks_ = o.num_kv_blocks;
   hidden_ = static_cast<int>(c.hidden_size);
-  q_heads_ = static_cast<int>(c.num_heads);
-  kv_heads_ = static_cast<int>(c.num_kv_heads);
+  // This rank's share (the whole model in a world of one).
+  q_heads_ = part_.num_heads();
+  kv_heads_ = part_.num_kv_heads();
   head_dim_ = static_cast<int>(c.head_dim);
-  ffn_ = static_cast<int>(c.intermediate_size);
+  ffn_ = static_cast<int>(part_.ffn_size());
   vocab_ = static_cast<int>(c.vocab_size);
   q_dim_ = q_heads_ * head_dim_;
   kv_dim_ = kv_heads_ * head_dim_;
@@ -158,6 +157,43 @@ absl::Status CudaLlama::Init() {
     return s;
   }
   return graph_workspace_.Allocate(ws_floats * sizeof(float), "decode graph attention workspace");
+}
+
+absl::Status CudaLlama::CheckTensorParallel() {
+  const CudaLlamaOptions& o = options_;
+  if (o.tp_world_size < 1 || o.tp_rank < 0 || o.tp_rank >= o.tp_world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("CudaLlama: tensor-parallel rank ", o.tp_rank,
+                                                   " outside a world of ", o.tp_world_size));
+  }
+  if (o.tp_world_size > 1 && o.comm == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CudaLlama: tensor-parallel rank ", o.tp_rank, " of ", o.tp_world_size,
+        " needs a device communicator"));
+  }
+  if (o.comm != nullptr &&
+      (o.comm->world_size() != o.tp_world_size || o.comm->rank() != o.tp_rank)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CudaLlama: the ", o.comm->backend(), " communicator is rank ", o.comm->rank(), " of ",
+        o.comm->world_size(), ", the options say rank ", o.tp_rank, " of ", o.tp_world_size));
+  }
+  // Refuses a world larger than the K/V heads, or an MLP too narrow to split.
+  absl::StatusOr<TpPartition> part = PartitionForRank(config(), o.tp_rank, o.tp_world_size);
+  if (!part.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(checkpoint_->path(), ": ", part.status().message()));
+  }
+  part_ = *part;
+  return absl::OkStatus();
+}
+
+absl::Status CudaLlama::AllReduce(DeviceBuffer* partial, int tokens, int layer,
+                                  const char* what) {
+  if (options_.comm == nullptr) return absl::OkStatus();
+  absl::Status s = options_.comm->AllReduceSumBf16(
+      partial->get(), static_cast<int64_t>(tokens) * hidden_, stream_);
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat("layer ", layer, " ", what, " all-reduce: ",
+                                             s.message()));
 }
 
 absl::Status CudaLlama::UploadWeights() {
@@ -200,6 +236,7 @@ absl::Status CudaLlama::UploadWeights() {
   for (int l = 0; l < n; ++l) {
     const int src = l % ckpt_layers;
     if (absl::Status s = BuildLayerBf16(ck, src, &w); !s.ok()) return s;
+    if (part_.world_size > 1) w = ShardLayerBf16(w, c, part_);
     Layer& L = layers_[l];
     const std::string p = absl::StrCat("blk.", l, ".");
     for (auto [dst, vec, name] :
@@ -215,7 +252,12 @@ absl::Status CudaLlama::UploadWeights() {
     }
   }
   LOG(INFO) << "CudaLlama: " << n << " layers (" << ckpt_layers << " in the checkpoint), "
-            << weight_bytes_ / (1 << 20) << " MiB of bf16 weights uploaded";
+            << weight_bytes_ / (1 << 20) << " MiB of bf16 weights uploaded"
+            << (part_.world_size > 1
+                    ? absl::StrCat(" (tensor-parallel rank ", part_.rank, " of ",
+                                   part_.world_size, ": ", q_heads_, " query and ", kv_heads_,
+                                   " K/V heads, ", ffn_, " MLP features)")
+                    : std::string());
   return absl::OkStatus();
 }
 
@@ -369,6 +411,9 @@ absl::Status CudaLlama::EnqueueBody(const StepArrays& a) {
     RILL_CUDA_RETURN_IF_ERROR(
         kc::Gemm(gemm_, attn_.get(), L.o.get(), o_.get(), T, hidden_, q_dim_, false),
         absl::StrCat("layer ", l, " o gemm"));
+    // Tensor parallel: each rank's O saw only its heads; the sum over ranks
+    // is the layer's attention output (row-parallel O).
+    if (absl::Status s = AllReduce(&o_, T, l, "o"); !s.ok()) return s;
     RILL_CUDA_RETURN_IF_ERROR(kc::RmsNormResidual(o_.get(), h_.get(), L.ffn_norm.get(),
                                                   normed_.get(), T, hidden_, eps_, st),
                               absl::StrCat("layer ", l, " ffn_norm"));
@@ -380,6 +425,7 @@ absl::Status CudaLlama::EnqueueBody(const StepArrays& a) {
     RILL_CUDA_RETURN_IF_ERROR(
         kc::Gemm(gemm_, act_.get(), L.down.get(), mlp_.get(), T, hidden_, ffn_, false),
         absl::StrCat("layer ", l, " down gemm"));
+    if (absl::Status s = AllReduce(&mlp_, T, l, "down"); !s.ok()) return s;
   }
   RILL_CUDA_RETURN_IF_ERROR(kc::RmsNormResidual(mlp_.get(), h_.get(), final_norm_.get(),
                                                 normed_.get(), T, hidden_, eps_, st),

@@ -26,6 +26,7 @@
 #include "worker/models/cuda/batch_arrays.h"
 #include "worker/models/cuda/device_buffer.h"
 #include "worker/models/cuda/sampling_arrays.h"
+#include "worker/models/tp_plan.h"
 
 namespace rill::worker {
 
@@ -50,10 +51,13 @@ struct CudaLlamaOptions {
   int max_graph_batch = 256;
   int max_graph_context = 8192;
   // Tensor parallelism (worker/models/tp_plan.h, the CPU path's plan): this
-  // rank holds tp_rank's share of the heads and MLP features and sums the
-  // partial outputs of O and down with `comm` (required, and of this world
-  // size, when tp_world_size > 1). Embeddings, norms and the LM head are
-  // replicated, so every rank computes the same logits.
+  // rank holds tp_rank's share of the heads and MLP features (tp_shard.h)
+  // and sums the partial outputs of O and down with `comm` (required, and of
+  // this rank and world size, when tp_world_size > 1), on the eager path and
+  // inside the decode graphs. Embeddings, norms and the LM head are
+  // replicated, so every rank computes the same logits (and samples the same
+  // tokens). A comm in a world of one is used too (a no-op sum), so one GPU
+  // exercises the communicator. The KV cache holds this rank's K/V heads.
   int tp_rank = 0;
   int tp_world_size = 1;
   DeviceCommunicator* comm = nullptr;
@@ -139,6 +143,11 @@ class CudaLlama {
             const CudaLlamaOptions& options)
       : checkpoint_(std::move(checkpoint)), options_(options) {}
   absl::Status Init();
+  // Validates the tensor-parallel options and sets part_.
+  absl::Status CheckTensorParallel();
+  // Queues the all-reduce of a row-parallel layer's partial output
+  // ([tokens][hidden] bf16 at the start of `partial`) when there is a comm.
+  absl::Status AllReduce(DeviceBuffer* partial, int tokens, int layer, const char* what);
   absl::Status UploadWeights();
   absl::Status AllocateBuffers();
   absl::Status AllocateKvCache();
@@ -175,6 +184,8 @@ class CudaLlama {
 
   std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
   CudaLlamaOptions options_;
+  TpPartition part_;  // this rank's heads and MLP features
+  // Head counts and ffn_ are this rank's share (the whole model's in a world of one).
   int hidden_ = 0, q_heads_ = 0, kv_heads_ = 0, head_dim_ = 0, ffn_ = 0, vocab_ = 0;
   int q_dim_ = 0, kv_dim_ = 0;
   float eps_ = 1e-5f;

@@ -1,7 +1,7 @@
 // cuda_model_check: the CUDA Llama (bf16) against the CPU Llama (f32, exact
 // matmul) on one checkpoint, then its decode/prefill speed against targets.
 //
-//   cuda_model_check [--model=PATH] [--prompts=4] [--bench_layers=30] [--nobench]
+//   cuda_model_check [--model=PATH] [--prompts=4] [--bench_layers=30] [--nobench] [--notp]
 //
 // Correctness: random prompts (seeded, printed) go through both models as
 // one ragged prefill batch, the last prompt split into two chunks (so the
@@ -9,7 +9,7 @@
 // both models are fed the CPU's argmax token, so they always see the same
 // context. Every logits row is compared: relative L2 error and top-1 agreement.
 // Then sampling on the GPU inside Forward against the CPU reference sampler
-// (device_sampling_check.h).
+// (device_sampling_check.h), then tensor parallelism over NCCL (tp_check.h).
 // Exit status 1 when correctness fails (benchmark MISSes do not fail it),
 // 2 on setup errors, 0 when passed or when there is no CUDA device.
 #include <algorithm>
@@ -34,6 +34,8 @@
 #include "worker/loader/checkpoint.h"
 #include "worker/models/cuda/cuda_llama.h"
 #include "worker/models/cuda/device_sampling_check.h"
+#include "worker/models/cuda/logits_compare.h"
+#include "worker/models/cuda/tp_check.h"
 #include "worker/models/llama.h"
 
 ABSL_FLAG(std::string, model, "",
@@ -49,64 +51,16 @@ ABSL_FLAG(int, bench_layers, 0,
           "cut to a few layers is timed at full depth; 0: the checkpoint's");
 ABSL_FLAG(int, bench_iterations, 50, "graph replays per decode batch size");
 ABSL_FLAG(int, threads, 0, "CPU threads for the reference model (0: all)");
+ABSL_FLAG(bool, tp, true,
+          "check tensor parallelism over NCCL: one rank in a world of one against the model "
+          "without it (bitwise), and two ranks on two GPUs when there are two");
 
 namespace rill::worker {
 namespace {
 
-// Pass thresholds. BF16 keeps 8 significant bits: every weight is rounded by
-// up to 2^-9 relative and every activation (residual, q/k/v, attention and
-// MLP outputs) again at each layer, so the logits drift ~1e-2 in relative L2
-// from the f32 CPU model, growing slowly with depth. 5e-2 on the mean leaves
-// ~5x margin for that, while a real bug (a transposed or misfused matrix,
-// wrong RoPE pairing, wrong GQA head mapping, a stale cache slot) gives
-// errors of order 1. Argmax can flip where the top two logits are within
-// that noise, which happens on a few percent of rows; a broken model agrees
-// on almost none, so 90% separates the two.
-constexpr double kMaxMeanRelL2 = 5e-2;
-constexpr double kMinTop1 = 0.90;
-
-struct Stats {
-  std::vector<double> rel_l2;
-  int agree = 0;
-  bool finite = true;
-
-  double Mean() const {
-    double s = 0;
-    for (double e : rel_l2) s += e;
-    return rel_l2.empty() ? 0 : s / rel_l2.size();
-  }
-  double Max() const {
-    return rel_l2.empty() ? 0 : *std::max_element(rel_l2.begin(), rel_l2.end());
-  }
-  double Top1() const { return rel_l2.empty() ? 0 : static_cast<double>(agree) / rel_l2.size(); }
-  bool Pass() const {
-    return finite && !rel_l2.empty() && Mean() < kMaxMeanRelL2 && Top1() >= kMinTop1;
-  }
-};
-
-int ArgMax(const float* x, int n) { return static_cast<int>(std::max_element(x, x + n) - x); }
-
-// Compares `rows` logits rows of `vocab` floats.
-void Compare(const std::vector<float>& gpu, const std::vector<float>& cpu, int vocab,
-             Stats* stats) {
-  CHECK_EQ(gpu.size(), cpu.size());
-  for (size_t r = 0; r * vocab < cpu.size(); ++r) {
-    const float* g = gpu.data() + r * vocab;
-    const float* c = cpu.data() + r * vocab;
-    double num = 0, den = 0;
-    for (int i = 0; i < vocab; ++i) {
-      if (!std::isfinite(g[i])) stats->finite = false;
-      num += (static_cast<double>(g[i]) - c[i]) * (static_cast<double>(g[i]) - c[i]);
-      den += static_cast<double>(c[i]) * c[i];
-    }
-    stats->rel_l2.push_back(std::sqrt(num / std::max(den, 1e-30)));
-    if (ArgMax(g, vocab) == ArgMax(c, vocab)) ++stats->agree;
-  }
-}
-
 // Runs `batch` through both models and compares every returned row.
 absl::Status RunBoth(const ForwardBatch& batch, CausalLm* cpu, PagedKvCache* cache, CudaLlama* gpu,
-                     int vocab, Stats* stats, ForwardOutput* cpu_out) {
+                     int vocab, LogitStats* stats, ForwardOutput* cpu_out) {
   ForwardOutput gpu_out;
   if (absl::Status s = cpu->Forward(batch, cache, cpu_out); !s.ok()) return s;
   if (absl::Status s = gpu->Forward(batch, &gpu_out); !s.ok()) return s;
@@ -119,15 +73,9 @@ absl::Status RunBoth(const ForwardBatch& batch, CausalLm* cpu, PagedKvCache* cac
                                               gpu_out.logits[s].size(), " logits, CPU ",
                                               cpu_out->logits[s].size()));
     }
-    Compare(gpu_out.logits[s], cpu_out->logits[s], vocab, stats);
+    CompareLogits(gpu_out.logits[s], cpu_out->logits[s], vocab, stats);
   }
   return absl::OkStatus();
-}
-
-void PrintStats(const char* what, const Stats& s) {
-  printf("%-8s %4zu rows  rel L2 mean %.3e  max %.3e  top-1 agreement %5.1f%%  %s%s\n", what,
-         s.rel_l2.size(), s.Mean(), s.Max(), 100 * s.Top1(), s.Pass() ? "PASS" : "FAIL",
-         s.finite ? "" : " (non-finite GPU logits)");
 }
 
 // Malformed batches must come back as InvalidArgument, not crash or run.
@@ -208,7 +156,7 @@ absl::StatusOr<bool> CheckCorrectness(std::shared_ptr<const worker::loader::Chec
   for (int p = 0; p + 1 < P; ++p) first.sequences.push_back(chunk(p, 0, L));
   first.sequences.push_back(chunk(P - 1, 0, split));
   second.sequences.push_back(chunk(P - 1, split, L));
-  Stats prefill, decode;
+  LogitStats prefill, decode;
   ForwardOutput out1, out2;
   if (absl::Status s = RunBoth(first, cpu->get(), &*cache, gpu, vocab, &prefill, &out1); !s.ok()) {
     return s;
@@ -247,8 +195,8 @@ absl::StatusOr<bool> CheckCorrectness(std::shared_ptr<const worker::loader::Chec
       next[in_step[i]] = ArgMax(out.logits[i].data(), vocab);
     }
   }
-  PrintStats("prefill", prefill);
-  PrintStats("decode", decode);
+  PrintLogitStats("prefill", prefill);
+  PrintLogitStats("decode", decode);
   const bool rejects = CheckRejects(gpu);
   // Past the prompts' blocks (the benchmarks overwrite them later).
   absl::StatusOr<bool> sampling =
@@ -343,6 +291,17 @@ int Main() {
   }
   printf("correctness: %s (thresholds: mean rel L2 < %.0e, top-1 >= %.0f%%)\n",
          *correct ? "PASS" : "FAIL", kMaxMeanRelL2, 100 * kMinTop1);
+  bool passed = *correct;
+  if (absl::GetFlag(FLAGS_tp)) {
+    absl::StatusOr<bool> tp = CheckTensorParallel(
+        ckpt, devices, static_cast<uint32_t>(absl::GetFlag(FLAGS_seed)));
+    if (!tp.ok()) {
+      printf("tensor parallel: error: %s\n", tp.status().ToString().c_str());
+      return 2;
+    }
+    printf("tensor parallel: %s\n", *tp ? "PASS" : "FAIL");
+    passed = passed && *tp;
+  }
 
   if (absl::GetFlag(FLAGS_bench)) {
     std::unique_ptr<CudaLlama> bench_model;
@@ -373,7 +332,7 @@ int Main() {
              r.note.c_str());
     }
   }
-  return *correct ? 0 : 1;
+  return passed ? 0 : 1;
 }
 
 }  // namespace
