@@ -1,6 +1,7 @@
 // The Llama family (SmolLM2, TinyLlama, Llama-2/3, Qwen2) on one CUDA GPU in
-// BF16: weights are dequantized on the CPU from any checkpoint type, rounded
-// once to bf16 and uploaded at Create; activations and the paged KV cache are
+// BF16, the whole model or one tensor-parallel rank of it (NCCL across GPUs):
+// weights are dequantized on the CPU from any checkpoint type, rounded once
+// to bf16 and uploaded at Create; activations and the paged KV cache are
 // bf16, GEMMs accumulate in FP32 (cuBLAS), logits come back as float. Logits
 // sit ~1e-2 (relative L2) from the f32 CPU model (worker/models/llama.cc).
 //
