@@ -38,7 +38,16 @@
     "sample as the host would (grammars, drafts, prompt logprobs, top_p without top_k) stay on "    \
     "the host. false: every row's logits come back and the host samples them all.")                \
   X(int, tensor_parallel_size, 1, base::AtLeast(1),                                                 \
-    "> 1 runs the model in that many rill-worker processes (tensor-parallel ranks).")               \
+    "> 1 runs the model in that many rill-worker processes (tensor-parallel ranks): over gloo on "  \
+    "the CPU, over NCCL with one GPU per rank on cuda (the engine process then needs no GPU).")     \
+  X(std::string, distributed_executor_backend, "auto", base::OneOf("auto", "uni", "mp"),          \
+    "Where the model runs: uni (in the engine process; tensor_parallel_size 1 only), mp "          \
+    "(rill-worker processes, one per rank, even for one rank: on cuda that rank joins NCCL, "     \
+    "so one GPU runs the tensor-parallel path end to end), or auto (uni for one rank, else mp).") \
+  X(std::string, cuda_devices, "", base::AnyValue(),                                               \
+    "cuda with rill-worker ranks: each rank's CUDA device, comma-separated (e.g. 2,3); empty: "    \
+    "rank r on device r, or what an external worker sees (device 0 of a one-GPU container, or "   \
+    "its --cuda_device).")                                                                         \
   X(std::string, worker_binary, "", base::AnyValue(),                                               \
     "Path of rill-worker; empty = next to the running binary.")                                     \
   X(std::string, external_workers_dir, "", base::AnyValue(),                                        \
