@@ -330,7 +330,13 @@ absl::Status MultiprocExecutor::AcceptWorkers(int listen_fd, std::vector<int64_t
                                            dead_.ok() ? "" : ": ", dead_.message()));
       }
       if (msg.code() != 0) {
-        return MarkDead(absl::StrCat("worker rank ", rank, " failed to start: ", msg.message()));
+        // Stop the other ranks (they may wait in NCCL's join for this one),
+        // but keep the rank's own code: a missing GPU is FailedPrecondition,
+        // a model too big ResourceExhausted, not a dead worker.
+        const std::string reason =
+            absl::StrCat("worker rank ", rank, " failed to start: ", msg.message());
+        (void)MarkDead(reason);
+        return absl::Status(static_cast<absl::StatusCode>(msg.code()), reason);
       }
       if (cuda()) {
         LOG(INFO) << "worker rank " << rank << " ready on " << msg.device() << " (NCCL "
