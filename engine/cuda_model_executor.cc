@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstddef>
 #include <utility>
 
@@ -15,6 +14,7 @@
 #include "kernels/cuda/cuda_runtime_api.h"
 #include "kernels/cuda/device_probe.h"
 #include "kernels/cuda/plan/kv_memory_plan.h"
+#include "worker/cuda_kv_sizing.h"
 #include "worker/models/cuda/cuda_llama.h"
 
 namespace rill::engine {
@@ -53,32 +53,20 @@ class CudaModelExecutor : public ModelExecutor {
     num_blocks_ = options_.num_blocks;
     if (num_blocks_ <= 0) {
       const worker::loader::ModelConfig& c = checkpoint_->config();
-      kernels::cuda::KvCacheShape shape;
-      shape.num_layers = static_cast<int>(c.num_layers);
-      shape.num_kv_heads = static_cast<int>(c.num_kv_heads);
-      shape.head_dim = static_cast<int>(c.head_dim);
-      shape.block_size = options_.block_size;
-      shape.dtype_bytes = 2;  // bf16
-      // Everything the model placed beyond its weights (activation buffers,
-      // cuBLAS workspace, the one-block cache) counts as activations.
-      const int64_t placed = std::max<int64_t>(0, free_before - free_after);
-      kernels::cuda::MemoryPlanInput in;
-      in.free_bytes = free_before;
-      in.total_bytes = total;
-      in.weight_bytes = model_->weight_bytes();
-      in.activation_bytes = std::max<int64_t>(0, placed - model_->weight_bytes());
-      in.gpu_memory_utilization = options_.gpu_memory_utilization;
-      in.max_model_len = options_.max_model_len;
-      absl::StatusOr<kernels::cuda::KvMemoryPlan> plan = kernels::cuda::PlanKvCache(shape, in);
-      if (!plan.ok()) return plan.status();
-      // The model keeps one block more than it hands out (the decode graphs'
-      // padding rows write there), and slots are int32.
-      num_blocks_ = static_cast<int>(std::min<int64_t>(std::max<int64_t>(plan->num_blocks - 1, 1),
-                                                       INT_MAX / options_.block_size - 1));
+      worker::PlacedModelMemory memory;
+      memory.free_before = free_before;
+      memory.free_after = free_after;
+      memory.total = total;
+      memory.weight_bytes = model_->weight_bytes();
+      absl::StatusOr<worker::CudaKvSizing> sizing = worker::SizeCudaKvCache(
+          c, static_cast<int>(c.num_kv_heads), options_.block_size,
+          options_.gpu_memory_utilization, options_.max_model_len, memory);
+      if (!sizing.ok()) return sizing.status();
+      num_blocks_ = sizing->num_blocks;
       LOG(INFO) << "cuda executor: KV cache of " << num_blocks_ << " blocks ("
-                << MiB(plan->kv_bytes) << ") from a budget of " << MiB(plan->budget_bytes)
-                << "; weights " << MiB(in.weight_bytes) << ", activations "
-                << MiB(in.activation_bytes) << ", in use by others "
+                << MiB(sizing->plan.kv_bytes) << ") from a budget of "
+                << MiB(sizing->plan.budget_bytes) << "; weights " << MiB(memory.weight_bytes)
+                << ", activations " << MiB(sizing->activation_bytes) << ", in use by others "
                 << MiB(total - free_before);
     }
     if (absl::Status s = model_->SetKvCacheBlocks(num_blocks_); !s.ok()) return s;

@@ -151,6 +151,7 @@ absl::StatusOr<BuiltExecutor> CreateCudaRanks(const EngineArgs& args) {
   options.gpu_memory_utilization = args.gpu_memory_utilization;
   options.max_batch_tokens = std::max(args.max_num_batched_tokens, args.max_num_seqs);
   options.max_model_len = args.max_model_len;
+  options.device_sampling = args.device_sampling;
   return StartWorkerProcesses(std::move(options), args);
 }
 

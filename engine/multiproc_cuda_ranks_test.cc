@@ -3,7 +3,8 @@
 //   CUDA rill-worker sends and expects): every rank gets the backend, one
 //   NCCL unique id, its devices and the GPU sizing in its WorkerConfig; the
 //   KV cache is the smallest room the ranks report, allocated in a second
-//   round; the config reports nccl; steps return rank 0's logits;
+//   round; the config reports nccl; steps return rank 0's logits, or its
+//   device-sampled tokens for the rows sent with a sampling spec;
 // - real rill-worker processes asked to run on CUDA here: start-up fails at
 //   once naming the rank and the reason (no device), through the executor
 //   and through the engine factory (tensor_parallel_size 2 and the one-rank
@@ -63,6 +64,10 @@ class FakeCudaRank {
     absl::MutexLock lock(&mu_);
     return allocations_;
   }
+  std::vector<rill::internal::DeviceSampling> device_sampled() const {
+    absl::MutexLock lock(&mu_);
+    return device_sampled_;
+  }
 
  private:
   static int Connect(const std::string& path) {
@@ -119,8 +124,28 @@ class FakeCudaRank {
         reply.mutable_info()->set_nccl_version("2.28.9");
       }
       if (cmd.has_step() && rank_ == 0) {
+        // As the CUDA rank: a sequence with device sampling comes back as a
+        // token (here the uniform * 1000) instead of a logits row.
         reply.set_vocab(kVocab);
+        bool any_device = false;
+        for (const rill::internal::StepSequence& seq : cmd.step().sequences()) {
+          any_device |= seq.has_device_sampling();
+        }
         for (int s = 0; s < cmd.step().sequences_size(); ++s) {
+          const rill::internal::StepSequence& seq = cmd.step().sequences(s);
+          if (any_device) {
+            rill::internal::SampledToken* t = reply.add_sampled();
+            t->set_token(seq.has_device_sampling()
+                             ? static_cast<int>(seq.device_sampling().uniform() * 1000)
+                             : -1);
+            t->set_logprob(-0.5f);
+          }
+          if (seq.has_device_sampling()) {
+            absl::MutexLock lock(&mu_);
+            device_sampled_.push_back(seq.device_sampling());
+            reply.add_logit_rows(0);
+            continue;
+          }
           reply.add_logit_rows(1);
           for (int v = 0; v < kVocab; ++v) logits.push_back(static_cast<float>(s * kVocab + v));
         }
@@ -140,6 +165,7 @@ class FakeCudaRank {
   mutable absl::Mutex mu_;
   WorkerConfig config_ ABSL_GUARDED_BY(mu_);
   std::vector<int> allocations_ ABSL_GUARDED_BY(mu_);
+  std::vector<rill::internal::DeviceSampling> device_sampled_ ABSL_GUARDED_BY(mu_);
 };
 
 std::string TempDir(const std::string& prefix) {
@@ -202,6 +228,30 @@ TEST(MultiprocCudaRanks, ConfigCarriesNcclIdAndSizingAndTheSmallestRoomIsAllocat
     ASSERT_TRUE((*ex)->Execute(batch, &out).ok());
     ASSERT_EQ(out.logits.size(), 2u);
     EXPECT_EQ(out.logits[1], (std::vector<float>{4, 5, 6, 7}));
+    EXPECT_TRUE(out.sampled.empty());
+
+    // Rank 0 samples on its GPU the rows the engine sends there: the spec
+    // crosses whole, and only the token (and logprob) comes back.
+    EXPECT_TRUE((*ex)->samples_on_device());
+    worker::DeviceSampling spec;
+    spec.temperature = 0.5f;
+    spec.top_k = 20;
+    spec.uniform = 0.25;
+    spec.edits = {{3, 1.1f, 0.2f, 0.0f, false}};
+    batch.sequences[0].device_sampling = spec;
+    ASSERT_TRUE((*ex)->Execute(batch, &out).ok());
+    ASSERT_EQ(out.sampled.size(), 2u);
+    EXPECT_EQ(out.sampled[0].token, 250);
+    EXPECT_EQ(out.sampled[0].logprob, -0.5f);
+    EXPECT_TRUE(out.logits[0].empty());
+    EXPECT_EQ(out.sampled[1].token, -1);
+    EXPECT_EQ(out.logits[1], (std::vector<float>{4, 5, 6, 7}));
+    const std::vector<rill::internal::DeviceSampling> sent = rank0.device_sampled();
+    ASSERT_EQ(sent.size(), 1u);
+    EXPECT_EQ(sent[0].temperature(), 0.5f);
+    EXPECT_EQ(sent[0].top_k(), 20);
+    ASSERT_EQ(sent[0].edits_size(), 1);
+    EXPECT_EQ(sent[0].edits(0).repetition(), 1.1f);
     absl::StatusOr<std::vector<std::string>> info = (*ex)->CollectiveRpc("get_worker_info");
     ASSERT_TRUE(info.ok()) << info.status();
     EXPECT_NE((*info)[1].find("\"communicator\":\"nccl\",\"backend\":\"cuda\",\"device\":"

@@ -23,6 +23,7 @@
 #include "kernels/cuda/plan/kv_memory_plan.h"
 #include "worker/comm/nccl_communicator.h"
 #include "worker/ipc/frame.h"
+#include "worker/ipc/step_wire.h"
 #include "worker/kv_cache.h"
 #include "worker/models/tp_plan.h"
 
@@ -602,11 +603,7 @@ absl::Status MultiprocExecutor::Execute(const worker::ForwardBatch& batch,
       // LoadLora refuses adapters here, so this is only a safety net.
       return absl::UnimplementedError("LoRA adapters need tensor_parallel_size 1");
     }
-    rill::internal::StepSequence* seq = step->add_sequences();
-    seq->mutable_tokens()->Add(s.tokens.begin(), s.tokens.end());
-    seq->set_start_pos(s.start_pos);
-    seq->mutable_block_table()->Add(s.block_table.begin(), s.block_table.end());
-    seq->set_all_logits(s.all_logits);
+    worker::SequenceToWire(s, step->add_sequences());
   }
   absl::MutexLock lock(&io_mu_);
   last_collective_ = absl::ZeroDuration();
@@ -629,12 +626,19 @@ absl::Status MultiprocExecutor::Execute(const worker::ForwardBatch& batch,
       static_cast<int64_t>(payload_.size()) != total_rows * vocab * int64_t{sizeof(float)}) {
     return MarkDead("worker rank 0 returned logits of the wrong size");
   }
+  if (r0.sampled_size() != 0 && r0.sampled_size() != static_cast<int>(batch.sequences.size())) {
+    return MarkDead("worker rank 0 returned sampled tokens for the wrong number of sequences");
+  }
   out->logits.resize(batch.sequences.size());
   const float* f = reinterpret_cast<const float*>(payload_.data());
   for (size_t s = 0; s < batch.sequences.size(); ++s) {
     const int64_t n = r0.logit_rows(s) * vocab;
     out->logits[s].assign(f, f + n);
     f += n;
+  }
+  out->sampled.clear();
+  for (const rill::internal::SampledToken& t : r0.sampled()) {
+    out->sampled.push_back(worker::SampledFromWire(t));
   }
   return absl::OkStatus();
 }

@@ -66,6 +66,9 @@ struct MultiprocExecutorOptions {
   double gpu_memory_utilization = 0.9;
   int max_batch_tokens = 2048;  // most new tokens in one step
   int64_t max_model_len = 0;    // > 0: the cache must hold one sequence this long
+  // Rank 0 samples on its GPU the rows the engine sends there
+  // (engine/device_sampling.h): only their token ids and logprobs come back.
+  bool device_sampling = true;
 };
 
 class MultiprocExecutor : public ModelExecutor {
@@ -88,6 +91,7 @@ class MultiprocExecutor : public ModelExecutor {
   std::string backend() const override { return options_.backend; }
   std::string kv_cache_dtype() const override { return cuda() ? "bfloat16" : ""; }
   std::string communicator() const override;
+  bool samples_on_device() const override { return cuda() && options_.device_sampling; }
   absl::Status CheckHealth() override;
   // A monitor thread watches the ranks' control connections and processes
   // and reports the first death here.

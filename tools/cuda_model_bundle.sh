@@ -40,10 +40,17 @@ mkdir -p "$out/lib"
 cp "$bin" "$out/cuda_model_check"
 cp "$engine_test" "$out/engine_device_test"
 chmod u+w "$out/cuda_model_check" "$out/engine_device_test"
+# One CUDA rank in a rill-worker process over NCCL against the in-process
+# CUDA engine (engine/cuda_rank_device_test.cc); the test finds rill-worker
+# next to itself.
+bazel build //worker:rill-worker //engine:cuda_rank_device_test
+rank_bins=(bazel-bin/worker/rill-worker bazel-bin/engine/cuda_rank_device_test)
+cp "${rank_bins[@]}" "$out/"
+chmod u+w "$out/rill-worker" "$out/cuda_rank_device_test"
 
 # Every resolved library except glibc's own (the box's newer glibc serves
 # this build) and CUDA's (the box's toolkit and driver provide them).
-{ ldd "$bin"; ldd "$engine_test"; } | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+{ ldd "$bin"; ldd "$engine_test"; ldd "${rank_bins[@]}"; } | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
 while read -r lib; do
   case $(basename "$lib") in
     libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libresolv.so*) ;;
@@ -56,6 +63,7 @@ done
 # stack traces still work): ~2 MB that keep the 6-layer bundle under 60 MiB.
 chmod u+w "$out/lib/"*
 strip --strip-unneeded "$out/cuda_model_check" "$out/engine_device_test" "$out/lib/"*
+strip --strip-unneeded "$out/rill-worker" "$out/cuda_rank_device_test"
 
 bazel-bin/worker/models/cuda/trim_gguf --in="$model" --out="$out/model.gguf" --layers="$layers"
 
@@ -83,6 +91,15 @@ rc=$?
 # against the CPU engine, Sleep/WakeUp; its gtest summary ends the output.
 echo "engine_device_test: AsyncLLMEngine with device cuda"
 RILL_TEST_MODEL="$dir/model.gguf" "$dir/engine_device_test" || rc=$((rc ? rc : $?))
+# One CUDA rank in a rill-worker process (NCCL) against the in-process CUDA
+# engine: greedy tokens equal. It needs libnccl.so.2 on the box or in lib/.
+echo "cuda_rank_device_test: --distributed_executor_backend=mp, one rank over NCCL"
+rank_missing=$(ldd "$dir/rill-worker" "$dir/cuda_rank_device_test" | grep "not found" || true)
+if [[ -n $rank_missing ]]; then
+  echo "cuda_rank_device_test: skipped, missing shared libraries: $rank_missing"
+else
+  RILL_TEST_MODEL="$dir/model.gguf" "$dir/cuda_rank_device_test" || rc=$((rc ? rc : $?))
+fi
 exit $rc
 RUN
 chmod +x "$out/run.sh"

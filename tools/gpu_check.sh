@@ -4,7 +4,10 @@
 # CMake + Ninja, runs every kernel against its CPU reference on fresh random
 # inputs, then the decode micro-benchmark; then, when build/cuda_model_check
 # (tools/cuda_model_bundle.sh) came along, the CUDA Llama on the real model
-# against the CPU Llama and the speed table. Exit status: the first failing
+# against the CPU Llama and the speed table, the engine on cuda against the
+# CPU engine, and the engine with one CUDA rank in a rill-worker process
+# (--distributed_executor_backend=mp, NCCL) against the in-process CUDA
+# engine's greedy tokens. Exit status: the first failing
 # checker's (0 = all passed or skipped).
 #
 #   tools/gpu_check.sh [--dry-run] [checker flags, e.g. --seed=N --no-bench]
@@ -66,7 +69,8 @@ rc=0
 timeout "${RILL_GPU_CHECK_TIMEOUT_S:-420}" "$build/cuda_kernel_check" ${args[@]+"${args[@]}"} || rc=$?
 # Then the real model, when its bundle came along (tools/cuda_model_bundle.sh
 # here; carry build/cuda_model_check): CUDA Llama vs the CPU Llama's logits,
-# and the decode/prefill table against the targets.
+# the decode/prefill table against the targets, the engine tests and
+# the one-rank NCCL worker test (cuda_rank_device_test).
 bundle=$root/build/cuda_model_check
 if [[ -x $bundle/run.sh ]]; then
   echo "gpu_check: model check from $bundle"

@@ -17,7 +17,7 @@ absl::StatusOr<int> ChooseCudaDevice(const CudaDeviceRequest& r) {
                                                      " CUDA devices, none for this rank"));
     }
     device = r.engine_devices[r.rank];
-    why = "the engine's --cuda_devices";
+    why = "the engine's device for this rank";
   } else if (r.visible_devices == 1) {
     device = 0;
     why = "the one device this process sees";

@@ -37,7 +37,7 @@ TEST(ChooseCudaDevice, InvisibleDeviceNamesTheRankAndWhatItSees) {
   absl::StatusOr<int> d = ChooseCudaDevice(r);
   ASSERT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition) << d.status();
   EXPECT_EQ(d.status().message(),
-            "CUDA device 5 (the engine's --cuda_devices) is not visible: this process "
+            "CUDA device 5 (the engine's device for this rank) is not visible: this process "
             "sees 2 devices (CUDA_VISIBLE_DEVICES=0,1)");
   r = Request(2, 0);
   EXPECT_EQ(ChooseCudaDevice(r).status().code(), absl::StatusCode::kFailedPrecondition);

@@ -16,6 +16,7 @@
 #include "worker/cuda_rank.h"
 #include "worker/forward_batch.h"
 #include "worker/ipc/frame.h"
+#include "worker/ipc/step_wire.h"
 #include "worker/rank_model.h"
 
 namespace rill::worker {
@@ -149,16 +150,12 @@ class Worker {
   absl::Status RunStep(const rill::internal::StepCommand& step,
                        rill::internal::WorkerReply* reply) {
     ForwardBatch batch;
-    batch.sequences.resize(step.sequences_size());
-    for (int i = 0; i < step.sequences_size(); ++i) {
-      const rill::internal::StepSequence& in = step.sequences(i);
-      SequenceChunk& seq = batch.sequences[i];
-      seq.tokens.assign(in.tokens().begin(), in.tokens().end());
-      seq.start_pos = in.start_pos();
-      seq.block_table.assign(in.block_table().begin(), in.block_table().end());
-      seq.all_logits = in.all_logits();
+    batch.sequences.reserve(step.sequences_size());
+    for (const rill::internal::StepSequence& in : step.sequences()) {
+      batch.sequences.push_back(SequenceFromWire(in));
     }
     model_->TakeCollectiveTime();  // Only this step's collectives count.
+    out_.sampled.clear();
     absl::Status s = model_->Forward(batch, &out_);
     ++steps_;
     SetStatus(s, reply);
@@ -167,6 +164,8 @@ class Worker {
       (void)Send(fd_, *reply);
       return s;
     }
+    // Sequences sampled on the device: their token instead of a logits row.
+    for (const DeviceSampledToken& t : out_.sampled) SampledToWire(t, reply->add_sampled());
     const int64_t vocab = model_->vocab_size();
     reply->set_vocab(static_cast<int32_t>(vocab));
     size_t total = 0;
