@@ -84,13 +84,7 @@ class CpuRank : public RankModel {
   absl::Status WakeUp() override { return AllocateCache(); }
 
   void FillInfo(rill::internal::WorkerInfo* info) const override {
-    info->set_num_kv_heads(part_.num_kv_heads());
-    info->set_q_head_begin(part_.q_head_begin);
-    info->set_q_head_end(part_.q_head_end);
-    info->set_ffn_begin(part_.ffn_begin);
-    info->set_ffn_end(part_.ffn_end);
-    info->set_expert_ffn_begin(part_.expert_ffn_begin);
-    info->set_expert_ffn_end(part_.expert_ffn_end);
+    FillPartitionInfo(part_, info);
     info->set_kv_cache_bytes(cache_ ? cache_->bytes() : 0);
     info->set_threads(pool_->num_threads());
     info->set_communicator(comm_->backend());

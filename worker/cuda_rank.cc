@@ -15,6 +15,7 @@
 #include "worker/loader/checkpoint.h"
 #include "worker/models/cuda/cuda_llama.h"
 #include "worker/models/tp_plan.h"
+#include "worker/sleeping_cuda_llama.h"
 
 namespace rill::worker {
 namespace {
@@ -76,9 +77,9 @@ class CudaRank : public RankModel {
 
     PlacedModelMemory memory;
     if (absl::Status s = MemInfo(&memory.free_before, &memory.total); !s.ok()) return s;
-    if (absl::Status s = CreateModel(1); !s.ok()) return s;
+    if (absl::Status s = model_.Load(1); !s.ok()) return s;
     if (absl::Status s = MemInfo(&memory.free_after, &memory.total); !s.ok()) return s;
-    memory.weight_bytes = model_->weight_bytes();
+    memory.weight_bytes = model_.model()->weight_bytes();
     absl::StatusOr<CudaKvSizing> sizing =
         SizeCudaKvCache(checkpoint_->config(), part_.num_kv_heads(), config_.block_size(),
                         config_.gpu_memory_utilization(), 0, memory);
@@ -107,51 +108,26 @@ class CudaRank : public RankModel {
       return absl::InvalidArgumentError(
           absl::StrCat(num_blocks, " KV blocks asked, room for ", blocks_fit_));
     }
-    if (model_ == nullptr) return absl::FailedPreconditionError("worker is asleep");
-    num_blocks_ = num_blocks;
-    return model_->SetKvCacheBlocks(num_blocks_);
+    if (absl::Status s = model_.SetKvCacheBlocks(num_blocks); !s.ok()) return s;
+    allocated_ = true;
+    return absl::OkStatus();
   }
 
   absl::Status Forward(const ForwardBatch& batch, ForwardOutput* out) override {
-    if (model_ == nullptr || asleep_ || num_blocks_ == 0) {
-      return absl::FailedPreconditionError("worker is asleep");
-    }
-    return model_->Forward(batch, out);
+    if (model_.asleep() || !allocated_) return absl::FailedPreconditionError("worker is asleep");
+    return model_.model()->Forward(batch, out);
   }
 
   // NCCL runs on the model's stream: the host never waits in it alone.
   absl::Duration TakeCollectiveTime() override { return absl::ZeroDuration(); }
   int64_t vocab_size() const override { return checkpoint_->config().vocab_size; }
 
-  absl::Status Sleep(int level) override {
-    if (level < 1) return absl::OkStatus();
-    asleep_ = true;
-    if (level >= 2) {
-      model_.reset();
-      return absl::OkStatus();
-    }
-    if (model_ != nullptr) return model_->SetKvCacheBlocks(0);
-    return absl::OkStatus();
-  }
-
-  absl::Status WakeUp() override {
-    if (!asleep_) return absl::OkStatus();
-    if (model_ == nullptr) {
-      if (absl::Status s = CreateModel(num_blocks_); !s.ok()) return s;
-    } else if (model_->num_kv_blocks() == 0) {
-      if (absl::Status s = model_->SetKvCacheBlocks(num_blocks_); !s.ok()) return s;
-    }
-    asleep_ = false;
-    return absl::OkStatus();
-  }
+  absl::Status Sleep(int level) override { return model_.Sleep(level); }
+  absl::Status WakeUp() override { return model_.WakeUp(); }
 
   void FillInfo(rill::internal::WorkerInfo* info) const override {
-    info->set_num_kv_heads(part_.num_kv_heads());
-    info->set_q_head_begin(part_.q_head_begin);
-    info->set_q_head_end(part_.q_head_end);
-    info->set_ffn_begin(part_.ffn_begin);
-    info->set_ffn_end(part_.ffn_end);
-    info->set_kv_cache_bytes(model_ != nullptr ? model_->kv_cache_bytes() : 0);
+    FillPartitionInfo(part_, info);
+    info->set_kv_cache_bytes(model_.kv_cache_bytes());
     info->set_threads(1);
     info->set_communicator(comm_->backend());
     info->set_backend("cuda");
@@ -171,7 +147,7 @@ class CudaRank : public RankModel {
     return absl::OkStatus();
   }
 
-  absl::Status CreateModel(int num_kv_blocks) {
+  absl::StatusOr<std::unique_ptr<CudaLlama>> CreateModel(int num_kv_blocks) {
     CudaLlamaOptions o;
     o.num_kv_blocks = num_kv_blocks;
     o.block_size = config_.block_size();
@@ -179,10 +155,7 @@ class CudaRank : public RankModel {
     o.tp_rank = rank_;
     o.tp_world_size = config_.world_size();
     o.comm = comm_.get();
-    absl::StatusOr<std::unique_ptr<CudaLlama>> model = CudaLlama::Create(checkpoint_, o);
-    if (!model.ok()) return model.status();
-    model_ = std::move(*model);
-    return absl::OkStatus();
+    return CudaLlama::Create(checkpoint_, o);
   }
 
   const int rank_;
@@ -192,10 +165,10 @@ class CudaRank : public RankModel {
   std::unique_ptr<DeviceCommunicator> comm_;
   std::shared_ptr<const loader::Checkpoint> checkpoint_;
   TpPartition part_;
-  std::unique_ptr<CudaLlama> model_;  // null after Sleep(2)
+  // Declared after comm_, so the model goes first.
+  SleepingCudaLlama model_{[this](int blocks) { return CreateModel(blocks); }};
   int64_t blocks_fit_ = 0;
-  int num_blocks_ = 0;  // 0 until AllocateKvBlocks
-  bool asleep_ = false;
+  bool allocated_ = false;  // AllocateKvBlocks ran
 };
 
 }  // namespace

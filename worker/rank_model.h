@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "rill/internal/worker.pb.h"
 #include "worker/forward_batch.h"
+#include "worker/models/tp_plan.h"
 
 namespace rill::worker {
 
@@ -44,6 +45,9 @@ class RankModel {
   // communicator, backend, device); the loop adds rank, pid and steps.
   virtual void FillInfo(rill::internal::WorkerInfo* info) const = 0;
 };
+
+// The rank's share of the model (heads, MLP and expert features) in `info`.
+void FillPartitionInfo(const TpPartition& part, rill::internal::WorkerInfo* info);
 
 }  // namespace rill::worker
 
