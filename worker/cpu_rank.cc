@@ -38,14 +38,10 @@ class CpuRank : public RankModel {
     } else {
       comm_ = std::make_unique<TimedCommunicator>(std::make_unique<SingleRankCommunicator>());
     }
-    absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
-        loader::LoadCheckpoint(config_.model_path());
-    if (!ckpt.ok()) return ckpt.status();
-    checkpoint_ = std::move(*ckpt);
-    absl::StatusOr<TpPartition> part =
-        PartitionForRank(checkpoint_->config(), rank_, config_.world_size());
-    if (!part.ok()) return part.status();
-    part_ = *part;
+    absl::StatusOr<RankShard> shard = LoadRankShard(config_, rank_);
+    if (!shard.ok()) return shard.status();
+    checkpoint_ = std::move(shard->checkpoint);
+    part_ = shard->part;
     pool_ = std::make_unique<kernels::cpu::ThreadPool>(std::max(1, config_.threads()));
     absl::StatusOr<kernels::cpu::KernelPlan> plan = kernels::cpu::SetUpKernelPlan(config_.matmul());
     if (!plan.ok()) return plan.status();

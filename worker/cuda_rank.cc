@@ -66,14 +66,10 @@ class CudaRank : public RankModel {
     if (!comm.ok()) return comm.status();
     comm_ = std::move(*comm);
 
-    absl::StatusOr<std::unique_ptr<loader::Checkpoint>> ckpt =
-        loader::LoadCheckpoint(config_.model_path());
-    if (!ckpt.ok()) return ckpt.status();
-    checkpoint_ = std::move(*ckpt);
-    absl::StatusOr<TpPartition> part =
-        PartitionForRank(checkpoint_->config(), rank_, config_.world_size());
-    if (!part.ok()) return part.status();
-    part_ = *part;
+    absl::StatusOr<RankShard> shard = LoadRankShard(config_, rank_);
+    if (!shard.ok()) return shard.status();
+    checkpoint_ = std::move(shard->checkpoint);
+    part_ = shard->part;
 
     PlacedModelMemory memory;
     if (absl::Status s = MemInfo(&memory.free_before, &memory.total); !s.ok()) return s;

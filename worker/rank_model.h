@@ -7,10 +7,14 @@
 
 #include <cstdint>
 
+#include <memory>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "rill/internal/worker.pb.h"
 #include "worker/forward_batch.h"
+#include "worker/loader/checkpoint.h"
 #include "worker/models/tp_plan.h"
 
 namespace rill::worker {
@@ -45,6 +49,13 @@ class RankModel {
   // communicator, backend, device); the loop adds rank, pid and steps.
   virtual void FillInfo(rill::internal::WorkerInfo* info) const = 0;
 };
+
+// The checkpoint a rank loads and its share of it (worker/models/tp_plan.h).
+struct RankShard {
+  std::shared_ptr<const loader::Checkpoint> checkpoint;
+  TpPartition part;
+};
+absl::StatusOr<RankShard> LoadRankShard(const rill::internal::WorkerConfig& config, int rank);
 
 // The rank's share of the model (heads, MLP and expert features) in `info`.
 void FillPartitionInfo(const TpPartition& part, rill::internal::WorkerInfo* info);
