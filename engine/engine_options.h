@@ -24,7 +24,9 @@
     "Model: 'default' (SmolLM2-135M-Instruct Q4_1 from the model cache), a .gguf file, or a "       \
     "Hugging Face directory (config.json + *.safetensors + tokenizer.json).")                       \
   X(std::string, backend, "auto", base::OneOf("auto", "cpu", "cuda"),                               \
-    "Where the model runs: cpu; cuda (the Llama family on GPU 0, bf16 weights and KV cache); "      \
+    "Where the model runs: cpu; cuda (the Llama family, bf16 weights and KV cache: on GPU 0 in "    \
+    "this process, or one GPU per rill-worker rank over NCCL with --tensor_parallel_size > 1 or "   \
+    "--distributed_executor_backend=mp); "                                                            \
     "or auto (cuda when a device is usable and the model runs there, else cpu, with the reason "    \
     "logged).")                                                                                     \
   X(int, threads, 0, base::AtLeast(0),                                                              \
