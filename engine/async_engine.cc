@@ -98,6 +98,7 @@ AsyncEngine::AsyncEngine(const EngineArgs& args, std::unique_ptr<ModelExecutor> 
   config_.parallel.threads = executor_->num_threads();
   config_.parallel.backend = executor_->backend();
   config_.parallel.kernel_plan = executor_->kernel_plan();
+  config_.parallel.communicator = executor_->communicator();
   config_.scheduler = core_->scheduler().config();
   config_.decoding.eos_token_ids = core_->eos_token_ids();
   config_.lora.enabled = executor_->supports_lora();

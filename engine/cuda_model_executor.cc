@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstddef>
 #include <utility>
 
@@ -15,6 +14,8 @@
 #include "kernels/cuda/cuda_runtime_api.h"
 #include "kernels/cuda/device_probe.h"
 #include "kernels/cuda/plan/kv_memory_plan.h"
+#include "worker/cuda_kv_sizing.h"
+#include "worker/sleeping_cuda_llama.h"
 #include "worker/models/cuda/cuda_llama.h"
 
 namespace rill::engine {
@@ -47,52 +48,40 @@ class CudaModelExecutor : public ModelExecutor {
   absl::Status Init() {
     int64_t free_before = 0, total = 0;
     if (absl::Status s = MemInfo(&free_before, &total); !s.ok()) return s;
-    if (absl::Status s = CreateModel(1); !s.ok()) return s;
+    if (absl::Status s = model_.Load(1); !s.ok()) return s;
     int64_t free_after = 0;
     if (absl::Status s = MemInfo(&free_after, &total); !s.ok()) return s;
     num_blocks_ = options_.num_blocks;
     if (num_blocks_ <= 0) {
       const worker::loader::ModelConfig& c = checkpoint_->config();
-      kernels::cuda::KvCacheShape shape;
-      shape.num_layers = static_cast<int>(c.num_layers);
-      shape.num_kv_heads = static_cast<int>(c.num_kv_heads);
-      shape.head_dim = static_cast<int>(c.head_dim);
-      shape.block_size = options_.block_size;
-      shape.dtype_bytes = 2;  // bf16
-      // Everything the model placed beyond its weights (activation buffers,
-      // cuBLAS workspace, the one-block cache) counts as activations.
-      const int64_t placed = std::max<int64_t>(0, free_before - free_after);
-      kernels::cuda::MemoryPlanInput in;
-      in.free_bytes = free_before;
-      in.total_bytes = total;
-      in.weight_bytes = model_->weight_bytes();
-      in.activation_bytes = std::max<int64_t>(0, placed - model_->weight_bytes());
-      in.gpu_memory_utilization = options_.gpu_memory_utilization;
-      in.max_model_len = options_.max_model_len;
-      absl::StatusOr<kernels::cuda::KvMemoryPlan> plan = kernels::cuda::PlanKvCache(shape, in);
-      if (!plan.ok()) return plan.status();
-      // The model keeps one block more than it hands out (the decode graphs'
-      // padding rows write there), and slots are int32.
-      num_blocks_ = static_cast<int>(std::min<int64_t>(std::max<int64_t>(plan->num_blocks - 1, 1),
-                                                       INT_MAX / options_.block_size - 1));
+      worker::PlacedModelMemory memory;
+      memory.free_before = free_before;
+      memory.free_after = free_after;
+      memory.total = total;
+      memory.weight_bytes = model_.model()->weight_bytes();
+      absl::StatusOr<worker::CudaKvSizing> sizing = worker::SizeCudaKvCache(
+          c, static_cast<int>(c.num_kv_heads), options_.block_size,
+          options_.gpu_memory_utilization, options_.max_model_len, memory);
+      if (!sizing.ok()) return sizing.status();
+      num_blocks_ = sizing->num_blocks;
       LOG(INFO) << "cuda executor: KV cache of " << num_blocks_ << " blocks ("
-                << MiB(plan->kv_bytes) << ") from a budget of " << MiB(plan->budget_bytes)
-                << "; weights " << MiB(in.weight_bytes) << ", activations "
-                << MiB(in.activation_bytes) << ", in use by others "
+                << MiB(sizing->plan.kv_bytes) << ") from a budget of "
+                << MiB(sizing->plan.budget_bytes) << "; weights " << MiB(memory.weight_bytes)
+                << ", activations " << MiB(sizing->activation_bytes) << ", in use by others "
                 << MiB(total - free_before);
     }
-    if (absl::Status s = model_->SetKvCacheBlocks(num_blocks_); !s.ok()) return s;
+    if (absl::Status s = model_.SetKvCacheBlocks(num_blocks_); !s.ok()) return s;
     LOG(INFO) << "cuda executor: " << checkpoint_->path() << " on " << device_ << ", "
               << num_blocks_ << " KV blocks of " << options_.block_size << " tokens ("
-              << MiB(model_->kv_cache_bytes()) << " bf16), sampling "
+              << MiB(model_.kv_cache_bytes()) << " bf16), sampling "
               << (options_.device_sampling ? "on the GPU where the engine allows it"
                                            : "on the host (--device_sampling=false)");
     return absl::OkStatus();
   }
 
   absl::Status Execute(const worker::ForwardBatch& batch, worker::ForwardOutput* out) override {
-    if (model_ == nullptr || asleep_) return absl::FailedPreconditionError("executor is asleep");
-    return model_->Forward(batch, out);
+    if (model_.asleep()) return absl::FailedPreconditionError("executor is asleep");
+    return model_.model()->Forward(batch, out);
   }
 
   int num_blocks() const override { return num_blocks_; }
@@ -108,37 +97,16 @@ class CudaModelExecutor : public ModelExecutor {
   }
   int num_threads() const override { return pool_.num_threads(); }
   const worker::loader::ModelConfig& model_config() const override { return checkpoint_->config(); }
-  int64_t kv_cache_bytes() const override {
-    return model_ != nullptr ? model_->kv_cache_bytes() : 0;
-  }
+  int64_t kv_cache_bytes() const override { return model_.kv_cache_bytes(); }
   bool can_pool() const override { return true; }  // hidden states of decoder models
   std::string backend() const override { return "cuda"; }
   std::string kv_cache_dtype() const override { return "bfloat16"; }
 
   // Level 1 frees the KV cache (cudaFree) and keeps the weights; level 2
   // frees the whole model, which WakeUp uploads again from the checkpoint
-  // (still mapped in host memory).
-  absl::Status Sleep(int level) override {
-    if (level < 1) return absl::OkStatus();
-    asleep_ = true;
-    if (level >= 2) {
-      model_.reset();
-      return absl::OkStatus();
-    }
-    if (model_ != nullptr) return model_->SetKvCacheBlocks(0);
-    return absl::OkStatus();
-  }
-
-  absl::Status WakeUp() override {
-    if (!asleep_) return absl::OkStatus();
-    if (model_ == nullptr) {
-      if (absl::Status s = CreateModel(num_blocks_); !s.ok()) return s;
-    } else if (model_->num_kv_blocks() == 0) {
-      if (absl::Status s = model_->SetKvCacheBlocks(num_blocks_); !s.ok()) return s;
-    }
-    asleep_ = false;
-    return absl::OkStatus();
-  }
+  // (still mapped in host memory): worker/sleeping_cuda_llama.h.
+  absl::Status Sleep(int level) override { return model_.Sleep(level); }
+  absl::Status WakeUp() override { return model_.WakeUp(); }
 
   absl::StatusOr<std::vector<std::string>> CollectiveRpc(const std::string& method) override {
     if (method != "get_worker_info") return ModelExecutor::CollectiveRpc(method);
@@ -149,25 +117,20 @@ class CudaModelExecutor : public ModelExecutor {
   }
 
  private:
-  absl::Status CreateModel(int num_kv_blocks) {
+  absl::StatusOr<std::unique_ptr<worker::CudaLlama>> CreateModel(int num_kv_blocks) {
     worker::CudaLlamaOptions o;
     o.num_kv_blocks = num_kv_blocks;
     o.block_size = options_.block_size;
     o.max_batch_tokens = options_.max_batch_tokens;
-    absl::StatusOr<std::unique_ptr<worker::CudaLlama>> model =
-        worker::CudaLlama::Create(checkpoint_, o);
-    if (!model.ok()) return model.status();
-    model_ = std::move(*model);
-    return absl::OkStatus();
+    return worker::CudaLlama::Create(checkpoint_, o);
   }
 
   std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
   CudaExecutorOptions options_;
   std::string device_;
   kernels::cpu::ThreadPool pool_{options_.host_threads};
-  std::unique_ptr<worker::CudaLlama> model_;  // null after Sleep(2)
+  worker::SleepingCudaLlama model_{[this](int blocks) { return CreateModel(blocks); }};
   int num_blocks_ = 0;
-  bool asleep_ = false;
 };
 
 }  // namespace

@@ -58,6 +58,7 @@ struct EngineConfig {
     int threads = 1;
     std::string backend = "cpu";  // "cpu" or "cuda"
     std::string kernel_plan;      // CPU: kernels::cpu::KernelPlan::Describe(); "" on cuda
+    std::string communicator = "none";  // "none", "gloo" or "nccl" (ModelExecutor::communicator)
   } parallel;
   SchedulerConfig scheduler;
   struct Decoding {

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "engine/cuda_model_executor.h"
 #include "engine/grammar_vocabulary.h"
 #include "engine/local_model_executor.h"
@@ -75,10 +77,10 @@ BuiltExecutor BuiltFrom(std::unique_ptr<Executor> executor, const EngineArgs& ar
   return built;
 }
 
-absl::StatusOr<BuiltExecutor> CreateMultiprocess(const EngineArgs& args,
-                                                 kernels::cpu::KvDtype kv_dtype,
-                                                 const kernels::cpu::KernelPlan& kernel_plan) {
-  auto options = CpuExecutorOptions<MultiprocExecutorOptions>(args, kv_dtype, kernel_plan);
+// The ranks of `options` (backend and its options set) in rill-worker
+// processes, with the placement options every backend shares from `args`.
+absl::StatusOr<BuiltExecutor> StartWorkerProcesses(MultiprocExecutorOptions options,
+                                                   const EngineArgs& args) {
   options.tensor_parallel_size = args.tensor_parallel_size;
   options.worker_binary = args.worker_binary.empty() ? DefaultWorkerBinary() : args.worker_binary;
   options.external_workers_dir = args.external_workers_dir;
@@ -90,15 +92,22 @@ absl::StatusOr<BuiltExecutor> CreateMultiprocess(const EngineArgs& args,
   return built;
 }
 
-// The model on one GPU. A null executor (and no error) when `backend` is
-// "auto" and the model does not run on the CUDA backend: the caller falls
-// back to the CPU.
-absl::StatusOr<BuiltExecutor> CreateOnCuda(const EngineArgs& args) {
-  if (args.tensor_parallel_size > 1 || !args.external_workers_dir.empty()) {
-    return absl::UnimplementedError(
-        "backend cuda runs tensor_parallel_size 1 in the engine process; NCCL ranks in "
-        "rill-worker processes are not wired into the engine yet");
-  }
+absl::StatusOr<BuiltExecutor> CreateMultiprocess(const EngineArgs& args,
+                                                 kernels::cpu::KvDtype kv_dtype,
+                                                 const kernels::cpu::KernelPlan& kernel_plan) {
+  return StartWorkerProcesses(
+      CpuExecutorOptions<MultiprocExecutorOptions>(args, kv_dtype, kernel_plan), args);
+}
+
+// Whether the model runs in rill-worker processes (one per rank) rather
+// than in the engine process.
+bool UsesWorkerProcesses(const EngineArgs& args) {
+  if (args.distributed_executor_backend == "mp") return true;
+  return args.tensor_parallel_size > 1 || !args.external_workers_dir.empty();
+}
+
+// The options the CUDA backend refuses, wherever its ranks run.
+absl::Status CheckCudaArgs(const EngineArgs& args) {
   if (args.kv_cache_dtype != "auto" && args.kv_cache_dtype != "bfloat16") {
     return absl::InvalidArgumentError(
         absl::StrCat("kv_cache_dtype '", args.kv_cache_dtype,
@@ -108,6 +117,49 @@ absl::StatusOr<BuiltExecutor> CreateOnCuda(const EngineArgs& args) {
     return absl::InvalidArgumentError(absl::StrCat(
         "matmul '", args.matmul, "' chooses CPU kernels; backend cuda runs bf16 (use auto)"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int>> ParseCudaDevices(const std::string& list) {
+  std::vector<int> devices;
+  if (list.empty()) return devices;
+  for (absl::string_view part : absl::StrSplit(list, ',')) {
+    int d = -1;
+    if (!absl::SimpleAtoi(part, &d) || d < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--cuda_devices '", list, "': expected device numbers separated by commas, e.g. 0,1"));
+    }
+    devices.push_back(d);
+  }
+  return devices;
+}
+
+// CUDA tensor-parallel ranks in rill-worker processes over NCCL. The engine
+// process touches no GPU, so it is built before (and without) any device
+// probe here: each rank reports its own device's problems, by rank.
+absl::StatusOr<BuiltExecutor> CreateCudaRanks(const EngineArgs& args) {
+  if (absl::Status s = CheckCudaArgs(args); !s.ok()) return s;
+  absl::StatusOr<std::vector<int>> devices = ParseCudaDevices(args.cuda_devices);
+  if (!devices.ok()) return devices.status();
+  MultiprocExecutorOptions options;
+  options.model_path = ResolveModelPath(args.model);
+  options.num_blocks = args.num_kv_blocks;
+  options.block_size = args.block_size;
+  options.threads = args.threads;
+  options.backend = "cuda";
+  options.cuda_devices = *std::move(devices);
+  options.gpu_memory_utilization = args.gpu_memory_utilization;
+  options.max_batch_tokens = std::max(args.max_num_batched_tokens, args.max_num_seqs);
+  options.max_model_len = args.max_model_len;
+  options.device_sampling = args.device_sampling;
+  return StartWorkerProcesses(std::move(options), args);
+}
+
+// The model on one GPU in this process. A null executor (and no error) when
+// `backend` is "auto" and the model does not run on the CUDA backend: the
+// caller falls back to the CPU.
+absl::StatusOr<BuiltExecutor> CreateOnCuda(const EngineArgs& args) {
+  if (absl::Status s = CheckCudaArgs(args); !s.ok()) return s;
   const std::string path = ResolveModelPath(args.model);
   absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> loaded =
       worker::loader::LoadCheckpoint(path);
@@ -141,6 +193,15 @@ absl::StatusOr<BuiltExecutor> CreateOnCuda(const EngineArgs& args) {
 
 absl::StatusOr<BuiltExecutor> CreateTargetExecutor(const EngineArgs& args) {
   if (absl::Status s = ValidateEngineArgs(args); !s.ok()) return s;
+  if (args.distributed_executor_backend == "uni" &&
+      (args.tensor_parallel_size > 1 || !args.external_workers_dir.empty())) {
+    return absl::InvalidArgumentError(
+        "--distributed_executor_backend=uni runs one rank in the engine process: it cannot "
+        "serve --tensor_parallel_size > 1 or --external_workers_dir (use mp or auto)");
+  }
+  // The ranks hold the GPUs, not the engine (a Kubernetes engine container
+  // has none): no device probe here.
+  if (args.backend == "cuda" && UsesWorkerProcesses(args)) return CreateCudaRanks(args);
   absl::StatusOr<kernels::backend::BackendChoice> backend =
       kernels::backend::ChooseBackend(args.backend);
   if (!backend.ok()) {
@@ -148,6 +209,7 @@ absl::StatusOr<BuiltExecutor> CreateTargetExecutor(const EngineArgs& args) {
                         absl::StrCat("backend: ", backend.status().message()));
   }
   if (backend->kind == kernels::backend::BackendKind::kCuda) {
+    if (UsesWorkerProcesses(args)) return CreateCudaRanks(args);
     absl::StatusOr<BuiltExecutor> built = CreateOnCuda(args);
     if (!built.ok() || built->executor != nullptr) return built;
   }
@@ -155,9 +217,7 @@ absl::StatusOr<BuiltExecutor> CreateTargetExecutor(const EngineArgs& args) {
   if (!kv_dtype.ok()) return kv_dtype.status();
   absl::StatusOr<kernels::cpu::KernelPlan> kernel_plan = kernels::cpu::SetUpKernelPlan(args.matmul);
   if (!kernel_plan.ok()) return kernel_plan.status();
-  if (args.tensor_parallel_size > 1 || !args.external_workers_dir.empty()) {
-    return CreateMultiprocess(args, *kv_dtype, *kernel_plan);
-  }
+  if (UsesWorkerProcesses(args)) return CreateMultiprocess(args, *kv_dtype, *kernel_plan);
   const auto options = CpuExecutorOptions<LocalExecutorOptions>(args, *kv_dtype, *kernel_plan);
   absl::StatusOr<std::unique_ptr<LocalModelExecutor>> executor =
       LocalModelExecutor::Create(options);

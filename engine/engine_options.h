@@ -24,7 +24,9 @@
     "Model: 'default' (SmolLM2-135M-Instruct Q4_1 from the model cache), a .gguf file, or a "       \
     "Hugging Face directory (config.json + *.safetensors + tokenizer.json).")                       \
   X(std::string, backend, "auto", base::OneOf("auto", "cpu", "cuda"),                               \
-    "Where the model runs: cpu; cuda (the Llama family on GPU 0, bf16 weights and KV cache); "      \
+    "Where the model runs: cpu; cuda (the Llama family, bf16 weights and KV cache: on GPU 0 in "    \
+    "this process, or one GPU per rill-worker rank over NCCL with --tensor_parallel_size > 1 or "   \
+    "--distributed_executor_backend=mp); "                                                            \
     "or auto (cuda when a device is usable and the model runs there, else cpu, with the reason "    \
     "logged).")                                                                                     \
   X(int, threads, 0, base::AtLeast(0),                                                              \
@@ -38,7 +40,16 @@
     "sample as the host would (grammars, drafts, prompt logprobs, top_p without top_k) stay on "    \
     "the host. false: every row's logits come back and the host samples them all.")                \
   X(int, tensor_parallel_size, 1, base::AtLeast(1),                                                 \
-    "> 1 runs the model in that many rill-worker processes (tensor-parallel ranks).")               \
+    "> 1 runs the model in that many rill-worker processes (tensor-parallel ranks): over gloo on "  \
+    "the CPU, over NCCL with one GPU per rank on cuda (the engine process then needs no GPU).")     \
+  X(std::string, distributed_executor_backend, "auto", base::OneOf("auto", "uni", "mp"),          \
+    "Where the model runs: uni (in the engine process; tensor_parallel_size 1 only), mp "          \
+    "(rill-worker processes, one per rank, even for one rank: on cuda that rank joins NCCL, "     \
+    "so one GPU runs the tensor-parallel path end to end), or auto (uni for one rank, else mp).") \
+  X(std::string, cuda_devices, "", base::AnyValue(),                                               \
+    "cuda with rill-worker ranks: each rank's CUDA device, comma-separated (e.g. 2,3); empty: "    \
+    "rank r on device r, or what an external worker sees (device 0 of a one-GPU container, or "   \
+    "its --cuda_device).")                                                                         \
   X(std::string, worker_binary, "", base::AnyValue(),                                               \
     "Path of rill-worker; empty = next to the running binary.")                                     \
   X(std::string, external_workers_dir, "", base::AnyValue(),                                        \

@@ -64,6 +64,9 @@ class ModelExecutor {
   // The CPU kernel plan the model runs (kernels::cpu::KernelPlan::Describe()); "" off
   // the CPU.
   virtual std::string kernel_plan() const { return ""; }
+  // How tensor-parallel ranks all-reduce: "gloo" (CPU ranks), "nccl" (CUDA
+  // ranks), "none" (one rank in this process).
+  virtual std::string communicator() const { return "none"; }
 
   // What the model serves. Pooling: Execute fills ForwardOutput::hidden for
   // sequences with return_hidden. An encoder cannot generate and pools

@@ -18,7 +18,12 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/kv_block_negotiation.h"
+#include "kernels/cuda/plan/kv_memory_plan.h"
+#include "worker/comm/nccl_communicator.h"
 #include "worker/ipc/frame.h"
+#include "worker/ipc/step_wire.h"
 #include "worker/kv_cache.h"
 #include "worker/models/tp_plan.h"
 
@@ -53,6 +58,27 @@ absl::StatusOr<std::unique_ptr<MultiprocExecutor>> MultiprocExecutor::Create(
     return absl::InvalidArgumentError("tensor_parallel_size must be >= 1");
   }
   if (options.block_size < 1) return absl::InvalidArgumentError("block_size must be >= 1");
+  if (options.backend != "cpu" && options.backend != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker backend '", options.backend, "': expected cpu or cuda"));
+  }
+  const bool cuda = options.backend == "cuda";
+  if (cuda) {
+    if (absl::Status s =
+            kernels::cuda::ValidateGpuMemoryUtilization(options.gpu_memory_utilization);
+        !s.ok()) {
+      return s;
+    }
+    if (options.max_batch_tokens < 1) {
+      return absl::InvalidArgumentError("max_batch_tokens must be >= 1");
+    }
+    if (!options.cuda_devices.empty() &&
+        static_cast<int>(options.cuda_devices.size()) != options.tensor_parallel_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--cuda_devices lists ", options.cuda_devices.size(), " devices for ",
+          options.tensor_parallel_size, " tensor-parallel ranks; list one per rank"));
+    }
+  }
   if (options.external_workers_dir.empty() && access(options.worker_binary.c_str(), X_OK) != 0) {
     return absl::NotFoundError(absl::StrCat("rill-worker binary not found or not executable: '",
                                             options.worker_binary,
@@ -74,7 +100,16 @@ absl::StatusOr<std::unique_ptr<MultiprocExecutor>> MultiprocExecutor::Create(
   absl::StatusOr<int> kv_heads = worker::MaxKvHeadsPerRank(c, options.tensor_parallel_size);
   if (!kv_heads.ok()) return kv_heads.status();
   ex->num_blocks_ = options.num_blocks;
-  if (ex->num_blocks_ <= 0) {
+  if (cuda) {
+    // The ranks join one NCCL communicator with this id; making it needs no
+    // GPU, so the engine process needs none either.
+    absl::StatusOr<std::string> id = worker::NewNcclUniqueId();
+    if (!id.ok()) {
+      return absl::Status(id.status().code(),
+                          absl::StrCat("CUDA tensor-parallel ranks: ", id.status().message()));
+    }
+    ex->nccl_unique_id_ = std::move(*id);
+  } else if (ex->num_blocks_ <= 0) {
     worker::KvCacheShape rank_shape;  // The rank holding the most K/V heads.
     rank_shape.num_layers = c.num_layers;
     rank_shape.block_size = options.block_size;
@@ -98,7 +133,8 @@ absl::StatusOr<std::unique_ptr<MultiprocExecutor>> MultiprocExecutor::Create(
     return absl::InternalError(absl::StrCat("pipe2: ", std::strerror(errno)));
   }
   ex->monitor_ = std::thread([raw = ex.get()] { raw->Monitor(); });
-  LOG(INFO) << "multi-process executor: " << options.tensor_parallel_size << " ranks ("
+  LOG(INFO) << "multi-process executor: " << options.tensor_parallel_size << " "
+            << options.backend << " ranks over " << ex->communicator() << " ("
             << (options.external_workers_dir.empty() ? options.worker_binary
                                                     : "external workers in " +
                                                           options.external_workers_dir)
@@ -106,6 +142,65 @@ absl::StatusOr<std::unique_ptr<MultiprocExecutor>> MultiprocExecutor::Create(
             << options.block_size << " tokens per rank, " << ex->threads_per_rank_
             << " threads per rank";
   return ex;
+}
+
+std::string MultiprocExecutor::kernel_plan() const {
+  return cuda() ? "" : options_.kernel_plan.Describe();
+}
+
+std::string MultiprocExecutor::communicator() const {
+  if (cuda()) return "nccl";  // One rank too: it joins a communicator of one.
+  return options_.tensor_parallel_size > 1 ? "gloo" : "none";
+}
+
+rill::internal::WorkerConfig MultiprocExecutor::WorkerConfigForRanks() const {
+  rill::internal::WorkerConfig config;
+  config.set_world_size(options_.tensor_parallel_size);
+  config.set_model_path(options_.model_path);
+  config.set_threads(threads_per_rank_);
+  config.set_num_blocks(num_blocks_);
+  config.set_block_size(options_.block_size);
+  config.set_comm_timeout_s(options_.comm_timeout_s);
+  config.set_backend(options_.backend);
+  if (!cuda()) {
+    config.set_rendezvous_dir(gloo_dir_);
+    config.set_matmul(std::string(kernels::cpu::MatmulKindName(options_.kernel_plan.matmul)));
+    config.set_kv_cache_f16(options_.kv_cache_dtype == kernels::cpu::KvDtype::kF16);
+    return config;
+  }
+  config.set_nccl_unique_id(nccl_unique_id_);
+  config.set_gpu_memory_utilization(options_.gpu_memory_utilization);
+  config.set_max_batch_tokens(options_.max_batch_tokens);
+  if (!options_.cuda_devices.empty()) {
+    config.mutable_cuda_devices()->Add(options_.cuda_devices.begin(),
+                                       options_.cuda_devices.end());
+  } else if (spawned_) {
+    // Ranks on this machine: rank r on device r. External workers (one GPU
+    // per container) choose their own.
+    for (int r = 0; r < options_.tensor_parallel_size; ++r) config.add_cuda_devices(r);
+  }
+  return config;
+}
+
+absl::Status MultiprocExecutor::AllocateKvBlocks(const std::vector<int64_t>& fits) {
+  absl::StatusOr<int> blocks =
+      NegotiateKvBlocks(fits, options_.num_blocks, options_.block_size, options_.max_model_len);
+  if (!blocks.ok()) return blocks.status();
+  num_blocks_ = *blocks;
+  WorkerCommand cmd;
+  cmd.set_allocate_kv_blocks(num_blocks_);
+  absl::MutexLock lock(&io_mu_);
+  std::vector<char> unused;
+  absl::StatusOr<std::vector<WorkerReply>> replies = RoundTrip(std::move(cmd), &unused);
+  if (!replies.ok()) return replies.status();
+  kv_bytes_total_ = 0;
+  for (int r = 0; r < static_cast<int>(replies->size()); ++r) {
+    if (absl::Status s = FromReply((*replies)[r], r); !s.ok()) return s;
+    kv_bytes_total_ += (*replies)[r].info().kv_cache_bytes();
+  }
+  LOG(INFO) << "cuda ranks: " << num_blocks_ << " KV blocks each (room per rank: "
+            << absl::StrJoin(fits, ", ") << ")";
+  return absl::OkStatus();
 }
 
 absl::Status MultiprocExecutor::Start() {
@@ -168,16 +263,19 @@ absl::Status MultiprocExecutor::Start() {
     LOG(INFO) << "waiting for " << options_.tensor_parallel_size
               << " rill-worker processes to connect to " << sock_path;
   }
-  absl::Status accepted = AcceptWorkers(listen_fd);
+  std::vector<int64_t> fits;
+  absl::Status accepted = AcceptWorkers(listen_fd, &fits);
   close(listen_fd);
-  return accepted;
+  if (!accepted.ok() || !cuda()) return accepted;
+  return AllocateKvBlocks(fits);
 }
 
-absl::Status MultiprocExecutor::AcceptWorkers(int listen_fd) {
+absl::Status MultiprocExecutor::AcceptWorkers(int listen_fd, std::vector<int64_t>* fits) {
   const absl::Time deadline = absl::Now() + options_.start_timeout;
   const int world = options_.tensor_parallel_size;
   std::vector<int> fds(world, -1);
   std::vector<bool> ready(world, false);
+  fits->assign(world, 0);
   int connected = 0, num_ready = 0;
   std::vector<char> no_payload;
   while (num_ready < world) {
@@ -208,16 +306,7 @@ absl::Status MultiprocExecutor::AcceptWorkers(int listen_fd) {
           close(fd);
           continue;
         }
-        rill::internal::WorkerConfig config;
-        config.set_world_size(world);
-        config.set_model_path(options_.model_path);
-        config.set_rendezvous_dir(gloo_dir_);
-        config.set_threads(threads_per_rank_);
-        config.set_num_blocks(num_blocks_);
-        config.set_block_size(options_.block_size);
-        config.set_matmul(std::string(kernels::cpu::MatmulKindName(options_.kernel_plan.matmul)));
-        config.set_comm_timeout_s(options_.comm_timeout_s);
-        config.set_kv_cache_f16(options_.kv_cache_dtype == kernels::cpu::KvDtype::kF16);
+        const rill::internal::WorkerConfig config = WorkerConfigForRanks();
         if (!worker::WriteFrame(fd, config.SerializeAsString()).ok()) {
           close(fd);
           continue;
@@ -242,9 +331,20 @@ absl::Status MultiprocExecutor::AcceptWorkers(int listen_fd) {
                                            dead_.ok() ? "" : ": ", dead_.message()));
       }
       if (msg.code() != 0) {
-        return MarkDead(absl::StrCat("worker rank ", rank, " could not load the model: ",
-                                     msg.message()));
+        // Stop the other ranks (they may wait in NCCL's join for this one),
+        // but keep the rank's own code: a missing GPU is FailedPrecondition,
+        // a model too big ResourceExhausted, not a dead worker.
+        const std::string reason =
+            absl::StrCat("worker rank ", rank, " failed to start: ", msg.message());
+        (void)MarkDead(reason);
+        return absl::Status(static_cast<absl::StatusCode>(msg.code()), reason);
       }
+      if (cuda()) {
+        LOG(INFO) << "worker rank " << rank << " ready on " << msg.device() << " (NCCL "
+                  << msg.nccl_version() << "), room for " << msg.kv_blocks_fit()
+                  << " KV blocks";
+      }
+      (*fits)[rank] = msg.kv_blocks_fit();
       ready[rank] = true;
       ++num_ready;
       absl::MutexLock lock(&io_mu_);
@@ -503,11 +603,7 @@ absl::Status MultiprocExecutor::Execute(const worker::ForwardBatch& batch,
       // LoadLora refuses adapters here, so this is only a safety net.
       return absl::UnimplementedError("LoRA adapters need tensor_parallel_size 1");
     }
-    rill::internal::StepSequence* seq = step->add_sequences();
-    seq->mutable_tokens()->Add(s.tokens.begin(), s.tokens.end());
-    seq->set_start_pos(s.start_pos);
-    seq->mutable_block_table()->Add(s.block_table.begin(), s.block_table.end());
-    seq->set_all_logits(s.all_logits);
+    worker::SequenceToWire(s, step->add_sequences());
   }
   absl::MutexLock lock(&io_mu_);
   last_collective_ = absl::ZeroDuration();
@@ -530,12 +626,19 @@ absl::Status MultiprocExecutor::Execute(const worker::ForwardBatch& batch,
       static_cast<int64_t>(payload_.size()) != total_rows * vocab * int64_t{sizeof(float)}) {
     return MarkDead("worker rank 0 returned logits of the wrong size");
   }
+  if (r0.sampled_size() != 0 && r0.sampled_size() != static_cast<int>(batch.sequences.size())) {
+    return MarkDead("worker rank 0 returned sampled tokens for the wrong number of sequences");
+  }
   out->logits.resize(batch.sequences.size());
   const float* f = reinterpret_cast<const float*>(payload_.data());
   for (size_t s = 0; s < batch.sequences.size(); ++s) {
     const int64_t n = r0.logit_rows(s) * vocab;
     out->logits[s].assign(f, f + n);
     f += n;
+  }
+  out->sampled.clear();
+  for (const rill::internal::SampledToken& t : r0.sampled()) {
+    out->sampled.push_back(worker::SampledFromWire(t));
   }
   return absl::OkStatus();
 }
@@ -602,7 +705,10 @@ absl::StatusOr<std::vector<std::string>> MultiprocExecutor::CollectiveRpc(
         ",\"num_kv_heads\":", i.num_kv_heads(), ",\"q_heads\":[", i.q_head_begin(), ",",
         i.q_head_end(), "],\"ffn\":[", i.ffn_begin(), ",", i.ffn_end(), "],\"expert_ffn\":[",
         i.expert_ffn_begin(), ",", i.expert_ffn_end(), "],\"communicator\":\"", i.communicator(),
-        "\",\"steps\":", i.steps(), ",\"process\":\"rill-worker\"}"));
+        "\",\"backend\":\"", i.backend(), "\"",
+        i.device().empty() ? "" : absl::StrCat(",\"device\":\"", i.device(), "\""),
+        i.nccl_version().empty() ? "" : absl::StrCat(",\"nccl_version\":\"", i.nccl_version(), "\""),
+        ",\"steps\":", i.steps(), ",\"process\":\"rill-worker\"}"));
   }
   return results;
 }

@@ -1,7 +1,11 @@
 // Runs the model in tensor_parallel_size rill-worker processes (one per
 // rank, see worker/worker_process.h). Each step's batch is serialized once
 // and the same bytes are written to every rank's Unix control socket; the
-// ranks all-reduce among themselves over gloo and rank 0 returns the logits.
+// ranks all-reduce among themselves (gloo on the CPU; NCCL on CUDA GPUs,
+// with the unique id this executor makes and sends in every rank's
+// WorkerConfig) and rank 0 returns the logits. CUDA ranks size their KV
+// cache in two phases (engine/kv_block_negotiation.h): each reports how many
+// blocks fit its device beside its shard, all then allocate the smallest.
 //
 // Failure model: a worker that exits or whose socket breaks makes the
 // executor dead for good: every rank is killed (the survivors would block in
@@ -50,6 +54,21 @@ struct MultiprocExecutorOptions {
   // Their death is then seen on the socket only, and they are stopped by
   // closing it rather than by a signal.
   std::string external_workers_dir;
+
+  // "cpu" or "cuda" (the ranks run the CUDA Llama on one GPU each; the
+  // engine process needs no GPU). The options below are cuda's only; the
+  // CPU-only ones above (kv_cache_bytes, kv_cache_dtype, kernel_plan) are
+  // then ignored.
+  std::string backend = "cpu";
+  // Device of each rank (index = rank); empty: spawned rank r uses device r,
+  // external workers choose their own (worker/cuda_device_choice.h).
+  std::vector<int> cuda_devices;
+  double gpu_memory_utilization = 0.9;
+  int max_batch_tokens = 2048;  // most new tokens in one step
+  int64_t max_model_len = 0;    // > 0: the cache must hold one sequence this long
+  // Rank 0 samples on its GPU the rows the engine sends there
+  // (engine/device_sampling.h): only their token ids and logprobs come back.
+  bool device_sampling = true;
 };
 
 class MultiprocExecutor : public ModelExecutor {
@@ -68,7 +87,11 @@ class MultiprocExecutor : public ModelExecutor {
   absl::Duration last_collective_time() const override { return last_collective_; }
   int num_threads() const override { return threads_per_rank_ * options_.tensor_parallel_size; }
   int64_t kv_cache_bytes() const override;
-  std::string kernel_plan() const override { return options_.kernel_plan.Describe(); }
+  std::string kernel_plan() const override;
+  std::string backend() const override { return options_.backend; }
+  std::string kv_cache_dtype() const override { return cuda() ? "bfloat16" : ""; }
+  std::string communicator() const override;
+  bool samples_on_device() const override { return cuda() && options_.device_sampling; }
   absl::Status CheckHealth() override;
   // A monitor thread watches the ranks' control connections and processes
   // and reports the first death here.
@@ -95,8 +118,14 @@ class MultiprocExecutor : public ModelExecutor {
   };
 
   explicit MultiprocExecutor(const MultiprocExecutorOptions& options) : options_(options) {}
+  bool cuda() const { return options_.backend == "cuda"; }
+  // The WorkerConfig every rank gets in answer to its hello.
+  rill::internal::WorkerConfig WorkerConfigForRanks() const;
   absl::Status Start();
-  absl::Status AcceptWorkers(int listen_fd);
+  // cuda: the KV cache's second phase, once every rank is ready.
+  absl::Status AllocateKvBlocks(const std::vector<int64_t>& fits);
+  // Returns each rank's WorkerReady.kv_blocks_fit in `fits`.
+  absl::Status AcceptWorkers(int listen_fd, std::vector<int64_t>* fits);
   // Sends `cmd` to every rank and collects the replies (index = rank).
   absl::StatusOr<std::vector<rill::internal::WorkerReply>> RoundTrip(
       rill::internal::WorkerCommand cmd, std::vector<char>* rank0_payload)
@@ -119,6 +148,7 @@ class MultiprocExecutor : public ModelExecutor {
   std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
   std::string run_dir_;  // control socket + gloo rendezvous
   std::string gloo_dir_;
+  std::string nccl_unique_id_;  // cuda: made once per engine start
   bool spawned_ = true;  // false with external_workers_dir
   int num_blocks_ = 0;
   int threads_per_rank_ = 1;

@@ -40,6 +40,13 @@ mkdir -p "$out/lib"
 cp "$bin" "$out/cuda_model_check"
 cp "$engine_test" "$out/engine_device_test"
 chmod u+w "$out/cuda_model_check" "$out/engine_device_test"
+# One CUDA rank in a rill-worker process over NCCL against the in-process
+# CUDA engine (engine/cuda_rank_device_test.cc); the test finds rill-worker
+# next to itself.
+bazel build //worker:rill-worker //engine:cuda_rank_device_test
+rank_bins=(bazel-bin/worker/rill-worker bazel-bin/engine/cuda_rank_device_test)
+cp "${rank_bins[@]}" "$out/"
+chmod u+w "$out/rill-worker" "$out/cuda_rank_device_test"
 
 # Every resolved library except glibc's own (the box's newer glibc serves
 # this build) and CUDA's (the box's toolkit and driver provide them). NCCL
@@ -48,7 +55,7 @@ chmod u+w "$out/cuda_model_check" "$out/engine_device_test"
 # device code is already compressed), three times the 60 MiB budget. The
 # GPU box's image has it in PyTorch's nvidia-nccl-cu13 wheel, which run.sh
 # puts on the library path; run.sh names the one it found.
-{ ldd "$bin"; ldd "$engine_test"; } | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+{ ldd "$bin"; ldd "$engine_test"; ldd "${rank_bins[@]}"; } | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
 while read -r lib; do
   case $(basename "$lib") in
     libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libresolv.so*) ;;
@@ -61,6 +68,11 @@ done
 # stack traces still work): ~2 MB that keep the 6-layer bundle under 60 MiB.
 chmod u+w "$out/lib/"*
 strip --strip-unneeded "$out/cuda_model_check" "$out/engine_device_test" "$out/lib/"*
+strip --strip-unneeded "$out/rill-worker" "$out/cuda_rank_device_test"
+# lib/ travels gzipped (~a third of its size; run.sh unpacks it), which keeps
+# the bundle with the worker-rank test under 60 MiB.
+tar -C "$out" -czf "$out/lib.tar.gz" lib
+rm -rf "$out/lib"
 
 bazel-bin/worker/models/cuda/trim_gguf --in="$model" --out="$out/model.gguf" --layers="$layers"
 
@@ -69,13 +81,22 @@ cat >"$out/run.sh" <<'RUN'
 # Runs the CUDA model checker from its bundle (see tools/cuda_model_bundle.sh).
 set -u
 dir=$(cd "$(dirname "$0")" && pwd)
+# The bundled libraries come gzipped: unpack them once (beside run.sh, or in
+# a temporary directory when the bundle is read-only).
+libdir=$dir/lib
+if [[ ! -d $libdir ]]; then
+  if ! tar -C "$dir" -xzf "$dir/lib.tar.gz" 2>/dev/null; then
+    libdir=$(mktemp -d)/lib
+    tar -C "$(dirname "$libdir")" -xzf "$dir/lib.tar.gz"
+  fi
+fi
 # CUDA 13 libraries: the toolkit's, else pip's nvidia-* wheels (PyTorch's).
 cuda_dirs=""
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib \
          $(ls -d /usr/local/lib/python3*/dist-packages/nvidia/*/lib /opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib 2>/dev/null); do
   [[ -d $d ]] && cuda_dirs="$cuda_dirs:$d"
 done
-export LD_LIBRARY_PATH="$dir/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$libdir$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 missing=$(ldd "$dir/cuda_model_check" "$dir/engine_device_test" | grep "not found" || true)
 if [[ -n $missing ]]; then
   echo "cuda_model_check: missing shared libraries:" >&2
@@ -89,11 +110,20 @@ rc=$?
 # against the CPU engine, Sleep/WakeUp; its gtest summary ends the output.
 echo "engine_device_test: AsyncLLMEngine with device cuda"
 RILL_TEST_MODEL="$dir/model.gguf" "$dir/engine_device_test" || rc=$((rc ? rc : $?))
+# One CUDA rank in a rill-worker process (NCCL) against the in-process CUDA
+# engine: greedy tokens equal. It needs libnccl.so.2 on the box or in lib/.
+echo "cuda_rank_device_test: --distributed_executor_backend=mp, one rank over NCCL"
+rank_missing=$(ldd "$dir/rill-worker" "$dir/cuda_rank_device_test" | grep "not found" || true)
+if [[ -n $rank_missing ]]; then
+  echo "cuda_rank_device_test: skipped, missing shared libraries: $rank_missing"
+else
+  RILL_TEST_MODEL="$dir/model.gguf" "$dir/cuda_rank_device_test" || rc=$((rc ? rc : $?))
+fi
 exit $rc
 RUN
 chmod +x "$out/run.sh"
 
-du -sh "$out" "$out/lib" "$out/model.gguf"
+du -sh "$out" "$out/lib.tar.gz" "$out/model.gguf"
 size=$(du -sb "$out" | cut -f1)
 if (( size > 60 * 1024 * 1024 )); then
   echo "cuda_model_bundle: $out is $size bytes: over 60 MiB, too big to carry with the tree;" \

@@ -6,7 +6,10 @@
 # (tools/cuda_model_bundle.sh) came along, the CUDA Llama on the real model
 # against the CPU Llama, its tensor-parallel ranks over NCCL (one rank in a
 # world of one bitwise against no TP; two ranks when the box has two GPUs)
-# and the speed table. Exit status: the first failing
+# and the speed table, the engine on cuda against the CPU engine, and the
+# engine with one CUDA rank in a rill-worker process
+# (--distributed_executor_backend=mp, NCCL) against the in-process CUDA
+# engine's greedy tokens. Exit status: the first failing
 # checker's (0 = all passed or skipped).
 #
 #   tools/gpu_check.sh [--dry-run] [checker flags, e.g. --seed=N --no-bench]
@@ -68,8 +71,9 @@ rc=0
 timeout "${RILL_GPU_CHECK_TIMEOUT_S:-420}" "$build/cuda_kernel_check" ${args[@]+"${args[@]}"} || rc=$?
 # Then the real model, when its bundle came along (tools/cuda_model_bundle.sh
 # here; carry build/cuda_model_check): CUDA Llama vs the CPU Llama's logits,
-# tensor parallelism over NCCL (cuda_model_check's "tp ..." lines), and the
-# decode/prefill table against the targets.
+# tensor parallelism over NCCL (cuda_model_check's "tp ..." lines), the
+# decode/prefill table against the targets, the engine tests and the
+# one-rank NCCL worker test (cuda_rank_device_test).
 bundle=$root/build/cuda_model_check
 if [[ -x $bundle/run.sh ]]; then
   echo "gpu_check: model check from $bundle"

@@ -16,6 +16,9 @@ ABSL_FLAG(int, rank, 0, "This worker's tensor-parallel rank.");
 ABSL_FLAG(std::string, control_socket, "", "The engine's Unix control socket.");
 ABSL_FLAG(int, connect_timeout_s, 30,
           "How long to wait for the engine's socket (longer for a worker container).");
+ABSL_FLAG(int, cuda_device, -1,
+          "backend cuda: this rank's CUDA device; -1 = the engine's --cuda_devices entry, else "
+          "device 0 when this process sees one GPU (a container with one), else the rank.");
 
 int main(int argc, char** argv) {
   rill::base::HandleHelpFlag(
@@ -29,6 +32,7 @@ int main(int argc, char** argv) {
   o.rank = absl::GetFlag(FLAGS_rank);
   o.control_socket = absl::GetFlag(FLAGS_control_socket);
   o.connect_timeout = std::chrono::seconds(absl::GetFlag(FLAGS_connect_timeout_s));
+  o.cuda_device = absl::GetFlag(FLAGS_cuda_device);
   if (o.control_socket.empty() || o.rank < 0) {
     std::cerr << "rill-worker: --control_socket and --rank are required; the engine sends the "
                  "rest (model, world size, cache) when the worker connects\n";

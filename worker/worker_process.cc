@@ -11,16 +11,13 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/kernel_plan.h"
-#include "kernels/cpu/thread_pool.h"
 #include "rill/internal/worker.pb.h"
-#include "worker/comm/gloo_communicator.h"
-#include "worker/comm/timed_communicator.h"
+#include "worker/cpu_rank.h"
+#include "worker/cuda_rank.h"
+#include "worker/forward_batch.h"
 #include "worker/ipc/frame.h"
-#include "worker/kv_cache.h"
-#include "worker/loader/checkpoint.h"
-#include "worker/models/causal_lm.h"
-#include "worker/models/tp_plan.h"
+#include "worker/ipc/step_wire.h"
+#include "worker/rank_model.h"
 
 namespace rill::worker {
 namespace {
@@ -58,60 +55,37 @@ void SetStatus(const absl::Status& s, rill::internal::WorkerReply* reply) {
   reply->set_message(std::string(s.message()));
 }
 
+// The protocol loop over one rank's model (cpu_rank.h or cuda_rank.h).
 class Worker {
  public:
-  Worker(int rank, const rill::internal::WorkerConfig& config, int fd)
-      : rank_(rank), config_(config), fd_(fd) {}
+  Worker(const WorkerProcessOptions& options, const rill::internal::WorkerConfig& config, int fd)
+      : options_(options), rank_(options.rank), config_(config), fd_(fd) {}
 
   // Everything before serving; its status goes to the engine in WorkerReady.
   absl::Status Init() {
-    if (config_.world_size() < 1 || rank_ >= config_.world_size() || config_.num_blocks() < 1 ||
-        config_.block_size() < 1) {
+    if (config_.world_size() < 1 || rank_ >= config_.world_size() || config_.block_size() < 1) {
       return absl::InvalidArgumentError(absl::StrCat("bad worker configuration for rank ", rank_,
-                                                     ": ", config_.ShortDebugString()));
+                                                     ": ", WithoutSecrets(config_)));
     }
-    if (config_.world_size() > 1) {
-      GlooOptions g;
-      g.rank = rank_;
-      g.world_size = config_.world_size();
-      g.rendezvous_dir = config_.rendezvous_dir();
-      g.timeout = std::chrono::seconds(std::max(1, config_.comm_timeout_s()));
-      absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm = GlooCommunicator::Create(g);
-      if (!comm.ok()) return comm.status();
-      comm_ = std::make_unique<TimedCommunicator>(std::move(*comm));
+    absl::StatusOr<std::unique_ptr<RankModel>> model;
+    if (config_.backend().empty() || config_.backend() == "cpu") {
+      model = CreateCpuRank(rank_, config_);
+    } else if (config_.backend() == "cuda") {
+      model = CreateCudaRank(rank_, config_, options_.cuda_device);
     } else {
-      comm_ = std::make_unique<TimedCommunicator>(std::make_unique<SingleRankCommunicator>());
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", rank_, ": unknown backend '", config_.backend(), "'"));
     }
-    absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
-        worker::loader::LoadCheckpoint(config_.model_path());
-    if (!ckpt.ok()) return ckpt.status();
-    checkpoint_ = std::move(*ckpt);
-    absl::StatusOr<TpPartition> part =
-        PartitionForRank(checkpoint_->config(), rank_, config_.world_size());
-    if (!part.ok()) return part.status();
-    part_ = *part;
-    pool_ = std::make_unique<kernels::cpu::ThreadPool>(std::max(1, config_.threads()));
-    absl::StatusOr<kernels::cpu::KernelPlan> plan = kernels::cpu::SetUpKernelPlan(config_.matmul());
-    if (!plan.ok()) return plan.status();
-    ModelOptions mo;
-    mo.kernel_plan = *plan;
-    mo.comm = comm_.get();
-    absl::StatusOr<std::unique_ptr<CausalLm>> model = CreateCausalLm(checkpoint_, pool_.get(), mo);
     if (!model.ok()) return model.status();
     model_ = std::move(*model);
-    return AllocateCache();
+    return absl::OkStatus();
   }
 
   absl::Status SendReady(const absl::Status& init) {
     rill::internal::WorkerReady ready;
     ready.set_code(static_cast<int32_t>(init.code()));
     ready.set_message(std::string(init.message()));
-    if (init.ok()) {
-      ready.set_num_kv_heads(part_.num_kv_heads());
-      ready.set_kv_cache_bytes(cache_->bytes());
-      ready.set_threads(pool_->num_threads());
-      ready.set_communicator(comm_->backend());
-    }
+    if (init.ok()) model_->DescribeReady(&ready);
     return Send(fd_, ready);
   }
 
@@ -138,11 +112,15 @@ class Worker {
           }
           continue;  // RunStep sent the reply.
         }
+        case rill::internal::WorkerCommand::kAllocateKvBlocks:
+          SetStatus(model_->AllocateKvBlocks(cmd.allocate_kv_blocks()), &reply);
+          FillInfo(reply.mutable_info());
+          break;
         case rill::internal::WorkerCommand::kSleepLevel:
-          if (cmd.sleep_level() >= 1) cache_.reset();
+          SetStatus(model_->Sleep(cmd.sleep_level()), &reply);
           break;
         case rill::internal::WorkerCommand::kWakeUp:
-          SetStatus(AllocateCache(), &reply);
+          SetStatus(model_->WakeUp(), &reply);
           break;
         case rill::internal::WorkerCommand::kPing:
           break;
@@ -160,14 +138,11 @@ class Worker {
   }
 
  private:
-  absl::Status AllocateCache() {
-    if (cache_ != nullptr) return absl::OkStatus();
-    absl::StatusOr<PagedKvCache> cache = PagedKvCache::Create(model_->CacheShape(
-        config_.num_blocks(), config_.block_size(),
-        config_.kv_cache_f16() ? kernels::cpu::KvDtype::kF16 : kernels::cpu::KvDtype::kF32));
-    if (!cache.ok()) return cache.status();
-    cache_ = std::make_unique<PagedKvCache>(std::move(*cache));
-    return absl::OkStatus();
+  // The configuration for a log line or error: the NCCL id is a secret of
+  // the ranks (anyone holding it can join their communicator).
+  static std::string WithoutSecrets(rill::internal::WorkerConfig config) {
+    if (!config.nccl_unique_id().empty()) config.set_nccl_unique_id("<redacted>");
+    return config.ShortDebugString();
   }
 
   // Runs the forward pass and sends the reply (with logits from rank 0).
@@ -175,26 +150,23 @@ class Worker {
   absl::Status RunStep(const rill::internal::StepCommand& step,
                        rill::internal::WorkerReply* reply) {
     ForwardBatch batch;
-    batch.sequences.resize(step.sequences_size());
-    for (int i = 0; i < step.sequences_size(); ++i) {
-      const rill::internal::StepSequence& in = step.sequences(i);
-      SequenceChunk& seq = batch.sequences[i];
-      seq.tokens.assign(in.tokens().begin(), in.tokens().end());
-      seq.start_pos = in.start_pos();
-      seq.block_table.assign(in.block_table().begin(), in.block_table().end());
-      seq.all_logits = in.all_logits();
+    batch.sequences.reserve(step.sequences_size());
+    for (const rill::internal::StepSequence& in : step.sequences()) {
+      batch.sequences.push_back(SequenceFromWire(in));
     }
-    comm_->TakeElapsed();  // Only this step's collectives count.
-    absl::Status s = cache_ == nullptr ? absl::FailedPreconditionError("worker is asleep")
-                                       : model_->Forward(batch, cache_.get(), &out_);
+    model_->TakeCollectiveTime();  // Only this step's collectives count.
+    out_.sampled.clear();
+    absl::Status s = model_->Forward(batch, &out_);
     ++steps_;
     SetStatus(s, reply);
-    reply->set_collective_seconds(absl::ToDoubleSeconds(comm_->TakeElapsed()));
+    reply->set_collective_seconds(absl::ToDoubleSeconds(model_->TakeCollectiveTime()));
     if (!s.ok() || rank_ != 0) {
       (void)Send(fd_, *reply);
       return s;
     }
-    const int64_t vocab = model_->config().vocab_size;
+    // Sequences sampled on the device: their token instead of a logits row.
+    for (const DeviceSampledToken& t : out_.sampled) SampledToWire(t, reply->add_sampled());
+    const int64_t vocab = model_->vocab_size();
     reply->set_vocab(static_cast<int32_t>(vocab));
     size_t total = 0;
     for (const std::vector<float>& rows : out_.logits) {
@@ -212,31 +184,18 @@ class Worker {
   }
 
   void FillInfo(rill::internal::WorkerInfo* info) const {
+    model_->FillInfo(info);
     info->set_rank(rank_);
     info->set_world_size(config_.world_size());
     info->set_pid(getpid());
-    info->set_num_kv_heads(part_.num_kv_heads());
-    info->set_q_head_begin(part_.q_head_begin);
-    info->set_q_head_end(part_.q_head_end);
-    info->set_ffn_begin(part_.ffn_begin);
-    info->set_ffn_end(part_.ffn_end);
-    info->set_expert_ffn_begin(part_.expert_ffn_begin);
-    info->set_expert_ffn_end(part_.expert_ffn_end);
-    info->set_kv_cache_bytes(cache_ ? cache_->bytes() : 0);
-    info->set_threads(pool_->num_threads());
-    info->set_communicator(comm_->backend());
     info->set_steps(steps_);
   }
 
+  const WorkerProcessOptions options_;
   const int rank_;
   const rill::internal::WorkerConfig config_;
   const int fd_;
-  std::unique_ptr<TimedCommunicator> comm_;
-  std::shared_ptr<const worker::loader::Checkpoint> checkpoint_;
-  TpPartition part_;
-  std::unique_ptr<kernels::cpu::ThreadPool> pool_;
-  std::unique_ptr<CausalLm> model_;
-  std::unique_ptr<PagedKvCache> cache_;
+  std::unique_ptr<RankModel> model_;
   ForwardOutput out_;
   std::vector<float> payload_;
   uint64_t steps_ = 0;
@@ -259,7 +218,7 @@ absl::Status RunWorkerProcess(const WorkerProcessOptions& options) {
                                                options.rank, " (", s.message(), ")"));
   }
   if (!config.ParseFromString(header)) return absl::DataLossError("unparsable worker config");
-  Worker worker(options.rank, config, *fd);
+  Worker worker(options, config, *fd);
   const absl::Status init = worker.Init();
   if (absl::Status s = worker.SendReady(init); !s.ok()) return s;
   if (!init.ok()) return init;

@@ -229,7 +229,7 @@ rill::v1::ServerConfig ToServerConfig(const engine::EngineConfig& c, int max_wai
   p.mutable_cache()->set_enable_prefix_caching(c.cache.enable_prefix_caching);
   p.mutable_parallel()->set_tensor_parallel_size(c.parallel.tensor_parallel_size);
   p.mutable_parallel()->set_threads_per_worker(c.parallel.threads);
-  p.mutable_parallel()->set_communicator(c.parallel.tensor_parallel_size > 1 ? "gloo" : "none");
+  p.mutable_parallel()->set_communicator(c.parallel.communicator);
   p.mutable_scheduler()->set_max_num_seqs(c.scheduler.max_num_seqs);
   p.mutable_scheduler()->set_max_num_batched_tokens(c.scheduler.max_num_batched_tokens);
   p.mutable_scheduler()->set_max_model_len(c.scheduler.max_model_len);

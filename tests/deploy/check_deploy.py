@@ -287,6 +287,17 @@ def cmd_manifests(overlay):
         check(gpus in (0, tp), f"engine pod: {gpus} GPUs over the workers but tensor_parallel_size={tp}")
         check(all(gpus_of(c) in (0, 1) for c in workers), "a worker container holds more than one GPU")
         check(gpus_of(espec["containers"][0]) == 0, "engine container holds GPUs; the workers should")
+        # The workers take their backend from the engine, whose container has
+        # no GPU ("auto" would pick the CPU there): GPU workers need cuda.
+        backend = flag(eargs, "backend") or "auto"
+        check((backend == "cuda") == (gpus > 0),
+              f"engine: --backend={backend} with {gpus} GPUs over the worker containers")
+        if gpus:
+            util = float(flag(eargs, "gpu_memory_utilization") or 0.9)
+            check(0.0 < util <= 1.0, f"engine: --gpu_memory_utilization={util} outside (0, 1]")
+            for c in workers:
+                env = {e["name"]: e.get("value") for e in c.get("env", [])}
+                check("NCCL_SOCKET_IFNAME" in env, f"{c['name']}: NCCL_SOCKET_IFNAME not set")
     else:
         check(not workers, "worker containers without --external_workers_dir on the engine")
         gpus = espec["containers"][0]["resources"].get("limits", {}).get("nvidia.com/gpu")
@@ -296,9 +307,10 @@ def cmd_manifests(overlay):
             check(int(gpus) == tp, f"engine: {gpus} GPUs but tensor_parallel_size={tp}")
             check(backend in ("cuda", "auto"), f"engine holds {gpus} GPU(s) but runs --backend={backend}")
         if backend == "cuda":
-            # The CUDA engine runs one GPU in its own process.
-            check(gpus is not None and int(gpus) == 1, "engine: --backend=cuda without one GPU")
-            check(tp == 1, f"engine: --backend=cuda with tensor_parallel_size={tp}")
+            # One GPU per rank: in the engine's process, or in the rill-worker
+            # processes it spawns in its container (tensor_parallel_size > 1).
+            check(gpus is not None and int(gpus) == tp,
+                  f"engine: --backend=cuda without one GPU per rank (tensor_parallel_size={tp})")
             util = float(flag(eargs, "gpu_memory_utilization") or 0.9)
             check(0.0 < util <= 1.0, f"engine: --gpu_memory_utilization={util} outside (0, 1]")
     check(by_kind.get("Secret") is None, "a Secret is baked into the manifests")
