@@ -178,11 +178,10 @@ TEST(EngineDeviceTest, CudaGreedyStartsLikeCpuAndSurvivesSleep) {
 // sampler over the same GPU logits (--device_sampling=false), request by
 // request so every step's batch (and so its logits) is the same in both
 // runs: greedy tokens identical; seeded sampled requests (temperature,
-// min_p, top_k with top_p, penalties, logit_bias, min_tokens) draw the same
+// min_p, top_k with top_p, top_p alone, penalties, logit_bias, min_tokens) draw the same
 // uniforms from their generators, so their tokens agree unless a draw lands
 // within float rounding (~1e-5) of a boundary: at most one request of eight
-// may diverge. top_p without top_k samples on the host in both runs
-// (engine/device_sampling.h).
+// may diverge.
 TEST(EngineDeviceTest, CudaDeviceSamplingGivesTheHostSamplersTokens) {
   if (!HaveCudaDevice()) GTEST_SKIP() << "no CUDA device";
   if (!HaveModel()) GTEST_SKIP() << "no model at " << ModelPath();
@@ -213,7 +212,7 @@ TEST(EngineDeviceTest, CudaDeviceSamplingGivesTheHostSamplersTokens) {
   SamplingParams& top_k_p = add("Rain is", 0.8f, 18);
   top_k_p.top_k = 100;
   top_k_p.top_p = 0.9f;
-  add("Tell me a joke about cats", 0.9f, 16).top_p = 0.9f;  // host in both runs
+  add("Tell me a joke about cats", 0.9f, 16).top_p = 0.9f;  // the nucleus in id order
 
   auto run = [&](bool device_sampling) {
     EngineArgs args = SmallArgs("cuda");

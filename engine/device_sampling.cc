@@ -15,22 +15,15 @@ const char* HostSamplingReasonName(HostSamplingReason reason) {
       return "draft";
     case HostSamplingReason::kPromptLogprobs:
       return "prompt_logprobs";
-    case HostSamplingReason::kDrawOrder:
-      return "draw_order";
   }
   return "unknown";
 }
 
-HostSamplingReason WhyHostSamples(const Request& r, bool verifies_draft, bool all_logits,
-                                  int64_t vocab_size) {
+HostSamplingReason WhyHostSamples(const Request& r, bool verifies_draft, bool all_logits) {
   const SamplingParams& p = r.params;
   if (r.matcher != nullptr || p.constraint.active()) return HostSamplingReason::kGrammar;
   if (verifies_draft) return HostSamplingReason::kDraft;
   if (all_logits) return HostSamplingReason::kPromptLogprobs;
-  if (p.temperature > 0.0f &&
-      worker::DrawOrderOf(p.ToSamplingConfig(), vocab_size) == worker::DrawOrder::kNucleusBuckets) {
-    return HostSamplingReason::kDrawOrder;
-  }
   return HostSamplingReason::kNone;
 }
 

@@ -20,11 +20,6 @@ enum class HostSamplingReason {
   kGrammar,         // structured output: the grammar bitmask is applied on the host
   kDraft,           // speculative verification needs every draft position's logits
   kPromptLogprobs,  // the chunk returns all its logits anyway
-  // top_p without top_k at temperature > 0: the host sampler draws the
-  // nucleus in an order of probability buckets (worker::DrawOrder::
-  // kNucleusBuckets) that the device kernel does not follow (the same
-  // distribution, but a seeded request's tokens would differ).
-  kDrawOrder,
 };
 
 const char* HostSamplingReasonName(HostSamplingReason reason);
@@ -32,8 +27,7 @@ const char* HostSamplingReasonName(HostSamplingReason reason);
 // Why row r (the one after its last computed token) samples on the host, or
 // kNone. `verifies_draft`: its chunk verifies a draft; `all_logits`: its
 // chunk returns every token's logits.
-HostSamplingReason WhyHostSamples(const Request& r, bool verifies_draft, bool all_logits,
-                                  int64_t vocab_size);
+HostSamplingReason WhyHostSamples(const Request& r, bool verifies_draft, bool all_logits);
 
 // What the device is told for r's next token. Takes one uniform from r's
 // generator when temperature > 0, as the host sampler's draw would, so the

@@ -153,9 +153,13 @@ TEST(DeviceSamplingTest, EngineGivesTheHostSamplersTokensAndLogprobs) {
   requests["top_k_p"].min_p = 0.01f;
   requests["top_logprobs"] = Params(2.0f, rng());
   requests["top_logprobs"].logprobs = 3;
-  // Host-sampled: top_p's bucket draw order, prompt logprobs.
+  // top_p without top_k: the nucleus drawn in id order on both sides.
   requests["top_p"] = Params(2.0f, rng());
   requests["top_p"].top_p = 0.8f;
+  requests["top_p_min_p"] = Params(1.2f, rng());
+  requests["top_p_min_p"].top_p = 0.5f;
+  requests["top_p_min_p"].min_p = 0.05f;
+  // Host-sampled: prompt logprobs.
   requests["prompt_logprobs"] = Params(2.0f, rng());
   requests["prompt_logprobs"].prompt_logprobs = 1;
 
@@ -185,10 +189,9 @@ TEST(DeviceSamplingTest, EngineGivesTheHostSamplersTokensAndLogprobs) {
   // The seeded requests really sampled: not all greedy.
   EXPECT_NE(want.at("hot").tokens, want.at("greedy").tokens);
   EXPECT_EQ(want.at("top_logprobs").top.size(), want.at("top_logprobs").tokens.size());
-  // Eight requests' tokens on the device, one on the host; the
-  // prompt_logprobs request's first token on the host (the prompt's chunk
-  // returns all its logits), the rest on the device. (min_tokens may end
-  // early: it may sample EOS.)
+  // Every request's tokens on the device except the prompt_logprobs
+  // request's first (the prompt's chunk returns all its logits). (min_tokens
+  // may end early: it may sample EOS.)
   auto tokens = [&](std::initializer_list<const char*> ids) {
     int64_t n = 0;
     for (const char* id : ids) n += static_cast<int64_t>(want.at(id).tokens.size());
@@ -197,10 +200,10 @@ TEST(DeviceSamplingTest, EngineGivesTheHostSamplersTokensAndLogprobs) {
   EXPECT_EQ(host_stats.device_sampled_rows + host_stats.host_sampled_rows, 0);
   EXPECT_EQ(device_stats.device_sampled_rows,
             tokens({"greedy", "hot", "warm_min_p", "penalties", "min_tokens", "top_k", "top_k_p",
-                    "top_logprobs", "prompt_logprobs"}) -
+                    "top_logprobs", "top_p", "top_p_min_p", "prompt_logprobs"}) -
                 1);
   EXPECT_EQ(device.device_rows(), device_stats.device_sampled_rows);
-  EXPECT_EQ(device_stats.host_sampled_rows, tokens({"top_p"}) + 1);
+  EXPECT_EQ(device_stats.host_sampled_rows, 1);
 }
 
 std::unique_ptr<Request> MakeRequest(SamplingParams p) {
@@ -208,36 +211,34 @@ std::unique_ptr<Request> MakeRequest(SamplingParams p) {
 }
 
 TEST(DeviceSamplingTest, RowsTheDeviceCannotSampleAsTheHostStayOnTheHost) {
-  EXPECT_EQ(WhyHostSamples(*MakeRequest(Params(1.0f, 1)), false, false, 64),
+  EXPECT_EQ(WhyHostSamples(*MakeRequest(Params(1.0f, 1)), false, false),
             HostSamplingReason::kNone);
   SamplingParams greedy_top_k = Params(0.0f, 1);
   greedy_top_k.top_k = 3;  // greedy ignores it
-  EXPECT_EQ(WhyHostSamples(*MakeRequest(greedy_top_k), false, false, 64),
+  EXPECT_EQ(WhyHostSamples(*MakeRequest(greedy_top_k), false, false),
             HostSamplingReason::kNone);
   SamplingParams top_k = Params(1.0f, 1);
   top_k.top_k = 3;
   top_k.top_p = 0.5f;  // with top_k the host draws in descending order, as the device can
-  EXPECT_EQ(WhyHostSamples(*MakeRequest(top_k), false, false, 64), HostSamplingReason::kNone);
+  EXPECT_EQ(WhyHostSamples(*MakeRequest(top_k), false, false), HostSamplingReason::kNone);
   EXPECT_TRUE(DeviceSamplingFor(MakeRequest(top_k).get(), {}, 64).descending_draw);
   SamplingParams top_p = Params(1.0f, 1);
-  top_p.top_p = 0.5f;
-  EXPECT_EQ(WhyHostSamples(*MakeRequest(top_p), false, false, 64), HostSamplingReason::kDrawOrder);
-  top_p.top_k = 64;  // the whole vocabulary: no top_k filter, so top_p's own order
-  EXPECT_EQ(WhyHostSamples(*MakeRequest(top_p), false, false, 64), HostSamplingReason::kDrawOrder);
-  top_p.top_p = 1.0f;
-  EXPECT_EQ(WhyHostSamples(*MakeRequest(top_p), false, false, 64), HostSamplingReason::kNone);
+  top_p.top_p = 0.5f;  // the nucleus in id order, as the device draws it
+  EXPECT_EQ(WhyHostSamples(*MakeRequest(top_p), false, false), HostSamplingReason::kNone);
+  EXPECT_FALSE(DeviceSamplingFor(MakeRequest(top_p).get(), {}, 64).descending_draw);
+  top_p.top_k = 64;  // the whole vocabulary: no top_k filter, so id order too
   EXPECT_FALSE(DeviceSamplingFor(MakeRequest(top_p).get(), {}, 64).descending_draw);
   SamplingParams logprobs = Params(0.0f, 1);
   logprobs.logprobs = 5;
-  EXPECT_EQ(WhyHostSamples(*MakeRequest(logprobs), false, false, 64), HostSamplingReason::kNone);
+  EXPECT_EQ(WhyHostSamples(*MakeRequest(logprobs), false, false), HostSamplingReason::kNone);
   EXPECT_EQ(DeviceSamplingFor(MakeRequest(logprobs).get(), {}, 64).top_logprobs, 5);
-  EXPECT_EQ(WhyHostSamples(*MakeRequest(Params(0.0f, 1)), true, true, 64),
+  EXPECT_EQ(WhyHostSamples(*MakeRequest(Params(0.0f, 1)), true, true),
             HostSamplingReason::kDraft);
-  EXPECT_EQ(WhyHostSamples(*MakeRequest(Params(0.0f, 1)), false, true, 64),
+  EXPECT_EQ(WhyHostSamples(*MakeRequest(Params(0.0f, 1)), false, true),
             HostSamplingReason::kPromptLogprobs);
   SamplingParams json = Params(0.0f, 1);
   json.constraint.kind = structured_output::ConstraintKind::kJsonObject;
-  EXPECT_EQ(WhyHostSamples(*MakeRequest(json), false, false, 64), HostSamplingReason::kGrammar);
+  EXPECT_EQ(WhyHostSamples(*MakeRequest(json), false, false), HostSamplingReason::kGrammar);
   EXPECT_STREQ(HostSamplingReasonName(HostSamplingReason::kGrammar), "grammar");
 }
 
@@ -303,8 +304,9 @@ TEST(DeviceSamplingTest, ProcessLogitsIsTheEditsApplied) {
 }
 
 // rill:device_sampling_rows_total through a real AsyncEngine: a request the
-// device can sample counts its tokens under where="device", a top_p one
-// (drawn in the host's bucket order) under where="host".
+// device can sample counts its tokens under where="device"; one with prompt
+// logprobs counts its first token (the prompt's chunk returns all its
+// logits) under where="host" and the others under "device".
 TEST(DeviceSamplingTest, MetricsCountRowsByWhereTheyWereSampled) {
   EngineArgs args;
   args.model = "fake";
@@ -316,7 +318,7 @@ TEST(DeviceSamplingTest, MetricsCountRowsByWhereTheyWereSampled) {
   on_device.max_tokens = 5;
   SamplingParams on_host = Params(1.0f, 6);
   on_host.max_tokens = 3;
-  on_host.top_p = 0.8f;
+  on_host.prompt_logprobs = 1;
   for (const auto& [id, p] : {std::pair{"d", on_device}, std::pair{"h", on_host}}) {
     auto stream = (*engine)->Generate({3, 4, 5, 6, 7}, p, id);
     ASSERT_TRUE(stream.ok()) << stream.status();
@@ -335,11 +337,11 @@ TEST(DeviceSamplingTest, MetricsCountRowsByWhereTheyWereSampled) {
     }
     return -1.0;
   };
-  for (int i = 0; i < 2000 && (value("device") != 5 || value("host") != 3); ++i) {
+  for (int i = 0; i < 2000 && (value("device") != 7 || value("host") != 1); ++i) {
     absl::SleepFor(absl::Milliseconds(1));
   }
-  EXPECT_EQ(value("device"), 5);
-  EXPECT_EQ(value("host"), 3);
+  EXPECT_EQ(value("device"), 7);
+  EXPECT_EQ(value("host"), 1);
 }
 
 }  // namespace

@@ -299,7 +299,7 @@ absl::StatusOr<std::vector<EngineCoreOutput>> EngineCore::Step() {
     if (executor_->samples_on_device() &&
         c.start_pos + c.num_tokens >= c.request->num_tokens()) {
       const HostSamplingReason why =
-          WhyHostSamples(*c.request, !draft.empty(), s.all_logits, vocab_size_);
+          WhyHostSamples(*c.request, !draft.empty(), s.all_logits);
       if (why == HostSamplingReason::kNone) {
         s.device_sampling = DeviceSamplingFor(c.request, eos_ids_, vocab_size_);
         ++stats_.device_sampled_rows;

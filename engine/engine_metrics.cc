@@ -149,8 +149,8 @@ EngineMetrics::EngineMetrics(const EngineArgs& args, const EngineConfig& config)
       device_sampling_rows_(registry_.AddCounter(
           "rill:device_sampling_rows_total",
           "Rows sampled for an executor that samples on its device (--device_sampling), by "
-          "where: device, or host (a grammar, a draft to verify, prompt logprobs, or top_p "
-          "without top_k); both 0 on the CPU backend.",
+          "where: device, or host (a grammar, a draft to verify, or prompt logprobs); both 0 "
+          "on the CPU backend.",
           {"model_name", "where"})),
       device_sampling_device_rows_(device_sampling_rows_.Labels({model_name_, "device"})),
       device_sampling_host_rows_(device_sampling_rows_.Labels({model_name_, "host"})) {

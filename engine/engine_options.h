@@ -37,8 +37,8 @@
     "KV cache gets what is left (--kv_cache_mb does not apply).")                                   \
   X(bool, device_sampling, true, base::AnyValue(),                                                  \
     "cuda: sample on the GPU, so only token ids (and their logprobs) come back; rows it cannot "    \
-    "sample as the host would (grammars, drafts, prompt logprobs, top_p without top_k) stay on "    \
-    "the host. false: every row's logits come back and the host samples them all.")                \
+    "sample as the host would (grammars, drafts to verify, prompt logprobs) stay on the host. "     \
+    "false: every row's logits come back and the host samples them all.")                         \
   X(int, tensor_parallel_size, 1, base::AtLeast(1),                                                 \
     "> 1 runs the model in that many rill-worker processes (tensor-parallel ranks): over gloo on "  \
     "the CPU, over NCCL with one GPU per rank on cuda (the engine process then needs no GPU).")     \

@@ -28,7 +28,6 @@ absl::Status ValidateSamplingConfig(const SamplingConfig& c) {
 DrawOrder DrawOrderOf(const SamplingConfig& c, int64_t n) {
   // As Sample branches.
   if (c.top_k > 0 && c.top_k < n) return DrawOrder::kDescending;
-  if (c.top_p < 1.0f) return DrawOrder::kNucleusBuckets;
   return DrawOrder::kVocabulary;
 }
 
@@ -164,23 +163,25 @@ int64_t Sampler::NucleusOf(double kept_total, float floor, int64_t n_kept) const
   for (; cross > first && above + sc.bucket_mass[cross] < target; --cross) {
     above += sc.bucket_mass[cross];
   }
-  // The nucleus in draw order: the candidates of the higher buckets in id
-  // order, then the crossing bucket's in descending order up to where the
-  // mass reaches the target. Both are threshold filters over the row.
+  // The crossing bucket's tokens, best first, up to where the mass reaches
+  // the target: the last one taken sets the nucleus's lowest probability.
   const float higher = std::max(lo, BucketLow(cross + 1));
-  int64_t c = kernels::cpu::IdsAtLeast(sc.probs.data(), n, higher, sc.order.data());
   const int64_t ties = kernels::cpu::IdsInRange(sc.probs.data(), n, std::max(lo, BucketLow(cross)),
                                                 higher, sc.tie.data());
   std::sort(sc.tie.begin(), sc.tie.begin() + ties, [&](int32_t a, int32_t b) {
     return sc.probs[a] > sc.probs[b] || (sc.probs[a] == sc.probs[b] && a < b);
   });
+  float threshold = higher;
   double mass = above;
   for (int64_t i = 0; i < ties; ++i) {
-    sc.order[c++] = sc.tie[i];
-    mass += sc.probs[sc.tie[i]];
+    threshold = sc.probs[sc.tie[i]];
+    mass += threshold;
     if (mass >= target) break;
   }
-  return c;
+  // The nucleus in draw order: every token at or above that probability (its
+  // equals too), in id order -- a threshold filter over the row, which the
+  // GPU sampler draws the same way (kernels/cuda Sample, vocabulary order).
+  return kernels::cpu::IdsAtLeast(sc.probs.data(), n, threshold, sc.order.data());
 }
 
 int64_t Sampler::Draw(const float* p, int64_t n, double total) {
@@ -197,8 +198,8 @@ int64_t Sampler::Draw(const float* p, int64_t n, double total) {
 // - top_p finds the nucleus by bucketing the probabilities of the tokens
 //   that can be in it and sorting only the bucket where the mass crosses
 //   top_p; everything in higher buckets is in.
-// - The draw runs over the kept tokens in a fixed order (ids, then the
-//   sorted part): the same distribution, one pass.
+// - The draw runs over the kept tokens in a fixed order (ids; top_k's
+//   descending prefix): the same distribution, one pass.
 SampledToken Sampler::Sample(const float* logits, int64_t n) {
   Scratch& sc = ThreadScratch();
   SampledToken out;

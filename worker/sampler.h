@@ -27,11 +27,10 @@ absl::Status ValidateSamplingConfig(const SamplingConfig& config);
 // tokens at temperature > 0: what another sampler (the GPU's) must follow
 // to draw the same token from the same uniform.
 enum class DrawOrder {
-  kVocabulary,  // ids ascending: no filter, or min_p only
+  // ids ascending: no filter, min_p, or top_p without top_k (whose nucleus
+  // is every token at or above its smallest member's probability)
+  kVocabulary,
   kDescending,  // logit descending, ties by id: top_k filters (with any top_p / min_p)
-  // top_p without top_k: the nucleus's higher probability buckets in id
-  // order, then its crossing bucket descending (NucleusOf).
-  kNucleusBuckets,
 };
 DrawOrder DrawOrderOf(const SamplingConfig& config, int64_t vocab_size);
 
