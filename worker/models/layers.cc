@@ -388,10 +388,12 @@ void ProjectLogits(const ForwardBatch& batch, const std::vector<float>& rows,
   }
   // A batch's rows are megabytes (32 x 192 KiB at a 49k vocabulary): copied
   // on both threads rather than by the caller while the pool waits.
+  // (Through a pointer: inside the lambda `logits` would name the running
+  // thread's own thread_local buffer.)
+  const float* const all = logits.data();
   kernels::cpu::ParallelFor(pool, n_seqs, 4, [&](int64_t b, int64_t e) {
     for (int64_t s = b; s < e; ++s) {
-      out->logits[s].assign(logits.begin() + first_row[s] * head.rows,
-                            logits.begin() + first_row[s + 1] * head.rows);
+      out->logits[s].assign(all + first_row[s] * head.rows, all + first_row[s + 1] * head.rows);
     }
   });
 }

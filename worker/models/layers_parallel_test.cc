@@ -2,7 +2,8 @@
 // the serial kernels, on 1 or 2 threads, for row counts and lengths on both
 // sides of the parallel threshold and lengths that are not a block multiple;
 // GatedMlpInput (SwiGLU/GeGLU fused into the gate/up matmuls) gives the
-// unfused sequence's bits.
+// unfused sequence's bits; ProjectLogits' rows (copied on the pool) are the
+// serial call's.
 #include <memory>
 #include <random>
 #include <vector>
@@ -116,6 +117,28 @@ TEST(LayersParallelTest, GatedMlpInputMatchesUnfusedSequence) {
       }
     }
   }
+}
+
+// 37 sequences (one with every token's logits): the copies run on both
+// threads (the buffer they read is the caller thread's).
+TEST(LayersParallelTest, ProjectLogitsRowsMatchSerialCall) {
+  kernels::cpu::ThreadPool two(2);
+  const int64_t vocab = 300, width = 64;
+  const std::vector<float> table = Random(vocab * width, 8);
+  const kernels::cpu::WeightMatrix head =
+      kernels::cpu::MakeWeightMatrix(kernels::cpu::GgmlType::kF32, vocab, width, table.data());
+  ForwardBatch batch;
+  batch.sequences.resize(37);
+  for (SequenceChunk& seq : batch.sequences) seq.tokens = {1};
+  batch.sequences[5].tokens = {1, 2, 3};
+  batch.sequences[5].all_logits = true;
+  const std::vector<float> rows = Random(39 * width, 9);
+  ForwardOutput serial, parallel;
+  ProjectLogits(batch, rows, head, &serial, nullptr);
+  ProjectLogits(batch, rows, head, &parallel, &two);
+  ASSERT_EQ(serial.logits.size(), 37u);
+  EXPECT_EQ(serial.logits[5].size(), 3u * vocab);
+  EXPECT_EQ(parallel.logits, serial.logits);
 }
 
 }  // namespace
