@@ -316,9 +316,9 @@ RILL_TARGET_AVX2 void Piece(const Operands& o, int64_t g0, int64_t g1, int64_t n
 
 }  // namespace
 
-RILL_TARGET_AVX2 void InterleavedMatMul(
-    const PackedWeights* const* ws, float* const* ys, int count, const float* x, int64_t n_tokens,
-    ThreadPool* pool, const std::function<void(int64_t, int64_t, int64_t, int64_t)>* rows_done) {
+RILL_TARGET_AVX2 void InterleavedMatMul(const PackedWeights* const* ws, float* const* ys,
+                                        int count, const float* x, int64_t n_tokens,
+                                        ThreadPool* pool) {
   if (n_tokens <= 0 || count <= 0) return;
   const int64_t cols = ws[0]->cols;
   const int64_t nb = cols / 32;
@@ -341,58 +341,41 @@ RILL_TARGET_AVX2 void InterleavedMatMul(
   for (int i = 0; i < count; ++i) {
     first_piece[i + 1] = first_piece[i] + (ws[i]->groups + piece_groups - 1) / piece_groups;
   }
-  const int64_t pieces_per_matrix = first_piece[1];
   const int64_t block =
       panel ? std::max<int64_t>(24, kTokenBlockBytes / (cols * 4) / kPanelTokens * kPanelTokens)
             : n_tokens;
   for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
     const int64_t nt = std::min(block, n_tokens - t0);
-    // Piece p of matrix i (each output float is computed the same way
-    // whichever item its piece belongs to).
-    auto run_piece = [&](int i, int64_t p) {
-      const PackedWeights& w = *ws[i];
-      const Operands o{w.data.data(), w.block_bytes, nb * w.block_bytes, nb, w.rows,
-                       x + t0 * cols, cols, sx + t0 * nb, ys[i] + t0 * w.rows};
-      const int64_t g0 = p * piece_groups;
-      const int64_t g1 = std::min(w.groups, g0 + piece_groups);
-      switch (w.format) {
-        case Format::k4BitInterleaved8:
-          Piece<Format::k4BitInterleaved8>(o, g0, g1, nt, avx512, panel);
-          break;
-        case Format::k8BitInterleaved8:
-          Piece<Format::k8BitInterleaved8>(o, g0, g1, nt, avx512, panel);
-          break;
-        case Format::k4BitF32ScaledInterleaved8:
-          Piece<Format::k4BitF32ScaledInterleaved8>(o, g0, g1, nt, avx512, panel);
-          break;
-        case Format::k8BitF32ScaledInterleaved8:
-          Piece<Format::k8BitF32ScaledInterleaved8>(o, g0, g1, nt, avx512, panel);
-          break;
-        case Format::k8BitSub16Interleaved8:
-          Piece<Format::k8BitSub16Interleaved8>(o, g0, g1, nt, avx512, panel);
-          break;
-        case Format::k2BitSub16MinInterleaved8:
-          Piece<Format::k2BitSub16MinInterleaved8>(o, g0, g1, nt, avx512, panel);
-          break;
-        default: break;  // not an interleaved format (MatMul never sends one)
-      }
-    };
-    if (rows_done != nullptr) {
-      // Item p: piece p of every matrix, then the caller's step on its rows.
-      ForRowPieces(pool, pieces_per_matrix, nt, [&](int64_t pb, int64_t pe) {
-        for (int64_t p = pb; p < pe; ++p) {
-          for (int i = 0; i < count; ++i) run_piece(i, p);
-          const int64_t r0 = p * piece_groups * kLanes;
-          (*rows_done)(r0, std::min(ws[0]->rows, r0 + piece_groups * kLanes), t0, nt);
-        }
-      });
-      continue;
-    }
     ForRowPieces(pool, first_piece[count], nt, [&](int64_t cb, int64_t ce) {
       int i = 0;
       for (int64_t c = cb; c < ce; ++c) {
         while (c >= first_piece[i + 1]) ++i;
-        run_piece(i, c - first_piece[i]);
+        const PackedWeights& w = *ws[i];
+        const Operands o{w.data.data(), w.block_bytes, nb * w.block_bytes, nb, w.rows,
+                         x + t0 * cols, cols, sx + t0 * nb, ys[i] + t0 * w.rows};
+        const int64_t g0 = (c - first_piece[i]) * piece_groups;
+        const int64_t g1 = std::min(w.groups, g0 + piece_groups);
+        switch (w.format) {
+          case Format::k4BitInterleaved8:
+            Piece<Format::k4BitInterleaved8>(o, g0, g1, nt, avx512, panel);
+            break;
+          case Format::k8BitInterleaved8:
+            Piece<Format::k8BitInterleaved8>(o, g0, g1, nt, avx512, panel);
+            break;
+          case Format::k4BitF32ScaledInterleaved8:
+            Piece<Format::k4BitF32ScaledInterleaved8>(o, g0, g1, nt, avx512, panel);
+            break;
+          case Format::k8BitF32ScaledInterleaved8:
+            Piece<Format::k8BitF32ScaledInterleaved8>(o, g0, g1, nt, avx512, panel);
+            break;
+          case Format::k8BitSub16Interleaved8:
+            Piece<Format::k8BitSub16Interleaved8>(o, g0, g1, nt, avx512, panel);
+            break;
+          case Format::k2BitSub16MinInterleaved8:
+            Piece<Format::k2BitSub16MinInterleaved8>(o, g0, g1, nt, avx512, panel);
+            break;
+          default: break;  // not an interleaved format (MatMul never sends one)
+        }
       }
     });
   }

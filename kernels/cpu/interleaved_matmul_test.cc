@@ -162,44 +162,6 @@ TEST_P(InterleavedMatMulTest, SharedInputMatchesSeparateCalls) {
   }
 }
 
-// MatMulSharedThen hands every (row, token) of the outputs to rows_done
-// exactly once, after both matrices' values for it are final, and those
-// values are MatMul's bits: at decode sizes (direct tiles), panel sizes and
-// over several token blocks, with a row count that is not a whole piece.
-TEST_P(InterleavedMatMulTest, SharedThenRunsRowsDoneOnFinalRows) {
-  const GgmlType type = GetParam();
-  std::mt19937 rng(Seed() + 150 + static_cast<unsigned>(type));
-  ThreadPool pool(2);
-  const int64_t cols = ColsFor(type)[1], rows = 72;
-  for (int64_t n_tokens : {1, 5, 32, 130}) {
-    Problem a = MakeProblem(type, rows, cols, n_tokens, rng);
-    Problem b = MakeProblem(type, rows, cols, n_tokens, rng);
-    std::vector<float> ya(n_tokens * rows, NAN), yb(n_tokens * rows, NAN);
-    std::vector<float> want_a(n_tokens * rows), want_b(n_tokens * rows);
-    MatMul(a.w, a.x.data(), n_tokens, want_a.data(), nullptr);
-    MatMul(b.w, a.x.data(), n_tokens, want_b.data(), nullptr);
-    // What rows_done saw (a's value times b's), and how often.
-    std::vector<float> seen(n_tokens * rows, NAN);
-    std::vector<int> calls(n_tokens * rows, 0);
-    const MatMulTarget targets[] = {{&a.w, ya.data()}, {&b.w, yb.data()}};
-    MatMulSharedThen(targets, 2, a.x.data(), n_tokens, &pool, nullptr,
-                     [&](int64_t r0, int64_t r1, int64_t t0, int64_t nt) {
-                       for (int64_t t = t0; t < t0 + nt; ++t) {
-                         for (int64_t r = r0; r < r1; ++r) {
-                           seen[t * rows + r] = ya[t * rows + r] * yb[t * rows + r];
-                           ++calls[t * rows + r];
-                         }
-                       }
-                     });
-    for (int64_t i = 0; i < n_tokens * rows; ++i) {
-      ASSERT_EQ(calls[i], 1) << "n_tokens=" << n_tokens << " i=" << i;
-      ASSERT_EQ(ya[i], want_a[i]) << "n_tokens=" << n_tokens << " i=" << i;
-      ASSERT_EQ(yb[i], want_b[i]) << "n_tokens=" << n_tokens << " i=" << i;
-      ASSERT_EQ(seen[i], want_a[i] * want_b[i]) << "n_tokens=" << n_tokens << " i=" << i;
-    }
-  }
-}
-
 TEST_P(InterleavedMatMulTest, DequantizedRowsAreTheFileRows) {
   const GgmlType type = GetParam();
   std::mt19937 rng(Seed() + 200 + static_cast<unsigned>(type));

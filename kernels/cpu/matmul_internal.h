@@ -69,14 +69,9 @@ ChunkKernel Avx2ChunkF32Act(GgmlType type);
 
 // ys[i][t * ws[i]->rows + r] = row r of ws[i] . token t, for count <=
 // kMaxSharedTargets interleaved matrices (packed_matmul.h) of the same cols,
-// in one parallel region. Needs AVX2. With rows_done (the matrices then
-// all have the same rows), each parallel item computes the same row piece of
-// every matrix and then calls (*rows_done)(row_begin, row_end, t0, nt) for
-// it (MatMulSharedThen).
-void InterleavedMatMul(
-    const PackedWeights* const* ws, float* const* ys, int count, const float* x, int64_t n_tokens,
-    ThreadPool* pool,
-    const std::function<void(int64_t, int64_t, int64_t, int64_t)>* rows_done = nullptr);
+// in one parallel region. Needs AVX2.
+void InterleavedMatMul(const PackedWeights* const* ws, float* const* ys, int count,
+                       const float* x, int64_t n_tokens, ThreadPool* pool);
 
 void QuantizeQ8ARowScalar(const float* x, BlockQ8A* out, int64_t n);
 void QuantizeQ8ARowAvx2(const float* x, BlockQ8A* out, int64_t n);

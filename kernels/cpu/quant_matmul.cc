@@ -184,31 +184,6 @@ void MatMulShared(const MatMulTarget* targets, int count, const float* x, int64_
   for (int i = 0; i < count; ++i) MatMul(*targets[i].w, x, n_tokens, targets[i].y, pool, precise);
 }
 
-void MatMulSharedThen(const MatMulTarget* targets, int count, const float* x, int64_t n_tokens,
-                      ThreadPool* pool, const uint8_t* precise, const RowsDone& rows_done) {
-  CHECK_LE(count, kMaxSharedTargets);
-  if (n_tokens <= 0 || count <= 0) return;
-  bool fused = true;
-  for (int i = 0; i < count; ++i) {
-    const WeightMatrix& w = *targets[i].w;
-    fused = fused && w.packed && IsInterleavedFormat(w.packed->format) &&
-            w.rows == targets[0].w->rows && w.cols == targets[0].w->cols;
-  }
-  if (fused) {
-    const PackedWeights* ws[kMaxSharedTargets];
-    float* ys[kMaxSharedTargets];
-    for (int i = 0; i < count; ++i) {
-      ws[i] = targets[i].w->packed.get();
-      ys[i] = targets[i].y;
-    }
-    internal::InterleavedMatMul(ws, ys, count, x, n_tokens, pool, &rows_done);
-    return;
-  }
-  MatMulShared(targets, count, x, n_tokens, pool, precise);
-  const int64_t rows = targets[0].w->rows;
-  ParallelFor(pool, n_tokens, 1, [&](int64_t b, int64_t e) { rows_done(0, rows, b, e - b); });
-}
-
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
   MatMul(w, x, n_tokens, y, pool, nullptr);
 }

@@ -4,7 +4,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -88,20 +87,6 @@ inline constexpr int kMaxSharedTargets = 4;
 // instead of once per matrix (at batch 1 those barriers are ~10% of a step).
 void MatMulShared(const MatMulTarget* targets, int count, const float* x, int64_t n_tokens,
                   ThreadPool* pool, const uint8_t* precise = nullptr);
-
-// Called when rows [row_begin, row_end) of every target are final for tokens
-// [t0, t0 + nt) (MatMulSharedThen).
-using RowsDone =
-    std::function<void(int64_t row_begin, int64_t row_end, int64_t t0, int64_t nt)>;
-
-// MatMulShared, then rows_done over all rows and tokens. Interleaved targets
-// of the same shape run it on each row piece as soon as that piece of every
-// target is done, inside the matmul's parallel region (gate/up + SwiGLU: one
-// region instead of two, rows still in cache); otherwise it runs afterwards
-// over token ranges. So rows_done must be element-wise: the same results
-// whatever ranges it is called on.
-void MatMulSharedThen(const MatMulTarget* targets, int count, const float* x, int64_t n_tokens,
-                      ThreadPool* pool, const uint8_t* precise, const RowsDone& rows_done);
 
 }  // namespace rill::kernels::cpu
 

@@ -324,35 +324,6 @@ void GeGluParallel(const float* gate, const float* up, int64_t n, float* out,
       });
 }
 
-void GatedMlpInput(const kernels::cpu::WeightMatrix& gate, const kernels::cpu::WeightMatrix& up,
-                   const float* x, int64_t m, bool gelu, float* gate_out, float* up_out,
-                   kernels::cpu::ThreadPool* pool, const uint8_t* precise) {
-  const kernels::cpu::MatMulTarget targets[] = {{&gate, gate_out}, {&up, up_out}};
-  const int64_t f = gate.rows;
-  // The vector paths of SwiGlu/Gelu take every element only when no range
-  // has a scalar tail: whole rows of a multiple of 8 (as the flat calls of
-  // SwiGluParallel then see).
-  if (f % 8 != 0 || up.rows != f) {
-    kernels::cpu::MatMulShared(targets, 2, x, m, pool, precise);
-    gelu ? GeGluParallel(gate_out, up_out, m * f, gate_out, pool)
-         : SwiGluParallel(gate_out, up_out, m * f, gate_out, pool);
-    return;
-  }
-  kernels::cpu::MatMulSharedThen(
-      targets, 2, x, m, pool, precise, [&](int64_t r0, int64_t r1, int64_t t0, int64_t nt) {
-        for (int64_t t = t0; t < t0 + nt; ++t) {
-          float* g = gate_out + t * f + r0;
-          const float* u = up_out + t * f + r0;
-          if (gelu) {
-            kernels::cpu::Gelu(g, r1 - r0, g);
-            for (int64_t i = 0; i < r1 - r0; ++i) g[i] *= u[i];
-          } else {
-            kernels::cpu::SwiGlu(g, u, r1 - r0, g);
-          }
-        }
-      });
-}
-
 void SoftCapLogits(float cap, ForwardOutput* out) {
   for (std::vector<float>& row : out->logits) {
     for (float& v : row) v = cap * std::tanh(v / cap);

@@ -139,15 +139,6 @@ void SwiGluParallel(const float* gate, const float* up, int64_t n, float* out,
 void GeGluParallel(const float* gate, const float* up, int64_t n, float* out,
                    kernels::cpu::ThreadPool* pool);
 
-// A gated MLP's input side for m tokens of x: gate_out = act(gate x) * (up x)
-// ([m][gate.rows]; act SiLU, or GELU-tanh when gelu), up_out as scratch.
-// Bitwise what MatMulShared followed by SwiGluParallel / GeGluParallel
-// gives, but when the kernels allow, the activation runs on each row piece
-// inside the matmuls' parallel region (one region fewer per layer).
-void GatedMlpInput(const kernels::cpu::WeightMatrix& gate, const kernels::cpu::WeightMatrix& up,
-                   const float* x, int64_t m, bool gelu, float* gate_out, float* up_out,
-                   kernels::cpu::ThreadPool* pool, const uint8_t* precise);
-
 // x -> cap * tanh(x / cap) over every logit row (Gemma 2's final cap).
 void SoftCapLogits(float cap, ForwardOutput* out);
 

@@ -1,19 +1,14 @@
 // The parallel element-wise helpers of layers.h give bitwise the results of
 // the serial kernels, on 1 or 2 threads, for row counts and lengths on both
 // sides of the parallel threshold and lengths that are not a block multiple;
-// GatedMlpInput (SwiGLU/GeGLU fused into the gate/up matmuls) gives the
-// unfused sequence's bits; ProjectLogits' rows (copied on the pool) are the
-// serial call's.
-#include <memory>
+// ProjectLogits' rows (copied on the pool) are the serial call's.
 #include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/quant_matmul.h"
-#include "kernels/cpu/random_blocks_for_test.h"
 #include "kernels/cpu/thread_pool.h"
 #include "worker/models/layers.h"
 
@@ -71,50 +66,6 @@ TEST(LayersParallelTest, SwiGluMatchesSerialKernel) {
       std::vector<float> in_place = g;
       SwiGluParallel(in_place.data(), u.data(), n, in_place.data(), pool);
       EXPECT_EQ(in_place, ref);
-    }
-  }
-}
-
-// Q4_1 weights on the interleaved path (fused), and the same weights
-// unpacked (the chunk kernels then run MatMulShared, then the activation).
-TEST(LayersParallelTest, GatedMlpInputMatchesUnfusedSequence) {
-  using kernels::cpu::GgmlType;
-  kernels::cpu::ThreadPool two(2);
-  std::mt19937 rng(7);
-  const int64_t cols = 96;
-  for (int64_t f : {72, 36}) {  // 36: rows not a multiple of 8 (never fused)
-    std::vector<uint8_t> gdata = kernels::cpu::RandomBlockRows(GgmlType::kQ4_1, f, cols, rng);
-    std::vector<uint8_t> udata = kernels::cpu::RandomBlockRows(GgmlType::kQ4_1, f, cols, rng);
-    kernels::cpu::WeightMatrix gate =
-        kernels::cpu::MakeWeightMatrix(GgmlType::kQ4_1, f, cols, gdata.data());
-    kernels::cpu::WeightMatrix up =
-        kernels::cpu::MakeWeightMatrix(GgmlType::kQ4_1, f, cols, udata.data());
-    gate.float_activations = up.float_activations = true;
-    kernels::cpu::WeightMatrix gate_packed = gate, up_packed = up;
-    gate_packed.packed = kernels::cpu::PackWeightsInterleaved(GgmlType::kQ4_1, f, cols,
-                                                              gdata.data(), gate.row_stride_bytes);
-    up_packed.packed = kernels::cpu::PackWeightsInterleaved(GgmlType::kQ4_1, f, cols,
-                                                            udata.data(), up.row_stride_bytes);
-    for (int64_t m : {1, 5, 32}) {
-      for (bool gelu : {false, true}) {
-        SCOPED_TRACE(testing::Message() << "f=" << f << " m=" << m << " gelu=" << gelu);
-        const std::vector<float> x = Random(m * cols, 6);
-        for (bool packed : {false, true}) {
-          const kernels::cpu::WeightMatrix& g = packed ? gate_packed : gate;
-          const kernels::cpu::WeightMatrix& u = packed ? up_packed : up;
-          std::vector<float> want(m * f), want_up(m * f);
-          const kernels::cpu::MatMulTarget targets[] = {{&g, want.data()}, {&u, want_up.data()}};
-          kernels::cpu::MatMulShared(targets, 2, x.data(), m, nullptr);
-          gelu ? GeGluParallel(want.data(), want_up.data(), m * f, want.data(), nullptr)
-               : SwiGluParallel(want.data(), want_up.data(), m * f, want.data(), nullptr);
-          for (kernels::cpu::ThreadPool* pool :
-               {static_cast<kernels::cpu::ThreadPool*>(nullptr), &two}) {
-            std::vector<float> out(m * f, -1.0f), scratch(m * f);
-            GatedMlpInput(g, u, x.data(), m, gelu, out.data(), scratch.data(), pool, nullptr);
-            EXPECT_EQ(out, want) << "packed=" << packed;
-          }
-        }
-      }
     }
   }
 }

@@ -286,20 +286,14 @@ class Llama : public CausalLm {
       if (L.moe) L.moe->Forward(xn_.data(), n, tmp, pool_, pm, &moe_scratch_);
       for (int64_t t0 = 0; !L.moe && t0 < n; t0 += kFfnTokens) {
         const int64_t m = std::min(kFfnTokens, n - t0);
-        if (!lora.any()) {
-          GatedMlpInput(L.gate, L.up, xn_.data() + t0 * h, m, gelu_mlp_, gate_.data(),
-                        up_.data(), pool_, pm_from(t0));
-        } else {  // the adapters' deltas go in before the activation
-          const kernels::cpu::MatMulTarget gate_up[] = {{&L.gate, gate_.data()},
-                                                        {&L.up, up_.data()}};
-          kernels::cpu::MatMulShared(gate_up, 2, xn_.data() + t0 * h, m, pool_, pm_from(t0));
-          delta(t0, m, l, LoraModule::kGate, xn_.data() + t0 * h, gate_.data());
-          delta(t0, m, l, LoraModule::kUp, xn_.data() + t0 * h, up_.data());
-          if (gelu_mlp_) {
-            GeGluParallel(gate_.data(), up_.data(), m * f, gate_.data(), pool_);
-          } else {
-            SwiGluParallel(gate_.data(), up_.data(), m * f, gate_.data(), pool_);
-          }
+        const kernels::cpu::MatMulTarget gate_up[] = {{&L.gate, gate_.data()}, {&L.up, up_.data()}};
+        kernels::cpu::MatMulShared(gate_up, 2, xn_.data() + t0 * h, m, pool_, pm_from(t0));
+        delta(t0, m, l, LoraModule::kGate, xn_.data() + t0 * h, gate_.data());
+        delta(t0, m, l, LoraModule::kUp, xn_.data() + t0 * h, up_.data());
+        if (gelu_mlp_) {
+          GeGluParallel(gate_.data(), up_.data(), m * f, gate_.data(), pool_);
+        } else {
+          SwiGluParallel(gate_.data(), up_.data(), m * f, gate_.data(), pool_);
         }
         kernels::cpu::MatMul(L.down, gate_.data(), m, tmp + t0 * h, pool_, pm_from(t0));
         delta(t0, m, l, LoraModule::kDown, gate_.data(), tmp + t0 * h);
