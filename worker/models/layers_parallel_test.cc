@@ -1,7 +1,7 @@
 // The parallel element-wise helpers of layers.h give bitwise the results of
 // the serial kernels, on 1 or 2 threads, for row counts and lengths on both
 // sides of the parallel threshold and lengths that are not a block multiple;
-// ProjectLogits' rows (copied on the pool) are the serial call's.
+// ProjectLogits gives the same rows with a pool as without.
 #include <random>
 #include <vector>
 
@@ -70,8 +70,9 @@ TEST(LayersParallelTest, SwiGluMatchesSerialKernel) {
   }
 }
 
-// 37 sequences (one with every token's logits): the copies run on both
-// threads (the buffer they read is the caller thread's).
+// 37 sequences, one with every token's logits (were the row copies put on
+// the pool, its threads must read the caller's thread_local buffer, not
+// their own).
 TEST(LayersParallelTest, ProjectLogitsRowsMatchSerialCall) {
   kernels::cpu::ThreadPool two(2);
   const int64_t vocab = 300, width = 64;
