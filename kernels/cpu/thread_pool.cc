@@ -28,10 +28,11 @@ constexpr int kSpinIterations = 20000;
 // themselves; a yield lets the engine's and frontend's I/O threads run
 // (service TTFT at 2 threads: +8.2 ms without yields, +2-5 ms with them).
 // But under EEVDF a yield can also hand the core to a niced process for a
-// whole slice, and a forward pass has hundreds of parallel regions: one
-// yield per region cost a quarter of batch-1 decode with niced builds
-// running. So each thread yields at most once per this interval, which
-// still bounds how long a woken I/O thread waits behind the spinners.
+// whole slice, and a decode step has ~200 parallel regions: with niced
+// builds running, one yield per region cut two-thread decode to less than
+// half at batch 1 and by a fifth at batch 32 (bench/README.md, kern4). So
+// each thread yields at most once per this interval, which still bounds how
+// long a woken I/O thread waits behind the spinners (4 ms: no faster).
 constexpr int64_t kYieldIntervalNs = 1'000'000;
 
 // Yields if this thread has not yielded in the last kYieldIntervalNs.
