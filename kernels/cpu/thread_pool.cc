@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include <glog/logging.h>
 
@@ -22,6 +23,28 @@ thread_local bool tls_in_parallel = false;
 // ~tens of microseconds: covers the gap between back-to-back kernels of a
 // forward pass without burning a core while the server idles.
 constexpr int kSpinIterations = 20000;
+
+// Pool threads spin between kernels and so never leave the core by
+// themselves; a yield lets the engine's and frontend's I/O threads run
+// (service TTFT at 2 threads: +8.2 ms without yields, +2-5 ms with them).
+// But under EEVDF a yield can also hand the core to a niced process for a
+// whole slice, and a decode step has ~200 parallel regions: with niced
+// builds running, one yield per region cut two-thread decode to less than
+// half at batch 1 and by a fifth at batch 32 (bench/README.md, kern4). So
+// each thread yields at most once per this interval, which still bounds how
+// long a woken I/O thread waits behind the spinners (4 ms: no faster).
+constexpr int64_t kYieldIntervalNs = 1'000'000;
+
+// Yields if this thread has not yielded in the last kYieldIntervalNs.
+void MaybeYield() {
+  thread_local int64_t last_yield_ns = 0;
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  if (now - last_yield_ns < kYieldIntervalNs) return;
+  last_yield_ns = now;
+  sched_yield();
+}
 
 struct InlineScope {
   bool saved = tls_in_parallel;
@@ -106,7 +129,7 @@ void ThreadPool::WorkerLoop() {
       done_cv_.notify_all();
     }
     job->refs.fetch_sub(1, std::memory_order_release);
-    sched_yield();
+    MaybeYield();
   }
 }
 
@@ -137,7 +160,7 @@ void ThreadPool::Run(int64_t n, int64_t chunk, const std::function<void(int64_t,
     return;
   }
   std::lock_guard<std::mutex> call_lock(call_mu_);
-  sched_yield();
+  MaybeYield();
   Job job;
   job.fn = &fn;
   job.n = n;

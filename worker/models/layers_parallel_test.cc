@@ -1,12 +1,14 @@
 // The parallel element-wise helpers of layers.h give bitwise the results of
 // the serial kernels, on 1 or 2 threads, for row counts and lengths on both
-// sides of the parallel threshold and lengths that are not a block multiple.
+// sides of the parallel threshold and lengths that are not a block multiple;
+// ProjectLogits gives the same rows with a pool as without.
 #include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/thread_pool.h"
 #include "worker/models/layers.h"
 
@@ -66,6 +68,29 @@ TEST(LayersParallelTest, SwiGluMatchesSerialKernel) {
       EXPECT_EQ(in_place, ref);
     }
   }
+}
+
+// 37 sequences, one with every token's logits (were the row copies put on
+// the pool, its threads must read the caller's thread_local buffer, not
+// their own).
+TEST(LayersParallelTest, ProjectLogitsRowsMatchSerialCall) {
+  kernels::cpu::ThreadPool two(2);
+  const int64_t vocab = 300, width = 64;
+  const std::vector<float> table = Random(vocab * width, 8);
+  const kernels::cpu::WeightMatrix head =
+      kernels::cpu::MakeWeightMatrix(kernels::cpu::GgmlType::kF32, vocab, width, table.data());
+  ForwardBatch batch;
+  batch.sequences.resize(37);
+  for (SequenceChunk& seq : batch.sequences) seq.tokens = {1};
+  batch.sequences[5].tokens = {1, 2, 3};
+  batch.sequences[5].all_logits = true;
+  const std::vector<float> rows = Random(39 * width, 9);
+  ForwardOutput serial, parallel;
+  ProjectLogits(batch, rows, head, &serial, nullptr);
+  ProjectLogits(batch, rows, head, &parallel, &two);
+  ASSERT_EQ(serial.logits.size(), 37u);
+  EXPECT_EQ(serial.logits[5].size(), 3u * vocab);
+  EXPECT_EQ(parallel.logits, serial.logits);
 }
 
 }  // namespace
