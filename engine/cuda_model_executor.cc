@@ -26,17 +26,6 @@ constexpr int kMaxForwardTokens = 65535;
 
 std::string MiB(int64_t bytes) { return absl::StrFormat("%.1f MiB", bytes / 1048576.0); }
 
-absl::Status MemInfo(int64_t* free_bytes, int64_t* total_bytes) {
-  size_t f = 0, t = 0;
-  if (const int err = kernels::cuda::MemInfo(&f, &t); err != 0) {
-    return absl::InternalError(absl::StrCat("CUDA: reading the device's free memory: ",
-                                            kernels::cuda::ErrorString(err), " (code ", err, ")"));
-  }
-  *free_bytes = static_cast<int64_t>(f);
-  *total_bytes = static_cast<int64_t>(t);
-  return absl::OkStatus();
-}
-
 class CudaModelExecutor : public ModelExecutor {
  public:
   CudaModelExecutor(std::shared_ptr<const worker::loader::Checkpoint> checkpoint,
@@ -46,29 +35,21 @@ class CudaModelExecutor : public ModelExecutor {
   // Places the model with a one-block cache, then sizes the real cache from
   // what the device has left.
   absl::Status Init() {
-    int64_t free_before = 0, total = 0;
-    if (absl::Status s = MemInfo(&free_before, &total); !s.ok()) return s;
-    if (absl::Status s = model_.Load(1); !s.ok()) return s;
-    int64_t free_after = 0;
-    if (absl::Status s = MemInfo(&free_after, &total); !s.ok()) return s;
+    absl::StatusOr<worker::PlacedModelMemory> memory = model_.LoadMeasuringMemory();
+    if (!memory.ok()) return memory.status();
     num_blocks_ = options_.num_blocks;
     if (num_blocks_ <= 0) {
       const worker::loader::ModelConfig& c = checkpoint_->config();
-      worker::PlacedModelMemory memory;
-      memory.free_before = free_before;
-      memory.free_after = free_after;
-      memory.total = total;
-      memory.weight_bytes = model_.model()->weight_bytes();
       absl::StatusOr<worker::CudaKvSizing> sizing = worker::SizeCudaKvCache(
           c, static_cast<int>(c.num_kv_heads), options_.block_size,
-          options_.gpu_memory_utilization, options_.max_model_len, memory);
+          options_.gpu_memory_utilization, options_.max_model_len, *memory);
       if (!sizing.ok()) return sizing.status();
       num_blocks_ = sizing->num_blocks;
       LOG(INFO) << "cuda executor: KV cache of " << num_blocks_ << " blocks ("
                 << MiB(sizing->plan.kv_bytes) << ") from a budget of "
-                << MiB(sizing->plan.budget_bytes) << "; weights " << MiB(memory.weight_bytes)
+                << MiB(sizing->plan.budget_bytes) << "; weights " << MiB(memory->weight_bytes)
                 << ", activations " << MiB(sizing->activation_bytes) << ", in use by others "
-                << MiB(total - free_before);
+                << MiB(memory->total - memory->free_before);
     }
     if (absl::Status s = model_.SetKvCacheBlocks(num_blocks_); !s.ok()) return s;
     LOG(INFO) << "cuda executor: " << checkpoint_->path() << " on " << device_ << ", "

@@ -71,21 +71,18 @@ class CudaRank : public RankModel {
     checkpoint_ = std::move(shard->checkpoint);
     part_ = shard->part;
 
-    PlacedModelMemory memory;
-    if (absl::Status s = MemInfo(&memory.free_before, &memory.total); !s.ok()) return s;
-    if (absl::Status s = model_.Load(1); !s.ok()) return s;
-    if (absl::Status s = MemInfo(&memory.free_after, &memory.total); !s.ok()) return s;
-    memory.weight_bytes = model_.model()->weight_bytes();
+    absl::StatusOr<PlacedModelMemory> memory = model_.LoadMeasuringMemory();
+    if (!memory.ok()) return memory.status();
     absl::StatusOr<CudaKvSizing> sizing =
         SizeCudaKvCache(checkpoint_->config(), part_.num_kv_heads(), config_.block_size(),
-                        config_.gpu_memory_utilization(), 0, memory);
+                        config_.gpu_memory_utilization(), 0, *memory);
     if (!sizing.ok()) return sizing.status();
     blocks_fit_ = sizing->num_blocks;
     LOG(INFO) << "rank " << rank_ << " on " << device_ << ": room for " << blocks_fit_
               << " KV blocks (" << MiB(sizing->plan.kv_bytes) << ") from a budget of "
-              << MiB(sizing->plan.budget_bytes) << "; weights " << MiB(memory.weight_bytes)
+              << MiB(sizing->plan.budget_bytes) << "; weights " << MiB(memory->weight_bytes)
               << ", activations " << MiB(sizing->activation_bytes) << ", in use by others "
-              << MiB(memory.total - memory.free_before) << "; NCCL " << NcclVersionString();
+              << MiB(memory->total - memory->free_before) << "; NCCL " << NcclVersionString();
     return absl::OkStatus();
   }
 
@@ -132,17 +129,6 @@ class CudaRank : public RankModel {
   }
 
  private:
-  absl::Status MemInfo(int64_t* free_bytes, int64_t* total_bytes) const {
-    size_t f = 0, t = 0;
-    if (const int err = kernels::cuda::MemInfo(&f, &t); err != 0) {
-      return absl::InternalError(absl::StrCat("reading the free memory of ", device_, ": ",
-                                              kernels::cuda::ErrorString(err)));
-    }
-    *free_bytes = static_cast<int64_t>(f);
-    *total_bytes = static_cast<int64_t>(t);
-    return absl::OkStatus();
-  }
-
   absl::StatusOr<std::unique_ptr<CudaLlama>> CreateModel(int num_kv_blocks) {
     CudaLlamaOptions o;
     o.num_kv_blocks = num_kv_blocks;

@@ -1,6 +1,23 @@
 #include "worker/sleeping_cuda_llama.h"
 
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/cuda_runtime_api.h"
+
 namespace rill::worker {
+namespace {
+
+absl::Status DeviceMemory(int64_t* free_bytes, int64_t* total_bytes) {
+  size_t f = 0, t = 0;
+  if (const int err = kernels::cuda::MemInfo(&f, &t); err != 0) {
+    return absl::InternalError(absl::StrCat("CUDA: reading the device's free memory: ",
+                                            kernels::cuda::ErrorString(err), " (code ", err, ")"));
+  }
+  *free_bytes = static_cast<int64_t>(f);
+  *total_bytes = static_cast<int64_t>(t);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status SleepingCudaLlama::Load(int num_kv_blocks) {
   absl::StatusOr<std::unique_ptr<CudaLlama>> model = factory_(num_kv_blocks);
@@ -9,6 +26,15 @@ absl::Status SleepingCudaLlama::Load(int num_kv_blocks) {
   num_kv_blocks_ = num_kv_blocks;
   asleep_ = false;
   return absl::OkStatus();
+}
+
+absl::StatusOr<PlacedModelMemory> SleepingCudaLlama::LoadMeasuringMemory() {
+  PlacedModelMemory memory;
+  if (absl::Status s = DeviceMemory(&memory.free_before, &memory.total); !s.ok()) return s;
+  if (absl::Status s = Load(1); !s.ok()) return s;
+  if (absl::Status s = DeviceMemory(&memory.free_after, &memory.total); !s.ok()) return s;
+  memory.weight_bytes = model_->weight_bytes();
+  return memory;
 }
 
 absl::Status SleepingCudaLlama::SetKvCacheBlocks(int num_blocks) {

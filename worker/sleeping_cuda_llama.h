@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "worker/cuda_kv_sizing.h"
 #include "worker/models/cuda/cuda_llama.h"
 
 namespace rill::worker {
@@ -22,6 +23,10 @@ class SleepingCudaLlama {
 
   // Creates the model (awake) with `num_kv_blocks` blocks.
   absl::Status Load(int num_kv_blocks);
+  // Load(1), reading the device's free memory before and after: what
+  // SizeCudaKvCache needs to size the real cache. Internal when the free
+  // memory cannot be read.
+  absl::StatusOr<PlacedModelMemory> LoadMeasuringMemory();
   // Resizes the cache of the loaded, awake model; WakeUp restores this count.
   absl::Status SetKvCacheBlocks(int num_blocks);
 
