@@ -6,6 +6,7 @@
 //   bazel run //kernels/cpu/bench:matmul_bench -- [--threads=N] [--min_ms=M] [--q4_k_m|--low_k]
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -60,6 +61,7 @@ std::vector<uint8_t> RandomMatrix(GgmlType type, int64_t rows, int64_t cols, std
 int Main(int argc, char** argv) {
   int threads = 0;
   double min_ms = 200;
+  double stream_mb = 0;
   bool exact = false, interleaved = false, q4_k_m = false, low_k = false;
   std::vector<int64_t> tokens = {1, 8, 32, 512};
   for (int i = 1; i < argc; ++i) {
@@ -74,6 +76,7 @@ int Main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--interleaved") == 0) exact = interleaved = true;
     if (std::strcmp(argv[i], "--q4_k_m") == 0) q4_k_m = true;
     if (std::strcmp(argv[i], "--low_k") == 0) low_k = true;
+    if (std::strncmp(argv[i], "--stream_mb=", 12) == 0) stream_mb = std::atof(argv[i] + 12);
     if (std::strncmp(argv[i], "--tokens=", 9) == 0) {
       tokens.clear();
       for (const char* p = argv[i] + 9; *p;) {
@@ -85,9 +88,10 @@ int Main(int argc, char** argv) {
     }
   }
   ThreadPool pool(threads);
-  printf("threads=%d path=%s%s\n", pool.num_threads(),
+  printf("threads=%d path=%s%s%s\n", pool.num_threads(),
          UseAvx512() ? "avx512" : UseAvx2() ? "avx2" : "scalar",
-         interleaved ? (UseAvx2() ? " interleaved" : " (interleaved needs AVX2)") : "");
+         interleaved ? (UseAvx2() ? " interleaved" : " (interleaved needs AVX2)") : "",
+         stream_mb > 0 ? " weights streamed" : " weights in cache");
   const std::vector<Shape> default_shapes = {
       {576, 576, GgmlType::kQ4_1, "attn q/o"},
       {576, 192, GgmlType::kQ4_1, "attn k/v"},
@@ -116,20 +120,29 @@ int Main(int argc, char** argv) {
   std::mt19937 rng(1);
   for (const Shape& s : shapes) {
     std::vector<uint8_t> w = RandomMatrix(s.type, s.rows, s.cols, rng);
-    WeightMatrix m = MakeWeightMatrix(s.type, s.rows, s.cols, w.data());
-    m.float_activations = exact;
-    if (interleaved) PackForInterleavedKernels(&m);
+    const int copies =
+        std::max<int>(1, static_cast<int>(stream_mb * (1 << 20) / double(w.size()) + 0.5));
+    // Copies of the same bytes: the same work per call, other addresses.
+    std::vector<std::vector<uint8_t>> data(copies, w);
+    std::vector<WeightMatrix> ms;
+    for (auto& d : data) {
+      ms.push_back(MakeWeightMatrix(s.type, s.rows, s.cols, d.data()));
+      ms.back().float_activations = exact;
+      if (interleaved) PackForInterleavedKernels(&ms.back());
+    }
+    int next = 0;
     for (int64_t nt : tokens) {
       std::vector<float> x(nt * s.cols), y(nt * s.rows);
       std::normal_distribution<float> nd;
       for (float& v : x) v = nd(rng);
-      MatMul(m, x.data(), nt, y.data(), &pool);  // warm up
+      for (const WeightMatrix& m : ms) MatMul(m, x.data(), nt, y.data(), &pool);  // warm up
       int iters = 0;
       const double c0 = CpuSeconds();
       const auto t0 = std::chrono::steady_clock::now();
       double el = 0;
       do {
-        MatMul(m, x.data(), nt, y.data(), &pool);
+        MatMul(ms[next], x.data(), nt, y.data(), &pool);
+        next = (next + 1) % copies;
         ++iters;
         el = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
                  .count();
