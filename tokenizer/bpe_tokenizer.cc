@@ -424,13 +424,15 @@ void BpeTokenizer::EncodeSentencePieceByScore(
   }
 }
 
+bool BpeTokenizer::IsSkipped(int32_t id, bool skip_special_tokens) const {
+  return skip_special_tokens &&
+         (types_[id] == TokenType::kControl || types_[id] == TokenType::kUnknown);
+}
+
 void BpeTokenizer::AppendTokenBytes(int32_t id, bool skip_special_tokens,
                                     std::string* out) const {
   const TokenType type = types_[id];
-  if (skip_special_tokens &&
-      (type == TokenType::kControl || type == TokenType::kUnknown)) {
-    return;
-  }
+  if (IsSkipped(id, skip_special_tokens)) return;
   const std::string& tok = tokens_[id];
   if (type == TokenType::kControl || type == TokenType::kUserDefined ||
       type == TokenType::kUnknown) {
@@ -458,17 +460,41 @@ void BpeTokenizer::AppendTokenBytes(int32_t id, bool skip_special_tokens,
   }
 }
 
+int BpeTokenizer::FallbackByte(int32_t id) const {
+  if (byte_level_) return -1;
+  const int b = ByteTokenValue(tokens_[id]);
+  return b >= 0 && byte_ids_[b] == id ? b : -1;
+}
+
+void BpeTokenizer::AppendByteRun(std::string_view run, std::string* out) {
+  if (IsValidUtf8(run)) {
+    out->append(run);
+    return;
+  }
+  for (size_t i = 0; i < run.size(); ++i) out->append("\xEF\xBF\xBD");
+}
+
 absl::StatusOr<std::string> BpeTokenizer::Decode(
     absl::Span<const int32_t> ids, bool skip_special_tokens) const {
   std::string bytes;
+  std::string run;  // consecutive byte-fallback bytes not yet appended
   for (int32_t id : ids) {
     if (!IsValidId(id)) {
       return absl::InvalidArgumentError(
           absl::StrCat("token id ", id, " out of range [0, ", vocab_size(),
                        ")"));
     }
+    // A skipped token is gone before HF's decoders run: it ends no run.
+    if (IsSkipped(id, skip_special_tokens)) continue;
+    if (const int b = FallbackByte(id); b >= 0) {
+      run.push_back(static_cast<char>(b));
+      continue;
+    }
+    AppendByteRun(run, &bytes);
+    run.clear();
     AppendTokenBytes(id, skip_special_tokens, &bytes);
   }
+  AppendByteRun(run, &bytes);
   std::string_view view = bytes;
   if (strip_leading_space_ && !view.empty() && view[0] == ' ') {
     view.remove_prefix(1);

@@ -31,7 +31,11 @@ class BpeTokenizer {
   std::vector<int32_t> Encode(std::string_view text, bool add_special_tokens,
                               bool parse_special = true) const;
 
-  // Invalid UTF-8 in the decoded bytes becomes U+FFFD (maximal subparts).
+  // Invalid UTF-8 becomes U+FFFD as HF's decoders make it: byte-level
+  // vocabularies one per maximal invalid subpart of the whole output
+  // (from_utf8_lossy); SentencePiece byte-fallback tokens "<0xXX>" per run of
+  // consecutive byte tokens, which is kept when it is valid UTF-8 and
+  // otherwise becomes one U+FFFD per byte (HF's ByteFallback decoder).
   // Fails on out-of-range ids.
   absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids,
                                      bool skip_special_tokens) const;
@@ -40,6 +44,16 @@ class BpeTokenizer {
   // UTF-8 sequence), before the leading-space strip. Id must be valid.
   void AppendTokenBytes(int32_t id, bool skip_special_tokens,
                         std::string* out) const;
+  // Whether Decode drops `id` (control and unknown tokens when skipping
+  // special tokens). Id must be valid.
+  bool IsSkipped(int32_t id, bool skip_special_tokens) const;
+  // The byte of a SentencePiece byte-fallback token, or -1 for any other
+  // token (every token of a byte-level vocabulary). Id must be valid.
+  int FallbackByte(int32_t id) const;
+  // Appends a finished run of consecutive byte-fallback bytes as HF's
+  // ByteFallback decoder does: the run itself when it is valid UTF-8, else
+  // one U+FFFD per byte.
+  static void AppendByteRun(std::string_view run, std::string* out);
   // Whether Decode drops one leading ' ' of the output (SentencePiece
   // add_space_prefix models).
   bool strips_leading_space() const { return strip_leading_space_; }

@@ -15,8 +15,21 @@ absl::StatusOr<std::string> IncrementalDetokenizer::Push(int32_t id) {
     return absl::InvalidArgumentError(absl::StrCat("token id ", id,
                                                    " out of range"));
   }
+  if (tokenizer_->IsSkipped(id, skip_special_tokens_)) return std::string();
+  if (const int b = tokenizer_->FallbackByte(id); b >= 0) {
+    run_.push_back(static_cast<char>(b));
+    return std::string();
+  }
+  std::string bytes;
+  BpeTokenizer::AppendByteRun(run_, &bytes);
+  run_.clear();
+  tokenizer_->AppendTokenBytes(id, skip_special_tokens_, &bytes);
+  return Release(bytes, /*final=*/false);
+}
+
+std::string IncrementalDetokenizer::Release(std::string_view bytes, bool final) {
   const size_t before = pending_.size();
-  tokenizer_->AppendTokenBytes(id, skip_special_tokens_, &pending_);
+  pending_.append(bytes);
   if (at_start_ && pending_.size() > before) {
     // Decode strips one ' ' from the very start of the whole output only.
     at_start_ = false;
@@ -25,13 +38,16 @@ absl::StatusOr<std::string> IncrementalDetokenizer::Push(int32_t id) {
     }
   }
   size_t consumed = 0;
-  std::string delta = Utf8Lossy(pending_, /*final=*/false, &consumed);
-  pending_.erase(0, consumed);
+  std::string delta = Utf8Lossy(pending_, final, &consumed);
+  pending_.erase(0, final ? pending_.size() : consumed);
   return delta;
 }
 
 std::string IncrementalDetokenizer::Flush() {
-  std::string out = Utf8Lossy(pending_, /*final=*/true);
+  std::string bytes;
+  BpeTokenizer::AppendByteRun(run_, &bytes);
+  run_.clear();
+  std::string out = Release(bytes, /*final=*/true);
   pending_.clear();
   at_start_ = true;
   return out;

@@ -32,7 +32,8 @@ void CheckStreams(const Tokenizer& tok, const std::vector<std::string>& texts) {
         absl::StatusOr<std::string> d = detok->Push(id);
         ASSERT_TRUE(d.ok());
         EXPECT_TRUE(IsValidUtf8(*d)) << "seed " << seed;
-        EXPECT_LT(detok->pending_bytes(), 4u);
+        // Beyond a run of byte-fallback tokens, at most an incomplete character.
+        EXPECT_LT(detok->pending_bytes() - detok->pending_run_bytes(), 4u);
         all += *d;
       }
       all += detok->Flush();

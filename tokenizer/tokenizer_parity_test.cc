@@ -62,6 +62,19 @@ void CheckDecodes(const Tokenizer& tok, const std::string& path) {
     const std::vector<int32_t> ids = testing::ParseIds(cols[0]);
     EXPECT_EQ(*tok.Decode(ids, false), testing::HexDecode(cols[1])) << cols[0];
     EXPECT_EQ(*tok.Decode(ids, true), testing::HexDecode(cols[2])) << cols[0];
+    // Streaming the same ids gives the same text, in valid UTF-8 pieces.
+    for (const bool skip : {false, true}) {
+      std::unique_ptr<IncrementalDetokenizer> detok = tok.CreateDetokenizer(skip);
+      std::string streamed;
+      for (int32_t id : ids) {
+        absl::StatusOr<std::string> delta = detok->Push(id);
+        ASSERT_TRUE(delta.ok()) << delta.status();
+        EXPECT_TRUE(IsValidUtf8(*delta)) << cols[0];
+        streamed += *delta;
+      }
+      streamed += detok->Flush();
+      EXPECT_EQ(streamed, testing::HexDecode(cols[skip ? 2 : 1])) << cols[0] << " skip " << skip;
+    }
   }
 }
 
@@ -133,6 +146,7 @@ TEST_F(ParityTest, TinySentencePieceByteFallback) {
   EXPECT_EQ((*tok)->bos_id(), 1);
   // Round trip skips the BOS that Encode adds.
   CheckEncodings(**tok, dir_ + "/spm/encode.tsv", true, 1000);
+  CheckDecodes(**tok, dir_ + "/spm/decode.tsv");
 }
 
 TEST(SentencePieceScoreTest, MergesByScoreWithByteFallback) {

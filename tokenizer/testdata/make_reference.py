@@ -117,12 +117,14 @@ def write_encodings(tok, texts, path):
             f.write("%s\t%s\n" % (hexs(t), " ".join(map(str, e.ids))))
 
 
-def write_decodes(tok, seed, path, n=300):
+def write_decodes(tok, seed, path, n=300, extra=()):
     rng = random.Random(seed + 1)
     size = tok.get_vocab_size()
+    cases = [list(ids) for ids in extra]
+    cases += [[rng.randrange(size) for _ in range(rng.randrange(1, 12))]
+              for _ in range(n)]
     with open(path, "w") as f:
-        for _ in range(n):
-            ids = [rng.randrange(size) for _ in range(rng.randrange(1, 12))]
+        for ids in cases:
             text = tok.decode(ids, skip_special_tokens=False)
             text_skip = tok.decode(ids, skip_special_tokens=True)
             f.write("%s\t%s\t%s\n" % (" ".join(map(str, ids)), hexs(text),
@@ -225,6 +227,21 @@ def build_spm(out, seed, n):
     texts = [t for t in corpus(seed + 2, n, False)]
     texts += ["<s>hello</s> world", "x<s>", "  two spaces"]
     write_encodings(tok, texts, os.path.join(d, "encode.tsv"))
+    # Byte-fallback runs (HF keeps a run that is valid UTF-8 and makes every
+    # byte of any other run U+FFFD): valid, cut short, valid then invalid,
+    # split by a piece, by a skipped special token, at the start (a space).
+    byte = lambda b: vocab["<0x%02X>" % b]
+    piece = vocab[learned[-1][0]]
+    extra = [
+        [byte(0xC3), byte(0xA9)],
+        [byte(0xE2), byte(0x82)],
+        [byte(0xC3), byte(0xA9), byte(0xE9)],
+        [byte(0xE2), byte(0x82), byte(0xAC), piece, byte(0xF0)],
+        [byte(0xC3), 2, byte(0xA9), piece],
+        [byte(0x20), byte(0xC3), byte(0xA9), piece, byte(0x41)],
+        [piece, byte(0xFF), byte(0x41), byte(0x42)],
+    ]
+    write_decodes(tok, seed + 5, os.path.join(d, "decode.tsv"), 500, extra)
 
 
 def write_pretok(out, seed, n):
