@@ -1,7 +1,9 @@
 // The glue between Rill and xgrammar over a tiny vocabulary: masks, EOS only
 // where the grammar ends, rollback, compile errors, limits, cache, timeout.
+#include <algorithm>
 #include <cmath>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -195,6 +197,80 @@ TEST(ConstraintMatcherTest, StructuralTagSequence) {
   absl::StatusOr<CompiledConstraint> bad = CompileNow(*pool, c);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
   EXPECT_NE(bad.status().message().find("structural_tag"), std::string::npos) << bad.status();
+}
+
+// Speculation as the engine runs it (a draft cut by AcceptablePrefix, one
+// mask row per position from FillBitmasks, a prefix of the draft kept and a
+// different token sampled after it, then Sync) against a matcher that takes
+// one token at a time: every mask the same, on grammars with token and
+// character budgets (which a mask computation decides and the next accepted
+// token commits) and multi-token end strings. Random drafts and samples,
+// fixed seeds.
+TEST(ConstraintMatcherTest, SpeculationMasksEqualOneTokenAtATime) {
+  auto pool = Pool();
+  const std::vector<std::string> formats = {
+      R"({"type": "tag", "begin": "y", "content": {"type": "any_text", "max_tokens": 2}, "end": "s"})",
+      R"({"type": "tag", "begin": "y", "content": {"type": "any_text", "max_tokens": 1}, "end": "no"})",
+      R"({"type": "tag", "begin": "x", "content": {"type": "any_text", "max_tokens": 3,
+          "excludes": ["+"]}, "end": "+1"})",
+      R"({"type": "tag", "begin": "y", "content": {"type": "any_text", "max_chars": 3}, "end": "es"})",
+      R"({"type": "sequence", "elements": [
+          {"type": "tag", "begin": "y", "content": {"type": "any_text", "max_tokens": 2}, "end": "s"},
+          {"type": "regex", "pattern": "[12]+"}]})",
+  };
+  int steps = 0, rejected = 0;
+  for (size_t f = 0; f < formats.size(); ++f) {
+    Constraint c;
+    c.kind = ConstraintKind::kStructuralTag;
+    c.text = R"({"type": "structural_tag", "format": )" + formats[f] + "}";
+    absl::StatusOr<CompiledConstraint> g = CompileNow(*pool, c);
+    ASSERT_TRUE(g.ok()) << formats[f] << ": " << g.status();
+    for (uint32_t seed = 0; seed < 60; ++seed) {
+      std::mt19937 rng(seed * 7919 + static_cast<uint32_t>(f));
+      ConstraintMatcher one(*g), spec(*g);
+      std::vector<int32_t> outputs;
+      while (outputs.size() < 10 && !one.IsTerminated()) {
+        std::vector<int32_t> draft(rng() % 4);
+        for (int32_t& t : draft) t = static_cast<int32_t>(rng() % kTokens.size());
+        ASSERT_TRUE(spec.Sync(outputs).ok());
+        draft.resize(spec.AcceptablePrefix(draft));
+        spec.FillBitmasks(draft);
+        for (size_t j = 0; j <= draft.size(); ++j) {
+          const std::vector<int> allowed = Allowed(one);
+          ASSERT_EQ(AllowedByRow(spec, static_cast<int>(j)), allowed)
+              << formats[f] << " seed " << seed << " after " << outputs.size() << " tokens";
+          ASSERT_FALSE(allowed.empty());
+          int32_t token;
+          // A draft token the mask forbids (a budget spent: AcceptablePrefix
+          // sees no masks) cannot be sampled, so verification rejects it.
+          const bool maskable =
+              j < draft.size() && std::count(allowed.begin(), allowed.end(), draft[j]) > 0;
+          if (maskable && rng() % 3 != 0) {
+            token = draft[j];  // accepted
+          } else {
+            token = allowed[rng() % allowed.size()];
+            if (j < draft.size() && token == draft[j]) token = allowed[0];
+          }
+          outputs.push_back(token);
+          const absl::Status st = one.Sync(outputs);
+          std::string text;
+          for (int32_t t : outputs) text += "[" + kTokens[t] + "]";
+          ASSERT_TRUE(st.ok()) << formats[f] << " seed " << seed << " " << text << ": " << st;
+          ++steps;
+          if (j == draft.size() || token != draft[j] || one.IsTerminated()) {
+            rejected += j < draft.size();
+            break;
+          }
+        }
+      }
+      ASSERT_TRUE(spec.Sync(outputs).ok());
+      if (!one.IsTerminated()) {
+        EXPECT_EQ(Allowed(spec), Allowed(one)) << formats[f] << " seed " << seed << " at the end";
+      }
+    }
+  }
+  EXPECT_GT(rejected, 100);  // the rollbacks were exercised
+  EXPECT_GT(steps, 1000);
 }
 
 TEST(GrammarCompilerPoolTest, BadConstraintsAreInvalidArgumentNamingTheProblem) {
