@@ -9,12 +9,22 @@
 namespace rill::engine {
 namespace {
 
-worker::PoolingType ToWorker(PoolingType type, bool encoder) {
+// kDefault is the model's own pooling when its files name one (a GGUF's
+// pooling_type, sentence-transformers' Pooling module: CLS for BGE, MEAN for
+// MiniLM), else MEAN for encoders and LAST for decoders.
+worker::PoolingType ToWorker(PoolingType type, bool encoder,
+                             worker::loader::ModelConfig::Pooling model) {
   switch (type) {
     case PoolingType::kMean: return worker::PoolingType::kMean;
     case PoolingType::kCls: return worker::PoolingType::kCls;
     case PoolingType::kLast: return worker::PoolingType::kLast;
     case PoolingType::kDefault: break;
+  }
+  switch (model) {
+    case worker::loader::ModelConfig::Pooling::kMean: return worker::PoolingType::kMean;
+    case worker::loader::ModelConfig::Pooling::kCls: return worker::PoolingType::kCls;
+    case worker::loader::ModelConfig::Pooling::kLast: return worker::PoolingType::kLast;
+    case worker::loader::ModelConfig::Pooling::kUnset: break;
   }
   return encoder ? worker::PoolingType::kMean : worker::PoolingType::kLast;
 }
@@ -52,7 +62,7 @@ absl::Status AsyncEngine::EncodeAsync(std::vector<int32_t> ids, const PoolingPar
   PendingEncode p;
   p.request_id = request_id;
   p.ids = std::move(ids);
-  p.spec.type = ToWorker(params.type, executor_->is_encoder());
+  p.spec.type = ToWorker(params.type, executor_->is_encoder(), cfg.pooling);
   p.spec.normalize = params.normalize;
   p.spec.dimensions = params.dimensions;
   p.callback = std::move(callback);

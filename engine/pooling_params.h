@@ -13,7 +13,8 @@
 namespace rill::engine {
 
 enum class PoolingType {
-  kDefault,  // The model's own: MEAN for encoders (sentence-transformers), LAST for decoders.
+  kDefault,  // The model's own (its GGUF pooling_type or sentence-transformers Pooling
+             // module), else MEAN for encoders and LAST for decoders.
   kMean,     // Average of every prompt token's final hidden state.
   kCls,      // The first token's ([CLS] on BERT). Allowed on decoders too: the
              // first prompt token's state, which has seen only itself.

@@ -145,8 +145,21 @@ absl::StatusOr<tokenizer::WordPieceSpec> WordPieceSpecFromGguf(const GgufFile& f
   int32_t cls = -1, sep = -1;
   ReadId(f, "tokenizer.ggml.unknown_token_id", &spec.unk_id);
   ReadId(f, "tokenizer.ggml.padding_token_id", &spec.pad_id);
+  // Older converters wrote [CLS] / [SEP] as BOS / EOS; llama.cpp's WPM
+  // vocabulary takes them from there too, and its defaults are the tokens.
+  ReadId(f, "tokenizer.ggml.bos_token_id", &cls);
   ReadId(f, "tokenizer.ggml.cls_token_id", &cls);
+  ReadId(f, "tokenizer.ggml.eos_token_id", &sep);
   ReadId(f, "tokenizer.ggml.seperator_token_id", &sep);  // llama.cpp's spelling.
+  for (size_t i = 0; i < spec.tokens.size() && (cls < 0 || sep < 0); ++i) {
+    if (cls < 0 && spec.tokens[i] == "[CLS]") cls = static_cast<int32_t>(i);
+    if (sep < 0 && spec.tokens[i] == "[SEP]") sep = static_cast<int32_t>(i);
+  }
+  if (spec.unk_id < 0) {
+    for (size_t i = 0; i < spec.tokens.size() && spec.unk_id < 0; ++i) {
+      if (spec.tokens[i] == "[UNK]") spec.unk_id = static_cast<int32_t>(i);
+    }
+  }
   if (cls >= 0) spec.prefix_ids = {cls};
   if (sep >= 0) spec.suffix_ids = {sep};
   ReadFlag(f, "tokenizer.ggml.normalizer.lowercase", &spec.normalizer.lowercase);

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "engine/engine_factory.h"
 #include "engine/model_path.h"
+#include "engine/service/hf_tokenizer_files.h"
 #include "engine/tokenizer_loader.h"
 #include "worker/loader/checkpoint.h"
 
@@ -21,6 +22,33 @@ EngineHost::~EngineHost() {
   if (loader_.joinable()) loader_.join();
   Shutdown();
 }
+
+namespace {
+
+// What an encoder's frontends rebuild their WordPiece tokenizer from: a
+// directory's tokenizer.json as it is, or the one written from a GGUF's
+// vocabulary (the file a gateway would get from GetTokenizer too). Empty
+// when the checkpoint has neither.
+absl::StatusOr<std::string> WordPieceJsonFor(const worker::loader::Checkpoint& c) {
+  if (!c.tokenizer().tokenizer_json.empty()) {
+    std::ifstream in(c.tokenizer().tokenizer_json, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+  if (c.tokenizer().gguf == nullptr) return std::string();
+  absl::StatusOr<tokenizer::WordPieceSpec> spec = engine::WordPieceSpecFromGguf(*c.tokenizer().gguf);
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<std::vector<ZipEntry>> files =
+      HfTokenizerFilesFromWordPieceSpec(*spec, c.config().max_position_embeddings);
+  if (!files.ok()) return files.status();
+  for (ZipEntry& f : *files) {
+    if (f.name == "tokenizer.json") return std::move(f.data);
+  }
+  return std::string();
+}
+
+}  // namespace
 
 void EngineHost::StartLoading() { loader_ = std::thread([this] { Load(); }); }
 
@@ -36,11 +64,12 @@ void EngineHost::Load() {
     absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
         worker::loader::LoadCheckpoint(engine::ResolveModelPath(options_.args.model));
     if (ckpt.ok() && (*created)->IsEncoderModel()) {
-      // Encoders ship their WordPiece tokenizer.json to the frontends as is.
-      std::ifstream in((*ckpt)->tokenizer().tokenizer_json, std::ios::binary);
-      std::ostringstream text;
-      text << in.rdbuf();
-      wordpiece_json_ = text.str();
+      absl::StatusOr<std::string> json = WordPieceJsonFor(**ckpt);
+      if (json.ok()) {
+        wordpiece_json_ = std::move(*json);
+      } else {
+        status = json.status();
+      }
     } else if (ckpt.ok()) {
       absl::StatusOr<tokenizer::TokenizerSpec> spec = engine::TokenizerSpecFromCheckpoint(**ckpt);
       if (spec.ok()) {

@@ -11,9 +11,7 @@
 // - Gemma 4 ("gemma4": as "llama", with runs of newlines split apart);
 // - WordPiece (BERT: BertNormalizer, BertPreTokenizer, [CLS] ... [SEP]).
 // tokenizer/tokenizer_json.h reads the BPE files back into the same spec.
-// One difference is left: where SentencePiece byte tokens decode to invalid
-// UTF-8, HF's ByteFallback writes one U+FFFD per byte, Rill one per maximal
-// subpart. A text that occurs twice in a vocabulary maps to its first id
+// A text that occurs twice in a vocabulary maps to its first id
 // (the only one encoding gives); the later id is not in the HF vocab.
 // engine/service:hf_tokenizer_files_vocab_test checks all of them against
 // llama.cpp's vocabularies with Python `tokenizers`.

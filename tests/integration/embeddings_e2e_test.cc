@@ -12,6 +12,7 @@
 #include "base/model_dir.h"
 #include "rill/v1/inference.grpc.pb.h"
 #include "tests/integration/service_stack.h"
+#include "tests/util/python_runner.h"
 
 namespace rill::tests::integration {
 namespace {
@@ -90,6 +91,60 @@ TEST(EmbeddingsE2eTest, BertEncodeOverTheFrontend) {
   stream->Finish();
   // Still serving embeddings afterwards.
   EXPECT_TRUE(Encode(stub.get(), req, &b).ok());
+}
+
+// The same model as a llama.cpp-style GGUF (tests/reference/bert_gguf.py,
+// Q8_0 as llama.cpp users quantize embedders): the engine loads it, ships
+// the GGUF's WordPiece vocabulary to the frontend as a tokenizer, and a
+// request without a pooling type gets the GGUF's pooling_type.
+std::string ConvertToGguf(const std::vector<std::string>& extra) {
+  const std::string out = std::string(std::getenv("TEST_TMPDIR")) + "/minilm-" +
+                          std::to_string(extra.size()) + ".gguf";
+  std::vector<std::string> args = {base::DefaultEmbedModelPath(), out, "--outtype", "q8_0"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  absl::StatusOr<util::CommandResult> r = util::RunPython("tests/reference/bert_gguf.py", args);
+  EXPECT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 0) << r->output;
+  return out;
+}
+
+TEST(EmbeddingsE2eTest, BertGgufOverTheFrontend) {
+  ServiceStack stack;
+  StackOptions options;
+  options.engine_flags = {"--model=" + ConvertToGguf({})};
+  absl::Status started = stack.Start(options);
+  ASSERT_TRUE(started.ok()) << started;
+  auto stub = v1::Inference::NewStub(stack.NewChannel());
+  v1::EncodeRequest req;
+  req.set_text("A man is eating food.");
+  v1::EncodeResponse a, b;
+  grpc::Status s = Encode(stub.get(), req, &a);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(a.num_prompt_tokens(), 8);
+  ASSERT_EQ(a.embedding_size(), 384);
+  EXPECT_NEAR(Dot(a, a), 1.0, 1e-5);
+  req.set_text("A man is eating a piece of bread.");
+  ASSERT_TRUE(Encode(stub.get(), req, &b).ok());
+  EXPECT_NEAR(Dot(a, b), 0.7553, 4e-3);  // Q8_0 weights: a little off the published value.
+}
+
+TEST(EmbeddingsE2eTest, GgufPoolingTypeIsTheDefault) {
+  ServiceStack stack;
+  StackOptions options;
+  options.engine_flags = {"--model=" + ConvertToGguf({"--pooling_type", "2"})};  // CLS
+  absl::Status started = stack.Start(options);
+  ASSERT_TRUE(started.ok()) << started;
+  auto stub = v1::Inference::NewStub(stack.NewChannel());
+  v1::EncodeRequest req;
+  req.set_text("A man is eating food.");
+  v1::EncodeResponse by_default, cls, mean;
+  ASSERT_TRUE(Encode(stub.get(), req, &by_default).ok());
+  req.mutable_pooling()->set_type(v1::POOLING_TYPE_CLS);
+  ASSERT_TRUE(Encode(stub.get(), req, &cls).ok());
+  req.mutable_pooling()->set_type(v1::POOLING_TYPE_MEAN);
+  ASSERT_TRUE(Encode(stub.get(), req, &mean).ok());
+  EXPECT_NEAR(Dot(by_default, cls), 1.0, 1e-6);
+  EXPECT_LT(Dot(by_default, mean), 0.99);  // CLS and MEAN differ on this model
 }
 
 }  // namespace

@@ -88,6 +88,12 @@ struct ModelConfig {
   double rms_norm_eps = 1e-5;    // llama.
   double layer_norm_eps = 1e-5;  // gpt2, bert.
   int64_t type_vocab_size = 0;   // bert: token type (segment) embeddings.
+  // The pooling the model was trained with, as its files say: a GGUF's
+  // <arch>.pooling_type, a sentence-transformers directory's Pooling
+  // module. An embedding request that names no pooling gets it; kUnset
+  // leaves the engine's default (MEAN for encoders, LAST for decoders).
+  enum class Pooling { kUnset, kMean, kCls, kLast };
+  Pooling pooling = Pooling::kUnset;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v biases present (Qwen2).
   // Qwen3: each query and key head is RMS-normalized (weights

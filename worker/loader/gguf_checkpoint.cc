@@ -226,6 +226,28 @@ absl::Status ReadPhi3(const GgufFile& f, const std::string& path, ModelConfig* m
   return absl::OkStatus();
 }
 
+// The model's own pooling: <arch>.pooling_type as llama.cpp numbers it
+// (0 none, 1 mean, 2 cls, 3 last, 4 rank). Rank (a reranker's classifier
+// head) is refused: Rill would return embeddings where scores are meant.
+absl::Status ReadPooling(const GgufFile& f, const std::string& prefix, const std::string& path,
+                         ModelConfig* m) {
+  const std::string key = prefix + "pooling_type";
+  if (f.Find(key) == nullptr) return absl::OkStatus();
+  absl::StatusOr<int64_t> type = f.GetInt(key);
+  if (!type.ok()) return type.status();
+  switch (*type) {
+    case 0: m->pooling = ModelConfig::Pooling::kUnset; return absl::OkStatus();
+    case 1: m->pooling = ModelConfig::Pooling::kMean; return absl::OkStatus();
+    case 2: m->pooling = ModelConfig::Pooling::kCls; return absl::OkStatus();
+    case 3: m->pooling = ModelConfig::Pooling::kLast; return absl::OkStatus();
+    default: break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, ": ", key, " ", *type,
+      *type == 4 ? " (rank: a reranker's classifier head) is not supported"
+                 : " is not a pooling type (0 none, 1 mean, 2 cls, 3 last)"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const std::string& path) {
@@ -245,11 +267,13 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const st
     m.architecture = "llama";
   } else if (arch == "gpt2") {
     m.architecture = "gpt2";
+  } else if (arch == "bert") {
+    m.architecture = "bert";
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": unsupported GGUF architecture '", ShortForMessage(arch),
                      "' (supported: llama (incl. Mixtral), mistral, qwen2, qwen2moe, qwen3, "
-                     "qwen3moe, gemma2, gemma3, phi3, gpt2)"));
+                     "qwen3moe, gemma2, gemma3, phi3, gpt2, bert)"));
   }
   const std::string p = arch + ".";
   ASSIGN_OR_RETURN_(m.hidden_size, f.GetInt(p + "embedding_length"));
@@ -268,6 +292,20 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadGguf(const st
       return s;
     }
     if (absl::Status s = ReadGgufMoeConfig(f, arch, path, &m); !s.ok()) return s;
+  }
+  if (absl::Status s = ReadPooling(f, p, path, &m); !s.ok()) return s;
+  if (m.architecture == "bert") {
+    // llama.cpp writes BERT's attention as non-causal; anything else is not BERT.
+    if (f.Find(p + "attention.causal") != nullptr) {
+      bool causal = false;
+      ASSIGN_OR_RETURN_(causal, f.GetBool(p + "attention.causal"));
+      if (causal) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": bert.attention.causal is true (BERT attends both ways)"));
+      }
+    }
+    ASSIGN_OR_RETURN_(m.type_vocab_size, IntOr(f, "tokenizer.ggml.token_type_count", 2));
+    m.attention_bias = true;
   }
 
   // Rope scaling. Llama-3 style scaling is baked into a rope_freqs tensor by

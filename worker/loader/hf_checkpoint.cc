@@ -32,6 +32,50 @@ absl::StatusOr<base::json::JsonValue> ReadJsonFile(const std::string& path) {
   return v;
 }
 
+// The pooling of a sentence-transformers directory: modules.json names a
+// Pooling module whose config.json sets one pooling_mode_* flag. No
+// modules.json (a plain transformers checkpoint): unset. Modes Rill does not
+// compute (max, weighted mean) are refused rather than replaced.
+absl::Status ReadSentenceTransformersPooling(const std::string& dir, ModelConfig* m) {
+  std::error_code ec;
+  const std::string modules_path = (fs::path(dir) / "modules.json").string();
+  if (!fs::exists(modules_path, ec)) return absl::OkStatus();
+  std::ifstream in(modules_path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  absl::StatusOr<base::json::JsonValue> modules = base::json::ParseJson(ss.str());
+  if (!modules.ok() || !modules->is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(modules_path, ": not a JSON array of modules"));
+  }
+  for (const base::json::JsonValue& module : modules->array_items()) {
+    const base::json::JsonValue* type = module.Find("type");
+    const base::json::JsonValue* path = module.Find("path");
+    if (type == nullptr || path == nullptr ||
+        !absl::EndsWith(type->string_value(), "models.Pooling")) {
+      continue;
+    }
+    const std::string config_path = (fs::path(dir) / path->string_value() / "config.json").string();
+    absl::StatusOr<base::json::JsonValue> config = ReadJsonFile(config_path);
+    if (!config.ok()) return config.status();
+    auto on = [&](const char* key) {
+      const base::json::JsonValue* v = config->Find(key);
+      return v != nullptr && v->is_bool() && v->bool_value();
+    };
+    if (on("pooling_mode_cls_token")) {
+      m->pooling = ModelConfig::Pooling::kCls;
+    } else if (on("pooling_mode_mean_tokens")) {
+      m->pooling = ModelConfig::Pooling::kMean;
+    } else if (on("pooling_mode_lasttoken")) {
+      m->pooling = ModelConfig::Pooling::kLast;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          config_path, ": pooling mode not supported (supported: cls_token, mean_tokens, lasttoken)"));
+    }
+    return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
 // Reads config fields with defaults and type errors that name the key.
 class ConfigReader {
  public:
@@ -879,6 +923,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> CheckpointBuilder::LoadHf(const std:
   if (model_type == "phi3") {
     if (absl::Status s = SplitFusedProjections(c.get()); !s.ok()) return s;
   }
+  if (absl::Status s = ReadSentenceTransformersPooling(dir, &m); !s.ok()) return s;
 
   for (const auto& [field, file] :
        {std::pair<std::string*, const char*>{&c->tokenizer_.tokenizer_json, "tokenizer.json"},
