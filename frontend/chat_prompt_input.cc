@@ -92,7 +92,7 @@ absl::StatusOr<tokenizer::ChatMessage> Message(const rill::v1::ChatMessage& m, i
     if (!m.content().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(field, ": set content or content_parts, not both"));
     }
-    std::vector<absl::string_view> texts;
+    std::vector<std::string> texts;
     for (int j = 0; j < m.content_parts_size(); ++j) {
       const rill::v1::ChatContentPart& part = m.content_parts(j);
       if (part.type() != "text") {
@@ -103,6 +103,7 @@ absl::StatusOr<tokenizer::ChatMessage> Message(const rill::v1::ChatMessage& m, i
       texts.push_back(part.text());
     }
     out.content = absl::StrJoin(texts, "\n");
+    out.content_parts = std::move(texts);
   } else {
     out.content = m.content();
   }

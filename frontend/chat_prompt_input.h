@@ -1,6 +1,7 @@
 // A ChatPrompt as a client sends it turned into the tokenizer's chat input
 // the way vLLM reads a chat request: the JSON fields parsed and checked,
-// content parts joined, assistant tool-call arguments made objects.
+// content parts kept (and joined, for templates that take a string),
+// assistant tool-call arguments made objects.
 #ifndef RILL_FRONTEND_CHAT_PROMPT_INPUT_H_
 #define RILL_FRONTEND_CHAT_PROMPT_INPUT_H_
 

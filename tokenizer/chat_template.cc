@@ -70,9 +70,21 @@ absl::Status CheckOptions(absl::Span<const ChatMessage> messages, const ChatTemp
   return absl::OkStatus();
 }
 
-Value MessageValue(const ChatMessage& m) {
-  std::vector<std::pair<std::string, Value>> fields = {{"role", Value::String(m.role)},
-                                                       {"content", Value::String(m.content)}};
+// The parts as vLLM's "openai" content format gives them to a template.
+Value PartsValue(const std::vector<std::string>& parts) {
+  std::vector<Value> list;
+  list.reserve(parts.size());
+  for (const std::string& text : parts) {
+    list.push_back(Value::Dict({{"type", Value::String("text")}, {"text", Value::String(text)}}));
+  }
+  return Value::List(std::move(list));
+}
+
+Value MessageValue(const ChatMessage& m, bool content_as_parts) {
+  std::vector<std::pair<std::string, Value>> fields = {
+      {"role", Value::String(m.role)},
+      {"content", content_as_parts && m.content_parts ? PartsValue(*m.content_parts)
+                                                      : Value::String(m.content)}};
   if (m.tool_calls) fields.emplace_back("tool_calls", jinja::FromJson(*m.tool_calls));
   if (m.tool_call_id) fields.emplace_back("tool_call_id", Value::String(*m.tool_call_id));
   if (m.name) fields.emplace_back("name", Value::String(*m.name));
@@ -116,7 +128,7 @@ absl::StatusOr<std::string> ChatTemplate::Apply(absl::Span<const ChatMessage> me
   if (absl::Status s = CheckOptions(messages, options); !s.ok()) return s;
   std::vector<Value> msgs;
   msgs.reserve(messages.size());
-  for (const ChatMessage& m : messages) msgs.push_back(MessageValue(m));
+  for (const ChatMessage& m : messages) msgs.push_back(MessageValue(m, content_as_parts_));
   std::vector<std::pair<std::string, Value>> globals = {
       {"messages", Value::List(std::move(msgs))},
       {"tools", options.tools ? jinja::FromJson(*options.tools) : Value::None()},
@@ -135,7 +147,10 @@ absl::StatusOr<std::string> ChatTemplate::Apply(absl::Span<const ChatMessage> me
   }
   absl::StatusOr<std::string> rendered = template_.Render(std::move(globals));
   if (!rendered.ok() || !options.continue_final_message) return rendered;
-  return CutAfterFinalMessage(std::move(*rendered), messages.back().content);
+  // Given as parts, the final message's text ends with its last part.
+  const ChatMessage& last = messages.back();
+  const bool parts = content_as_parts_ && last.content_parts && !last.content_parts->empty();
+  return CutAfterFinalMessage(std::move(*rendered), parts ? last.content_parts->back() : last.content);
 }
 
 absl::StatusOr<std::string> ChatTemplate::Apply(absl::Span<const ChatMessage> messages,

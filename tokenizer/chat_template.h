@@ -30,6 +30,12 @@ namespace rill::tokenizer {
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant", "tool", ...
   std::string content;
+  // The text parts the content was given as (content holds them joined with
+  // "\n"). A template that iterates message content (vLLM's "openai"
+  // content format, jinja::Template::LoopsOverMessageContent) gets them as
+  // [{"type": "text", "text": ...}, ...]; any other gets the joined string
+  // (vLLM's "string" format).
+  std::optional<std::vector<std::string>> content_parts;
   std::optional<std::string> name;
   std::optional<std::string> tool_call_id;  // A "tool" result's call.
   // An assistant's calls, a JSON array as templates read it: [{"id", "type":
@@ -69,6 +75,10 @@ class ChatTemplate {
   // warning when the model loads).
   std::vector<std::string> UnsupportedFeatures() const { return template_.UnsupportedFeatures(); }
 
+  // Whether messages' content parts reach the template as a list (it
+  // iterates message content: vLLM's "openai" content format).
+  bool TakesContentParts() const { return content_as_parts_; }
+
   // INVALID_ARGUMENT when the template rejects the messages (its
   // raise_exception message, e.g. "Conversation roles must alternate ...")
   // or fails on them as jinja2 would, or the options contradict each other
@@ -82,8 +92,10 @@ class ChatTemplate {
                                     std::string_view eos_token) const;
 
  private:
-  explicit ChatTemplate(jinja::Template t) : template_(std::move(t)) {}
+  explicit ChatTemplate(jinja::Template t)
+      : template_(std::move(t)), content_as_parts_(template_.LoopsOverMessageContent()) {}
   jinja::Template template_;
+  bool content_as_parts_;  // Messages' content parts reach the template as a list.
 };
 
 }  // namespace rill::tokenizer

@@ -180,6 +180,10 @@ ChatMessage MessageFromJson(const base::json::JsonValue& m) {
   if (const base::json::JsonValue* v = m.Find("name")) out.name = v->string_value();
   if (const base::json::JsonValue* v = m.Find("tool_call_id")) out.tool_call_id = v->string_value();
   if (const base::json::JsonValue* v = m.Find("tool_calls")) out.tool_calls = *v;
+  if (const base::json::JsonValue* v = m.Find("content_parts")) {
+    out.content_parts.emplace();
+    for (const base::json::JsonValue& p : v->array_items()) out.content_parts->push_back(p.string_value());
+  }
   return out;
 }
 
@@ -210,6 +214,12 @@ TEST(ChatTemplateTest, MatchesJinja2OnPublishedTemplates) {
     if (ref->Find("compile_errors")->Find(name) != nullptr) {
       EXPECT_FALSE(t.ok()) << name << ": jinja2 rejects it, Rill accepted it";
       continue;
+    }
+    if (t.ok()) {
+      // Content parts as vLLM gives them: a list where it detects the "openai" format.
+      const base::json::JsonValue* format = ref->Find("content_formats")->Find(name);
+      ASSERT_NE(format, nullptr) << name;
+      EXPECT_EQ(t->TakesContentParts(), format->string_value() == "openai") << name;
     }
     if (t.ok() && !t->UnsupportedFeatures().empty()) {
       tally[name].lacks = absl::StrJoin(t->UnsupportedFeatures(), ", ");

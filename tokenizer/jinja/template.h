@@ -40,6 +40,12 @@ class Template {
   // chat_template_kwargs by).
   bool ReadsName(std::string_view name) const;
 
+  // Whether the template iterates a message's content ({% for part in
+  // message['content'] %}), found as vLLM detects its "openai" content
+  // format (content_format.cc): such a template is given a message's parts
+  // as a list of {"type": "text", "text": ...} rather than one string.
+  bool LoopsOverMessageContent() const;
+
   // Renders with `globals` as the template's variables (besides range,
   // namespace and dict). INVALID_ARGUMENT where jinja2 would raise (the
   // template's own raise_exception included, with its message);

@@ -11,7 +11,9 @@ llama_chat_format.py (its *_CHAT_TEMPLATE strings). Writes
  "cases": [{template, messages, add_generation_prompt, kwargs, [tools, documents,
             continue_final_message], output | error + error_type + raised}]}.
 Messages may carry name, tool_call_id and tool_calls (arguments as objects, as
-vLLM hands them to templates); kwargs values are of any JSON type.
+vLLM hands them to templates) and content_parts (text parts; content holds them
+joined); kwargs values are of any JSON type. "content_formats" maps each
+template to vLLM's content format ("openai" or "string", content_format()).
 """
 import argparse
 import ast
@@ -122,6 +124,80 @@ TOOL_CONVS = [
      RESULT, tool_result("call00002", "search", "Nothing new.")],
 ]
 # Conversations whose last message is the assistant's, to continue.
+def parts(role, *texts):
+    """A message given as text parts (rill.v1 ChatMessage.content_parts)."""
+    return {"role": role, "content": "\n".join(texts), "content_parts": list(texts)}
+
+
+# Conversations with a message given as text parts: the template gets them as
+# [{"type": "text", "text": ...}] when it iterates message content (vLLM's
+# "openai" content format), else joined with "\n" (its "string" format).
+PARTS_CONVS = [
+    [parts("user", "First part.", "Second part.")],
+    [msg("system", "Be brief."), parts("user", "Look:", " spaced ", "end")],
+    [parts("user", "Hi"), msg("assistant", "Hello!"), parts("user", "One", "Two")],
+]
+PARTS_CONTINUE_CONVS = [
+    [msg("user", "Write a haiku"), parts("assistant", "Autumn", "moonlight")],
+]
+
+
+def _is_var(node, name):
+    return isinstance(node, nodes.Name) and node.name == name
+
+
+def _is_key_of(node, name, key):
+    if isinstance(node, nodes.Getattr):
+        return node.attr == key and _is_var(node.node, name)
+    if isinstance(node, nodes.Getitem):
+        return (isinstance(node.arg, nodes.Const) and node.arg.value == key
+                and _is_var(node.node, name))
+    return False
+
+
+def _is_var_or_elems(node, name, key=None):
+    if isinstance(node, (nodes.Filter, nodes.Test)):
+        return node.node is not None and _is_var_or_elems(node.node, name, key)
+    if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Slice):
+        return _is_var_or_elems(node.node, name, key)
+    return _is_key_of(node, name, key) if key else _is_var(node, name)
+
+
+def content_format(env, source):
+    """vLLM's detection of a template's content format, on jinja2's own tree:
+    "openai" when a {% for %} iterates the content of a message that a loop
+    over `messages` (or a name set from it) yields, else "string"."""
+    root = env.parse(source)
+    lists, pending = ["messages"], ["messages"]
+    while pending:
+        name = pending.pop(0)
+        for a in root.find_all(nodes.Assign):
+            if (isinstance(a.target, nodes.Name) and _is_var_or_elems(a.node, name)
+                    and a.target.name not in lists):
+                lists.append(a.target.name)
+                pending.append(a.target.name)
+    message_vars = []
+    for loop in root.find_all(nodes.For):
+        if isinstance(loop.target, nodes.Name) and any(_is_var_or_elems(loop.iter, l) for l in lists):
+            message_vars.append(loop.target.name)
+    for loop in root.find_all(nodes.For):
+        if any(_is_var_or_elems(loop.iter, m, "content") for m in message_vars):
+            return "openai"
+    return "string"
+
+
+def template_messages(msgs, fmt):
+    """What the template gets: parts as a list under "openai", else joined."""
+    out = []
+    for m in msgs:
+        m = dict(m)
+        p = m.pop("content_parts", None)
+        if p is not None and fmt == "openai":
+            m["content"] = [{"type": "text", "text": t} for t in p]
+        out.append(m)
+    return out
+
+
 CONTINUE_CONVS = [
     [msg("user", "Write a haiku"), msg("assistant", "Autumn moonlight")],
     [msg("system", "Be brief."), msg("user", "Count"), msg("assistant", "1, 2, ")],
@@ -203,6 +279,8 @@ def continue_final_message(rendered, messages):
     # transformers' apply_chat_template(continue_final_message=True): the text
     # up to the end of the last message's content.
     final = messages[-1]["content"]
+    if isinstance(final, list):  # transformers: parts end with the last one's text
+        final = final[-1]["text"]
     if final.strip() not in rendered:
         raise ValueError("continue_final_message: the final message does not appear in the chat")
     at = rendered.rindex(final.strip())
@@ -227,6 +305,8 @@ def cases_for(name, source, rng, random_count):
         out += [(m, True, {"kwargs": {}, "documents": DOCUMENTS}) for m in FIXED[:2]]
     out += [(m, False, {"kwargs": kw, "continue_final_message": True})
             for m in CONTINUE_CONVS for kw in variants]
+    out += [(m, gen, {"kwargs": {}}) for m in PARTS_CONVS for gen in (True, False)]
+    out += [(m, False, {"kwargs": {}, "continue_final_message": True}) for m in PARTS_CONTINUE_CONVS]
     return out
 
 
@@ -243,6 +323,7 @@ def main():
     rng = random.Random(a.seed)
     templates = load_templates(a)
     compile_errors = {}
+    formats = {}
     cases = []
     for name, source in templates.items():
         try:
@@ -250,11 +331,12 @@ def main():
         except jinja2.exceptions.TemplateError as e:
             compile_errors[name] = "%s: %s" % (type(e).__name__, e)
             continue
+        formats[name] = content_format(env, source)
         for msgs, gen, extra in cases_for(name, source, rng, a.random):
             case = dict({"template": name, "messages": msgs, "add_generation_prompt": gen}, **extra)
             try:
                 # Each render gets its own copy, as each request has its own.
-                msgs = json.loads(json.dumps(msgs))
+                msgs = template_messages(json.loads(json.dumps(msgs)), formats[name])
                 output = tmpl.render(messages=msgs, tools=extra.get("tools"), documents=extra.get("documents"),
                                      add_generation_prompt=gen, bos_token="<s>", eos_token="</s>",
                                      **extra["kwargs"])
@@ -267,8 +349,8 @@ def main():
                 case["raised"] = isinstance(e, RaisedByTemplate)
             cases.append(case)
     with open(a.out, "w", encoding="utf-8") as f:
-        json.dump({"now": a.now, "templates": templates, "compile_errors": compile_errors, "cases": cases},
-                  f, ensure_ascii=False)
+        json.dump({"now": a.now, "templates": templates, "compile_errors": compile_errors,
+                   "content_formats": formats, "cases": cases}, f, ensure_ascii=False)
 
 
 if __name__ == "__main__":
