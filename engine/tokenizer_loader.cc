@@ -99,6 +99,17 @@ absl::StatusOr<tokenizer::TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& f
   if (absl::StatusOr<std::string_view> t = f.GetString("tokenizer.chat_template"); t.ok()) {
     spec.chat_template = std::string(*t);
   }
+  // Named ones (command-r: tool_use, rag), listed by tokenizer.chat_templates.
+  if (absl::StatusOr<std::vector<std::string_view>> names =
+          f.GetStringArray("tokenizer.chat_templates");
+      names.ok()) {
+    for (std::string_view name : *names) {
+      const std::string key = "tokenizer.chat_template." + std::string(name);
+      if (absl::StatusOr<std::string_view> t = f.GetString(key); t.ok()) {
+        spec.named_chat_templates[std::string(name)] = std::string(*t);
+      }
+    }
+  }
   return spec;
 }
 

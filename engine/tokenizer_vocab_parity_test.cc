@@ -19,6 +19,10 @@
 #include "absl/strings/str_join.h"
 #include "engine/llama_cpp_vocab_goldens.h"
 #include "engine/tokenizer_loader.h"
+#include "absl/strings/str_cat.h"
+#include "base/json.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/wordpiece_tokenizer.h"
 #include "worker/loader/gguf.h"
@@ -126,6 +130,52 @@ TEST(WordPieceVocabTest, BertBgeMatchesEveryGoldenLine) {
   absl::StatusOr<tokenizer::TokenizerSpec> bpe = TokenizerSpecFromGguf(*f);
   EXPECT_EQ(bpe.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_TRUE(absl::StrContains(bpe.status().message(), "'bert'")) << bpe.status();
+}
+
+// command-r's GGUF carries named templates (tokenizer.chat_templates lists
+// tool_use and rag): the loader keeps them, and a chat request that passes
+// tools renders tool_use, as transformers and vLLM pick it; without tools,
+// the default one.
+TEST(NamedChatTemplatesTest, CommandRToolUseIsRenderedWithTools) {
+  std::unique_ptr<worker::loader::GgufFile> f = OpenVocab("command-r");
+  ASSERT_NE(f, nullptr);
+  absl::StatusOr<tokenizer::TokenizerSpec> spec = TokenizerSpecFromGguf(*f);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->named_chat_templates.size(), 2u);
+  for (const char* name : {"tool_use", "rag"}) {
+    absl::StatusOr<std::string_view> text = f->GetString(std::string("tokenizer.chat_template.") + name);
+    ASSERT_TRUE(text.ok()) << name;
+    EXPECT_EQ(spec->named_chat_templates.at(name), *text) << name;
+  }
+  absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> tok = tokenizer::Tokenizer::FromSpec(*spec);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const std::vector<tokenizer::ChatMessage> messages = {{"user", "What is the weather in Paris?"}};
+  // In the form command-r's tool_use template reads (Cohere's).
+  absl::StatusOr<base::json::JsonValue> tools = base::json::ParseJson(
+      R"([{"name": "get_weather", "description": "Weather now", "parameter_definitions":
+          {"city": {"description": "The city", "type": "str", "required": true}}}])");
+  ASSERT_TRUE(tools.ok()) << tools.status();
+  auto direct = [&](const std::string& source, const tokenizer::ChatTemplateOptions& o) {
+    absl::StatusOr<tokenizer::ChatTemplate> t = tokenizer::ChatTemplate::Create(source);
+    EXPECT_TRUE(t.ok()) << t.status();
+    tokenizer::ChatTemplateOptions with_tokens = o;
+    with_tokens.bos_token = (*tok)->bpe().IdToToken((*tok)->bos_id());
+    with_tokens.eos_token = (*tok)->bpe().IdToToken((*tok)->eos_id());
+    absl::StatusOr<std::string> out = t->Apply(messages, with_tokens);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? *out : std::string();
+  };
+  tokenizer::ChatTemplateOptions options;
+  options.now = 1767225600;
+  absl::StatusOr<std::string> plain = (*tok)->ApplyChatTemplate(messages, options);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(*plain, direct(spec->chat_template, options));
+  options.tools = *tools;
+  absl::StatusOr<std::string> with_tools = (*tok)->ApplyChatTemplate(messages, options);
+  ASSERT_TRUE(with_tools.ok()) << with_tools.status();
+  EXPECT_EQ(*with_tools, direct(spec->named_chat_templates.at("tool_use"), options));
+  EXPECT_TRUE(absl::StrContains(*with_tools, "get_weather")) << *with_tools;
+  EXPECT_NE(*with_tools, direct(spec->chat_template, options));
 }
 
 // Vocabularies Rill does not implement: loading must fail and say which

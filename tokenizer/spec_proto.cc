@@ -21,6 +21,7 @@ rill::internal::TokenizerSpec SpecToProto(const TokenizerSpec& s, int64_t max_mo
   p.set_add_space_prefix(s.add_space_prefix);
   p.set_byte_fallback(s.byte_fallback);
   p.set_chat_template(s.chat_template);
+  for (const auto& [name, text] : s.named_chat_templates) (*p.mutable_named_chat_templates())[name] = text;
   p.set_max_model_len(max_model_len);
   return p;
 }
@@ -42,6 +43,7 @@ TokenizerSpec SpecFromProto(const rill::internal::TokenizerSpec& p) {
   s.add_space_prefix = p.add_space_prefix();
   s.byte_fallback = p.byte_fallback();
   s.chat_template = p.chat_template();
+  for (const auto& [name, text] : p.named_chat_templates()) s.named_chat_templates[name] = text;
   return s;
 }
 

@@ -28,6 +28,15 @@ std::unique_ptr<Tokenizer> Tokenizer::FromBpe(std::shared_ptr<const BpeTokenizer
                  << absl::StrJoin(t->chat_template_->UnsupportedFeatures(), ", ")
                  << "); chat requests that reach it will fail with FAILED_PRECONDITION";
   }
+  if (auto it = bpe->spec().named_chat_templates.find("tool_use");
+      it != bpe->spec().named_chat_templates.end()) {
+    t->tool_use_template_ = ChatTemplate::Create(it->second);
+    if (!t->tool_use_template_->ok()) {
+      LOG(WARNING) << "the model's tool_use chat template cannot be used; chat requests with tools "
+                      "will fail: "
+                   << t->tool_use_template_->status().message();
+    }
+  }
   t->bpe_ = std::move(bpe);
   return t;
 }
@@ -49,6 +58,10 @@ absl::StatusOr<std::string> Tokenizer::ApplyChatTemplate(
 absl::StatusOr<std::string> Tokenizer::ApplyChatTemplate(
     absl::Span<const ChatMessage> messages, ChatTemplateOptions options,
     const ChatTemplate* chat_template) const {
+  if (chat_template == nullptr && options.tools.has_value() && tool_use_template_.has_value()) {
+    if (!tool_use_template_->ok()) return tool_use_template_->status();
+    chat_template = &**tool_use_template_;
+  }
   if (chat_template == nullptr) {
     if (!chat_template_.ok()) return chat_template_.status();
     chat_template = &*chat_template_;

@@ -64,6 +64,8 @@ class Tokenizer {
       absl::Span<const ChatMessage> messages, bool add_generation_prompt) const;
   // The same with every option (bos_token and eos_token are the model's, set
   // here), rendering `chat_template` instead of the model's when not null.
+  // With options.tools set, the model's "tool_use" template is rendered
+  // when it has one (transformers' and vLLM's choice), else its default.
   absl::StatusOr<std::string> ApplyChatTemplate(
       absl::Span<const ChatMessage> messages, ChatTemplateOptions options,
       const ChatTemplate* chat_template = nullptr) const;
@@ -84,6 +86,9 @@ class Tokenizer {
   std::shared_ptr<const BpeTokenizer> bpe_;
   absl::StatusOr<ChatTemplate> chat_template_ =
       absl::UnimplementedError("no chat template");
+  // The spec's "tool_use" template when it has one, rendered instead of
+  // chat_template_ for requests that pass tools (transformers' choice).
+  std::optional<absl::StatusOr<ChatTemplate>> tool_use_template_;
 };
 
 }  // namespace rill::tokenizer

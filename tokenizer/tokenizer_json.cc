@@ -271,8 +271,12 @@ absl::StatusOr<TokenizerSpec> TokenizerSpecFromJson(const JsonValue& tok,
       } else {
         for (const JsonValue& named : t->array_items()) {
           const JsonValue* name = named.Find("name");
-          if (name && name->string_value() == "default" && named.Find("template")) {
-            spec.chat_template = named.Find("template")->string_value();
+          const JsonValue* text = named.Find("template");
+          if (name == nullptr || text == nullptr) continue;
+          if (name->string_value() == "default") {
+            spec.chat_template = text->string_value();
+          } else {
+            spec.named_chat_templates[name->string_value()] = text->string_value();
           }
         }
       }

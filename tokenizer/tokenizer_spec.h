@@ -5,6 +5,7 @@
 #define RILL_TOKENIZER_TOKENIZER_SPEC_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,11 @@ struct TokenizerSpec {
   bool add_space_prefix = true;  // "llama" only: prepend '▁' to each text run.
   bool byte_fallback = true;     // "llama" only: unknown chars -> <0xXX>.
   std::string chat_template;
+  // Templates by name besides the default one (GGUF tokenizer.chat_templates
+  // + tokenizer.chat_template.<name>, a tokenizer_config.json list of
+  // {name, template}): command-r's "tool_use" and "rag". As in transformers,
+  // a request that passes tools renders "tool_use" when there is one.
+  std::map<std::string, std::string> named_chat_templates;
 };
 
 }  // namespace rill::tokenizer

@@ -210,9 +210,22 @@ std::string ConfigToken(const char* key, const std::vector<std::string>& tokens,
   return absl::StrCat(",\"", key, "\":", QuoteJsonString(tokens[id]));
 }
 
-std::string ChatTemplateField(const std::string& chat_template) {
-  return chat_template.empty() ? ""
-                               : absl::StrCat(",\"chat_template\":", QuoteJsonString(chat_template));
+// The default template as a string, or with named ones (command-r's
+// tool_use, rag) the list of {name, template} that transformers reads.
+std::string ChatTemplateField(const tokenizer::TokenizerSpec& spec) {
+  if (spec.named_chat_templates.empty()) {
+    return spec.chat_template.empty()
+               ? ""
+               : absl::StrCat(",\"chat_template\":", QuoteJsonString(spec.chat_template));
+  }
+  std::string list;
+  auto add = [&](const std::string& name, const std::string& text) {
+    absl::StrAppend(&list, list.empty() ? "[" : ",", "{\"name\":", QuoteJsonString(name),
+                    ",\"template\":", QuoteJsonString(text), "}");
+  };
+  if (!spec.chat_template.empty()) add("default", spec.chat_template);
+  for (const auto& [name, text] : spec.named_chat_templates) add(name, text);
+  return absl::StrCat(",\"chat_template\":", list, "]");
 }
 
 }  // namespace
@@ -267,7 +280,7 @@ absl::StatusOr<std::vector<ZipEntry>> HfTokenizerFilesFromSpec(const tokenizer::
       ",\"clean_up_tokenization_spaces\":false", ConfigToken("bos_token", spec.tokens, spec.bos_id),
       ConfigToken("eos_token", spec.tokens, spec.eos_id),
       ConfigToken("pad_token", spec.tokens, spec.pad_id >= 0 ? spec.pad_id : spec.eos_id),
-      ConfigToken("unk_token", spec.tokens, spec.unk_id), ChatTemplateField(spec.chat_template),
+      ConfigToken("unk_token", spec.tokens, spec.unk_id), ChatTemplateField(spec),
       "}");
   return std::vector<ZipEntry>{{"tokenizer.json", std::move(tokenizer_json)},
                                {"tokenizer_config.json", std::move(config)}};

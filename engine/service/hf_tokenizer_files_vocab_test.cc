@@ -172,6 +172,10 @@ TEST_P(HfTokenizerFilesVocabTest, HfTokenizersAndRillReaderMatchRill) {
   absl::StatusOr<tokenizer::TokenizerSpec> back = tokenizer::TokenizerSpecFromJson(*tok_json, &*config_json);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->chat_template, spec->chat_template);
+  // Named templates (command-r's tool_use, rag) travel as transformers'
+  // list of {name, template}.
+  EXPECT_EQ(back->named_chat_templates, spec->named_chat_templates);
+  if (name == "command-r") EXPECT_EQ(spec->named_chat_templates.size(), 2u);
   EXPECT_EQ(back->add_bos, spec->add_bos);
   EXPECT_EQ(back->bos_id, spec->bos_id);
   EXPECT_EQ(back->eos_id, spec->eos_id);
@@ -209,25 +213,40 @@ TEST_P(HfTokenizerFilesVocabTest, HfTokenizersAndRillReaderMatchRill) {
     reader_mismatches += !same;
     add_decode(ids_special);
   }
-  // Random id sequences. HF's ByteFallback decoder writes one U+FFFD per
-  // byte of an invalid UTF-8 sequence where Rill writes one per maximal
-  // subpart (as byte-level decoding does on both sides), so SentencePiece
-  // sequences whose bytes are not UTF-8 are left out.
+  // Random id sequences, invalid UTF-8 included: byte-level vocabularies
+  // make one U+FFFD per maximal invalid subpart, SentencePiece byte-fallback
+  // runs one per byte unless the run is valid (HF's ByteFallback decoder).
   std::mt19937_64 rng = tests::util::TestRng(std::hash<std::string>()(name));
   std::uniform_int_distribution<int32_t> any_id(0, (*rill)->vocab_size() - 1);
-  int random_decodes = 0;
-  for (int n = 0; n < 400 && random_decodes < 100; ++n) {
+  int random_decodes = 0, invalid_utf8 = 0;
+  for (int n = 0; n < 100; ++n) {
     std::vector<int32_t> ids(1 + n % 12);
     for (int32_t& id : ids) id = any_id(rng);
     std::string bytes;
     for (int32_t id : ids) (*rill)->AppendTokenBytes(id, false, &bytes);
-    if (spec->model != "gpt2" && !tokenizer::IsValidUtf8(bytes)) continue;
+    invalid_utf8 += !tokenizer::IsValidUtf8(bytes);
     add_decode(ids);
     ++random_decodes;
   }
+  // Runs of byte tokens, which random ids over a large vocabulary rarely hit.
+  std::vector<int32_t> byte_ids;
+  for (int32_t id = 0; id < (*rill)->vocab_size(); ++id) {
+    if ((*rill)->FallbackByte(id) >= 0) byte_ids.push_back(id);
+  }
+  if (!byte_ids.empty()) {
+    std::uniform_int_distribution<size_t> any_byte(0, byte_ids.size() - 1);
+    for (int n = 0; n < 50; ++n) {
+      std::vector<int32_t> ids;
+      for (int k = 0; k < 1 + n % 6; ++k) ids.push_back(byte_ids[any_byte(rng)]);
+      if (n % 3 == 0) ids.push_back(any_id(rng));
+      add_decode(ids);
+      ++random_decodes;
+    }
+  }
   WriteFile(dir + "/cases.json", cases.Json());
-  std::printf("%s: %zu texts (%zu goldens), %d random decodes; Rill's reader: %zu/%zu texts agree\n",
-              name.c_str(), texts.size(), v.goldens.size(), random_decodes,
+  std::printf("%s: %zu texts (%zu goldens), %d random decodes (%d of invalid UTF-8, %zu byte tokens); "
+              "Rill's reader: %zu/%zu texts agree\n",
+              name.c_str(), texts.size(), v.goldens.size(), random_decodes, invalid_utf8, byte_ids.size(),
               texts.size() - reader_mismatches, texts.size());
   ExpectPythonTokenizersAgree(name, dir);
 }
