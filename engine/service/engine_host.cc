@@ -25,25 +25,28 @@ EngineHost::~EngineHost() {
 
 namespace {
 
+// A GGUF encoder's HF tokenizer files, written from its WordPiece
+// vocabulary; none for a checkpoint without a GGUF.
+absl::StatusOr<std::vector<ZipEntry>> GgufEncoderFiles(const worker::loader::Checkpoint& c) {
+  if (c.tokenizer().gguf == nullptr) return std::vector<ZipEntry>();
+  absl::StatusOr<tokenizer::WordPieceSpec> spec = engine::WordPieceSpecFromGguf(*c.tokenizer().gguf);
+  if (!spec.ok()) return spec.status();
+  return HfTokenizerFilesFromWordPieceSpec(*spec, c.config().max_position_embeddings);
+}
+
 // What an encoder's frontends rebuild their WordPiece tokenizer from: a
 // directory's tokenizer.json as it is, or the one written from a GGUF's
-// vocabulary (the file a gateway would get from GetTokenizer too). Empty
-// when the checkpoint has neither.
-absl::StatusOr<std::string> WordPieceJsonFor(const worker::loader::Checkpoint& c) {
+// vocabulary (`gguf_files`). Empty when the checkpoint has neither.
+std::string WordPieceJsonFor(const worker::loader::Checkpoint& c,
+                             const std::vector<ZipEntry>& gguf_files) {
   if (!c.tokenizer().tokenizer_json.empty()) {
     std::ifstream in(c.tokenizer().tokenizer_json, std::ios::binary);
     std::ostringstream text;
     text << in.rdbuf();
     return text.str();
   }
-  if (c.tokenizer().gguf == nullptr) return std::string();
-  absl::StatusOr<tokenizer::WordPieceSpec> spec = engine::WordPieceSpecFromGguf(*c.tokenizer().gguf);
-  if (!spec.ok()) return spec.status();
-  absl::StatusOr<std::vector<ZipEntry>> files =
-      HfTokenizerFilesFromWordPieceSpec(*spec, c.config().max_position_embeddings);
-  if (!files.ok()) return files.status();
-  for (ZipEntry& f : *files) {
-    if (f.name == "tokenizer.json") return std::move(f.data);
+  for (const ZipEntry& f : gguf_files) {
+    if (f.name == "tokenizer.json") return f.data;
   }
   return std::string();
 }
@@ -64,11 +67,12 @@ void EngineHost::Load() {
     absl::StatusOr<std::unique_ptr<worker::loader::Checkpoint>> ckpt =
         worker::loader::LoadCheckpoint(engine::ResolveModelPath(options_.args.model));
     if (ckpt.ok() && (*created)->IsEncoderModel()) {
-      absl::StatusOr<std::string> json = WordPieceJsonFor(**ckpt);
-      if (json.ok()) {
-        wordpiece_json_ = std::move(*json);
+      absl::StatusOr<std::vector<ZipEntry>> files = GgufEncoderFiles(**ckpt);
+      if (files.ok()) {
+        gguf_encoder_files_ = std::move(*files);
+        wordpiece_json_ = WordPieceJsonFor(**ckpt, gguf_encoder_files_);
       } else {
-        status = json.status();
+        status = files.status();
       }
     } else if (ckpt.ok()) {
       absl::StatusOr<tokenizer::TokenizerSpec> spec = engine::TokenizerSpecFromCheckpoint(**ckpt);

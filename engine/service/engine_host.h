@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -16,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/async_engine.h"
+#include "engine/service/tokenizer_zip.h"
 #include "tokenizer/tokenizer_spec.h"
 
 namespace rill::base::tracing {
@@ -59,6 +61,10 @@ class EngineHost {
   const tokenizer::TokenizerSpec* tokenizer_spec() const;
   // An encoder model's tokenizer.json text (WordPiece) once loaded; else empty.
   const std::string& wordpiece_json() const { return wordpiece_json_; }
+  // A GGUF encoder's HF tokenizer files (tokenizer.json and
+  // tokenizer_config.json written from its vocabulary), what GetTokenizer
+  // ships for it; empty for a directory (its own files) and decoders.
+  const std::vector<ZipEntry>& gguf_encoder_tokenizer_files() const { return gguf_encoder_files_; }
 
   // OK when new requests may be served; UNAVAILABLE with the reason while
   // loading, sleeping, after a failed load or when the engine is dead.
@@ -80,6 +86,7 @@ class EngineHost {
   std::atomic<engine::AsyncEngine*> engine_ptr_{nullptr};
   std::unique_ptr<tokenizer::TokenizerSpec> spec_;
   std::string wordpiece_json_;  // Written before engine_ptr_ is published.
+  std::vector<ZipEntry> gguf_encoder_files_;  // Likewise.
   mutable absl::Mutex mu_;
   bool loaded_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status load_status_ ABSL_GUARDED_BY(mu_);

@@ -261,8 +261,11 @@ grpc::Status VllmEngineServiceImpl::GetTokenizer(
   const std::string model_path = engine::ResolveModelPath(host_->options().args.model);
   std::error_code ec;
   const tokenizer::TokenizerSpec* spec = host_->tokenizer_spec();
+  const bool directory = std::filesystem::is_directory(model_path, ec);
   absl::StatusOr<std::vector<ZipEntry>> files =
-      std::filesystem::is_directory(model_path, ec) || spec == nullptr
+      !directory && !host_->gguf_encoder_tokenizer_files().empty()
+          ? host_->gguf_encoder_tokenizer_files()  // a GGUF encoder (BERT)
+      : directory || spec == nullptr
           ? TokenizerArtifacts(model_path)
           : HfTokenizerFilesFromSpec(*spec, host_->engine()->GetEngineConfig().model.max_model_len);
   if (!files.ok()) return ToGrpcStatus(files.status());

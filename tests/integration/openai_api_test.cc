@@ -179,5 +179,23 @@ TEST(OpenAiApiTest, EmbeddingsThroughTheGatewayEqualTheNativeEncode) {
   serve.ExpectCleanStop();
 }
 
+// The same model as a Q8_0 GGUF written as llama.cpp writes BERT
+// (tests/reference/bert_gguf.py): the gateway tokenizes with the
+// tokenizer.json GetTokenizer writes from the GGUF's WordPiece vocabulary.
+TEST(OpenAiApiTest, EmbeddingsOfABertGgufThroughTheGateway) {
+  const std::string gguf = std::string(std::getenv("TEST_TMPDIR")) + "/minilm-q8_0.gguf";
+  absl::StatusOr<util::CommandResult> made = util::RunPython(
+      "tests/reference/bert_gguf.py", {base::DefaultEmbedModelPath(), gguf, "--outtype", "q8_0"});
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_EQ(made->exit_code, 0) << made->output;
+  OpenAiServe serve;
+  absl::Status started = serve.Start("openai_embed_gguf", {"--threads=1", "--model=" + gguf});
+  ASSERT_TRUE(started.ok()) << started << "\n" << serve.log();
+  serve.ExpectPasses("tests/clients/openai_embeddings_check.py",
+                     {"--base_url", serve.url(), "--native", serve.native(), "--proto_dir",
+                      "proto"});
+  serve.ExpectCleanStop();
+}
+
 }  // namespace
 }  // namespace rill::tests::integration
