@@ -15,6 +15,29 @@ namespace {
 
 using base::json::JsonValue;
 
+// The first integer literal in `v` that int64 cannot hold, if any. Python's
+// json gives the template an exact int there; Rill's template values would
+// make it a float, so such a request is refused rather than rendered
+// differently.
+const JsonValue* IntegerPastInt64(const JsonValue& v) {
+  if (v.is_number()) {
+    const std::string& literal = v.number_literal();
+    const bool integer = literal.find_first_of(".eE") == std::string::npos;
+    return integer && !v.AsInt64().has_value() ? &v : nullptr;
+  }
+  if (v.is_array()) {
+    for (const JsonValue& item : v.array_items()) {
+      if (const JsonValue* big = IntegerPastInt64(item)) return big;
+    }
+  }
+  if (v.is_object()) {
+    for (const auto& member : v.object_members()) {
+      if (const JsonValue* big = IntegerPastInt64(member.second)) return big;
+    }
+  }
+  return nullptr;
+}
+
 // `text` parsed as a JSON value of type `want` (`want_name` in the message);
 // std::nullopt when the field is empty (unset).
 absl::StatusOr<std::optional<JsonValue>> ParseJsonField(const std::string& text, absl::string_view field,
@@ -26,6 +49,10 @@ absl::StatusOr<std::optional<JsonValue>> ParseJsonField(const std::string& text,
   }
   if (parsed->type() != want) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": must be a JSON ", want_name));
+  }
+  if (const JsonValue* big = IntegerPastInt64(*parsed)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": the integer ", big->number_literal().substr(0, 40),
+                                                   " is outside the 64-bit range chat templates get"));
   }
   return std::optional<JsonValue>(std::move(*parsed));
 }

@@ -1,6 +1,7 @@
 #include "frontend/chat_prompt_input.h"
 
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include "absl/strings/str_cat.h"
@@ -57,6 +58,8 @@ TEST(ChatPromptInputTest, EmptyToolCallsAreDroppedAndPartsJoined) {
   ASSERT_TRUE(in.ok()) << in.status();
   EXPECT_FALSE(in->messages[0].tool_calls.has_value());
   EXPECT_EQ(in->messages[1].content, "a\nb");
+  ASSERT_TRUE(in->messages[1].content_parts.has_value());  // For templates that iterate them.
+  EXPECT_EQ(*in->messages[1].content_parts, (std::vector<std::string>{"a", "b"}));
   EXPECT_TRUE(in->chat_options.add_generation_prompt);
   chat.set_continue_final_message(true);
   in = ChatPromptInput(chat);
@@ -64,6 +67,28 @@ TEST(ChatPromptInputTest, EmptyToolCallsAreDroppedAndPartsJoined) {
   EXPECT_FALSE(in->chat_options.add_generation_prompt);  // Its default follows continue_final_message.
   user->set_content("c");
   EXPECT_EQ(ChatPromptInput(chat).status().code(), absl::StatusCode::kInvalidArgument);  // Both set.
+}
+
+// Python's json hands a template exact big integers; Rill's template values
+// stop at int64, so such a request is refused, naming the field, rather than
+// rendered with a float.
+TEST(ChatPromptInputTest, IntegersPastInt64AreRefused) {
+  rill::v1::ChatPrompt chat;
+  rill::v1::ChatMessage* user = chat.add_messages();
+  user->set_role("user");
+  user->set_content("hi");
+  chat.set_chat_template_kwargs(R"({"seed": 9223372036854775807, "f": 1e30, "g": -9223372036854775808})");
+  EXPECT_TRUE(ChatPromptInput(chat).ok());  // int64's ends and floats are fine
+  chat.set_chat_template_kwargs(R"({"deep": [{"n": 9223372036854775808}]})");
+  absl::Status s = ChatPromptInput(chat).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("chat.chat_template_kwargs: the integer 9223372036854775808"),
+            std::string::npos) << s;
+  chat.clear_chat_template_kwargs();
+  chat.set_tools(R"([{"type": "function", "function": {"name": "f", "x": -99999999999999999999}}])");
+  s = ChatPromptInput(chat).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("chat.tools"), std::string::npos) << s;
 }
 
 }  // namespace
