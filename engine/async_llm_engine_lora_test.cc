@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/async_llm_engine.h"
 #include "engine/local_model_executor.h"
+#include "engine/stream_drain.h"
 #include "tests/util/test_seed.h"
 #include "worker/lora/lora_test_util.h"
 
@@ -51,12 +52,7 @@ std::unique_ptr<AsyncLLMEngine> MakeEngine(const std::string& model, EngineArgs 
 }
 
 std::vector<int32_t> Collect(const std::shared_ptr<RequestOutputStream>& stream) {
-  RequestOutput last;
-  while (true) {
-    absl::StatusOr<RequestOutput> o = stream->Next(absl::Seconds(120));
-    if (!o.ok()) break;
-    last = std::move(*o);
-  }
+  RequestOutput last = engine::testing::LastOutput(*stream, absl::Seconds(120));
   EXPECT_TRUE(last.finished) << stream->request_id();
   EXPECT_TRUE(last.error.ok()) << last.error;
   return last.outputs.empty() ? std::vector<int32_t>{} : last.outputs[0].token_ids;

@@ -17,6 +17,7 @@
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/model_path.h"
+#include "engine/stream_drain.h"
 
 namespace rill::engine {
 namespace {
@@ -30,12 +31,7 @@ SamplingParams Greedy(int max_tokens) {
 }
 
 RequestOutput Wait(RequestOutputStream* stream) {
-  RequestOutput last;
-  while (true) {
-    absl::StatusOr<RequestOutput> o = stream->Next(absl::Seconds(300));
-    if (!o.ok()) break;
-    last = std::move(*o);
-  }
+  RequestOutput last = engine::testing::LastOutput(*stream, absl::Seconds(300));
   EXPECT_TRUE(last.finished) << stream->request_id();
   return last;
 }

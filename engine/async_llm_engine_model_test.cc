@@ -13,6 +13,7 @@
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/model_path.h"
+#include "engine/stream_drain.h"
 
 namespace rill::engine {
 namespace {
@@ -30,13 +31,8 @@ SamplingParams Greedy() {
 RequestOutput RunOne(AsyncLLMEngine* engine, const std::string& prompt, const std::string& id) {
   auto stream = engine->Generate(prompt, Greedy(), id);
   EXPECT_TRUE(stream.ok()) << stream.status();
-  RequestOutput last;
-  if (!stream.ok()) return last;
-  while (true) {
-    absl::StatusOr<RequestOutput> o = (*stream)->Next(absl::Seconds(120));
-    if (!o.ok()) break;
-    last = std::move(*o);
-  }
+  if (!stream.ok()) return {};
+  RequestOutput last = engine::testing::LastOutput(**stream, absl::Seconds(120));
   EXPECT_TRUE(last.finished) << id;
   return last;
 }

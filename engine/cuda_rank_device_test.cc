@@ -20,6 +20,7 @@
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/model_path.h"
+#include "engine/stream_drain.h"
 #include "kernels/cuda/device_probe.h"
 
 namespace rill::engine {
@@ -52,12 +53,7 @@ std::vector<int32_t> Greedy(AsyncLLMEngine* engine, const std::string& prompt,
   auto stream = engine->Generate(prompt, p, id);
   EXPECT_TRUE(stream.ok()) << stream.status();
   if (!stream.ok()) return {};
-  RequestOutput last;
-  while (true) {
-    absl::StatusOr<RequestOutput> o = (*stream)->Next(absl::Seconds(120));
-    if (!o.ok()) break;
-    last = std::move(*o);
-  }
+  RequestOutput last = engine::testing::LastOutput(**stream, absl::Seconds(120));
   EXPECT_TRUE(last.finished) << id;
   return last.outputs.empty() ? std::vector<int32_t>{} : last.outputs[0].token_ids;
 }

@@ -31,6 +31,7 @@
 #include "engine/engine_factory.h"
 #include "engine/model_path.h"
 #include "engine/multiproc_executor.h"
+#include "engine/stream_drain.h"
 #include "kernels/cuda/device_probe.h"
 #include "rill/internal/worker.pb.h"
 #include "tests/util/subprocess.h"
@@ -377,12 +378,7 @@ std::vector<int32_t> GreedyTokens(AsyncLLMEngine* engine) {
       engine->Generate("The capital of France is", Greedy(8), "r");
   EXPECT_TRUE(s.ok()) << s.status();
   if (!s.ok()) return {};
-  RequestOutput last;
-  while (true) {
-    absl::StatusOr<RequestOutput> o = (*s)->Next(absl::Seconds(120));
-    if (!o.ok()) break;
-    last = std::move(*o);
-  }
+  RequestOutput last = engine::testing::LastOutput(**s, absl::Seconds(120));
   EXPECT_TRUE(last.finished);
   return last.outputs.empty() ? std::vector<int32_t>{} : last.outputs[0].token_ids;
 }

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
+#include "engine/stream_drain.h"
 #include "tests/util/subprocess.h"
 #include "tests/util/tiny_models.h"
 #include "worker/models/batch_invariance_harness.h"
@@ -59,13 +60,7 @@ std::vector<Completion> RunAll(AsyncLLMEngine* engine,
   }
   std::vector<Completion> out(streams.size());
   for (size_t i = 0; i < streams.size(); ++i) {
-    RequestOutput last;
-    while (true) {
-      absl::StatusOr<RequestOutput> o = streams[i]->Next(absl::Seconds(120));
-      if (!o.ok()) break;
-      last = std::move(*o);  // cumulative: the latest holds everything
-      if (last.finished) break;
-    }
+    RequestOutput last = engine::testing::LastOutput(*streams[i], absl::Seconds(120));
     EXPECT_TRUE(last.finished && last.error.ok()) << "request " << i << ": " << last.error;
     if (last.outputs.empty()) continue;
     const CompletionOutput& c = last.outputs[0];

@@ -18,6 +18,7 @@
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/model_path.h"
+#include "engine/stream_drain.h"
 
 namespace rill::engine {
 namespace {
@@ -50,13 +51,8 @@ RequestOutput RunRequest(AsyncLLMEngine* e, const SamplingParams& p, const std::
                   const std::string& prompt = kPrompt) {
   auto stream = e->Generate(prompt, p, id);
   EXPECT_TRUE(stream.ok()) << stream.status();
-  RequestOutput last;
-  if (!stream.ok()) return last;
-  while (true) {
-    absl::StatusOr<RequestOutput> o = (*stream)->Next(absl::Seconds(300));
-    if (!o.ok()) break;
-    last = std::move(*o);
-  }
+  if (!stream.ok()) return {};
+  RequestOutput last = engine::testing::LastOutput(**stream, absl::Seconds(300));
   return last;
 }
 
@@ -187,12 +183,7 @@ TEST_F(StructuredOutputEngineTest, CompileTimeoutAndAbortWhileCompilingEndOnlyTh
   const RequestOutput other = RunRequest(e.get(), free, "free", "Hello");
   EXPECT_TRUE(other.error.ok()) << other.error;
   EXPECT_EQ(other.outputs[0].token_ids.size(), 4u);
-  RequestOutput last;
-  while (true) {
-    absl::StatusOr<RequestOutput> o = (*slow)->Next(absl::Seconds(60));
-    if (!o.ok()) break;
-    last = std::move(*o);
-  }
+  RequestOutput last = engine::testing::LastOutput(**slow, absl::Seconds(60));
   EXPECT_EQ(last.error.code(), absl::StatusCode::kInvalidArgument) << last.error;
   EXPECT_NE(last.error.message().find("structured_output_compile_timeout"), std::string::npos)
       << last.error;

@@ -22,6 +22,7 @@
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/model_path.h"
+#include "engine/stream_drain.h"
 #include "worker/lora/lora_test_util.h"
 
 namespace rill::engine {
@@ -58,12 +59,7 @@ SamplingParams Free() {
 }
 
 CompletionOutput Collect(const std::shared_ptr<RequestOutputStream>& stream) {
-  RequestOutput last;
-  while (true) {
-    absl::StatusOr<RequestOutput> o = stream->Next(absl::Seconds(300));
-    if (!o.ok()) break;
-    last = std::move(*o);
-  }
+  RequestOutput last = engine::testing::LastOutput(*stream, absl::Seconds(300));
   EXPECT_TRUE(last.finished) << stream->request_id();
   EXPECT_TRUE(last.error.ok()) << stream->request_id() << ": " << last.error;
   return last.outputs.empty() ? CompletionOutput{} : last.outputs[0];

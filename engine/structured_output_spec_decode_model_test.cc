@@ -21,6 +21,7 @@
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/model_path.h"
+#include "engine/stream_drain.h"
 
 namespace rill::engine {
 namespace {
@@ -103,12 +104,7 @@ std::vector<CompletionOutput> RunAll(AsyncLLMEngine* e) {
   }
   std::vector<CompletionOutput> out;
   for (const auto& s : streams) {
-    RequestOutput last;
-    while (true) {
-      absl::StatusOr<RequestOutput> o = s->Next(absl::Seconds(600));
-      if (!o.ok()) break;
-      last = std::move(*o);
-    }
+    RequestOutput last = engine::testing::LastOutput(*s, absl::Seconds(600));
     EXPECT_TRUE(last.finished) << s->request_id();
     EXPECT_TRUE(last.error.ok()) << s->request_id() << ": " << last.error;
     out.push_back(last.outputs.empty() ? CompletionOutput{} : last.outputs[0]);

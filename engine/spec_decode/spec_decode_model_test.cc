@@ -22,6 +22,7 @@
 #include "engine/async_llm_engine.h"
 #include "engine/engine_factory.h"
 #include "engine/model_path.h"
+#include "engine/stream_drain.h"
 #include "worker/lora/lora_test_util.h"
 
 namespace rill::engine {
@@ -76,12 +77,7 @@ std::vector<std::vector<int32_t>> RunAll(Engine* engine, const std::vector<Promp
   }
   std::vector<std::vector<int32_t>> out(streams.size());
   for (size_t i = 0; i < streams.size(); ++i) {
-    RequestOutput last;
-    while (true) {
-      absl::StatusOr<RequestOutput> o = streams[i]->Next(absl::Seconds(600));
-      if (!o.ok()) break;
-      last = std::move(*o);
-    }
+    RequestOutput last = engine::testing::LastOutput(*streams[i], absl::Seconds(600));
     EXPECT_TRUE(last.finished) << i;
     if (!last.outputs.empty()) out[i] = last.outputs[0].token_ids;
   }
