@@ -227,8 +227,10 @@ absl::Status ReadPhi3(const GgufFile& f, const std::string& path, ModelConfig* m
 }
 
 // The model's own pooling: <arch>.pooling_type as llama.cpp numbers it
-// (0 none, 1 mean, 2 cls, 3 last, 4 rank). Rank (a reranker's classifier
-// head) is refused: Rill would return embeddings where scores are meant.
+// (0 none, 1 mean, 2 cls, 3 last, 4 rank). Rank means a reranker's
+// classifier head, which Rill does not run: a BERT reranker is refused (all
+// it could serve are embeddings where scores are meant); a decoder keeps no
+// default pooling and still generates.
 absl::Status ReadPooling(const GgufFile& f, const std::string& prefix, const std::string& path,
                          ModelConfig* m) {
   const std::string key = prefix + "pooling_type";
@@ -240,6 +242,9 @@ absl::Status ReadPooling(const GgufFile& f, const std::string& prefix, const std
     case 1: m->pooling = ModelConfig::Pooling::kMean; return absl::OkStatus();
     case 2: m->pooling = ModelConfig::Pooling::kCls; return absl::OkStatus();
     case 3: m->pooling = ModelConfig::Pooling::kLast; return absl::OkStatus();
+    case 4:
+      if (m->architecture != "bert") return absl::OkStatus();
+      break;
     default: break;
   }
   return absl::InvalidArgumentError(absl::StrCat(

@@ -294,6 +294,26 @@ TEST(MathConfigKeysTest, GgufWindowIsReadAndUnsupportedKeysRefused) {
   }
 }
 
+// A decoder GGUF's <arch>.pooling_type is the default pooling of its
+// embeddings (Qwen3-Embedding: last); a rank one (a reranker head Rill does
+// not run) leaves none and the model still loads to generate; not a type: refused.
+TEST(MathConfigKeysTest, GgufPoolingTypeOfADecoder) {
+  auto load = [](uint32_t type) {
+    GgufWriter w = LlamaGguf();
+    w.AddUint32("llama.pooling_type", type);
+    const std::string path = TmpPath("pooling.gguf");
+    EXPECT_TRUE(w.WriteFile(path).ok());
+    return LoadCheckpoint(path);
+  };
+  auto last = load(3);
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ((*last)->config().pooling, ModelConfig::Pooling::kLast);
+  auto rank = load(4);
+  ASSERT_TRUE(rank.ok()) << rank.status();
+  EXPECT_EQ((*rank)->config().pooling, ModelConfig::Pooling::kUnset);
+  ExpectRefused(load(9), {"llama.pooling_type 9", "not a pooling type"});
+}
+
 TEST(MathConfigKeysTest, GgufMixtureOfExpertsKeysAreReadOrRefused) {
   auto load = [](const std::vector<std::pair<const char*, uint32_t>>& keys,
                  int64_t stacked_experts = 0) {
