@@ -43,6 +43,11 @@ class JsonValue {
   double number_value() const { return type_ == Type::kNumber ? number_ : 0.0; }
   // Source text of a number, e.g. "1e5"; empty for other types.
   const std::string& number_literal() const;
+  // A number written without fraction or exponent (what Python's json.loads
+  // makes an int of, however large); false for other types.
+  bool is_integer_literal() const {
+    return type_ == Type::kNumber && number_literal().find_first_of(".eE") == std::string::npos;
+  }
   const std::string& string_value() const;
   const std::vector<JsonValue>& array_items() const;
   // Object members in document order; duplicates are kept.

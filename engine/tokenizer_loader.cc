@@ -162,14 +162,11 @@ absl::StatusOr<tokenizer::WordPieceSpec> WordPieceSpecFromGguf(const GgufFile& f
   ReadId(f, "tokenizer.ggml.cls_token_id", &cls);
   ReadId(f, "tokenizer.ggml.eos_token_id", &sep);
   ReadId(f, "tokenizer.ggml.seperator_token_id", &sep);  // llama.cpp's spelling.
-  for (size_t i = 0; i < spec.tokens.size() && (cls < 0 || sep < 0); ++i) {
-    if (cls < 0 && spec.tokens[i] == "[CLS]") cls = static_cast<int32_t>(i);
-    if (sep < 0 && spec.tokens[i] == "[SEP]") sep = static_cast<int32_t>(i);
-  }
-  if (spec.unk_id < 0) {
-    for (size_t i = 0; i < spec.tokens.size() && spec.unk_id < 0; ++i) {
-      if (spec.tokens[i] == "[UNK]") spec.unk_id = static_cast<int32_t>(i);
-    }
+  for (size_t i = 0; i < spec.tokens.size() && (cls < 0 || sep < 0 || spec.unk_id < 0); ++i) {
+    const int32_t id = static_cast<int32_t>(i);
+    if (cls < 0 && spec.tokens[i] == "[CLS]") cls = id;
+    if (sep < 0 && spec.tokens[i] == "[SEP]") sep = id;
+    if (spec.unk_id < 0 && spec.tokens[i] == "[UNK]") spec.unk_id = id;
   }
   if (cls >= 0) spec.prefix_ids = {cls};
   if (sep >= 0) spec.suffix_ids = {sep};

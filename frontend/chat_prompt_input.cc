@@ -20,11 +20,7 @@ using base::json::JsonValue;
 // make it a float, so such a request is refused rather than rendered
 // differently.
 const JsonValue* IntegerPastInt64(const JsonValue& v) {
-  if (v.is_number()) {
-    const std::string& literal = v.number_literal();
-    const bool integer = literal.find_first_of(".eE") == std::string::npos;
-    return integer && !v.AsInt64().has_value() ? &v : nullptr;
-  }
+  if (v.is_number()) return v.is_integer_literal() && !v.AsInt64().has_value() ? &v : nullptr;
   if (v.is_array()) {
     for (const JsonValue& item : v.array_items()) {
       if (const JsonValue* big = IntegerPastInt64(item)) return big;

@@ -466,12 +466,24 @@ int BpeTokenizer::FallbackByte(int32_t id) const {
   return b >= 0 && byte_ids_[b] == id ? b : -1;
 }
 
-void BpeTokenizer::AppendByteRun(std::string_view run, std::string* out) {
-  if (IsValidUtf8(run)) {
-    out->append(run);
+void BpeTokenizer::EndByteRun(std::string* run, std::string* out) {
+  if (IsValidUtf8(*run)) {
+    out->append(*run);
+  } else {
+    for (size_t i = 0; i < run->size(); ++i) out->append("\xEF\xBF\xBD");
+  }
+  run->clear();
+}
+
+void BpeTokenizer::AppendDecodedToken(int32_t id, bool skip_special_tokens, std::string* run,
+                                      std::string* out) const {
+  if (IsSkipped(id, skip_special_tokens)) return;
+  if (const int b = FallbackByte(id); b >= 0) {
+    run->push_back(static_cast<char>(b));
     return;
   }
-  for (size_t i = 0; i < run.size(); ++i) out->append("\xEF\xBF\xBD");
+  EndByteRun(run, out);
+  AppendTokenBytes(id, skip_special_tokens, out);
 }
 
 absl::StatusOr<std::string> BpeTokenizer::Decode(
@@ -484,17 +496,9 @@ absl::StatusOr<std::string> BpeTokenizer::Decode(
           absl::StrCat("token id ", id, " out of range [0, ", vocab_size(),
                        ")"));
     }
-    // A skipped token is gone before HF's decoders run: it ends no run.
-    if (IsSkipped(id, skip_special_tokens)) continue;
-    if (const int b = FallbackByte(id); b >= 0) {
-      run.push_back(static_cast<char>(b));
-      continue;
-    }
-    AppendByteRun(run, &bytes);
-    run.clear();
-    AppendTokenBytes(id, skip_special_tokens, &bytes);
+    AppendDecodedToken(id, skip_special_tokens, &run, &bytes);
   }
-  AppendByteRun(run, &bytes);
+  EndByteRun(&run, &bytes);
   std::string_view view = bytes;
   if (strip_leading_space_ && !view.empty() && view[0] == ' ') {
     view.remove_prefix(1);

@@ -44,16 +44,20 @@ class BpeTokenizer {
   // UTF-8 sequence), before the leading-space strip. Id must be valid.
   void AppendTokenBytes(int32_t id, bool skip_special_tokens,
                         std::string* out) const;
-  // Whether Decode drops `id` (control and unknown tokens when skipping
-  // special tokens). Id must be valid.
-  bool IsSkipped(int32_t id, bool skip_special_tokens) const;
+  // One token of a decode (Decode's step, and the streaming
+  // detokenizer's), as HF's decoders see it: a skipped token adds nothing
+  // (it is gone before they run), a byte-fallback token's byte joins *run,
+  // any other token ends the run (EndByteRun) and appends its bytes to *out.
+  // Id must be valid.
+  void AppendDecodedToken(int32_t id, bool skip_special_tokens, std::string* run,
+                          std::string* out) const;
+  // Appends a run of consecutive byte-fallback bytes as HF's ByteFallback
+  // decoder does (the run itself when it is valid UTF-8, else one U+FFFD
+  // per byte) and clears it.
+  static void EndByteRun(std::string* run, std::string* out);
   // The byte of a SentencePiece byte-fallback token, or -1 for any other
   // token (every token of a byte-level vocabulary). Id must be valid.
   int FallbackByte(int32_t id) const;
-  // Appends a finished run of consecutive byte-fallback bytes as HF's
-  // ByteFallback decoder does: the run itself when it is valid UTF-8, else
-  // one U+FFFD per byte.
-  static void AppendByteRun(std::string_view run, std::string* out);
   // Whether Decode drops one leading ' ' of the output (SentencePiece
   // add_space_prefix models).
   bool strips_leading_space() const { return strip_leading_space_; }
@@ -66,6 +70,10 @@ class BpeTokenizer {
   const TokenizerSpec& spec() const { return spec_; }
 
  private:
+  // Whether Decode drops `id` (control and unknown tokens when skipping
+  // special tokens).
+  bool IsSkipped(int32_t id, bool skip_special_tokens) const;
+
   struct MergeInfo {
     int32_t rank;
     int32_t merged_id;

@@ -15,15 +15,8 @@ absl::StatusOr<std::string> IncrementalDetokenizer::Push(int32_t id) {
     return absl::InvalidArgumentError(absl::StrCat("token id ", id,
                                                    " out of range"));
   }
-  if (tokenizer_->IsSkipped(id, skip_special_tokens_)) return std::string();
-  if (const int b = tokenizer_->FallbackByte(id); b >= 0) {
-    run_.push_back(static_cast<char>(b));
-    return std::string();
-  }
   std::string bytes;
-  BpeTokenizer::AppendByteRun(run_, &bytes);
-  run_.clear();
-  tokenizer_->AppendTokenBytes(id, skip_special_tokens_, &bytes);
+  tokenizer_->AppendDecodedToken(id, skip_special_tokens_, &run_, &bytes);
   return Release(bytes, /*final=*/false);
 }
 
@@ -45,8 +38,7 @@ std::string IncrementalDetokenizer::Release(std::string_view bytes, bool final) 
 
 std::string IncrementalDetokenizer::Flush() {
   std::string bytes;
-  BpeTokenizer::AppendByteRun(run_, &bytes);
-  run_.clear();
+  BpeTokenizer::EndByteRun(&run_, &bytes);
   std::string out = Release(bytes, /*final=*/true);
   pending_.clear();
   at_start_ = true;

@@ -261,13 +261,16 @@ grpc::Status VllmEngineServiceImpl::GetTokenizer(
   const std::string model_path = engine::ResolveModelPath(host_->options().args.model);
   std::error_code ec;
   const tokenizer::TokenizerSpec* spec = host_->tokenizer_spec();
-  const bool directory = std::filesystem::is_directory(model_path, ec);
-  absl::StatusOr<std::vector<ZipEntry>> files =
-      !directory && !host_->gguf_encoder_tokenizer_files().empty()
-          ? host_->gguf_encoder_tokenizer_files()  // a GGUF encoder (BERT)
-      : directory || spec == nullptr
-          ? TokenizerArtifacts(model_path)
-          : HfTokenizerFilesFromSpec(*spec, host_->engine()->GetEngineConfig().model.max_model_len);
+  absl::StatusOr<std::vector<ZipEntry>> files;
+  if (std::filesystem::is_directory(model_path, ec)) {
+    files = TokenizerArtifacts(model_path);
+  } else if (!host_->gguf_encoder_tokenizer_files().empty()) {
+    files = host_->gguf_encoder_tokenizer_files();  // a GGUF encoder (BERT)
+  } else if (spec != nullptr) {
+    files = HfTokenizerFilesFromSpec(*spec, host_->engine()->GetEngineConfig().model.max_model_len);
+  } else {
+    files = TokenizerArtifacts(model_path);
+  }
   if (!files.ok()) return ToGrpcStatus(files.status());
   const std::string zip = ZipStored(*files);
   const std::string sha = Sha256Hex(zip);

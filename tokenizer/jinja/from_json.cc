@@ -8,14 +8,6 @@
 #include "absl/container/flat_hash_map.h"
 
 namespace rill::tokenizer::jinja {
-namespace {
-
-// json.loads makes an int of a literal without fraction or exponent.
-bool IsIntegerLiteral(const std::string& literal) {
-  return literal.find_first_of(".eE") == std::string::npos;
-}
-
-}  // namespace
 
 Value FromJson(const base::json::JsonValue& json) {
   using Type = base::json::JsonValue::Type;
@@ -25,7 +17,7 @@ Value FromJson(const base::json::JsonValue& json) {
     case Type::kBool:
       return Value::Bool(json.bool_value());
     case Type::kNumber: {
-      if (IsIntegerLiteral(json.number_literal())) {
+      if (json.is_integer_literal()) {
         if (std::optional<int64_t> i = json.AsInt64()) return Value::Int(*i);
       }
       return Value::Float(json.number_value());

@@ -21,14 +21,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-absl::StatusOr<base::json::JsonValue> ReadJsonFile(const std::string& path) {
+// The JSON value in `path` (any type); errors name the file.
+absl::StatusOr<base::json::JsonValue> ReadJsonValue(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
   std::ostringstream ss;
   ss << in.rdbuf();
   absl::StatusOr<base::json::JsonValue> v = base::json::ParseJson(ss.str());
   if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", v.status().message()));
-  if (!v->is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
+  return v;
+}
+
+absl::StatusOr<base::json::JsonValue> ReadJsonFile(const std::string& path) {
+  absl::StatusOr<base::json::JsonValue> v = ReadJsonValue(path);
+  if (v.ok() && !v->is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
+  }
   return v;
 }
 
@@ -40,11 +48,9 @@ absl::Status ReadSentenceTransformersPooling(const std::string& dir, ModelConfig
   std::error_code ec;
   const std::string modules_path = (fs::path(dir) / "modules.json").string();
   if (!fs::exists(modules_path, ec)) return absl::OkStatus();
-  std::ifstream in(modules_path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  absl::StatusOr<base::json::JsonValue> modules = base::json::ParseJson(ss.str());
-  if (!modules.ok() || !modules->is_array()) {
+  absl::StatusOr<base::json::JsonValue> modules = ReadJsonValue(modules_path);
+  if (!modules.ok()) return modules.status();
+  if (!modules->is_array()) {
     return absl::InvalidArgumentError(absl::StrCat(modules_path, ": not a JSON array of modules"));
   }
   for (const base::json::JsonValue& module : modules->array_items()) {
